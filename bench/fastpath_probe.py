@@ -1,0 +1,520 @@
+"""Probe cheaper ways to publish/consume with pika 1.4.x than the plain loop.
+
+Every variant runs ONE publisher connection and ONE consumer connection on a
+single ``pika.SelectConnection`` IOLoop (``custom_ioloop``) in one thread, with
+a credit window: the publisher only publishes while
+``published - received < window``, so the queue cannot grow without bound
+and the fair figure (delivered messages / process CPU-second) is not inflated
+by messages that pile up in the broker.
+
+Publisher variants (``--case`` = ``<pub>+<con>``):
+
+  pika        channel.basic_publish, ``batch`` messages per ioloop callback
+  coalesce    channel.basic_publish, but the frames pika emits during one
+              batch are captured and handed to the transport as ONE write
+  pre1        pre-encoded Basic.Publish method frame + content header frame
+              (built once with pika.frame/pika.spec); per message one
+              transport write of prefix + body frame (type 3 ... 0xCE)
+  pre         as pre1, but a whole batch of messages in ONE transport write
+  preseq      as pre, and every message gets a distinct first 24 bytes
+              (seq:uint64, time_ns:uint64, worker:uint64) written per message
+
+Consumer variants:
+
+  auto        basic_consume(auto_ack=True), pika's normal frame decoding
+  ack         basic_consume(auto_ack=False), basic_ack(multiple=True) every N
+  autobig     auto + larger socket reads (transport._MAX_RECV_BYTES)
+  fast        auto-ack, Basic.Deliver/header/body frames parsed by a small
+              offset-based decoder installed as connection._on_data_available
+              (all other frames are handed back to pika), large reads
+  fastack     fast decoder + manual multiple-ack every N
+  fastlat     fastack + decode the 24-byte header per message (latency stats)
+
+Usage::
+
+    python bench/fastpath_probe.py --port 5790                    # full table
+    python bench/fastpath_probe.py --port 5790 --case pre+fast --queue-type quorum --json
+    py-spy record -o prof.txt --format raw -- \
+        python bench/fastpath_probe.py --port 5790 --case pika+auto --inproc
+
+Loopback only.  Every case is bounded by --warmup + --seconds (+ a few s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import time
+
+import pika
+from pika import frame, spec
+from pika.adapters.select_connection import IOLoop
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from plain_pika import (  # noqa: E402
+    declare_queue,
+    delete_queue,
+    measure_plain_pika,
+    queue_depth,
+)
+
+TRANSIENT = pika.BasicProperties(delivery_mode=1)
+_BASIC_DELIVER = spec.Basic.Deliver.INDEX  # 0x003C003C
+_FRAME_HDR = struct.Struct(">BHI")
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+_SEQHDR = struct.Struct(">QQQ")  # 24-byte per-message header: seq, time_ns, worker
+
+
+# --------------------------------------------------------------------------
+# Hook 1 (publisher): pre-encoded frames written straight to the transport
+# --------------------------------------------------------------------------
+def encode_publish(channel_number: int, exchange: str, routing_key: str,
+                   body: bytes, properties: spec.BasicProperties = TRANSIENT,
+                   frame_max: int = 131072) -> tuple[bytes, int]:
+    """Wire bytes of one complete Basic.Publish (method + header + body frames).
+
+    Returns (bytes, offset_of_body_in_bytes).  Bodies larger than one frame are
+    split exactly like ``Connection._send_message`` does.
+    """
+    method = frame.Method(channel_number, spec.Basic.Publish(
+        exchange=exchange, routing_key=routing_key)).marshal()
+    header = frame.Header(channel_number, len(body), properties).marshal()
+    max_chunk = frame_max - spec.FRAME_HEADER_SIZE - spec.FRAME_END_SIZE
+    parts = [method, header]
+    for start in range(0, len(body), max_chunk):
+        chunk = body[start:start + max_chunk]
+        parts.append(_FRAME_HDR.pack(spec.FRAME_BODY, channel_number, len(chunk)))
+        parts.append(chunk)
+        parts.append(b"\xce")
+    # offset of the first body byte (first body frame header is 7 bytes)
+    return b"".join(parts), len(method) + len(header) + spec.FRAME_HEADER_SIZE
+
+
+def emit_raw(connection: pika.connection.Connection, data: bytes) -> None:
+    """Hand already-framed bytes to pika's transport (ioloop thread only).
+
+    ``Connection._adapter_emit_data`` (connection.py:1540, implemented in
+    adapters/base_connection.py:414 as ``self._transport.write(data)``) is the
+    narrowest hook that every pika adapter implements.
+    """
+    connection._adapter_emit_data(data)  # pylint: disable=protected-access
+
+
+# --------------------------------------------------------------------------
+# Hook 2 (consumer): offset-based decoder for Basic.Deliver content
+# --------------------------------------------------------------------------
+def install_fast_consumer(connection, channel_number: int, on_message,
+                          on_chunk_end=None, recv_bytes: int = 262144) -> None:
+    """Replace ``connection._on_data_available`` with a decoder that handles
+    Basic.Deliver + content header + body frames for ``channel_number`` itself
+    and hands every other frame to pika's ``Connection._process_frame``.
+
+    ``on_message(delivery_tag, body)`` is called per message;
+    ``on_chunk_end()`` once per socket read.
+    """
+    from pika.frame import decode_frame
+
+    process_frame = connection._process_frame  # pylint: disable=protected-access
+    unpack_hdr = _FRAME_HDR.unpack_from
+    unpack_u32 = _U32.unpack_from
+    unpack_u64 = _U64.unpack_from
+    # decoder state, kept in a list for speed + mutability
+    leftover = b""
+    tag = 0
+    remaining = -1          # >0: body bytes still expected for current delivery
+    parts: list = []
+    passthrough = set()     # channels whose current content goes to pika
+
+    def on_data_available(data: bytes) -> None:
+        nonlocal leftover, tag, remaining, parts
+        buf = leftover + data if leftover else data
+        n = len(buf)
+        pos = 0
+        while n - pos >= 7:
+            ftype, ch, size = unpack_hdr(buf, pos)
+            end = pos + 8 + size
+            if end > n:
+                break
+            if buf[end - 1] != 0xCE:
+                raise pika.exceptions.InvalidFrameError("Invalid FRAME_END marker")
+            if ch == channel_number and ch not in passthrough:
+                if ftype == 3 and remaining > 0:
+                    if size == remaining and not parts:
+                        remaining = -1
+                        on_message(tag, buf[pos + 7:end - 1])
+                    else:
+                        parts.append(buf[pos + 7:end - 1])
+                        remaining -= size
+                        if remaining == 0:
+                            remaining = -1
+                            body, parts = b"".join(parts), []
+                            on_message(tag, body)
+                    pos = end
+                    continue
+                if ftype == 2 and remaining == 0:
+                    # content header: class(2) weight(2) body_size(8) ...
+                    remaining = unpack_u64(buf, pos + 11)[0]
+                    if remaining == 0:
+                        remaining = -1
+                        on_message(tag, b"")
+                    pos = end
+                    continue
+                if ftype == 1 and unpack_u32(buf, pos + 7)[0] == _BASIC_DELIVER:
+                    # consumer_tag shortstr, delivery_tag u64, redelivered, ...
+                    ctag_len = buf[pos + 11]
+                    tag = unpack_u64(buf, pos + 12 + ctag_len)[0]
+                    remaining = 0  # waiting for the header frame
+                    pos = end
+                    continue
+            # ---- anything else: let pika handle it --------------------------
+            _consumed, fv = decode_frame(buf[pos:end])
+            pos = end
+            if fv is None:
+                raise pika.exceptions.InvalidFrameError("undecodable frame")
+            if ftype == 1 and spec.has_content(fv.method.INDEX):
+                passthrough.add(ch)
+            elif ftype == 2 and ch in passthrough and fv.body_size == 0:
+                passthrough.discard(ch)
+            elif ftype == 3 and ch in passthrough:
+                # pika's assembler finishes when it has body_size bytes; we only
+                # need to know when to stop passing through: after last body
+                # frame the assembler is reset (its _method_frame is None)
+                chan = connection._channels.get(ch)  # pylint: disable=protected-access
+                process_frame(fv)
+                if chan is None or chan._content_assembler._method_frame is None:
+                    passthrough.discard(ch)
+                continue
+            process_frame(fv)
+        leftover = buf[pos:] if pos < n else b""
+        if on_chunk_end is not None:
+            on_chunk_end()
+
+    connection._on_data_available = on_data_available  # pylint: disable=protected-access
+    set_recv_size(connection, recv_bytes)
+
+
+def set_recv_size(connection, recv_bytes: int) -> None:
+    """Bigger socket reads: ``_AsyncTransportBase._MAX_RECV_BYTES`` is 4096
+    (adapters/utils/io_services_utils.py:743) and ``_MAX_CONSUME_BYTES`` 100 KiB
+    per readable event (:746).  Instance attributes shadow the class ones."""
+    t = connection._transport  # pylint: disable=protected-access
+    t._MAX_RECV_BYTES = recv_bytes
+    t._MAX_CONSUME_BYTES = max(recv_bytes * 4, 1 << 20)
+
+
+# --------------------------------------------------------------------------
+# The single-ioloop harness
+# --------------------------------------------------------------------------
+class Case:
+    def __init__(self, host, port, queue, queue_type, pub, con, size=2048,
+                 batch=200, window=5000, prefetch=1000, ack_every=200,
+                 seconds=10.0, warmup=2.0):
+        self.host, self.port, self.queue, self.queue_type = host, port, queue, queue_type
+        self.pub_mode, self.con_mode = pub, con
+        self.size, self.batch, self.window = size, batch, window
+        self.prefetch, self.ack_every = prefetch, ack_every
+        self.seconds, self.warmup = seconds, warmup
+        self.body = os.urandom(size)
+        self.published = 0
+        self.received = 0
+        self.waiting = False
+        self.pump_scheduled = False
+        self.stopping = False
+        self.lat_sum = 0
+        self.lat_n = 0
+        self.lat_max = 0
+        self.errors: list = []
+        self.ioloop = IOLoop()
+        self.pub_conn = self.con_conn = None
+        self.pub_ch = self.con_ch = None
+        self.ready = 0
+        self.snap: dict = {}
+
+    # ---------------- setup ----------------
+    def params(self):
+        return pika.ConnectionParameters(
+            host=self.host, port=self.port,
+            credentials=pika.PlainCredentials("guest", "guest"), heartbeat=60)
+
+    def run(self) -> dict:
+        declare_queue(self.host, self.port, self.queue, self.queue_type)
+        self.pub_conn = pika.SelectConnection(
+            self.params(), on_open_callback=self._pub_open,
+            on_open_error_callback=self._fail, custom_ioloop=self.ioloop)
+        self.con_conn = pika.SelectConnection(
+            self.params(), on_open_callback=self._con_open,
+            on_open_error_callback=self._fail, custom_ioloop=self.ioloop)
+        self.ioloop.call_later(self.warmup + self.seconds + 30, self._watchdog)
+        self.ioloop.start()
+        backlog = queue_depth(self.host, self.port, self.queue)
+        delete_queue(self.host, self.port, self.queue)
+        if self.errors:
+            raise RuntimeError(f"case failed: {self.errors[0]!r}")
+        s0, s1 = self.snap["t0"], self.snap["t1"]
+        wall, cpu = s1[3] - s0[3], s1[2] - s0[2]
+        recv, pubd = s1[1] - s0[1], s1[0] - s0[0]
+        res = {
+            "variant": f"{self.pub_mode}+{self.con_mode}",
+            "queue_type": self.queue_type,
+            "published": pubd, "received": recv,
+            "seconds": round(wall, 3), "cpu_seconds": round(cpu, 3),
+            "msgs_per_s": round(recv / wall, 1),
+            "publish_per_s": round(pubd / wall, 1),
+            "msgs_per_cpu_s": round(recv / cpu, 1) if cpu else None,
+            "cpu_util": round(cpu / wall, 3),
+            "backlog": backlog, "inflight_at_end": s1[0] - s1[1],
+            "batch": self.batch, "window": self.window,
+            "prefetch": self.prefetch, "ack_every": self.ack_every,
+        }
+        if self.lat_n:
+            res["lat_mean_ms"] = round(self.lat_sum / self.lat_n / 1e6, 2)
+            res["lat_max_ms"] = round(self.lat_max / 1e6, 2)
+        return res
+
+    def _fail(self, _conn, err):
+        self.errors.append(err)
+        self.ioloop.stop()
+
+    def _watchdog(self):
+        self.errors.append(TimeoutError("case did not finish in time"))
+        self.ioloop.stop()
+
+    def _pub_open(self, conn):
+        conn.channel(on_open_callback=self._pub_ch_open)
+
+    def _con_open(self, conn):
+        conn.channel(on_open_callback=self._con_ch_open)
+
+    def _pub_ch_open(self, ch):
+        self.pub_ch = ch
+        if self.pub_mode in ("pre", "pre1", "preseq"):
+            frame_max = self.pub_conn.params.frame_max
+            self.msg, self.body_off = encode_publish(
+                ch.channel_number, "", self.queue, self.body, TRANSIENT, frame_max)
+            self.stride = len(self.msg)
+            self.batch_bytes = self.msg * self.batch
+        self._maybe_start()
+
+    def _con_ch_open(self, ch):
+        self.con_ch = ch
+        ch.basic_qos(prefetch_count=self.prefetch, callback=self._qos_ok)
+
+    def _qos_ok(self, _frame):
+        ch, mode = self.con_ch, self.con_mode
+        manual = mode in ("ack", "fastack", "fastlat")
+        if mode in ("auto", "ack", "autobig"):
+            if mode == "autobig":
+                set_recv_size(self.con_conn, 262144)
+            cb = self._on_pika_msg_ack if manual else self._on_pika_msg
+        else:
+            cb = self._never  # deliveries are intercepted by the fast decoder
+            on_msg = {"fast": self._on_fast_msg, "fastack": self._on_fast_msg_ack,
+                      "fastlat": self._on_fast_msg_lat}[mode]
+            install_fast_consumer(self.con_conn, ch.channel_number, on_msg,
+                                  on_chunk_end=self._on_chunk_end)
+        ch.basic_consume(self.queue, cb, auto_ack=not manual,
+                         callback=lambda _f: self._maybe_start())
+
+    def _never(self, *_a):
+        raise AssertionError("fast decoder missed a delivery")
+
+    def _maybe_start(self):
+        self.ready += 1
+        if self.ready < 2:
+            return
+        self.ioloop.call_later(self.warmup, lambda: self._snapshot("t0"))
+        self.ioloop.call_later(self.warmup + self.seconds, self._finish)
+        self._schedule_pump()
+
+    def _snapshot(self, key):
+        self.snap[key] = (self.published, self.received, time.process_time(),
+                          time.monotonic())
+
+    def _finish(self):
+        self._snapshot("t1")
+        self.stopping = True
+        if self.con_ch is not None and self.con_mode in ("ack", "fastack", "fastlat"):
+            self.con_ch.basic_ack(0, multiple=True)
+        self.pub_conn.close()
+        self.con_conn.close()
+        self.ioloop.call_later(1.0, self.ioloop.stop)
+
+    # ---------------- publisher ----------------
+    def _schedule_pump(self):
+        if not self.pump_scheduled:
+            self.pump_scheduled = True
+            self.ioloop.call_later(0, self._pump)
+
+    def _pump(self):
+        self.pump_scheduled = False
+        if self.stopping:
+            return
+        credit = self.window - (self.published - self.received)
+        if credit < self.batch:
+            self.waiting = True   # consumer will kick us
+            return
+        getattr(self, "_pub_" + self.pub_mode)()
+        self.published += self.batch
+        self._schedule_pump()
+
+    def _kick(self):
+        if self.waiting and self.window - (self.published - self.received) >= self.batch:
+            self.waiting = False
+            self._schedule_pump()
+
+    def _pub_pika(self):
+        publish, q, body = self.pub_ch.basic_publish, self.queue, self.body
+        for _ in range(self.batch):
+            publish("", q, body, TRANSIENT)
+
+    def _pub_coalesce(self):
+        conn = self.pub_conn
+        captured: list = []
+        conn._adapter_emit_data = captured.append  # capture pika's 3 frames/msg
+        try:
+            publish, q, body = self.pub_ch.basic_publish, self.queue, self.body
+            for _ in range(self.batch):
+                publish("", q, body, TRANSIENT)
+        finally:
+            del conn._adapter_emit_data  # back to the class method
+        conn._adapter_emit_data(b"".join(captured))
+
+    def _pub_pre1(self):
+        emit, msg = self.pub_conn._adapter_emit_data, self.msg
+        for _ in range(self.batch):
+            emit(msg)
+
+    def _pub_pre(self):
+        self.pub_conn._adapter_emit_data(self.batch_bytes)
+
+    def _pub_preseq(self):
+        buf = bytearray(self.batch_bytes)   # fresh buffer: the transport owns it
+        pack_into, stride, off = _SEQHDR.pack_into, self.stride, self.body_off
+        seq, now_ns = self.published, time.time_ns
+        for i in range(self.batch):
+            pack_into(buf, off + i * stride, seq + i, now_ns(), 7)
+        self.pub_conn._adapter_emit_data(bytes(buf))
+
+    # ---------------- consumers ----------------
+    def _on_pika_msg(self, _ch, _method, _props, _body):
+        self.received += 1
+        if self.waiting:
+            self._kick()
+
+    def _on_pika_msg_ack(self, ch, method, _props, _body):
+        self.received += 1
+        if self.received % self.ack_every == 0:
+            ch.basic_ack(method.delivery_tag, multiple=True)
+        if self.waiting:
+            self._kick()
+
+    def _on_fast_msg(self, _tag, _body):
+        self.received += 1
+
+    def _on_fast_msg_ack(self, tag, _body):
+        self.received += 1
+        if self.received % self.ack_every == 0 and not self.stopping:
+            self.con_ch.basic_ack(tag, multiple=True)
+
+    def _on_fast_msg_lat(self, tag, body):
+        self.received += 1
+        _seq, ts, _w = _SEQHDR.unpack_from(body)
+        lat = self._chunk_now - ts
+        self.lat_sum += lat
+        self.lat_n += 1
+        if lat > self.lat_max:
+            self.lat_max = lat
+        if self.received % self.ack_every == 0 and not self.stopping:
+            self.con_ch.basic_ack(tag, multiple=True)
+
+    _chunk_now = 0
+
+    def _on_chunk_end(self):
+        self._chunk_now = time.time_ns()  # used by the next chunk's messages
+        if self.waiting:
+            self._kick()
+
+
+def run_case(host, port, queue_type, case, **kw) -> dict:
+    queue = f"bench.fast.{queue_type}"
+    if case == "plain":
+        r = measure_plain_pika(host, port, queue, queue_type=queue_type,
+                               size=kw.get("size", 2048),
+                               seconds=kw.get("seconds", 10.0),
+                               warmup=kw.get("warmup", 2.0),
+                               prefetch=kw.get("prefetch", 1000))
+        r["variant"] = "plain"
+        return r
+    pub, con = case.split("+")
+    return Case(host, port, queue, queue_type, pub, con, **kw).run()
+
+
+DEFAULT_CASES = [
+    "plain",
+    "pika+auto", "pika+ack", "coalesce+auto", "pre1+auto", "pre+auto",
+    "pre+autobig", "pre+ack", "pre+fast", "pre+fastack", "preseq+fastlat",
+]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=5790)
+    ap.add_argument("--queue-type", default="classic,quorum")
+    ap.add_argument("--case", default=",".join(DEFAULT_CASES))
+    ap.add_argument("--size", type=int, default=2048)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--warmup", type=float, default=2.0)
+    ap.add_argument("--batch", type=int, default=200)
+    ap.add_argument("--window", type=int, default=5000)
+    ap.add_argument("--prefetch", type=int, default=1000)
+    ap.add_argument("--ack-every", type=int, default=200)
+    ap.add_argument("--inproc", action="store_true",
+                    help="run cases in this process (for profilers)")
+    ap.add_argument("--json", action="store_true", help="one JSON line per case")
+    a = ap.parse_args()
+    if a.host not in ("127.0.0.1", "localhost", "::1"):
+        ap.error("loopback only")
+    kw = dict(size=a.size, seconds=a.seconds, warmup=a.warmup, batch=a.batch,
+              window=a.window, prefetch=a.prefetch, ack_every=a.ack_every)
+    rows = []
+    for qt in a.queue_type.split(","):
+        for case in a.case.split(","):
+            if a.inproc or (len(a.case.split(",")) == 1 and "," not in a.queue_type):
+                r = run_case(a.host, a.port, qt, case, **kw)
+            else:   # isolate every case in a fresh interpreter
+                cmd = [sys.executable, os.path.abspath(__file__), "--json", "--inproc",
+                       "--host", a.host, "--port", str(a.port), "--queue-type", qt,
+                       "--case", case] + [f"--{k.replace('_', '-')}={v}" for k, v in kw.items()]
+                out = subprocess.run(cmd, capture_output=True, text=True,
+                                     timeout=a.warmup + a.seconds + 60)
+                if out.returncode != 0:
+                    print(f"{qt} {case}: FAILED\n{out.stderr[-2000:]}", file=sys.stderr)
+                    continue
+                r = json.loads(out.stdout.strip().splitlines()[-1])
+            rows.append(r)
+            if a.json:
+                print(json.dumps(r), flush=True)
+    if a.json:
+        return
+    base = {r["queue_type"]: r["msgs_per_cpu_s"] for r in rows if r["variant"] == "plain"}
+    hdr = (f"{'queue':7} {'variant':16} {'recv/s':>8} {'pub/s':>8} {'cpu%':>5} "
+           f"{'msg/CPU-s':>10} {'x plain':>7} {'backlog':>7}")
+    print(hdr)
+    print("-" * len(hdr))
+    for r in rows:
+        b = base.get(r["queue_type"])
+        x = f"{r['msgs_per_cpu_s'] / b:.2f}" if b else "-"
+        print(f"{r['queue_type']:7} {r['variant']:16} {r['msgs_per_s']:8.0f} "
+              f"{r['publish_per_s']:8.0f} {r['cpu_util'] * 100:5.0f} "
+              f"{r['msgs_per_cpu_s']:10.0f} {x:>7} {r['backlog']:7d}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,244 @@
+"""Reference benchmark: the "plain pika loop".
+
+One process, two threads, each with its own ``pika.BlockingConnection``:
+
+* publisher thread: ``channel.basic_publish`` in a tight loop (default
+  exchange, routing key = queue name, 2 KiB transient body);
+* consumer thread: ``basic_qos(prefetch)`` + ``basic_consume`` +
+  ``start_consuming`` (auto-ack by default).
+
+The figure of merit is *delivered* messages per CPU-second of the whole
+process (``time.process_time()`` covers every thread).  Publish rate, consume
+rate and the queue backlog at the start and end of the measured window are
+reported, so a publisher that outruns the consumer is visible.
+
+Usage::
+
+    python bench/plain_pika.py --port 5790 --queue-type classic
+    python bench/plain_pika.py --port 5790 --queue-type quorum --max-inflight 20000
+
+Only talk to a broker on 127.0.0.1 / localhost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import threading
+import time
+
+import pika
+
+TRANSIENT = pika.BasicProperties(delivery_mode=1)
+
+
+def _params(host: str, port: int) -> pika.ConnectionParameters:
+    return pika.ConnectionParameters(
+        host=host,
+        port=port,
+        credentials=pika.PlainCredentials("guest", "guest"),
+        heartbeat=60,
+        blocked_connection_timeout=30,
+    )
+
+
+def declare_queue(host: str, port: int, queue: str, queue_type: str = "classic") -> None:
+    """(Re)create ``queue`` empty, with ``x-queue-type`` = ``queue_type``."""
+    conn = pika.BlockingConnection(_params(host, port))
+    try:
+        ch = conn.channel()
+        ch.queue_delete(queue)
+        ch.queue_declare(
+            queue,
+            durable=(queue_type == "quorum"),
+            arguments={"x-queue-type": queue_type},
+        )
+    finally:
+        conn.close()
+
+
+def queue_depth(host: str, port: int, queue: str) -> int:
+    conn = pika.BlockingConnection(_params(host, port))
+    try:
+        return conn.channel().queue_declare(queue, passive=True).method.message_count
+    finally:
+        conn.close()
+
+
+def delete_queue(host: str, port: int, queue: str) -> None:
+    conn = pika.BlockingConnection(_params(host, port))
+    try:
+        conn.channel().queue_delete(queue)
+    finally:
+        conn.close()
+
+
+def measure_plain_pika(
+    host: str,
+    port: int,
+    queue: str,
+    size: int = 2048,
+    seconds: float = 10.0,
+    warmup: float = 2.0,
+    *,
+    queue_type: str = "classic",
+    prefetch: int = 1000,
+    auto_ack: bool = True,
+    ack_every: int = 100,
+    max_inflight: int | None = None,
+    cleanup: bool = True,
+) -> dict:
+    """Measure the plain BlockingConnection publisher+consumer pair.
+
+    ``max_inflight`` (None = unbounded tight loop, the reference) makes the
+    publisher wait while ``published - received`` exceeds it, so the queue
+    cannot grow without bound.  With ``auto_ack=False`` the consumer acks
+    with ``multiple=True`` every ``ack_every`` messages.
+
+    Returns a dict with published, received, seconds, cpu_seconds,
+    msgs_per_s, msgs_per_cpu_s, backlog (+ extra diagnostic keys).
+    """
+    declare_queue(host, port, queue, queue_type)
+    body = os.urandom(size)
+    stop = threading.Event()
+    counters = {"pub": 0, "recv": 0}
+    errors: list[BaseException] = []
+    consumer_ready = threading.Event()
+    consumer_state: dict = {}
+
+    def consumer() -> None:
+        try:
+            conn = pika.BlockingConnection(_params(host, port))
+            ch = conn.channel()
+            ch.basic_qos(prefetch_count=prefetch)
+
+            if auto_ack:
+
+                def on_msg(_ch, _method, _props, _body):
+                    counters["recv"] += 1
+
+            else:
+                pending = [0]
+
+                def on_msg(c, method, _props, _body):
+                    counters["recv"] += 1
+                    pending[0] += 1
+                    if pending[0] >= ack_every:
+                        c.basic_ack(method.delivery_tag, multiple=True)
+                        pending[0] = 0
+
+            ch.basic_consume(queue, on_msg, auto_ack=auto_ack)
+            consumer_state["conn"], consumer_state["ch"] = conn, ch
+            consumer_ready.set()
+            ch.start_consuming()
+            conn.close()
+        except BaseException as exc:  # noqa: BLE001 - reported to caller
+            errors.append(exc)
+            consumer_ready.set()
+
+    def publisher() -> None:
+        try:
+            conn = pika.BlockingConnection(_params(host, port))
+            ch = conn.channel()
+            publish = ch.basic_publish
+            n = 0
+            while not stop.is_set():
+                if max_inflight is not None and n - counters["recv"] > max_inflight:
+                    conn.sleep(0.0005)
+                    continue
+                publish("", queue, body, TRANSIENT)
+                n += 1
+                counters["pub"] = n
+            conn.close()
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    tc = threading.Thread(target=consumer, name="plain-consumer", daemon=True)
+    tc.start()
+    consumer_ready.wait(30)
+    tp = threading.Thread(target=publisher, name="plain-publisher", daemon=True)
+    tp.start()
+
+    time.sleep(warmup)
+    p0, r0, c0, t0 = counters["pub"], counters["recv"], time.process_time(), time.monotonic()
+    time.sleep(seconds)
+    p1, r1, c1, t1 = counters["pub"], counters["recv"], time.process_time(), time.monotonic()
+
+    stop.set()
+    tp.join(10)
+    if "conn" in consumer_state:
+        consumer_state["conn"].add_callback_threadsafe(consumer_state["ch"].stop_consuming)
+    tc.join(10)
+    # Backlog = what the broker still holds right after the window closed.
+    # (the publisher is stopped; in-flight prefetch is already delivered)
+    backlog = queue_depth(host, port, queue)
+    if cleanup:
+        delete_queue(host, port, queue)
+    if errors:
+        raise RuntimeError(f"benchmark thread failed: {errors[0]!r}") from errors[0]
+
+    wall, cpu = t1 - t0, c1 - c0
+    received, published = r1 - r0, p1 - p0
+    return {
+        "variant": "plain_pika",
+        "queue_type": queue_type,
+        "published": published,
+        "received": received,
+        "seconds": round(wall, 3),
+        "cpu_seconds": round(cpu, 3),
+        "msgs_per_s": round(received / wall, 1),
+        "publish_per_s": round(published / wall, 1),
+        "msgs_per_cpu_s": round(received / cpu, 1) if cpu else None,
+        "cpu_util": round(cpu / wall, 3),
+        "backlog": backlog,
+        "inflight_at_end": p1 - r1,
+        "prefetch": prefetch,
+        "auto_ack": auto_ack,
+        "max_inflight": max_inflight,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=5790)
+    ap.add_argument("--queue", default=None)
+    ap.add_argument("--queue-type", default="classic", choices=["classic", "quorum"])
+    ap.add_argument("--size", type=int, default=2048)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--warmup", type=float, default=2.0)
+    ap.add_argument("--prefetch", type=int, default=1000)
+    ap.add_argument("--manual-ack", action="store_true")
+    ap.add_argument("--ack-every", type=int, default=100)
+    ap.add_argument("--max-inflight", type=int, default=None)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    if a.host not in ("127.0.0.1", "localhost", "::1"):
+        ap.error("loopback only")
+    res = measure_plain_pika(
+        a.host,
+        a.port,
+        a.queue or f"bench.plain.{a.queue_type}",
+        size=a.size,
+        seconds=a.seconds,
+        warmup=a.warmup,
+        queue_type=a.queue_type,
+        prefetch=a.prefetch,
+        auto_ack=not a.manual_ack,
+        ack_every=a.ack_every,
+        max_inflight=a.max_inflight,
+    )
+    if a.json:
+        print(json.dumps(res))
+        return
+    print(
+        f"plain_pika {res['queue_type']}: received {res['received']} in {res['seconds']}s "
+        f"-> {res['msgs_per_s']:.0f} msg/s, published {res['publish_per_s']:.0f} msg/s, "
+        f"cpu {res['cpu_seconds']}s ({res['cpu_util']*100:.0f}% of a core) "
+        f"-> {res['msgs_per_cpu_s']:.0f} msgs/CPU-s, backlog {res['backlog']}"
+    )
+
+
+if __name__ == "__main__":
+    main()

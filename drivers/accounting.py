@@ -1,0 +1,201 @@
+"""Loss and duplicate accounting for competing consumers.
+
+Several receivers (possibly in different processes) share a queue, so each sees only part of
+each producer's sequence. Each receiving process keeps a SequenceTracker; at the end their
+bitmaps are exported, ORed together by merge_exports() and compared with what was sent.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+ExportedBitmaps = dict[int, bytes]
+"""producer_id -> zlib-compressed bitmap, bit n (little-endian bit order) set if seq n was seen."""
+
+_INITIAL_BYTES = 1024
+
+
+class _Producer:
+    __slots__ = ("bits", "high")
+
+    def __init__(self) -> None:
+        self.bits = bytearray(_INITIAL_BYTES)
+        self.high = -1
+
+
+class SequenceTracker:
+    """Records which (producer_id, seq) pairs one receiving process has seen.
+
+    Counters: received (every record, duplicates included), duplicates (seq already seen by this
+    tracker) and out_of_order (first sighting of a seq lower than the highest seen so far from
+    that producer; duplicates are not also counted here).
+    """
+
+    __slots__ = ("_producers", "received", "duplicates", "out_of_order")
+
+    def __init__(self) -> None:
+        """Create an empty tracker."""
+        self._producers: dict[int, _Producer] = {}
+        self.received = 0
+        self.duplicates = 0
+        self.out_of_order = 0
+
+    @property
+    def unique(self) -> int:
+        """Distinct (producer_id, seq) pairs seen by this tracker."""
+        return self.received - self.duplicates
+
+    def record(self, producer_id: int, seq: int) -> None:
+        """Record one delivery; seq must be >= 0 (it is unsigned in the header)."""
+        self.received += 1
+        state = self._producers.get(producer_id)
+        if state is None:
+            state = self._producers[producer_id] = _Producer()
+        bits = state.bits
+        i = seq >> 3
+        if i >= len(bits):
+            bits += bytes(max(i + 1, 2 * len(bits)) - len(bits))
+        mask = 1 << (seq & 7)
+        if bits[i] & mask:
+            self.duplicates += 1
+            return
+        bits[i] |= mask
+        if seq < state.high:
+            self.out_of_order += 1
+        else:
+            state.high = seq
+
+    def export(self) -> ExportedBitmaps:
+        """Return each producer's bitmap, trailing zero bytes dropped, zlib-compressed."""
+        return {pid: zlib.compress(p.bits.rstrip(b"\x00")) for pid, p in self._producers.items()}
+
+
+@dataclass(frozen=True)
+class MergedCounts:
+    """Union of several trackers' bitmaps."""
+
+    unique: int
+    """Distinct (producer_id, seq) pairs seen by any tracker."""
+    cross_duplicates: int
+    """Sightings of a seq by more than one tracker (sum of popcounts minus union popcount)."""
+    per_producer_unique: dict[int, int]
+    bitmaps: dict[int, int] = field(default_factory=dict, repr=False)
+    """producer_id -> merged bitmap as an int, bit n set if seq n was seen."""
+
+    def missing(self, producer_id: int, sent: int) -> int:
+        """Return how many of seqs 0..sent-1 of producer_id no tracker saw."""
+        if sent <= 0:
+            return 0
+        bits = self.bitmaps.get(producer_id, 0)
+        return sent - (bits & ((1 << sent) - 1)).bit_count()
+
+
+def merge_exports(exports: Iterable[Mapping[int, bytes]]) -> MergedCounts:
+    """OR the exported bitmaps of several trackers together and count the result."""
+    merged: dict[int, int] = {}
+    total = 0
+    for export in exports:
+        for pid, blob in export.items():
+            bits = int.from_bytes(zlib.decompress(blob), "little")
+            total += bits.bit_count()
+            merged[pid] = merged.get(pid, 0) | bits
+    per_producer = {pid: bits.bit_count() for pid, bits in merged.items()}
+    unique = sum(per_producer.values())
+    return MergedCounts(
+        unique=unique,
+        cross_duplicates=total - unique,
+        per_producer_unique=per_producer,
+        bitmaps=merged,
+    )
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """End-of-run balance: sent = received + still_queued + lost, lost ideally == nacked."""
+
+    sent: int
+    confirmed: int | None
+    nacked: int
+    received: int
+    """Unique messages received."""
+    duplicates: int
+    still_queued: int
+    lost: int
+    """sent - received - still_queued, floored at 0."""
+    unexplained: int
+    """|sent - nacked - received - still_queued|: messages the counts cannot account for."""
+    balanced: bool
+
+    def explain(self) -> str:
+        """One line saying whether the books balance and, if not, where they don't."""
+        surplus = self.received + self.still_queued > self.sent
+        if surplus:
+            head = (
+                f"sent {self.sent} < received {self.received} + queued {self.still_queued}"
+                f" (broker nacked {self.nacked})"
+            )
+        else:
+            head = (
+                f"sent {self.sent} = received {self.received} + queued {self.still_queued}"
+                f" + lost {self.lost} (broker nacked {self.nacked})"
+            )
+        problems = []
+        if surplus:
+            problems.append(
+                f"{self.unexplained} more messages received or queued than sent and not nacked"
+            )
+        elif self.lost > self.nacked:
+            problems.append(f"{self.unexplained} messages unaccounted for")
+        elif self.lost < self.nacked:
+            problems.append(f"{self.unexplained} nacked messages were received or queued anyway")
+        if self.duplicates:
+            problems.append(f"{self.duplicates} duplicate deliveries")
+        if self.confirmed is not None:
+            unsettled = self.sent - self.confirmed - self.nacked
+            if unsettled > 0:
+                problems.append(f"{unsettled} sends neither confirmed nor nacked")
+            elif unsettled < 0:
+                problems.append(f"confirms + nacks exceed sends by {-unsettled}")
+        return f"{head}: {'; '.join(problems) if problems else 'balanced'}"
+
+
+def reconcile(
+    sent: int,
+    confirmed: int | None,
+    nacked: int,
+    received_unique: int,
+    duplicates: int,
+    still_queued: int,
+) -> Reconciliation:
+    """Balance what was sent against what was received, left queued and nacked by the broker.
+
+    duplicates should include both local and cross-tracker duplicates. balanced means every
+    unreceived, unqueued message was nacked and nothing arrived twice;
+    confirmed (None when publisher confirms are off) only feeds explain().
+    """
+    for name, value in (
+        ("sent", sent),
+        ("nacked", nacked),
+        ("received_unique", received_unique),
+        ("duplicates", duplicates),
+        ("still_queued", still_queued),
+    ):
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0, got {value}")
+    if confirmed is not None and confirmed < 0:
+        raise ValueError(f"confirmed must be >= 0, got {confirmed}")
+    balance = sent - received_unique - still_queued
+    unexplained = abs(balance - nacked)
+    return Reconciliation(
+        sent=sent,
+        confirmed=confirmed,
+        nacked=nacked,
+        received=received_unique,
+        duplicates=duplicates,
+        still_queued=still_queued,
+        lost=max(balance, 0),
+        unexplained=unexplained,
+        balanced=unexplained == 0 and duplicates == 0,
+    )

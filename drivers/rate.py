@@ -1,0 +1,88 @@
+"""Per-sender rate control on an absolute schedule, driven by times passed in.
+
+Message k of the current segment is due at anchor + k / rate, so rounding never accumulates into
+drift. A stall longer than max_catchup_s is not made up in full: at most max_catchup_s worth of
+messages is handed out at once and the rest are counted as skipped.
+"""
+
+from __future__ import annotations
+
+import math
+
+UNLIMITED_BATCH = 64
+"""Messages handed out per due() call when the rate is 0 (unlimited)."""
+
+# Absorbs float error in elapsed * rate, so a message due exactly now is not reported late.
+_EPS = 1e-9
+
+
+class RateSchedule:
+    """Tells a sender how many messages are due at a given time."""
+
+    __slots__ = (
+        "rate",
+        "max_catchup_s",
+        "handed_out",
+        "skipped",
+        "_anchor",
+        "_k",
+        "_max_batch",
+    )
+
+    def __init__(self, rate: float, now: float, max_catchup_s: float = 1.0) -> None:
+        """Start at now (the first message is due then); rate in msg/s, 0 means unlimited."""
+        if not max_catchup_s > 0:
+            raise ValueError(f"max_catchup_s must be > 0, got {max_catchup_s}")
+        self.max_catchup_s = max_catchup_s
+        self.handed_out = 0
+        self.skipped = 0
+        self._set(rate, now)
+
+    def _set(self, rate: float, anchor: float) -> None:
+        if not (rate >= 0 and math.isfinite(rate)):
+            raise ValueError(f"rate must be a finite number >= 0, got {rate}")
+        self.rate = rate
+        self._anchor = anchor
+        self._k = 0
+        self._max_batch = max(1, int(rate * self.max_catchup_s))
+
+    def due(self, now: float) -> int:
+        """Return how many messages are due by now and not yet handed out, and hand them out."""
+        rate = self.rate
+        if rate == 0:
+            self.handed_out += UNLIMITED_BATCH
+            return UNLIMITED_BATCH
+        elapsed = now - self._anchor
+        if elapsed < 0:
+            return 0
+        target = int(elapsed * rate + _EPS) + 1
+        n = target - self._k
+        if n <= 0:
+            return 0
+        self._k = target
+        if n > self._max_batch:
+            self.skipped += n - self._max_batch
+            n = self._max_batch
+        self.handed_out += n
+        return n
+
+    def next_due(self) -> float:
+        """Absolute time the next message is due; 0.0 (always in the past) when unlimited."""
+        if self.rate == 0:
+            return 0.0
+        return self._anchor + self._k / self.rate
+
+    def set_rate(self, rate: float, now: float) -> None:
+        """Switch to rate from now on, keeping the progress towards the next message.
+
+        The fraction of the current interval already elapsed carries over (scaled to the new
+        rate), so the change causes neither a burst nor a gap; messages already due under the
+        old rate but not yet handed out stay due.
+        """
+        old = self.rate
+        if old == 0 or rate == 0:
+            self._set(rate, now)
+            return
+        # Message units still to go before the next message; negative when messages are pending.
+        remaining = self._k - (now - self._anchor) * old
+        self._set(rate, now + remaining / rate)

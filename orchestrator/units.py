@@ -1,0 +1,73 @@
+"""Friendly units in spec files: sizes (``2KiB``), durations (``30s``), percentages (``3%``).
+
+Each parser accepts a plain number too (bytes, seconds, fraction) and raises ``ValueError``
+with a message that says what was expected; the spec loader turns that into a file/field error.
+"""
+
+from __future__ import annotations
+
+import re
+
+_NUMBER = r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*"
+
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "kb": 1000, "mb": 1000**2, "gb": 1000**3,
+    "k": 1024, "kib": 1024, "m": 1024**2, "mib": 1024**2, "g": 1024**3, "gib": 1024**3,
+}
+_DURATION_UNITS = {
+    "": 1.0, "s": 1.0, "sec": 1.0, "ms": 0.001, "us": 1e-6,
+    "m": 60.0, "min": 60.0, "h": 3600.0,
+}
+_SIZE_RE = re.compile(_NUMBER + r"([a-zA-Z]*)\s*$")
+_DURATION_RE = re.compile(_NUMBER + r"([a-zA-Z]*)\s*$")
+
+
+def parse_size(value: int | float | str) -> int:
+    """Bytes from ``2048``, ``"2KiB"``, ``"2KB"`` (1000) or ``"1.5MiB"``."""
+    if isinstance(value, bool):
+        raise ValueError("expected a size such as 2048 or '2KiB'")
+    if isinstance(value, (int, float)):
+        return _non_negative(int(value), "size")
+    match = _SIZE_RE.match(str(value))
+    unit = match.group(2).lower() if match else None
+    if not match or unit not in _SIZE_UNITS:
+        raise ValueError(f"expected a size such as 2048, '2KiB' or '1MB', got {value!r}")
+    return int(float(match.group(1)) * _SIZE_UNITS[unit])
+
+
+def parse_duration(value: int | float | str) -> float:
+    """Seconds from ``30``, ``"30s"``, ``"250ms"``, ``"5m"`` or ``"1h"``."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 30 or '30s'")
+    if isinstance(value, (int, float)):
+        return _non_negative(float(value), "duration")
+    match = _DURATION_RE.match(str(value))
+    unit = match.group(2).lower() if match else None
+    if not match or unit not in _DURATION_UNITS:
+        raise ValueError(f"expected a duration such as 30, '30s', '250ms' or '5m', got {value!r}")
+    return float(match.group(1)) * _DURATION_UNITS[unit]
+
+
+def parse_percent(value: int | float | str) -> float:
+    """A fraction from ``"3%"`` (0.03); a bare number is taken as percent too (``3`` -> 0.03)."""
+    text = str(value).strip()
+    number = text[:-1] if text.endswith("%") else text
+    try:
+        return float(number) / 100.0
+    except ValueError:
+        raise ValueError(f"expected a percentage such as '3%', got {value!r}") from None
+
+
+def format_size(n_bytes: int) -> str:
+    """``2048`` -> ``"2KiB"``; used when echoing resolved specs back to people."""
+    for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n_bytes >= factor and n_bytes % factor == 0:
+            return f"{n_bytes // factor}{unit}"
+    return f"{n_bytes}B"
+
+
+def _non_negative(number, what: str):
+    if number < 0:
+        raise ValueError(f"a {what} cannot be negative, got {number}")
+    return number

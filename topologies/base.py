@@ -1,0 +1,75 @@
+"""What every provisioner offers the controller, whatever the broker and the placement."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from orchestrator.specs import TopologySpec
+
+
+@dataclass(frozen=True)
+class Member:
+    """One broker member of the pool and where clients and scrapers reach it."""
+
+    index: int
+    name: str
+    host: str
+    amqp_port: int
+    management_port: int
+    prometheus_port: int
+    running: bool = False
+    pid: int | None = None
+
+    @property
+    def amqp_url(self) -> str:
+        """Connection URL for clients (credentials included; loopback only)."""
+        return f"amqp://guest:guest@{self.host}:{self.amqp_port}/%2F"
+
+    @property
+    def metrics_url(self) -> str:
+        """The member's Prometheus endpoint."""
+        return f"http://{self.host}:{self.prometheus_port}/metrics"
+
+
+@dataclass(frozen=True)
+class MemberSample:
+    """A member's counters at one instant; rates are derived by the controller."""
+
+    name: str
+    running: bool
+    cpu_seconds: float | None
+    cpu_quota_cores: float | None
+    connections: int | None = None
+
+
+@dataclass(frozen=True)
+class BrokerSample:
+    """One scrape of the whole cluster."""
+
+    members: list[MemberSample]
+    queue_depths: dict[str, int] = field(default_factory=dict)
+
+
+class Provisioner(Protocol):
+    """Starts, observes and stops the members of one topology."""
+
+    topology: TopologySpec
+
+    def up(self) -> list[Member]:
+        """Start ``topology.start`` members (reusing running ones) and declare the queues."""
+
+    def status(self) -> list[Member]:
+        """Every member of the pool with whether it runs now."""
+
+    def start_member(self, index: int | None = None) -> Member:
+        """Start one more member of the pool (the next stopped one by default) and join it."""
+
+    def stop_member(self, index: int, kill: bool = False) -> None:
+        """Stop a member gracefully, or kill it (fault injection)."""
+
+    def sample(self) -> BrokerSample:
+        """CPU, connections and queue depths now."""
+
+    def down(self) -> list[str]:
+        """Stop everything this provisioner started and remove its state; says what it did."""

@@ -1,0 +1,350 @@
+"""RabbitMQ members as local processes on loopback, each with its own ports, data and cgroup.
+
+State (PIDs, cgroups, the private epmd) lives in ``<state root>/<topology>/state.json`` so that
+``surge down`` stops exactly what surge started, by PID, and a crashed run's leftovers are found.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import fcntl
+import psutil
+
+from orchestrator.errors import ProvisionError
+from orchestrator.specs import TopologySpec
+from topologies.base import BrokerSample, Member, MemberSample
+from topologies.cgroups import CpuCgroup
+from topologies.rabbitmq import node
+from topologies.rabbitmq.management import Management
+
+log = logging.getLogger(__name__)
+
+HOST = "127.0.0.1"
+START_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 30.0
+
+
+def default_state_root() -> Path:
+    """Where provisioner state lives: ``$SURGE_STATE_DIR`` or ``~/.local/state/surge``."""
+    return Path(os.environ.get("SURGE_STATE_DIR", Path.home() / ".local/state/surge"))
+
+
+class LocalRabbitMQ:
+    """The local-process provisioner for a RabbitMQ topology (see :class:`topologies.base.Provisioner`)."""
+
+    def __init__(self, topology: TopologySpec, state_root: Path | None = None):
+        self.topology = topology
+        self.state_dir = (state_root or default_state_root()) / topology.name
+        self.epmd_port = topology.port_base + 30000
+
+    # -- the pool ---------------------------------------------------------------------------
+
+    def member(self, index: int) -> Member:
+        """Member ``index`` of the pool as configured (not whether it runs)."""
+        base = self.topology.port_base
+        return Member(index=index, name=f"surge-{self.topology.name}-{index}@localhost", host=HOST,
+                      amqp_port=base + index, management_port=base + 10000 + index,
+                      prometheus_port=base + 10100 + index)
+
+    def status(self) -> list[Member]:
+        """Every member of the pool, with its PID where it runs."""
+        state = self._read_state()
+        out = []
+        for index in range(self.topology.members):
+            member = self.member(index)
+            pid = state["members"].get(str(index), {}).get("pid")
+            alive = _alive(pid, member.name)
+            out.append(Member(**{**member.__dict__, "running": alive, "pid": pid if alive else None}))
+        return out
+
+    def running(self) -> list[Member]:
+        """The members that run now."""
+        return [m for m in self.status() if m.running]
+
+    # -- up / down --------------------------------------------------------------------------
+
+    def up(self) -> list[Member]:
+        """Start ``topology.start`` members (reusing running ones), cluster them, declare queues."""
+        with self._locked():
+            state = self._reconcile(self._read_state())
+            self._ensure_epmd(state)
+            wanted = range(self.topology.start)
+            if not any(self._is_running(state, i) for i in range(self.topology.members)):
+                self._start(state, 0)
+            pending = [i for i in wanted if not self._is_running(state, i)]
+            with concurrent.futures.ThreadPoolExecutor(max(1, len(pending))) as pool:
+                list(pool.map(lambda i: self._start(state, i), pending))
+            self._declare_queues()
+        return self.status()
+
+    def start_member(self, index: int | None = None) -> Member:
+        """Start the next stopped member of the pool (or ``index``) and join it to the cluster."""
+        with self._locked():
+            state = self._read_state()
+            if index is None:
+                stopped = [i for i in range(self.topology.members)
+                           if not self._is_running(state, i)]
+                if not stopped:
+                    raise ProvisionError(f"all {self.topology.members} members already run")
+                index = stopped[0]
+            self._ensure_epmd(state)
+            self._start(state, index)
+        return self.status()[index]
+
+    def stop_member(self, index: int, kill: bool = False) -> None:
+        """Stop member ``index``: gracefully (SIGTERM, wait) or at once (SIGKILL)."""
+        with self._locked():
+            state = self._read_state()
+            entry = state["members"].get(str(index), {})
+            _stop_process(entry.get("pid"), self.member(index).name, kill)
+            entry["pid"] = None
+            self._write_state(state)
+
+    def down(self) -> list[str]:
+        """Stop every process this topology started and remove its state and data."""
+        if not self.state_dir.exists():
+            return [f"{self.topology.name}: nothing to stop"]
+        said = []
+        with self._locked():
+            state = self._read_state()
+            entries = sorted(state["members"].items())
+            with concurrent.futures.ThreadPoolExecutor(max(1, len(entries))) as pool:
+                stopped = list(pool.map(
+                    lambda item: _stop_process(item[1].get("pid"), self.member(int(item[0])).name,
+                                               kill=False), entries))
+            for (index, entry), was_running in zip(entries, stopped):
+                if was_running:
+                    said.append(f"stopped {self.member(int(index)).name} (pid {entry['pid']})")
+                if entry.get("cgroup"):
+                    CpuCgroup.at(entry["cgroup"]).remove()
+            if _stop_process(state.get("epmd_pid"), "epmd", kill=False):
+                said.append(f"stopped epmd on port {self.epmd_port} (pid {state['epmd_pid']})")
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+        said.append(f"removed {self.state_dir}")
+        return said
+
+    # -- observation ------------------------------------------------------------------------
+
+    def management(self) -> Management:
+        """A management client on some running member."""
+        running = self.running()
+        if not running:
+            raise ProvisionError(f"no member of {self.topology.name} runs", temporary=True)
+        return Management(HOST, running[0].management_port)
+
+    def sample(self) -> BrokerSample:
+        """CPU seconds per member, connections per member and queue depths, now."""
+        state = self._read_state()
+        members = self.status()
+        try:
+            api = self.management()
+            connections, depths = api.connections_per_node(), api.queue_depths()
+        except ProvisionError:
+            connections, depths = None, {}
+        samples = []
+        for member in members:
+            entry = state["members"].get(str(member.index), {})
+            group = CpuCgroup.at(entry["cgroup"]) if entry.get("cgroup") else None
+            cpu = group.cpu_seconds() if group and member.running else None
+            if cpu is None and member.running:
+                cpu = _tree_cpu_seconds(member.pid)
+            samples.append(MemberSample(
+                name=member.name, running=member.running, cpu_seconds=cpu,
+                cpu_quota_cores=self.topology.cpu_per_member,
+                connections=connections.get(member.name, 0) if connections is not None else None))
+        return BrokerSample(samples, depths)
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _start(self, state: dict, index: int) -> None:
+        member = self.member(index)
+        entry = state["members"].setdefault(str(index), {})
+        files = node.NodeFiles(self.state_dir / f"member-{index}")
+        if not entry.get("joined"):
+            shutil.rmtree(files.root, ignore_errors=True)
+        _require_free(member.amqp_port, member.management_port, member.prometheus_port,
+                      self.topology.port_base + 20000 + index)
+        files.root.mkdir(parents=True, exist_ok=True)
+        node.write_files(member, files)
+        group = CpuCgroup.create(f"surge-{self.topology.name}-{index}",
+                                 self.topology.cpu_per_member)
+        env = node.node_env(member, files, self.topology.port_base + 20000 + index, self.epmd_port)
+        process = node.spawn(env, files, [str(p) for p in group.procs_files()] if group else [])
+        entry.update(pid=process.pid, cgroup=group.name if group else None)
+        self._write_state(state)
+        self._await(member, process, files)
+        if not entry.get("joined"):
+            self._join(state, index)
+            entry["joined"] = True
+            self._write_state(state)
+        log.info("member %s serves on %s:%d", member.name, HOST, member.amqp_port)
+
+    def _await(self, member: Member, process: subprocess.Popen, files: node.NodeFiles) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                tail = files.console_log.read_text(errors="replace").strip().splitlines()[-5:]
+                raise ProvisionError(f"{member.name} exited with code {process.returncode}: "
+                                     + " | ".join(tail))
+            try:
+                node.rabbitmqctl(member.name, self.epmd_port, "await_startup", "--timeout", "30",
+                                 timeout_s=40)
+                return
+            except ProvisionError:
+                if time.monotonic() > deadline:
+                    raise ProvisionError(f"{member.name} did not start within "
+                                         f"{START_TIMEOUT_S:.0f} s; see {files.console_log}",
+                                         temporary=True) from None
+                time.sleep(1.0)
+
+    def _join(self, state: dict, index: int) -> None:
+        peers = [i for i in range(self.topology.members)
+                 if i != index and state["members"].get(str(i), {}).get("joined")
+                 and self._is_running(state, i)]
+        if not peers:
+            return  # the first member forms the cluster
+        name, seed = self.member(index).name, self.member(peers[0]).name
+        node.rabbitmqctl(name, self.epmd_port, "stop_app")
+        node.rabbitmqctl(name, self.epmd_port, "join_cluster", seed)
+        node.rabbitmqctl(name, self.epmd_port, "start_app")
+
+    def _declare_queues(self) -> None:
+        api = self.management()
+        for queue in self.topology.queues:
+            api.declare_queue(queue)
+
+    def _ensure_epmd(self, state: dict) -> None:
+        if _alive(state.get("epmd_pid"), "epmd"):
+            return
+        _require_free(self.epmd_port)
+        process = subprocess.Popen(
+            [shutil.which("epmd") or "epmd", "-port", str(self.epmd_port)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        state["epmd_pid"] = process.pid
+        self._write_state(state)
+        _wait_port(self.epmd_port, 10.0)
+
+    def _is_running(self, state: dict, index: int) -> bool:
+        return _alive(state["members"].get(str(index), {}).get("pid"), self.member(index).name)
+
+    def _reconcile(self, state: dict) -> dict:
+        """Forget members that died (a crashed run); with none alive, start from clean data."""
+        alive = [i for i in range(self.topology.members) if self._is_running(state, i)]
+        if state["members"] and not alive:
+            if any(e.get("pid") for e in state["members"].values()):
+                log.warning("%s: found state of a previous run with no live member; "
+                            "starting from clean data", self.topology.name)
+            for index in list(state["members"]):
+                shutil.rmtree(self.state_dir / f"member-{index}", ignore_errors=True)
+            state["members"] = {}
+        return state
+
+    def _read_state(self) -> dict:
+        path = self.state_dir / "state.json"
+        try:
+            return json.loads(path.read_text())
+        except FileNotFoundError:
+            return {"topology": self.topology.name, "epmd_pid": None, "members": {}}
+        except ValueError as error:
+            raise ProvisionError(f"{path} is corrupt ({error}); stop its processes by hand "
+                                 f"and delete {self.state_dir}") from None
+
+    def _write_state(self, state: dict) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_dir / "state.json.tmp"
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.state_dir / "state.json")
+
+    @contextmanager
+    def _locked(self):
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.state_dir / "lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+
+
+def _alive(pid: int | None, marker: str) -> bool:
+    """Whether ``pid`` runs and is really ours (its command line or environment names ``marker``).
+
+    A broker VM's command line does not carry its node name, but its environment does.
+    """
+    if not pid:
+        return False
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return marker in " ".join(process.cmdline()) or marker in process.environ().values()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def _stop_process(pid: int | None, marker: str, kill: bool) -> bool:
+    """Stop a process group we started; returns whether something was running."""
+    if not _alive(pid, marker):
+        return False
+    try:
+        os.killpg(pid, signal.SIGKILL if kill else signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    try:
+        psutil.Process(pid).wait(timeout=STOP_TIMEOUT_S)
+    except psutil.TimeoutExpired:
+        os.killpg(pid, signal.SIGKILL)
+    except psutil.NoSuchProcess:
+        pass
+    _reap_group(pid)
+    return True
+
+
+def _reap_group(pgid: int) -> None:
+    """Kill what is left of the process group (erl_child_setup, inet_gethost)."""
+    for process in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(process.pid) == pgid:
+                process.kill()
+        except (ProcessLookupError, psutil.NoSuchProcess, PermissionError):
+            continue
+
+
+def _tree_cpu_seconds(pid: int | None) -> float | None:
+    try:
+        root = psutil.Process(pid)
+        total = 0.0
+        for process in [root, *root.children(recursive=True)]:
+            times = process.cpu_times()
+            total += times.user + times.system
+        return total
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return None
+
+
+def _require_free(*ports: int) -> None:
+    for port in ports:
+        with socket.socket() as probe:
+            if probe.connect_ex((HOST, port)) == 0:
+                raise ProvisionError(f"port {port} on {HOST} is in use by a process surge did "
+                                     "not start; stop it or change the topology's port_base")
+
+
+def _wait_port(port: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex((HOST, port)) == 0:
+                return
+        time.sleep(0.05)
+    raise ProvisionError(f"nothing listens on {HOST}:{port} after {timeout_s:.0f} s",
+                         temporary=True)

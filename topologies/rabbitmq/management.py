@@ -1,0 +1,63 @@
+"""A small client for RabbitMQ's management HTTP API (loopback, guest credentials)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import Counter
+from typing import Any
+
+from orchestrator.errors import ProvisionError
+from orchestrator.specs import QueueSpec
+
+_AUTH = "Basic " + base64.b64encode(b"guest:guest").decode()
+
+
+class Management:
+    """Calls to one member's management listener; any running member sees the whole cluster."""
+
+    def __init__(self, host: str, port: int, timeout_s: float = 5.0):
+        self.base = f"http://{host}:{port}/api"
+        self.timeout_s = timeout_s
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        """One API call; JSON in and out. Raises ``ProvisionError`` (temporary) on failure."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("Authorization", _AUTH)
+        req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as response:
+                payload = response.read()
+        except (urllib.error.URLError, OSError) as error:
+            raise ProvisionError(f"management API {method} {path}: {error}", temporary=True) \
+                from None
+        return json.loads(payload) if payload else None
+
+    def declare_queue(self, queue: QueueSpec, node: str | None = None) -> None:
+        """Declare ``queue`` on the default vhost with its type and x-arguments."""
+        arguments = dict(queue.arguments)
+        arguments.setdefault("x-queue-type", queue.type)
+        body: dict[str, Any] = {"durable": queue.durable, "auto_delete": False,
+                                "arguments": arguments}
+        if node:
+            body["node"] = node
+        self.request("PUT", f"/queues/%2F/{urllib.parse.quote(queue.name, safe='')}", body)
+
+    def queue_depths(self) -> dict[str, int]:
+        """Messages (ready + unacknowledged) per queue on the default vhost."""
+        rows = self.request("GET", "/queues/%2F?columns=name,messages") or []
+        return {row["name"]: int(row.get("messages") or 0) for row in rows}
+
+    def connections_per_node(self) -> Counter[str]:
+        """Client connections per member node name."""
+        rows = self.request("GET", "/connections?columns=node") or []
+        return Counter(row.get("node", "?") for row in rows)
+
+    def running_nodes(self) -> list[str]:
+        """Names of the cluster's members that are running."""
+        rows = self.request("GET", "/nodes?columns=name,running") or []
+        return [row["name"] for row in rows if row.get("running")]

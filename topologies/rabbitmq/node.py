@@ -1,0 +1,110 @@
+"""One RabbitMQ node as a local process: its files, its environment, and rabbitmqctl calls."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.errors import ProvisionError
+from topologies.base import Member
+from topologies.cgroups import join_cgroup
+
+RABBITMQ_BIN = Path(os.environ.get("SURGE_RABBITMQ_BIN", "/usr/lib/rabbitmq/bin"))
+PLUGINS = "[rabbitmq_management,rabbitmq_prometheus]."
+
+
+@dataclass(frozen=True)
+class NodeFiles:
+    """Where one member keeps its data, logs and configuration."""
+
+    root: Path
+
+    @property
+    def mnesia(self) -> Path:
+        """Data directory base (RABBITMQ_MNESIA_BASE)."""
+        return self.root / "mnesia"
+
+    @property
+    def logs(self) -> Path:
+        """Log directory (RABBITMQ_LOG_BASE)."""
+        return self.root / "log"
+
+    @property
+    def console_log(self) -> Path:
+        """The node's stdout and stderr."""
+        return self.root / "console.log"
+
+
+def write_files(member: Member, files: NodeFiles) -> None:
+    """Write the node's configuration and enabled-plugins files."""
+    for directory in (files.mnesia, files.logs):
+        directory.mkdir(parents=True, exist_ok=True)
+    (files.root / "enabled_plugins").write_text(PLUGINS + "\n")
+    (files.root / "rabbitmq.conf").write_text("\n".join([
+        f"listeners.tcp.1 = {member.host}:{member.amqp_port}",
+        f"management.tcp.ip = {member.host}",
+        f"management.tcp.port = {member.management_port}",
+        f"prometheus.tcp.ip = {member.host}",
+        f"prometheus.tcp.port = {member.prometheus_port}",
+        "loopback_users = none",
+        "collect_statistics_interval = 1000",
+        "log.console = false",
+        "log.file.level = warning",
+        "",
+    ]))
+
+
+def node_env(member: Member, files: NodeFiles, dist_port: int, epmd_port: int) -> dict[str, str]:
+    """Environment for ``rabbitmq-server`` so several nodes run side by side."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RABBITMQ_")}
+    env.update({
+        "RABBITMQ_NODENAME": member.name,
+        "RABBITMQ_NODE_PORT": str(member.amqp_port),
+        "RABBITMQ_DIST_PORT": str(dist_port),
+        "RABBITMQ_MNESIA_BASE": str(files.mnesia),
+        "RABBITMQ_LOG_BASE": str(files.logs),
+        "RABBITMQ_ENABLED_PLUGINS_FILE": str(files.root / "enabled_plugins"),
+        "RABBITMQ_CONFIG_FILE": str(files.root / "rabbitmq"),
+        "RABBITMQ_PID_FILE": str(files.root / "node.pid"),
+        "ERL_EPMD_PORT": str(epmd_port),
+        # Makes the start script exec the VM, so the PID we hold is the broker's own.
+        "RUNNING_UNDER_SYSTEMD": "1",
+    })
+    env.setdefault("HOME", "/root")
+    return env
+
+
+def spawn(env: dict[str, str], files: NodeFiles, cgroup_procs: list[str]) -> subprocess.Popen:
+    """Start the node in its own session (and cgroup, if any); returns at once."""
+    log = open(files.console_log, "ab")  # noqa: SIM115 - handed to the child, closed below
+    try:
+        return subprocess.Popen(
+            [str(RABBITMQ_BIN / "rabbitmq-server")], env=env, stdin=subprocess.DEVNULL,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=(lambda: join_cgroup(cgroup_procs)) if cgroup_procs else None)
+    except OSError as error:
+        raise ProvisionError(f"cannot start {RABBITMQ_BIN / 'rabbitmq-server'}: {error}") \
+            from None
+    finally:
+        log.close()
+
+
+def rabbitmqctl(node: str, epmd_port: int, *args: str, timeout_s: float = 120.0) -> str:
+    """Run ``rabbitmqctl -n node ARGS``; raises ``ProvisionError`` with its output on failure."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RABBITMQ_")}
+    env["ERL_EPMD_PORT"] = str(epmd_port)
+    env.setdefault("HOME", "/root")
+    command = [str(RABBITMQ_BIN / "rabbitmqctl"), "-n", node, *args]
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout_s,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise ProvisionError(f"rabbitmqctl {' '.join(args)} on {node} timed out after "
+                             f"{timeout_s:.0f} s", temporary=True) from None
+    if done.returncode != 0:
+        output = (done.stderr or done.stdout).strip().splitlines()
+        raise ProvisionError(f"rabbitmqctl {' '.join(args)} on {node} failed: "
+                             f"{' '.join(output[-3:])}", temporary=True)
+    return done.stdout
