@@ -57,9 +57,11 @@ from pika.adapters.select_connection import IOLoop
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from plain_pika import (  # noqa: E402
+    broker_process,
     declare_queue,
     delete_queue,
     measure_plain_pika,
+    proc_cpu,
     queue_depth,
 )
 
@@ -214,12 +216,17 @@ def set_recv_size(connection, recv_bytes: int) -> None:
 class Case:
     def __init__(self, host, port, queue, queue_type, pub, con, size=2048,
                  batch=200, window=5000, prefetch=1000, ack_every=200,
-                 seconds=10.0, warmup=2.0):
+                 seconds=10.0, warmup=2.0, rate=0.0, tick=0.005):
         self.host, self.port, self.queue, self.queue_type = host, port, queue, queue_type
         self.pub_mode, self.con_mode = pub, con
         self.size, self.batch, self.window = size, batch, window
         self.prefetch, self.ack_every = prefetch, ack_every
         self.seconds, self.warmup = seconds, warmup
+        self.rate, self.tick = rate, tick   # rate 0 = as fast as the window allows
+        self.rate_t0 = self.rate_n0 = 0
+        self.next_seq = 0
+        self.seq_errors = 0
+        self.body_errors = 0
         self.body = os.urandom(size)
         self.published = 0
         self.received = 0
@@ -235,6 +242,8 @@ class Case:
         self.pub_ch = self.con_ch = None
         self.ready = 0
         self.snap: dict = {}
+        self.depth: dict = {}
+        self.broker = broker_process(port)
 
     # ---------------- setup ----------------
     def params(self):
@@ -252,12 +261,13 @@ class Case:
             on_open_error_callback=self._fail, custom_ioloop=self.ioloop)
         self.ioloop.call_later(self.warmup + self.seconds + 30, self._watchdog)
         self.ioloop.start()
-        backlog = queue_depth(self.host, self.port, self.queue)
+        backlog_after_stop = queue_depth(self.host, self.port, self.queue)
         delete_queue(self.host, self.port, self.queue)
         if self.errors:
             raise RuntimeError(f"case failed: {self.errors[0]!r}")
         s0, s1 = self.snap["t0"], self.snap["t1"]
         wall, cpu = s1[3] - s0[3], s1[2] - s0[2]
+        bcpu = s1[4] - s0[4]
         recv, pubd = s1[1] - s0[1], s1[0] - s0[0]
         res = {
             "variant": f"{self.pub_mode}+{self.con_mode}",
@@ -268,10 +278,16 @@ class Case:
             "publish_per_s": round(pubd / wall, 1),
             "msgs_per_cpu_s": round(recv / cpu, 1) if cpu else None,
             "cpu_util": round(cpu / wall, 3),
-            "backlog": backlog, "inflight_at_end": s1[0] - s1[1],
-            "batch": self.batch, "window": self.window,
+            "backlog": self.depth.get("t1", -1),
+            "backlog_at_start": self.depth.get("t0", -1),
+            "backlog_after_stop": backlog_after_stop,
+            "inflight_at_end": s1[0] - s1[1],
+            "broker_cpu_util": round(bcpu / wall, 3),
+            "batch": self.batch, "window": self.window, "rate": self.rate,
             "prefetch": self.prefetch, "ack_every": self.ack_every,
         }
+        if self.con_mode == "fastlat":
+            res["seq_errors"], res["body_errors"] = self.seq_errors, self.body_errors
         if self.lat_n:
             res["lat_mean_ms"] = round(self.lat_sum / self.lat_n / 1e6, 2)
             res["lat_max_ms"] = round(self.lat_max / 1e6, 2)
@@ -298,7 +314,6 @@ class Case:
             self.msg, self.body_off = encode_publish(
                 ch.channel_number, "", self.queue, self.body, TRANSIENT, frame_max)
             self.stride = len(self.msg)
-            self.batch_bytes = self.msg * self.batch
         self._maybe_start()
 
     def _con_ch_open(self, ch):
@@ -328,16 +343,35 @@ class Case:
         self.ready += 1
         if self.ready < 2:
             return
-        self.ioloop.call_later(self.warmup, lambda: self._snapshot("t0"))
+        self.ioloop.call_later(self.warmup, self._start_window)
         self.ioloop.call_later(self.warmup + self.seconds, self._finish)
+        self.rate_t0, self.rate_n0 = time.monotonic(), self.published
         self._schedule_pump()
 
     def _snapshot(self, key):
         self.snap[key] = (self.published, self.received, time.process_time(),
-                          time.monotonic())
+                          time.monotonic(), proc_cpu(self.broker))
+
+    def _queue_depth(self, key, then=None):
+        def ok(fr):
+            self.depth[key] = fr.method.message_count
+            if then:
+                then()
+        self.pub_ch.queue_declare(self.queue, passive=True, callback=ok)
+
+    def _start_window(self):
+        self._snapshot("t0")
+        self._queue_depth("t0")
 
     def _finish(self):
         self._snapshot("t1")
+        # depth while the consumer is still running, then stop everything
+        self._queue_depth("t1", then=self._close)
+        self.ioloop.call_later(5.0, self._close)  # in case the reply never comes
+
+    def _close(self):
+        if self.stopping:
+            return
         self.stopping = True
         if self.con_ch is not None and self.con_mode in ("ack", "fastack", "fastlat"):
             self.con_ch.basic_ack(0, multiple=True)
@@ -359,45 +393,59 @@ class Case:
         if credit < self.batch:
             self.waiting = True   # consumer will kick us
             return
-        getattr(self, "_pub_" + self.pub_mode)()
-        self.published += self.batch
-        self._schedule_pump()
+        n = self.batch
+        if self.rate:
+            # token bucket: what the schedule allows so far, at most one batch
+            due = int((time.monotonic() - self.rate_t0) * self.rate) - (
+                self.published - self.rate_n0)
+            if due <= 0:
+                self.pump_scheduled = True
+                self.ioloop.call_later(self.tick, self._pump)
+                return
+            n = min(n, due)
+        getattr(self, "_pub_" + self.pub_mode)(n)
+        self.published += n
+        if self.rate and n < self.batch:
+            self.pump_scheduled = True
+            self.ioloop.call_later(self.tick, self._pump)
+        else:
+            self._schedule_pump()
 
     def _kick(self):
         if self.waiting and self.window - (self.published - self.received) >= self.batch:
             self.waiting = False
             self._schedule_pump()
 
-    def _pub_pika(self):
+    def _pub_pika(self, n):
         publish, q, body = self.pub_ch.basic_publish, self.queue, self.body
-        for _ in range(self.batch):
+        for _ in range(n):
             publish("", q, body, TRANSIENT)
 
-    def _pub_coalesce(self):
+    def _pub_coalesce(self, n):
         conn = self.pub_conn
         captured: list = []
         conn._adapter_emit_data = captured.append  # capture pika's 3 frames/msg
         try:
             publish, q, body = self.pub_ch.basic_publish, self.queue, self.body
-            for _ in range(self.batch):
+            for _ in range(n):
                 publish("", q, body, TRANSIENT)
         finally:
             del conn._adapter_emit_data  # back to the class method
         conn._adapter_emit_data(b"".join(captured))
 
-    def _pub_pre1(self):
+    def _pub_pre1(self, n):
         emit, msg = self.pub_conn._adapter_emit_data, self.msg
-        for _ in range(self.batch):
+        for _ in range(n):
             emit(msg)
 
-    def _pub_pre(self):
-        self.pub_conn._adapter_emit_data(self.batch_bytes)
+    def _pub_pre(self, n):
+        self.pub_conn._adapter_emit_data(self.msg * n)
 
-    def _pub_preseq(self):
-        buf = bytearray(self.batch_bytes)   # fresh buffer: the transport owns it
+    def _pub_preseq(self, n):
+        buf = bytearray(self.msg * n)   # fresh buffer: the transport owns it
         pack_into, stride, off = _SEQHDR.pack_into, self.stride, self.body_off
         seq, now_ns = self.published, time.time_ns
-        for i in range(self.batch):
+        for i in range(n):
             pack_into(buf, off + i * stride, seq + i, now_ns(), 7)
         self.pub_conn._adapter_emit_data(bytes(buf))
 
@@ -424,7 +472,12 @@ class Case:
 
     def _on_fast_msg_lat(self, tag, body):
         self.received += 1
-        _seq, ts, _w = _SEQHDR.unpack_from(body)
+        seq, ts, _w = _SEQHDR.unpack_from(body)
+        if seq != self.next_seq:
+            self.seq_errors += 1
+        self.next_seq = seq + 1
+        if not seq & 1023 and body[24:] != self.body[24:]:
+            self.body_errors += 1
         lat = self._chunk_now - ts
         self.lat_sum += lat
         self.lat_n += 1
@@ -444,6 +497,8 @@ class Case:
 def run_case(host, port, queue_type, case, **kw) -> dict:
     queue = f"bench.fast.{queue_type}"
     if case == "plain":
+        if kw.get("rate"):
+            raise ValueError("plain case has no rate control")
         r = measure_plain_pika(host, port, queue, queue_type=queue_type,
                                size=kw.get("size", 2048),
                                seconds=kw.get("seconds", 10.0),
@@ -475,6 +530,8 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=5000)
     ap.add_argument("--prefetch", type=int, default=1000)
     ap.add_argument("--ack-every", type=int, default=200)
+    ap.add_argument("--rate", type=float, default=0.0,
+                    help="target publish rate msg/s (0 = unthrottled, window-bound)")
     ap.add_argument("--inproc", action="store_true",
                     help="run cases in this process (for profilers)")
     ap.add_argument("--json", action="store_true", help="one JSON line per case")
@@ -482,7 +539,8 @@ def main() -> None:
     if a.host not in ("127.0.0.1", "localhost", "::1"):
         ap.error("loopback only")
     kw = dict(size=a.size, seconds=a.seconds, warmup=a.warmup, batch=a.batch,
-              window=a.window, prefetch=a.prefetch, ack_every=a.ack_every)
+              window=a.window, prefetch=a.prefetch, ack_every=a.ack_every,
+              rate=a.rate)
     rows = []
     for qt in a.queue_type.split(","):
         for case in a.case.split(","):

@@ -30,6 +30,11 @@ import time
 
 import pika
 
+try:
+    import psutil
+except ImportError:  # pragma: no cover - psutil is a project dependency
+    psutil = None
+
 TRANSIENT = pika.BasicProperties(delivery_mode=1)
 
 
@@ -41,6 +46,26 @@ def _params(host: str, port: int) -> pika.ConnectionParameters:
         heartbeat=60,
         blocked_connection_timeout=30,
     )
+
+
+def broker_process(port: int):
+    """psutil.Process of the broker listening on 127.0.0.1:``port`` (or None)."""
+    if psutil is None:
+        return None
+    try:
+        for c in psutil.net_connections(kind="tcp"):
+            if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid:
+                return psutil.Process(c.pid)
+    except (psutil.AccessDenied, psutil.NoSuchProcess):
+        pass
+    return None
+
+
+def proc_cpu(proc) -> float:
+    if proc is None:
+        return float("nan")
+    t = proc.cpu_times()
+    return t.user + t.system
 
 
 def declare_queue(host: str, port: int, queue: str, queue_type: str = "classic") -> None:
@@ -160,19 +185,24 @@ def measure_plain_pika(
     tp = threading.Thread(target=publisher, name="plain-publisher", daemon=True)
     tp.start()
 
+    broker = broker_process(port)
     time.sleep(warmup)
+    d0 = queue_depth(host, port, queue)
+    b0 = proc_cpu(broker)
     p0, r0, c0, t0 = counters["pub"], counters["recv"], time.process_time(), time.monotonic()
     time.sleep(seconds)
     p1, r1, c1, t1 = counters["pub"], counters["recv"], time.process_time(), time.monotonic()
+    b1 = proc_cpu(broker)
+    # queue depth while the load is still running (end of the window)
+    d1 = queue_depth(host, port, queue)
 
     stop.set()
     tp.join(10)
     if "conn" in consumer_state:
         consumer_state["conn"].add_callback_threadsafe(consumer_state["ch"].stop_consuming)
     tc.join(10)
-    # Backlog = what the broker still holds right after the window closed.
-    # (the publisher is stopped; in-flight prefetch is already delivered)
-    backlog = queue_depth(host, port, queue)
+    # what the broker still holds after both sides stopped
+    backlog_after_stop = queue_depth(host, port, queue)
     if cleanup:
         delete_queue(host, port, queue)
     if errors:
@@ -191,8 +221,11 @@ def measure_plain_pika(
         "publish_per_s": round(published / wall, 1),
         "msgs_per_cpu_s": round(received / cpu, 1) if cpu else None,
         "cpu_util": round(cpu / wall, 3),
-        "backlog": backlog,
+        "backlog": d1,
+        "backlog_at_start": d0,
+        "backlog_after_stop": backlog_after_stop,
         "inflight_at_end": p1 - r1,
+        "broker_cpu_util": round((b1 - b0) / wall, 3),
         "prefetch": prefetch,
         "auto_ack": auto_ack,
         "max_inflight": max_inflight,
@@ -236,7 +269,8 @@ def main() -> None:
         f"plain_pika {res['queue_type']}: received {res['received']} in {res['seconds']}s "
         f"-> {res['msgs_per_s']:.0f} msg/s, published {res['publish_per_s']:.0f} msg/s, "
         f"cpu {res['cpu_seconds']}s ({res['cpu_util']*100:.0f}% of a core) "
-        f"-> {res['msgs_per_cpu_s']:.0f} msgs/CPU-s, backlog {res['backlog']}"
+        f"-> {res['msgs_per_cpu_s']:.0f} msgs/CPU-s, backlog {res['backlog_at_start']}"
+        f"->{res['backlog']} (broker cpu {res['broker_cpu_util']*100:.0f}%)"
     )
 
 

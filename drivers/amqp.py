@@ -1,0 +1,263 @@
+"""The AMQP 0-9-1 driver (pika): every connection of an agent on one shared select IOLoop.
+
+One loop thread hosts all senders and receivers, so rate changes and snapshots need no locks.
+Senders publish on timers that follow their rate schedule; receivers consume with a prefetch and
+acknowledge in batches (``multiple=True``). A dropped connection is retried with backoff, moving
+to the next endpoint, and counted instead of ending the worker.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+
+import pika
+from pika.adapters.select_connection import IOLoop
+
+from drivers.base import Destination, Driver
+from drivers.workers import ReceiverRole, SenderRole
+
+MAX_BUFFERED_BYTES = 4 * 1024 * 1024  # outbound bytes per connection before a sender waits
+ACK_FLUSH_S = 0.1  # manual acks of a quiet receiver are flushed at least this often
+BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
+
+
+class _Link:
+    """One connection with one channel that reconnects with backoff, rotating endpoints."""
+
+    def __init__(self, driver: AmqpDriver, endpoint: str):
+        self.driver = driver
+        self.endpoints = _rotation(driver.destination.endpoints, endpoint)
+        self.attempt = 0
+        self.connection: pika.SelectConnection | None = None
+        self.channel = None
+        self.closing = False
+        self.recorder = driver.recorder
+
+    def connect(self) -> None:
+        endpoint = self.endpoints[self.attempt % len(self.endpoints)]
+        params = pika.URLParameters(endpoint)
+        params.heartbeat = 30
+        params.connection_attempts = 1
+        self.connection = pika.SelectConnection(
+            params, on_open_callback=self._opened, on_open_error_callback=self._failed,
+            on_close_callback=self._closed, custom_ioloop=self.driver.ioloop)
+
+    def close(self) -> None:
+        self.closing = True
+        if self.connection and not (self.connection.is_closed or self.connection.is_closing):
+            self.connection.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.connection is None or self.connection.is_closed
+
+    def _opened(self, connection) -> None:
+        self.recorder.connections += 1
+        connection.channel(on_open_callback=self._channel_opened)
+
+    def _channel_opened(self, channel) -> None:
+        self.attempt = 0
+        self.channel = channel
+        channel.add_on_close_callback(self._channel_closed)
+        self.ready(channel)
+
+    def ready(self, channel) -> None:
+        """Called with an open channel; roles start work here."""
+
+    def _channel_closed(self, channel, reason) -> None:
+        self.channel = None
+        if not self.closing:
+            self.recorder.error(f"channel closed: {reason}")
+            if self.connection and self.connection.is_open:
+                self.connection.close()
+
+    def _failed(self, connection, error) -> None:
+        self.recorder.error(f"connect failed: {error}")
+        self._retry()
+
+    def _closed(self, connection, reason) -> None:
+        self.channel = None
+        self.recorder.connections -= 1
+        if not self.closing:
+            self.recorder.error(f"connection lost: {reason}")
+            self._retry()
+
+    def _retry(self) -> None:
+        if self.closing:
+            return
+        self.recorder.reconnects += 1
+        delay = BACKOFF_S[min(self.attempt, len(BACKOFF_S) - 1)]
+        self.attempt += 1
+        self.driver.ioloop.call_later(delay, self.connect)
+
+
+class _SenderLink(_Link):
+    def __init__(self, driver: AmqpDriver, role: SenderRole, endpoint: str):
+        super().__init__(driver, endpoint)
+        self.role = role
+        destination = driver.destination
+        self.properties = pika.BasicProperties(delivery_mode=2 if destination.persistent else 1)
+        self.timer = None
+        self.last_tag = 0
+        self.published = 0
+
+    def ready(self, channel) -> None:
+        self.published = self.last_tag = 0
+        if self.driver.destination.confirms:
+            channel.confirm_delivery(self._confirmed)
+        self._publish()
+
+    def _publish(self) -> None:
+        self.timer = None
+        channel, role = self.channel, self.role
+        if channel is None or self.closing or not role.active:
+            return
+        transport = getattr(self.connection, "_transport", None)
+        if transport is None or transport.get_write_buffer_size() < MAX_BUFFERED_BYTES:
+            n = role.due()
+            publish, queue, props, body = channel.basic_publish, self.driver.queue, \
+                self.properties, role.next_body
+            for _ in range(n):
+                publish("", queue, body(), props)
+            self.published += n
+            self.recorder.sent += n
+            delay = role.delay_s()
+        else:
+            delay = 0.001
+        self.timer = self.driver.ioloop.call_later(delay, self._publish)
+
+    def _confirmed(self, frame) -> None:
+        method = frame.method
+        tag = method.delivery_tag
+        count = tag - self.last_tag if method.multiple else 1
+        self.last_tag = max(self.last_tag, tag)
+        if method.NAME == "Basic.Ack":
+            self.recorder.confirmed += count
+        else:
+            self.recorder.nacked += count
+
+    @property
+    def unconfirmed(self) -> int:
+        return self.published - self.last_tag if self.driver.destination.confirms else 0
+
+    def stop(self) -> None:
+        self.role.active = False
+        if self.timer is not None:
+            self.driver.ioloop.remove_timeout(self.timer)
+            self.timer = None
+
+
+class _ReceiverLink(_Link):
+    def __init__(self, driver: AmqpDriver, role: ReceiverRole, endpoint: str):
+        super().__init__(driver, endpoint)
+        self.role = role
+        destination = driver.destination
+        self.manual = destination.manual_ack
+        self.ack_every = max(1, destination.prefetch // 2)
+        self.unacked = 0
+        self.last_tag = 0
+        self.timer = None
+
+    def ready(self, channel) -> None:
+        self.unacked = 0
+        channel.basic_qos(prefetch_count=self.driver.destination.prefetch)
+        channel.basic_consume(self.driver.queue, self._delivered, auto_ack=not self.manual)
+        if self.manual:
+            self.timer = self.driver.ioloop.call_later(ACK_FLUSH_S, self._flush_timer)
+
+    def _delivered(self, channel, method, properties, body) -> None:
+        self.role.on_body(body, method.redelivered)
+        if self.manual:
+            self.last_tag = method.delivery_tag
+            self.unacked += 1
+            if self.unacked >= self.ack_every:
+                channel.basic_ack(self.last_tag, multiple=True)
+                self.unacked = 0
+
+    def flush(self) -> None:
+        if self.unacked and self.channel is not None and self.channel.is_open:
+            self.channel.basic_ack(self.last_tag, multiple=True)
+            self.unacked = 0
+
+    def _flush_timer(self) -> None:
+        self.flush()
+        if not self.closing:
+            self.timer = self.driver.ioloop.call_later(ACK_FLUSH_S, self._flush_timer)
+
+
+class AmqpDriver(Driver):
+    """Senders and receivers over pika, all on one IOLoop thread."""
+
+    def __init__(self, destination: Destination, recorder):
+        self.destination = destination
+        self.queue = destination.queue
+        self.recorder = recorder
+        self.ioloop = IOLoop()
+        self.senders: list[_SenderLink] = []
+        self.receivers: list[_ReceiverLink] = []
+        self.thread = threading.Thread(target=self.ioloop.start, name="amqp-loop", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def add_sender(self, role: SenderRole, endpoint: str) -> None:
+        link = _SenderLink(self, role, endpoint)
+        self.senders.append(link)
+        self.call(link.connect)
+
+    def add_receiver(self, role: ReceiverRole, endpoint: str) -> None:
+        link = _ReceiverLink(self, role, endpoint)
+        self.receivers.append(link)
+        self.call(link.connect)
+
+    def call(self, function: Callable[[], object], timeout_s: float = 10.0) -> object:
+        if threading.current_thread() is self.thread or not self.thread.is_alive():
+            return function()
+        future: Future = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(function())
+            except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
+                future.set_exception(error)
+
+        self.ioloop.add_callback_threadsafe(run)
+        return future.result(timeout_s)
+
+    def stop_senders(self, timeout_s: float = 10.0) -> None:
+        """Stop publishing and wait for confirms; connections stay open until :meth:`stop`,
+        because closing a channel can drop publishes the broker has not enqueued yet."""
+        self.call(lambda: [link.stop() for link in self.senders])
+        self._wait(lambda: all(link.unconfirmed <= 0 or link.closed for link in self.senders),
+                   timeout_s)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        if not self.thread.is_alive():
+            return
+        self.stop_senders(timeout_s)
+
+        def close_all() -> None:
+            for link in self.receivers:
+                link.flush()
+            for link in self.senders + self.receivers:
+                link.close()
+
+        self.call(close_all)
+        self._wait(lambda: all(link.closed for link in self.senders + self.receivers), timeout_s)
+        self.ioloop.add_callback_threadsafe(self.ioloop.stop)
+        self.thread.join(timeout_s)
+
+    def _wait(self, condition: Callable[[], bool], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not self.call(condition):
+            time.sleep(0.02)
+
+
+def _rotation(endpoints: tuple[str, ...], first: str) -> list[str]:
+    """Endpoints in the order a worker tries them, starting with its own."""
+    items = list(endpoints) or [first]
+    start = items.index(first) if first in items else 0
+    return items[start:] + items[:start]

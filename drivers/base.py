@@ -1,0 +1,56 @@
+"""The broker-agnostic driver interface.
+
+A driver owns the transport and its execution model (an event loop for AMQP, threads for MQ).
+It hosts *roles* from :mod:`drivers.workers`, which hold everything that is not broker-specific:
+rate schedules, message headers, counters. Drivers only move bytes and report back to the role:
+``role.next_body()`` to publish, ``role.on_body(body)`` on delivery, ``on_confirm``/``on_nack``,
+``on_error``/``on_reconnect``. Broker words (exchange, channel, CCDT) stay inside each driver.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from drivers.workers import ReceiverRole, SenderRole
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where workers connect and what they address: endpoints (one per member) and a queue."""
+
+    endpoints: tuple[str, ...]
+    queue: str
+    persistent: bool = False
+    confirms: bool = False
+    prefetch: int = 200
+    manual_ack: bool = True
+
+
+class Driver(ABC):
+    """Hosts sender and receiver roles against one broker destination."""
+
+    @abstractmethod
+    def start(self) -> None:
+        """Start the driver's loop or threads; returns at once."""
+
+    @abstractmethod
+    def add_sender(self, role: SenderRole, endpoint: str) -> None:
+        """Connect a sender to ``endpoint`` and publish whatever its schedule says is due."""
+
+    @abstractmethod
+    def add_receiver(self, role: ReceiverRole, endpoint: str) -> None:
+        """Connect a receiver to ``endpoint`` and consume from the destination's queue."""
+
+    @abstractmethod
+    def call(self, function: Callable[[], object], timeout_s: float = 10.0) -> object:
+        """Run ``function`` where the roles live (the loop thread) and return its result."""
+
+    @abstractmethod
+    def stop_senders(self, timeout_s: float = 10.0) -> None:
+        """Stop publishing, wait for outstanding confirms, close sender connections."""
+
+    @abstractmethod
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Acknowledge what was received, close every connection and end the loop."""

@@ -1,0 +1,146 @@
+"""The ``surge`` command line: thin commands over the controller, provisioners and agents.
+
+Domain errors (:class:`orchestrator.errors.SurgeError`) become one red line and an exit code here,
+and nowhere else.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from orchestrator.errors import SurgeError
+
+app = typer.Typer(
+    help="Live load generation for message brokers: provision a cluster, ramp load through real "
+         "clients, watch it live, and get a run directory and a step table.",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+
+SetOption = Annotated[list[str], typer.Option(
+    "--set", help="Override a field, e.g. --set workload.senders=50 or "
+                  "--set topology.cpu_per_member=1 (validated like the file).")]
+
+
+def _surge_errors(command):
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except SurgeError as error:
+            typer.secho(str(error), fg=typer.colors.RED, err=True)
+            raise typer.Exit(error.exit_code) from None
+    return wrapper
+
+
+@app.command()
+@_surge_errors
+def validate(files: Annotated[list[Path], typer.Argument(help="Topology or scenario YAML files")]
+             ) -> None:
+    """Check spec files without running anything; every problem is listed with file and line."""
+    from orchestrator.errors import SpecError
+    from orchestrator.loader import load_any
+    failed = 0
+    for path in files:
+        try:
+            spec = load_any(path)
+            typer.echo(f"{path}: ok ({type(spec).__name__.removesuffix('Spec').lower()})")
+        except SpecError as error:
+            typer.secho(str(error), fg=typer.colors.RED, err=True)
+            failed += 1
+    if failed:
+        raise typer.Exit(2)
+
+
+@app.command()
+@_surge_errors
+def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
+                                                      "scenarios/quickstart.yaml")],
+        overrides: SetOption = None,
+        runs_dir: Annotated[Path, typer.Option(help="Where run directories go")] = Path("runs"),
+        keep: Annotated[bool, typer.Option(
+            help="Leave a topology this run started up afterwards")] = False,
+        live: Annotated[bool, typer.Option(help="Live terminal view")] = True,
+        metrics_port: Annotated[int, typer.Option(
+            help="Port of the controller's Prometheus /metrics (0 = any free port)")] = 0,
+        ) -> None:
+    """Run a scenario: provision (or reuse) its topology, drive the plan, print the step table.
+
+    Ctrl-C once stops early and cleanly (the run directory is complete); twice forces.
+    """
+    from orchestrator.controller import Controller
+    from orchestrator.loader import load_scenario
+    from results.steptable import as_text
+    spec, topology = load_scenario(scenario, overrides or [])
+    result = Controller(spec, topology, runs_dir, live=live, keep_topology=keep,
+                        metrics_port=metrics_port).run()
+    typer.echo(f"\nrun {result.outcome}: {result.run_dir}")
+    if result.steps:
+        typer.echo(as_text(result.steps))
+    if result.accounting:
+        color = typer.colors.GREEN if result.accounting.balanced else typer.colors.YELLOW
+        typer.secho(result.accounting.explain(), fg=color)
+    if result.outcome != "completed":
+        raise typer.Exit(1)
+
+
+def _provisioner(topology_file: Path, overrides: list[str] | None):
+    from orchestrator.loader import load_topology
+    from topologies.rabbitmq.local import LocalRabbitMQ
+    return LocalRabbitMQ(load_topology(topology_file, overrides or []))
+
+
+@app.command()
+@_surge_errors
+def up(topology: Annotated[Path, typer.Argument(help="Topology YAML")],
+       overrides: SetOption = None) -> None:
+    """Start a topology's members (idempotent: running members are kept) and declare queues."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    for member in _provisioner(topology, overrides).up():
+        _print_member(member)
+
+
+@app.command()
+@_surge_errors
+def status(topology: Annotated[Path, typer.Argument(help="Topology YAML")],
+           overrides: SetOption = None) -> None:
+    """Show every member of the pool: running or not, PID, endpoints."""
+    for member in _provisioner(topology, overrides).status():
+        _print_member(member)
+
+
+@app.command()
+@_surge_errors
+def down(topology: Annotated[Path, typer.Argument(help="Topology YAML")],
+         overrides: SetOption = None) -> None:
+    """Stop everything surge started for a topology (by PID) and remove its state."""
+    for line in _provisioner(topology, overrides).down():
+        typer.echo(line)
+
+
+@app.command(hidden=True)
+def agent(host: str = "127.0.0.1", port: int = 0,
+          max_lifetime: Annotated[float, typer.Option(help="Seconds before exiting")] = 86400.0
+          ) -> None:
+    """Host workers for a controller (started by surge; token in $SURGE_AGENT_TOKEN)."""
+    from drivers.agent import serve
+    token = os.environ.get("SURGE_AGENT_TOKEN")
+    if not token:
+        typer.secho("SURGE_AGENT_TOKEN is not set", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
+    serve(host, port, token, max_lifetime)
+
+
+def _print_member(member) -> None:
+    state = f"running pid {member.pid}" if member.running else "stopped"
+    typer.echo(f"{member.name:32} {state:18} amqp {member.host}:{member.amqp_port}  "
+               f"management :{member.management_port}  metrics :{member.prometheus_port}")
+
+
+if __name__ == "__main__":
+    sys.exit(app())

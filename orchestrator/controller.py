@@ -1,0 +1,333 @@
+"""The run loop: provision, start agents, tick once a second through the plan, drain, account.
+
+Everything a run starts is stopped in ``finally`` blocks; a first Ctrl-C ends the run early but
+cleanly (senders stop, queues drain briefly, accounting is written), a second one forces.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import signal
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from drivers.accounting import Reconciliation, merge_exports, reconcile
+from orchestrator import plan as plans
+from orchestrator.agents import AgentHandle, spawn_local_agents
+from orchestrator.exposition import ControllerMetrics
+from orchestrator.liveview import LiveView, ViewState
+from orchestrator.sampling import Tick, TickMath
+from orchestrator.specs import ScenarioSpec, TopologySpec
+from results.rundir import RunWriter, new_run_id
+from results.steptable import StepRow, step_rows
+from topologies.rabbitmq.local import LocalRabbitMQ
+
+
+@dataclass
+class RunResult:
+    """What a finished run produced."""
+
+    run_dir: Path
+    outcome: str
+    steps: list[StepRow]
+    accounting: Reconciliation | None
+
+
+class Controller:
+    """Drives one scenario on one topology and records it into a run directory."""
+
+    def __init__(self, scenario: ScenarioSpec, topology: TopologySpec, runs_dir: Path,
+                 live: bool = True, keep_topology: bool = False, metrics_port: int = 0):
+        self.scenario = scenario
+        self.topology = topology
+        self.run_id = new_run_id(scenario.name)
+        self.run_dir = runs_dir / self.run_id
+        self.writer = RunWriter(self.run_dir)
+        self.view = LiveView(enabled=live)
+        self.keep_topology = keep_topology
+        self.metrics_port = metrics_port
+        self.provisioner = LocalRabbitMQ(topology)
+        self.phases = plans.expand(scenario.plan)
+        self.agents: list[AgentHandle] = []
+        self.stop_requested = threading.Event()
+        self.state = ViewState(scenario=scenario.name, run_id=self.run_id,
+                               steps=len(self.phases), planned_s=plans.duration(self.phases))
+        self.ticks: list[dict] = []
+        self.member_rows: list[dict] = []
+        self.manifest: dict[str, Any] = {}
+        self.math = TickMath()
+
+    # -- the run ----------------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        """Run the scenario to the end (or to Ctrl-C); always leaves a readable run directory."""
+        previous = signal.signal(signal.SIGINT, self._interrupt) \
+            if threading.current_thread() is threading.main_thread() else None
+        outcome, accounting, steps = "failed", None, []
+        started_topology = not any(m.running for m in self.provisioner.status())
+        metrics = None
+        self._write_manifest(outcome="running")
+        try:
+            with self.view:
+                metrics = ControllerMetrics(self.metrics_port)
+                self.state.metrics_url = metrics.url
+                self._event("provision", topology=self.topology.name)
+                members = self.provisioner.up()
+                self._event("members_up", members=[m.name for m in members if m.running])
+                self._start_agents([m for m in members if m.running])
+                self._tick_through_plan(metrics)
+                outcome = "interrupted" if self.stop_requested.is_set() else "completed"
+                accounting = self._finish(metrics)
+                steps = step_rows([asdict(p) for p in self.phases], self.ticks,
+                                  self.member_rows, self.scenario.measure.settle)
+        except KeyboardInterrupt:
+            outcome = "aborted"
+            raise
+        finally:
+            self._stop_agents()
+            if metrics:
+                metrics.close()
+            if started_topology and not self.keep_topology:
+                self._event("teardown", said=self.provisioner.down())
+            self.writer.flush()
+            self._write_manifest(outcome=outcome, accounting=accounting, steps=steps)
+            self.writer.close()
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+        return RunResult(self.run_dir, outcome, steps, accounting)
+
+    def _interrupt(self, signum, frame) -> None:
+        if self.stop_requested.is_set():
+            raise KeyboardInterrupt
+        self.stop_requested.set()
+        self.view.say("[yellow]stopping: senders stop, queues drain; Ctrl-C again to force[/]")
+
+    # -- agents -----------------------------------------------------------------------------
+
+    def _start_agents(self, members) -> None:
+        workload = self.scenario.workload
+        count = self.scenario.agents or os.cpu_count() or 1
+        count = max(1, min(count, workload.senders + workload.receivers))
+        self.agents = spawn_local_agents(count, self.run_dir / "agents",
+                                         max_lifetime_s=self.state.planned_s + 3600)
+        self._event("agents_up", agents=[{"index": a.index, "pid": a.process.pid, "port": a.port}
+                                         for a in self.agents])
+        endpoints = [m.amqp_url for m in members]
+        first_rate = self.phases[0].rate_per_sender
+        configs = [{"broker": self.topology.broker, "message_size": workload.message.size,
+                    "destination": {"endpoints": endpoints, "queue": workload.queue,
+                                    "persistent": workload.message.persistent,
+                                    "confirms": workload.confirms, "prefetch": workload.prefetch,
+                                    "manual_ack": workload.ack == "manual"},
+                    "senders": [], "receivers": []} for _ in self.agents]
+        for i in range(workload.receivers):
+            configs[i % count]["receivers"].append({"endpoint": endpoints[i % len(endpoints)]})
+        for i in range(workload.senders):
+            configs[i % count]["senders"].append({"producer_id": i + 1, "rate": first_rate,
+                                                  "endpoint": endpoints[i % len(endpoints)]})
+        self._all(lambda agent: agent.call("POST", "/configure", configs[agent.index]))
+        self.state.step = 1
+        self._event("step", step=1, rate_per_sender=first_rate,
+                    target_rate=first_rate * workload.senders)
+
+    def _all(self, function) -> list:
+        with ThreadPoolExecutor(max(1, len(self.agents))) as pool:
+            return list(pool.map(function, self.agents))
+
+    def _stop_agents(self) -> None:
+        if self.agents:
+            self._all(lambda agent: agent.stop())
+            self._event("agents_down", agents=len(self.agents))
+
+    # -- ticking ----------------------------------------------------------------------------
+
+    def _tick_through_plan(self, metrics: ControllerMetrics) -> None:
+        math = self.math
+        self.t0 = time.monotonic()
+        psutil.cpu_percent()
+        current = self.phases[0]
+        next_tick = self.t0 + 1.0
+        while not self.stop_requested.is_set():
+            _sleep_until(next_tick, self.stop_requested)
+            next_tick += 1.0
+            elapsed = time.monotonic() - self.t0
+            phase = plans.phase_at(self.phases, elapsed)
+            if phase is None:
+                break
+            if phase.index != current.index:
+                current = phase
+                self._all(lambda agent: agent.call("POST", "/rate",
+                                                   {"rate_per_sender": phase.rate_per_sender}))
+                self._event("step", step=phase.index, rate_per_sender=phase.rate_per_sender,
+                            target_rate=phase.rate_per_sender * self.scenario.workload.senders)
+            self._record(math, elapsed, current, metrics, "running")
+
+    def _record(self, math: TickMath, elapsed: float, phase: plans.Phase | None,
+                metrics: ControllerMetrics, label: str) -> Tick:
+        snapshots = self._all(lambda agent: agent.call("GET", "/snapshot"))
+        broker = self.provisioner.sample()
+        agent_cpu = {a.index: _cpu_seconds(a.process) for a in self.agents}
+        tick = math.step(elapsed, snapshots, broker, agent_cpu)
+        now = time.time()
+        senders = self.scenario.workload.senders
+        target = phase.rate_per_sender * senders if phase else 0.0
+        depth = broker.queue_depths.get(self.scenario.workload.queue, 0)
+        running = sum(1 for m in broker.members if m.running)
+        latency = tick.latency
+        row = {"t": now, "elapsed_s": elapsed, "phase": phase.index if phase else 0,
+               "target_rate": target, "send_rate": tick.rates["sent"],
+               "receive_rate": tick.rates["received"], "confirm_rate": tick.rates["confirmed"],
+               **{k: tick.totals[k] for k in ("sent", "received", "confirmed", "errors",
+                                              "reconnects", "connections")},
+               "members_running": running, "queue_depth": depth,
+               "latency_p50_ms": latency.percentile(50) / 1000,
+               "latency_p99_ms": latency.percentile(99) / 1000,
+               "host_cpu_percent": psutil.cpu_percent(),
+               "latency_buckets": list(latency.to_sparse()),
+               "latency_counts": list(latency.to_sparse().values())}
+        self.ticks.append(row)
+        self.writer.row("ticks", row)
+        for member in broker.members:
+            member_row = {"t": now, "elapsed_s": elapsed, "member": member.name,
+                          "running": member.running,
+                          "cpu_percent": tick.member_cpu_percent.get(member.name),
+                          "cpu_quota_cores": member.cpu_quota_cores,
+                          "connections": member.connections}
+            self.member_rows.append(member_row)
+            self.writer.row("members", member_row)
+        for agent, snapshot in zip(self.agents, snapshots):
+            self.writer.row("agents", {
+                "t": now, "elapsed_s": elapsed, "agent": agent.index, "sent": snapshot["sent"],
+                "received": snapshot["received"], "errors": snapshot["errors"],
+                "reconnects": snapshot["reconnects"],
+                "cpu_percent": tick.agent_cpu_percent.get(agent.index),
+                "cpu_seconds": agent_cpu.get(agent.index),
+                "latency_buckets": [int(k) for k in snapshot["latency"]["buckets"]],
+                "latency_counts": list(snapshot["latency"]["buckets"].values())})
+        errors = [s["last_error"] for s in snapshots if s.get("last_error")]
+        self.state.__dict__.update(
+            step=phase.index if phase else self.state.step, elapsed_s=elapsed,
+            target_rate=target, send_rate=row["send_rate"], receive_rate=row["receive_rate"],
+            members_running=running, queue_depth=depth, p99_ms=row["latency_p99_ms"],
+            errors=row["errors"], reconnects=row["reconnects"], phase=label,
+            member_cpu={m.name: tick.member_cpu_percent.get(m.name) if m.running else None
+                        for m in broker.members})
+        if errors and row["errors"]:
+            self.state.last_event = f"last error: {errors[-1]}"
+        self.view.update(self.state)
+        metrics.update(self.scenario.name, self.state)
+        return tick
+
+    # -- the end ----------------------------------------------------------------------------
+
+    def _finish(self, metrics: ControllerMetrics) -> Reconciliation:
+        self._event("senders_stop")
+        self._all(lambda agent: agent.call("POST", "/stop_senders", {}, timeout_s=60))
+        math = self.math
+        deadline = time.monotonic() + self.scenario.measure.drain
+        snapshots = self._all(lambda agent: agent.call("GET", "/snapshot"))
+        sent = sum(s["sent"] for s in snapshots)
+        depth = None
+        while time.monotonic() < deadline:
+            elapsed = time.monotonic() - self.t0
+            tick = self._record(math, elapsed, None, metrics, "draining")
+            depth = self.ticks[-1]["queue_depth"]
+            if tick.totals["received"] >= sent and depth == 0:
+                break
+            if self.stop_requested.is_set() and time.monotonic() > deadline - \
+                    self.scenario.measure.drain + 5:
+                break
+            time.sleep(1.0)
+        self._event("drained", queue_depth=depth)
+        return self._account()
+
+    def _account(self) -> Reconciliation:
+        reports = self._all(lambda agent: agent.call("GET", "/accounting"))
+        import base64
+        exports = [{int(k): base64.b64decode(v) for k, v in r["bitmaps"].items()}
+                   for r in reports]
+        merged = merge_exports(exports)
+        sent_per_producer = {int(k): v for r in reports for k, v in r["sent"].items()}
+        snapshots = self._all(lambda agent: agent.call("GET", "/snapshot"))
+        local_duplicates = sum(s["duplicates"] for s in snapshots)
+        broker = self.provisioner.sample()
+        queued = broker.queue_depths.get(self.scenario.workload.queue, 0)
+        confirms = self.scenario.workload.confirms
+        result = reconcile(
+            sent=sum(sent_per_producer.values()),
+            confirmed=sum(s["confirmed"] for s in snapshots) if confirms else None,
+            nacked=sum(s["nacked"] for s in snapshots),
+            received_unique=merged.unique,
+            duplicates=local_duplicates + merged.cross_duplicates,
+            still_queued=queued)
+        missing = {pid: merged.missing(pid, n) for pid, n in sent_per_producer.items()}
+        self._event("accounting", **asdict(result), explain=result.explain(),
+                    producers_missing={k: v for k, v in missing.items() if v})
+        return result
+
+    # -- records ----------------------------------------------------------------------------
+
+    def _event(self, kind: str, **fields: Any) -> None:
+        record = self.writer.event(kind, **fields)
+        if kind in ("step", "members_up", "accounting", "teardown"):
+            text = record.get("explain") or ", ".join(
+                f"{k}={v}" for k, v in fields.items() if k != "said")
+            self.state.last_event = f"{kind}: {text}"
+            self.view.say(f"[dim]{time.strftime('%H:%M:%S')}[/] {kind}: {text}")
+
+    def _write_manifest(self, outcome: str, accounting: Reconciliation | None = None,
+                        steps: list[StepRow] | None = None) -> None:
+        if not self.manifest:
+            self.manifest = {
+                "run_id": self.run_id,
+                "started_at": datetime.now(timezone.utc).isoformat(),
+                "scenario": self.scenario.model_dump(mode="json"),
+                "topology": self.topology.model_dump(mode="json"),
+                "phases": [asdict(p) for p in self.phases],
+                "versions": _versions(),
+                "host": {"hostname": socket.gethostname(), "cpus": os.cpu_count(),
+                         "memory_bytes": psutil.virtual_memory().total,
+                         "kernel": platform.release(), "python": platform.python_version()},
+            }
+        self.manifest.update(outcome=outcome)
+        if outcome != "running":
+            self.manifest["ended_at"] = datetime.now(timezone.utc).isoformat()
+        if accounting is not None:
+            self.manifest["accounting"] = {**asdict(accounting), "explain": accounting.explain()}
+        if steps:
+            self.manifest["steps"] = [{**asdict(s), "ratio": s.ratio} for s in steps]
+        self.writer.write_manifest(self.manifest)
+
+
+def _sleep_until(deadline: float, stop: threading.Event) -> None:
+    delay = deadline - time.monotonic()
+    if delay > 0:
+        stop.wait(delay)
+
+
+def _cpu_seconds(process) -> float:
+    try:
+        times = psutil.Process(process.pid).cpu_times()
+        return times.user + times.system
+    except (psutil.NoSuchProcess, AttributeError):
+        return 0.0
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+    out = {}
+    for name in ("surge", "pika", "pyarrow", "pydantic"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "unknown"
+    return out

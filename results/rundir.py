@@ -1,0 +1,118 @@
+"""The run directory: the versioned contract between the controller and the analysis.
+
+``runs/<run-id>/``
+    ``run.json``      resolved specs, versions, host facts, start/end, outcome, accounting, steps
+    ``events.jsonl``  one JSON object per line: step changes, member starts/stops, errors
+    ``metrics/<table>/part-NNNNN.parquet``  1 Hz rows, each part a complete Parquet file
+
+Rows are buffered and written as a new part every ``flush_every_s`` seconds, so a crash loses at
+most that much, and every file on disk is always readable on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+FORMAT_VERSION = 1
+
+_HISTOGRAM = [("latency_buckets", pa.list_(pa.int32())), ("latency_counts", pa.list_(pa.int64()))]
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "ticks": pa.schema([
+        ("t", pa.float64()), ("elapsed_s", pa.float64()), ("phase", pa.int32()),
+        ("target_rate", pa.float64()), ("send_rate", pa.float64()),
+        ("receive_rate", pa.float64()), ("confirm_rate", pa.float64()),
+        ("sent", pa.int64()), ("received", pa.int64()), ("confirmed", pa.int64()),
+        ("errors", pa.int64()), ("reconnects", pa.int64()), ("connections", pa.int64()),
+        ("members_running", pa.int32()), ("queue_depth", pa.int64()),
+        ("latency_p50_ms", pa.float64()), ("latency_p99_ms", pa.float64()),
+        ("host_cpu_percent", pa.float64()), *_HISTOGRAM]),
+    "members": pa.schema([
+        ("t", pa.float64()), ("elapsed_s", pa.float64()), ("member", pa.string()),
+        ("running", pa.bool_()), ("cpu_percent", pa.float64()),
+        ("cpu_quota_cores", pa.float64()), ("connections", pa.int64())]),
+    "agents": pa.schema([
+        ("t", pa.float64()), ("elapsed_s", pa.float64()), ("agent", pa.int32()),
+        ("sent", pa.int64()), ("received", pa.int64()), ("errors", pa.int64()),
+        ("reconnects", pa.int64()), ("cpu_percent", pa.float64()),
+        ("cpu_seconds", pa.float64()), *_HISTOGRAM]),
+}
+
+
+def new_run_id(scenario_name: str) -> str:
+    """``<UTC timestamp>-<scenario>``: sorts by time, says what ran."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{scenario_name}"
+
+
+class RunWriter:
+    """Appends to one run directory while the run goes."""
+
+    def __init__(self, root: Path, flush_every_s: float = 5.0):
+        self.root = root
+        self.flush_every_s = flush_every_s
+        (root / "metrics").mkdir(parents=True, exist_ok=True)
+        self._buffers: dict[str, list[dict[str, Any]]] = {name: [] for name in SCHEMAS}
+        self._parts: dict[str, int] = dict.fromkeys(SCHEMAS, 0)
+        self._last_flush = time.monotonic()
+        self._events = open(root / "events.jsonl", "a", buffering=1)  # noqa: SIM115 - long-lived
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        """(Re)write ``run.json`` atomically, stamping the format version."""
+        data = {"format_version": FORMAT_VERSION, **manifest}
+        tmp = self.root / "run.json.tmp"
+        tmp.write_text(json.dumps(data, indent=2, default=str))
+        os.replace(tmp, self.root / "run.json")
+
+    def event(self, kind: str, **fields: Any) -> dict[str, Any]:
+        """Append one event line (flushed at once) and return it."""
+        record = {"t": time.time(), "kind": kind, **fields}
+        self._events.write(json.dumps(record, default=str) + "\n")
+        return record
+
+    def row(self, table: str, row: dict[str, Any]) -> None:
+        """Buffer one metric row; writes a part when the flush interval has passed."""
+        self._buffers[table].append(row)
+        if time.monotonic() - self._last_flush >= self.flush_every_s:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write every buffered row as a new Parquet part per table."""
+        for table, rows in self._buffers.items():
+            if not rows:
+                continue
+            directory = self.root / "metrics" / table
+            directory.mkdir(exist_ok=True)
+            part = directory / f"part-{self._parts[table]:05d}.parquet"
+            tmp = part.with_suffix(".tmp")
+            pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS[table]), tmp)
+            os.replace(tmp, part)
+            self._parts[table] += 1
+            rows.clear()
+        self._last_flush = time.monotonic()
+
+    def close(self) -> None:
+        """Flush what is buffered and close the event log."""
+        self.flush()
+        self._events.close()
+
+
+def read_table(root: Path, table: str) -> pa.Table:
+    """All parts of one metric table of a run (empty table if none), skipping unreadable parts."""
+    parts = sorted((root / "metrics" / table).glob("part-*.parquet"))
+    tables = []
+    for part in parts:
+        try:
+            tables.append(pq.read_table(part))
+        except (OSError, pa.ArrowInvalid):
+            continue
+    if not tables:
+        return SCHEMAS[table].empty_table()
+    return pa.concat_tables(tables, promote_options="default")

@@ -1,0 +1,85 @@
+"""The step table (the shape of Table 1 of the uniform-cluster document), from recorded rows.
+
+Pure functions of rows: the controller calls them at the end of a run on what it recorded, and
+the analysis can call them on rows read back from Parquet.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from statistics import fmean
+
+from drivers.histogram import LatencyHistogram
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """Figures for one phase of the plan over its steady part (after ``settle`` seconds)."""
+
+    step: int
+    target_rate: float
+    achieved_rate: float
+    min_rate: float
+    received_rate: float
+    members: int
+    cpu_percent: dict[str, float] = field(default_factory=dict)
+    host_cpu_percent: float = 0.0
+    p50_ms: float = 0.0
+    p99_ms: float = 0.0
+    errors: int = 0
+    seconds: int = 0
+
+    @property
+    def ratio(self) -> float:
+        """Achieved over target (1.0 when the target is unlimited or zero)."""
+        return self.achieved_rate / self.target_rate if self.target_rate else 1.0
+
+
+def step_rows(phases: list[dict], ticks: list[dict], members: list[dict],
+              settle_s: float) -> list[StepRow]:
+    """One :class:`StepRow` per phase that has at least one steady tick."""
+    out = []
+    for phase in phases:
+        start, end = phase["start_s"] + settle_s, phase["end_s"]
+        window = [t for t in ticks if t["phase"] == phase["index"] and t["elapsed_s"] >= start]
+        if not window:
+            continue
+        histogram = LatencyHistogram()
+        for tick in window:
+            histogram.merge(LatencyHistogram.from_sparse(
+                dict(zip(tick["latency_buckets"] or [], tick["latency_counts"] or []))))
+        cpu: dict[str, list[float]] = defaultdict(list)
+        for row in members:
+            if start <= row["elapsed_s"] <= end and row["running"] \
+                    and row["cpu_percent"] is not None:
+                cpu[row["member"]].append(row["cpu_percent"])
+        send = [t["send_rate"] for t in window]
+        out.append(StepRow(
+            step=phase["index"], target_rate=fmean(t["target_rate"] for t in window),
+            achieved_rate=fmean(send), min_rate=min(send),
+            received_rate=fmean(t["receive_rate"] for t in window),
+            members=max(t["members_running"] for t in window),
+            cpu_percent={m: fmean(v) for m, v in sorted(cpu.items())},
+            host_cpu_percent=fmean(t["host_cpu_percent"] for t in window),
+            p50_ms=histogram.percentile(50) / 1000, p99_ms=histogram.percentile(99) / 1000,
+            errors=window[-1]["errors"] - window[0]["errors"], seconds=len(window)))
+    return out
+
+
+def as_text(rows: list[StepRow]) -> str:
+    """A fixed-width table for terminals and logs."""
+    members = sorted({m for row in rows for m in row.cpu_percent})
+    short = [m.split("@")[0].rsplit("-", 1)[-1] for m in members]
+    header = ["step", "target msg/s", "achieved msg/s", "received msg/s", "members",
+              *[f"m{s} CPU%" for s in short], "host CPU%", "p50 ms", "p99 ms", "errors"]
+    lines = [header]
+    for row in rows:
+        lines.append([
+            str(row.step), f"{row.target_rate:,.0f}", f"{row.achieved_rate:,.0f}",
+            f"{row.received_rate:,.0f}", str(row.members),
+            *[f"{row.cpu_percent[m]:.1f}" if m in row.cpu_percent else "-" for m in members],
+            f"{row.host_cpu_percent:.1f}", f"{row.p50_ms:.2f}", f"{row.p99_ms:.2f}",
+            str(row.errors)])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(line, widths)) for line in lines)
