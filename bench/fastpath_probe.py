@@ -216,13 +216,15 @@ def set_recv_size(connection, recv_bytes: int) -> None:
 class Case:
     def __init__(self, host, port, queue, queue_type, pub, con, size=2048,
                  batch=200, window=5000, prefetch=1000, ack_every=200,
-                 seconds=10.0, warmup=2.0, rate=0.0, tick=0.005):
+                 seconds=10.0, warmup=2.0, rate=0.0, tick=0.005, pace=0.0):
         self.host, self.port, self.queue, self.queue_type = host, port, queue, queue_type
         self.pub_mode, self.con_mode = pub, con
         self.size, self.batch, self.window = size, batch, window
         self.prefetch, self.ack_every = prefetch, ack_every
         self.seconds, self.warmup = seconds, warmup
         self.rate, self.tick = rate, tick   # rate 0 = as fast as the window allows
+        self.pace = pace                    # >0: at most one loop pass per `pace` s
+        self.loop_done = False
         self.rate_t0 = self.rate_n0 = 0
         self.next_seq = 0
         self.seq_errors = 0
@@ -260,7 +262,10 @@ class Case:
             self.params(), on_open_callback=self._con_open,
             on_open_error_callback=self._fail, custom_ioloop=self.ioloop)
         self.ioloop.call_later(self.warmup + self.seconds + 30, self._watchdog)
-        self.ioloop.start()
+        if self.pace:
+            self._run_paced()
+        else:
+            self.ioloop.start()
         backlog_after_stop = queue_depth(self.host, self.port, self.queue)
         delete_queue(self.host, self.port, self.queue)
         if self.errors:
@@ -284,6 +289,7 @@ class Case:
             "inflight_at_end": s1[0] - s1[1],
             "broker_cpu_util": round(bcpu / wall, 3),
             "batch": self.batch, "window": self.window, "rate": self.rate,
+            "pace": self.pace,
             "prefetch": self.prefetch, "ack_every": self.ack_every,
         }
         if self.con_mode == "fastlat":
@@ -293,13 +299,34 @@ class Case:
             res["lat_max_ms"] = round(self.lat_max / 1e6, 2)
         return res
 
+    def _run_paced(self):
+        """Drive the IOLoop ourselves (IOLoop.poll/process_timeouts are pika's
+        "[Extension]" API) and sleep out the rest of each `pace` tick, so
+        socket data accumulates and every wake-up handles many messages."""
+        ioloop, pace = self.ioloop, self.pace
+        ioloop.activate_poller()
+        try:
+            while not self.loop_done:
+                t = time.monotonic()
+                ioloop.poll()
+                ioloop.process_timeouts()
+                left = pace - (time.monotonic() - t)
+                if left > 0:
+                    time.sleep(left)
+        finally:
+            ioloop.deactivate_poller()
+
+    def _stop_loop(self):
+        self.loop_done = True
+        self.ioloop.stop()
+
     def _fail(self, _conn, err):
         self.errors.append(err)
-        self.ioloop.stop()
+        self._stop_loop()
 
     def _watchdog(self):
         self.errors.append(TimeoutError("case did not finish in time"))
-        self.ioloop.stop()
+        self._stop_loop()
 
     def _pub_open(self, conn):
         conn.channel(on_open_callback=self._pub_ch_open)
@@ -377,7 +404,7 @@ class Case:
             self.con_ch.basic_ack(0, multiple=True)
         self.pub_conn.close()
         self.con_conn.close()
-        self.ioloop.call_later(1.0, self.ioloop.stop)
+        self.ioloop.call_later(1.0, self._stop_loop)
 
     # ---------------- publisher ----------------
     def _schedule_pump(self):
@@ -532,6 +559,9 @@ def main() -> None:
     ap.add_argument("--ack-every", type=int, default=200)
     ap.add_argument("--rate", type=float, default=0.0,
                     help="target publish rate msg/s (0 = unthrottled, window-bound)")
+    ap.add_argument("--tick", type=float, default=0.005, help="rate-control timer, s")
+    ap.add_argument("--pace", type=float, default=0.0,
+                    help="drive the ioloop at most once per PACE s (0 = ioloop.start())")
     ap.add_argument("--inproc", action="store_true",
                     help="run cases in this process (for profilers)")
     ap.add_argument("--json", action="store_true", help="one JSON line per case")
@@ -540,7 +570,7 @@ def main() -> None:
         ap.error("loopback only")
     kw = dict(size=a.size, seconds=a.seconds, warmup=a.warmup, batch=a.batch,
               window=a.window, prefetch=a.prefetch, ack_every=a.ack_every,
-              rate=a.rate)
+              rate=a.rate, tick=a.tick, pace=a.pace)
     rows = []
     for qt in a.queue_type.split(","):
         for case in a.case.split(","):

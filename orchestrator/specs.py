@@ -57,10 +57,11 @@ class TopologySpec(Spec):
     cpu_per_member: float | None = Field(
         None, gt=0, description="cgroup CPU quota per member in cores; null = unlimited")
     port_base: int = Field(
-        5672, ge=1024, le=30000,
+        5680, ge=1024, le=30000,
         description="member i listens for AMQP on port_base+i, management on port_base+10000+i, "
                     "Prometheus on port_base+10100+i, Erlang distribution on port_base+20000+i; "
-                    "a private epmd runs on port_base+30000")
+                    "a private epmd runs on port_base+30000. The default keeps clear of a "
+                    "system RabbitMQ on 5672/15672/25672")
     queues: list[QueueSpec] = Field(default_factory=list)
 
     @model_validator(mode="after")

@@ -1,0 +1,47 @@
+"""A real 3-member RabbitMQ cluster on loopback, shared by the integration tests."""
+
+import os
+import shutil
+
+import psutil
+import pytest
+
+from orchestrator.specs import QueueSpec, TopologySpec
+
+if not os.path.exists("/usr/lib/rabbitmq/bin/rabbitmq-server"):
+    pytest.skip("Debian's rabbitmq-server is not installed", allow_module_level=True)
+
+
+@pytest.fixture(scope="session")
+def state_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("surge-state")
+    os.environ["SURGE_STATE_DIR"] = str(root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def topology() -> TopologySpec:
+    return TopologySpec(
+        name="it3", members=4, start=3, cpu_per_member=1.0, port_base=7200,
+        queues=[QueueSpec(name="perf", type="quorum",
+                          arguments={"x-quorum-initial-group-size": 3}),
+                QueueSpec(name="plain", type="classic")])
+
+
+@pytest.fixture(scope="session")
+def cluster(state_root, topology):
+    from topologies.rabbitmq.local import LocalRabbitMQ
+    provisioner = LocalRabbitMQ(topology, state_root)
+    seen_pids: set[int] = set()
+    try:
+        members = provisioner.up()
+        seen_pids.update(m.pid for m in members if m.pid)
+        provisioner.seen_pids = seen_pids
+        yield provisioner
+    finally:
+        seen_pids.update(m.pid for m in provisioner.status() if m.pid)
+        provisioner.down()
+        left = [pid for pid in seen_pids if psutil.pid_exists(pid)
+                and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        shutil.rmtree(state_root, ignore_errors=True)
+        assert not left, f"broker processes left behind: {left}"

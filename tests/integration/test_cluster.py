@@ -1,0 +1,45 @@
+"""Provisioner and agent behaviour against real RabbitMQ nodes."""
+
+import urllib.request
+
+import pytest
+
+from orchestrator.agents import spawn_local_agents
+from orchestrator.errors import AgentError
+
+pytestmark = pytest.mark.integration
+
+
+def test_up_is_idempotent_and_forms_one_cluster(cluster, topology):
+    before = {m.name: m.pid for m in cluster.status() if m.running}
+    assert len(before) == topology.start
+    after = {m.name: m.pid for m in cluster.up() if m.running}
+    assert after == before
+    assert sorted(cluster.management().running_nodes()) == sorted(before)
+    assert set(cluster.sample().queue_depths) >= {"perf", "plain"}
+
+
+def test_start_and_stop_a_pool_member(cluster):
+    member = cluster.start_member()
+    cluster.seen_pids.add(member.pid)
+    assert member.index == 3 and member.running
+    assert member.name in cluster.management().running_nodes()
+    sample = {m.name: m for m in cluster.sample().members}
+    assert sample[member.name].cpu_seconds is not None
+    cluster.stop_member(member.index)
+    assert not cluster.status()[member.index].running
+
+
+def test_agent_guards_its_control_api(tmp_path):
+    (agent,) = spawn_local_agents(1, tmp_path, max_lifetime_s=60)
+    try:
+        wrong = type(agent)(agent.index, agent.host, agent.port, "not-the-token")
+        with pytest.raises(AgentError, match="401"):
+            wrong.call("GET", "/snapshot")
+        assert agent.call("GET", "/snapshot")["sent"] == 0
+        with urllib.request.urlopen(agent.url + "/metrics", timeout=5) as response:
+            text = response.read().decode()
+        assert "surge_agent_sent_total" in text and "surge_agent_latency_seconds_bucket" in text
+    finally:
+        agent.stop()
+    assert agent.process.poll() is not None

@@ -1,0 +1,86 @@
+"""Whole runs through the controller against the real cluster."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from orchestrator.controller import Controller
+from orchestrator.specs import ScenarioSpec
+from results.rundir import read_table
+
+pytestmark = pytest.mark.integration
+
+
+def scenario(**overrides) -> ScenarioSpec:
+    spec = {
+        "name": "it-ramp", "topology": "unused.yaml", "agents": 2,
+        "workload": {"queue": "perf", "senders": 10, "receivers": 10,
+                     "message": {"size": "2KiB"}},
+        "plan": [{"rate_per_sender": 30, "hold": "8s"},
+                 {"rate_per_sender": "+30", "hold": "8s"}],
+        "measure": {"settle": "3s", "drain": "30s"},
+    }
+    spec.update(overrides)
+    return ScenarioSpec.model_validate(spec)
+
+
+def agent_pids(run_dir):
+    for line in (run_dir / "events.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        if event["kind"] == "agents_up":
+            return [a["pid"] for a in event["agents"]]
+    return []
+
+
+def test_ramp_on_quorum_queue_is_accurate_and_loses_nothing(cluster, topology, tmp_path):
+    result = Controller(scenario(), topology, tmp_path, live=False).run()
+    assert result.outcome == "completed"
+    assert [round(s.target_rate) for s in result.steps] == [300, 600]
+    for step in result.steps:
+        assert 0.98 <= step.ratio <= 1.02, step
+        assert step.members == 3
+    accounting = result.accounting
+    assert accounting.sent > 0.9 * (300 + 600) * 8
+    assert accounting.lost == 0 and accounting.duplicates == 0 and accounting.balanced
+    manifest = json.loads((result.run_dir / "run.json").read_text())
+    assert manifest["outcome"] == "completed" and manifest["accounting"]["balanced"]
+    ticks = read_table(result.run_dir, "ticks")
+    assert ticks.num_rows >= 16
+    assert read_table(result.run_dir, "members").num_rows >= 16 * topology.members
+    assert not [p for p in agent_pids(result.run_dir) if psutil.pid_exists(p)]
+    assert all(m.running for m in cluster.status()[:3])  # a reused topology is left up
+
+
+def test_ctrl_c_stops_cleanly(cluster, topology, tmp_path):
+    scen = tmp_path / "long.yaml"
+    topo = tmp_path / "topo.yaml"
+    topo.write_text(json.dumps(topology.model_dump(mode="json")))
+    body = scenario(plan=[{"rate_per_sender": 10, "hold": "5m"}],
+                    topology=str(topo)).model_dump(mode="json")
+    scen.write_text(json.dumps(body))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(scen), "--no-live",
+         "--runs-dir", str(tmp_path / "runs")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
+    run_dir = None
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and run_dir is None:
+        time.sleep(1)
+        found = list((tmp_path / "runs").glob("*/metrics/ticks"))
+        run_dir = found[0].parents[1] if found else None
+    assert run_dir is not None, "run never started ticking"
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=90)
+    text = output.decode()
+    assert process.returncode == 1, text
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert manifest["outcome"] == "interrupted"
+    assert manifest["accounting"]["lost"] == 0, manifest["accounting"]
+    assert "run interrupted" in text
+    assert not [p for p in agent_pids(run_dir) if psutil.pid_exists(p)]

@@ -1,0 +1,42 @@
+import pytest
+
+from drivers.histogram import LatencyHistogram
+from results.steptable import as_text, step_rows
+
+PHASES = [{"index": 1, "rate_per_sender": 10, "start_s": 0, "end_s": 10},
+          {"index": 2, "rate_per_sender": 20, "start_s": 10, "end_s": 20}]
+
+
+def tick(elapsed, phase, target, send, latencies_us=(), errors=0):
+    histogram = LatencyHistogram()
+    for value in latencies_us:
+        histogram.record(value)
+    sparse = histogram.to_sparse()
+    return {"elapsed_s": elapsed, "phase": phase, "target_rate": target, "send_rate": send,
+            "receive_rate": send, "members_running": 2, "host_cpu_percent": 50.0,
+            "errors": errors, "latency_buckets": list(sparse),
+            "latency_counts": list(sparse.values())}
+
+
+def test_steady_window_rates_cpu_and_merged_percentiles():
+    ticks = [tick(e, 1, 100, 100 if e >= 3 else 10, [1000] * 10) for e in range(1, 10)]
+    ticks += [tick(e, 2, 200, 150, [1000] * 90 + [50_000] * 10, errors=e) for e in range(10, 20)]
+    members = [{"elapsed_s": e, "member": "m-0@h", "running": True, "cpu_percent": 40.0 + e % 2}
+               for e in range(20)]
+    rows = step_rows(PHASES, ticks, members, settle_s=3)
+    first, second = rows
+    assert first.achieved_rate == pytest.approx(100)  # the ramp-up seconds are left out
+    assert first.ratio == pytest.approx(1.0)
+    assert second.achieved_rate == pytest.approx(150) and second.ratio == pytest.approx(0.75)
+    assert second.seconds == 7
+    assert first.p50_ms == pytest.approx(1.0, rel=0.04)
+    assert second.p99_ms == pytest.approx(50.0, rel=0.04)  # merged, not averaged
+    assert second.errors == 19 - 13
+    assert first.cpu_percent["m-0@h"] == pytest.approx(40.5, abs=0.1)
+    text = as_text(rows)
+    assert "target msg/s" in text and "m0 CPU%" in text and "150" in text
+
+
+def test_phase_without_steady_ticks_is_left_out():
+    rows = step_rows(PHASES, [tick(1, 1, 100, 100)], [], settle_s=3)
+    assert rows == []
