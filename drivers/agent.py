@@ -1,4 +1,4 @@
-"""The agent process: hosts workers on a driver, serves ``/metrics`` and a token-guarded control API.
+"""The agent process: hosts workers on a driver; serves ``/metrics`` and a guarded control API.
 
 Endpoints (JSON bodies; every one but ``/metrics`` needs ``Authorization: Bearer <token>``):
 

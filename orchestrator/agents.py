@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
+import selectors
 import signal
 import subprocess
 import sys
@@ -100,7 +102,6 @@ def _spawn(index: int, log_dir: Path, max_lifetime_s: float) -> AgentHandle:
 
 
 def _read_line(process: subprocess.Popen, timeout_s: float) -> str:
-    import selectors
     with selectors.DefaultSelector() as selector:
         selector.register(process.stdout, selectors.EVENT_READ)
         if not selector.select(timeout_s):
@@ -109,7 +110,5 @@ def _read_line(process: subprocess.Popen, timeout_s: float) -> str:
 
 
 def _signal(process: subprocess.Popen, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signum)
-    except ProcessLookupError:
-        pass

@@ -165,8 +165,8 @@ class Controller:
                 break
             if phase.index != current.index:
                 current = phase
-                self._all(lambda agent: agent.call("POST", "/rate",
-                                                   {"rate_per_sender": phase.rate_per_sender}))
+                body = {"rate_per_sender": phase.rate_per_sender}
+                self._all(lambda agent, body=body: agent.call("POST", "/rate", body))
                 self._event("step", step=phase.index, rate_per_sender=phase.rate_per_sender,
                             target_rate=phase.rate_per_sender * self.scenario.workload.senders)
             self._record(math, elapsed, current, metrics, "running")

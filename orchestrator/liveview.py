@@ -1,4 +1,4 @@
-"""The live terminal view of a run: a rich panel on a terminal, a line every few seconds otherwise."""
+"""The live view of a run: a rich panel on a terminal, a progress line otherwise."""
 
 from __future__ import annotations
 

@@ -134,7 +134,8 @@ def _index_lines(node: yaml.Node, loc: Loc, lines: dict[Loc, int]) -> None:
 def _apply_override(path: Path, document: dict, override: str) -> None:
     key, sep, raw = override.partition("=")
     if not sep or not key:
-        raise SpecError(str(path), [Problem(override, "an override must look like field.path=value")])
+        raise SpecError(str(path),
+                        [Problem(override, "an override must look like field.path=value")])
     value = yaml.load(raw, Loader=_SpecLoader) if raw.strip() else ""  # noqa: S506
     parts: list[str | int] = [int(p) if p.isdigit() else p for p in key.split(".")]
     target: Any = document
@@ -177,7 +178,8 @@ def _problem(model: type[BaseModel], err: dict, lines: dict[Loc, int]) -> Proble
 def _fields_at(model: type[BaseModel], loc: Loc) -> list[str]:
     current: Any = model
     for part in loc:
-        current = _unwrap(current.model_fields[part].annotation) if isinstance(part, str) else current
+        if isinstance(part, str):
+            current = _unwrap(current.model_fields[part].annotation)
         if current is None:
             return []
     return sorted(current.model_fields) if _is_model(current) else []

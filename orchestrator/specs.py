@@ -127,5 +127,6 @@ class ScenarioSpec(Spec):
     topology: Path
     workload: WorkloadSpec
     plan: list[StepSpec] = Field(min_length=1)
-    agents: int | None = Field(None, ge=1, le=64, description="agent processes; default one per core")
+    agents: int | None = Field(None, ge=1, le=64,
+                               description="agent processes; default one per core")
     measure: MeasureSpec = Field(default_factory=MeasureSpec)

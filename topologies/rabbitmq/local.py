@@ -7,6 +7,8 @@ State (PIDs, cgroups, the private epmd) lives in ``<state root>/<topology>/state
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
+import fcntl
 import json
 import logging
 import os
@@ -18,7 +20,6 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-import fcntl
 import psutil
 
 from orchestrator.errors import ProvisionError
@@ -41,7 +42,7 @@ def default_state_root() -> Path:
 
 
 class LocalRabbitMQ:
-    """The local-process provisioner for a RabbitMQ topology (see :class:`topologies.base.Provisioner`)."""
+    """Local-process provisioner for RabbitMQ (a :class:`topologies.base.Provisioner`)."""
 
     def __init__(self, topology: TopologySpec, state_root: Path | None = None):
         self.topology = topology
@@ -65,7 +66,7 @@ class LocalRabbitMQ:
             member = self.member(index)
             pid = state["members"].get(str(index), {}).get("pid")
             alive = _alive(pid, member.name)
-            out.append(Member(**{**member.__dict__, "running": alive, "pid": pid if alive else None}))
+            out.append(dataclasses.replace(member, running=alive, pid=pid if alive else None))
         return out
 
     def running(self) -> list[Member]:
