@@ -1,5 +1,6 @@
 """Provisioner and agent behaviour against real RabbitMQ nodes."""
 
+import time
 import urllib.request
 
 import pytest
@@ -43,3 +44,30 @@ def test_agent_guards_its_control_api(tmp_path):
     finally:
         agent.stop()
     assert agent.process.poll() is not None
+
+
+def test_workers_reconnect_to_another_member_when_theirs_stops(cluster, tmp_path):
+    member = cluster.start_member()
+    cluster.seen_pids.add(member.pid)
+    endpoints = [m.amqp_url for m in cluster.running()]
+    (agent,) = spawn_local_agents(1, tmp_path, max_lifetime_s=120)
+    try:
+        agent.call("POST", "/configure", {
+            "broker": "rabbitmq", "message_size": 512,
+            "destination": {"endpoints": endpoints, "queue": "plain", "confirms": True},
+            "senders": [{"producer_id": 1, "rate": 200, "endpoint": member.amqp_url}],
+            "receivers": [{"endpoint": member.amqp_url}]})
+        time.sleep(3)
+        before = agent.call("GET", "/snapshot")
+        assert before["received"] > 300 and before["connections"] == 2
+        cluster.stop_member(member.index)
+        time.sleep(6)
+        after = agent.call("GET", "/snapshot")
+        assert after["reconnects"] >= 2 and after["errors"] >= 2
+        assert after["connections"] == 2  # both back, on other members
+        time.sleep(2)
+        later = agent.call("GET", "/snapshot")
+        assert later["sent"] - after["sent"] > 300  # sending goes on at about 200 msg/s
+        assert later["received"] - after["received"] > 300
+    finally:
+        agent.stop()

@@ -16,6 +16,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,6 +49,7 @@ class LocalRabbitMQ:
         self.topology = topology
         self.state_dir = (state_root or default_state_root()) / topology.name
         self.epmd_port = topology.port_base + 30000
+        self._write_lock = threading.Lock()  # members start in parallel threads
 
     # -- the pool ---------------------------------------------------------------------------
 
@@ -84,6 +86,8 @@ class LocalRabbitMQ:
             if not any(self._is_running(state, i) for i in range(self.topology.members)):
                 self._start(state, 0)
             pending = [i for i in wanted if not self._is_running(state, i)]
+            for index in pending:
+                state["members"].setdefault(str(index), {})
             with concurrent.futures.ThreadPoolExecutor(max(1, len(pending))) as pool:
                 list(pool.map(lambda i: self._start(state, i), pending))
             self._declare_queues()
@@ -263,10 +267,11 @@ class LocalRabbitMQ:
                                  f"and delete {self.state_dir}") from None
 
     def _write_state(self, state: dict) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_dir / "state.json.tmp"
-        tmp.write_text(json.dumps(state, indent=2))
-        tmp.replace(self.state_dir / "state.json")
+        with self._write_lock:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            tmp = self.state_dir / "state.json.tmp"
+            tmp.write_text(json.dumps(state, indent=2))
+            tmp.replace(self.state_dir / "state.json")
 
     @contextmanager
     def _locked(self):
