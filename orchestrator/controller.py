@@ -80,7 +80,8 @@ class Controller:
             with self.view:
                 metrics = ControllerMetrics(self.metrics_port)
                 self.state.metrics_url = metrics.url
-                self._event("provision", topology=self.topology.name)
+                self._event("provision", topology=self.topology.name,
+                            members=f"{self.topology.start} of {self.topology.members}")
                 members = self.provisioner.up()
                 self._event("members_up", members=[m.name for m in members if m.running])
                 self._start_agents([m for m in members if m.running])
@@ -119,8 +120,9 @@ class Controller:
         count = max(1, min(count, workload.senders + workload.receivers))
         self.agents = spawn_local_agents(count, self.run_dir / "agents",
                                          max_lifetime_s=self.state.planned_s + 3600)
-        self._event("agents_up", agents=[{"index": a.index, "pid": a.process.pid, "port": a.port}
-                                         for a in self.agents])
+        self._event("agents_up", count=len(self.agents),
+                    agents=[{"index": a.index, "pid": a.process.pid, "port": a.port}
+                            for a in self.agents])
         endpoints = [m.amqp_url for m in members]
         first_rate = self.phases[0].rate_per_sender
         configs = [{"broker": self.topology.broker, "message_size": workload.message.size,
@@ -271,6 +273,8 @@ class Controller:
             still_queued=queued)
         missing = {pid: merged.missing(pid, n) for pid, n in sent_per_producer.items()}
         self._event("accounting", **asdict(result), explain=result.explain(),
+                    out_of_order=sum(s["out_of_order"] for s in snapshots),
+                    redelivered=sum(s["redelivered"] for s in snapshots),
                     producers_missing={k: v for k, v in missing.items() if v})
         return result
 
@@ -278,9 +282,10 @@ class Controller:
 
     def _event(self, kind: str, **fields: Any) -> None:
         record = self.writer.event(kind, **fields)
-        if kind in ("step", "members_up", "accounting", "teardown"):
-            text = record.get("explain") or ", ".join(
-                f"{k}={v}" for k, v in fields.items() if k != "said")
+        if kind in ("provision", "members_up", "agents_up", "step", "accounting", "teardown"):
+            text = record.get("explain") or "; ".join(
+                ", ".join(map(str, v)) if isinstance(v, list) else f"{k}={v}"
+                for k, v in fields.items() if k != "agents")
             self.state.last_event = f"{kind}: {text}"
             self.view.say(f"[dim]{time.strftime('%H:%M:%S')}[/] {kind}: {text}")
 
