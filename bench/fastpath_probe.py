@@ -76,21 +76,27 @@ _SEQHDR = struct.Struct(">QQQ")  # 24-byte per-message header: seq, time_ns, wor
 # --------------------------------------------------------------------------
 # Hook 1 (publisher): pre-encoded frames written straight to the transport
 # --------------------------------------------------------------------------
-def encode_publish(channel_number: int, exchange: str, routing_key: str,
-                   body: bytes, properties: spec.BasicProperties = TRANSIENT,
-                   frame_max: int = 131072) -> tuple[bytes, int]:
+def encode_publish(
+    channel_number: int,
+    exchange: str,
+    routing_key: str,
+    body: bytes,
+    properties: spec.BasicProperties = TRANSIENT,
+    frame_max: int = 131072,
+) -> tuple[bytes, int]:
     """Wire bytes of one complete Basic.Publish (method + header + body frames).
 
     Returns (bytes, offset_of_body_in_bytes).  Bodies larger than one frame are
     split exactly like ``Connection._send_message`` does.
     """
-    method = frame.Method(channel_number, spec.Basic.Publish(
-        exchange=exchange, routing_key=routing_key)).marshal()
+    method = frame.Method(
+        channel_number, spec.Basic.Publish(exchange=exchange, routing_key=routing_key)
+    ).marshal()
     header = frame.Header(channel_number, len(body), properties).marshal()
     max_chunk = frame_max - spec.FRAME_HEADER_SIZE - spec.FRAME_END_SIZE
     parts = [method, header]
     for start in range(0, len(body), max_chunk):
-        chunk = body[start:start + max_chunk]
+        chunk = body[start : start + max_chunk]
         parts.append(_FRAME_HDR.pack(spec.FRAME_BODY, channel_number, len(chunk)))
         parts.append(chunk)
         parts.append(b"\xce")
@@ -111,14 +117,20 @@ def emit_raw(connection: pika.connection.Connection, data: bytes) -> None:
 # --------------------------------------------------------------------------
 # Hook 2 (consumer): offset-based decoder for Basic.Deliver content
 # --------------------------------------------------------------------------
-def install_fast_consumer(connection, channel_number: int, on_message,
-                          on_chunk_end=None, recv_bytes: int = 262144) -> None:
+def install_fast_consumer(
+    connection,
+    channel_number: int,
+    on_message,
+    on_chunk_end=None,
+    recv_bytes: int = 262144,
+    on_chunk_start=None,
+) -> None:
     """Replace ``connection._on_data_available`` with a decoder that handles
     Basic.Deliver + content header + body frames for ``channel_number`` itself
     and hands every other frame to pika's ``Connection._process_frame``.
 
     ``on_message(delivery_tag, body)`` is called per message;
-    ``on_chunk_end()`` once per socket read.
+    ``on_chunk_start()`` / ``on_chunk_end()`` once per socket read.
     """
     from pika.frame import decode_frame
 
@@ -129,12 +141,14 @@ def install_fast_consumer(connection, channel_number: int, on_message,
     # decoder state, kept in a list for speed + mutability
     leftover = b""
     tag = 0
-    remaining = -1          # >0: body bytes still expected for current delivery
+    remaining = -1  # >0: body bytes still expected for current delivery
     parts: list = []
-    passthrough = set()     # channels whose current content goes to pika
+    passthrough = set()  # channels whose current content goes to pika
 
     def on_data_available(data: bytes) -> None:
         nonlocal leftover, tag, remaining, parts
+        if on_chunk_start is not None:
+            on_chunk_start()
         buf = leftover + data if leftover else data
         n = len(buf)
         pos = 0
@@ -149,9 +163,9 @@ def install_fast_consumer(connection, channel_number: int, on_message,
                 if ftype == 3 and remaining > 0:
                     if size == remaining and not parts:
                         remaining = -1
-                        on_message(tag, buf[pos + 7:end - 1])
+                        on_message(tag, buf[pos + 7 : end - 1])
                     else:
-                        parts.append(buf[pos + 7:end - 1])
+                        parts.append(buf[pos + 7 : end - 1])
                         remaining -= size
                         if remaining == 0:
                             remaining = -1
@@ -214,16 +228,32 @@ def set_recv_size(connection, recv_bytes: int) -> None:
 # The single-ioloop harness
 # --------------------------------------------------------------------------
 class Case:
-    def __init__(self, host, port, queue, queue_type, pub, con, size=2048,
-                 batch=200, window=5000, prefetch=1000, ack_every=200,
-                 seconds=10.0, warmup=2.0, rate=0.0, tick=0.005, pace=0.0):
+    def __init__(
+        self,
+        host,
+        port,
+        queue,
+        queue_type,
+        pub,
+        con,
+        size=2048,
+        batch=200,
+        window=5000,
+        prefetch=1000,
+        ack_every=200,
+        seconds=10.0,
+        warmup=2.0,
+        rate=0.0,
+        tick=0.005,
+        pace=0.0,
+    ):
         self.host, self.port, self.queue, self.queue_type = host, port, queue, queue_type
         self.pub_mode, self.con_mode = pub, con
         self.size, self.batch, self.window = size, batch, window
         self.prefetch, self.ack_every = prefetch, ack_every
         self.seconds, self.warmup = seconds, warmup
-        self.rate, self.tick = rate, tick   # rate 0 = as fast as the window allows
-        self.pace = pace                    # >0: at most one loop pass per `pace` s
+        self.rate, self.tick = rate, tick  # rate 0 = as fast as the window allows
+        self.pace = pace  # >0: at most one loop pass per `pace` s
         self.loop_done = False
         self.rate_t0 = self.rate_n0 = 0
         self.next_seq = 0
@@ -250,17 +280,26 @@ class Case:
     # ---------------- setup ----------------
     def params(self):
         return pika.ConnectionParameters(
-            host=self.host, port=self.port,
-            credentials=pika.PlainCredentials("guest", "guest"), heartbeat=60)
+            host=self.host,
+            port=self.port,
+            credentials=pika.PlainCredentials("guest", "guest"),
+            heartbeat=60,
+        )
 
     def run(self) -> dict:
         declare_queue(self.host, self.port, self.queue, self.queue_type)
         self.pub_conn = pika.SelectConnection(
-            self.params(), on_open_callback=self._pub_open,
-            on_open_error_callback=self._fail, custom_ioloop=self.ioloop)
+            self.params(),
+            on_open_callback=self._pub_open,
+            on_open_error_callback=self._fail,
+            custom_ioloop=self.ioloop,
+        )
         self.con_conn = pika.SelectConnection(
-            self.params(), on_open_callback=self._con_open,
-            on_open_error_callback=self._fail, custom_ioloop=self.ioloop)
+            self.params(),
+            on_open_callback=self._con_open,
+            on_open_error_callback=self._fail,
+            custom_ioloop=self.ioloop,
+        )
         self.ioloop.call_later(self.warmup + self.seconds + 30, self._watchdog)
         if self.pace:
             self._run_paced()
@@ -277,20 +316,26 @@ class Case:
         res = {
             "variant": f"{self.pub_mode}+{self.con_mode}",
             "queue_type": self.queue_type,
-            "published": pubd, "received": recv,
-            "seconds": round(wall, 3), "cpu_seconds": round(cpu, 3),
+            "published": pubd,
+            "received": recv,
+            "seconds": round(wall, 3),
+            "cpu_seconds": round(cpu, 3),
             "msgs_per_s": round(recv / wall, 1),
             "publish_per_s": round(pubd / wall, 1),
             "msgs_per_cpu_s": round(recv / cpu, 1) if cpu else None,
             "cpu_util": round(cpu / wall, 3),
             "backlog": self.depth.get("t1", -1),
             "backlog_at_start": self.depth.get("t0", -1),
+            "backlog_growth": self.depth.get("t1", 0) - self.depth.get("t0", 0),
             "backlog_after_stop": backlog_after_stop,
             "inflight_at_end": s1[0] - s1[1],
             "broker_cpu_util": round(bcpu / wall, 3),
-            "batch": self.batch, "window": self.window, "rate": self.rate,
+            "batch": self.batch,
+            "window": self.window,
+            "rate": self.rate,
             "pace": self.pace,
-            "prefetch": self.prefetch, "ack_every": self.ack_every,
+            "prefetch": self.prefetch,
+            "ack_every": self.ack_every,
         }
         if self.con_mode == "fastlat":
             res["seq_errors"], res["body_errors"] = self.seq_errors, self.body_errors
@@ -339,7 +384,8 @@ class Case:
         if self.pub_mode in ("pre", "pre1", "preseq"):
             frame_max = self.pub_conn.params.frame_max
             self.msg, self.body_off = encode_publish(
-                ch.channel_number, "", self.queue, self.body, TRANSIENT, frame_max)
+                ch.channel_number, "", self.queue, self.body, TRANSIENT, frame_max
+            )
             self.stride = len(self.msg)
         self._maybe_start()
 
@@ -356,12 +402,21 @@ class Case:
             cb = self._on_pika_msg_ack if manual else self._on_pika_msg
         else:
             cb = self._never  # deliveries are intercepted by the fast decoder
-            on_msg = {"fast": self._on_fast_msg, "fastack": self._on_fast_msg_ack,
-                      "fastlat": self._on_fast_msg_lat}[mode]
-            install_fast_consumer(self.con_conn, ch.channel_number, on_msg,
-                                  on_chunk_end=self._on_chunk_end)
-        ch.basic_consume(self.queue, cb, auto_ack=not manual,
-                         callback=lambda _f: self._maybe_start())
+            on_msg = {
+                "fast": self._on_fast_msg,
+                "fastack": self._on_fast_msg_ack,
+                "fastlat": self._on_fast_msg_lat,
+            }[mode]
+            install_fast_consumer(
+                self.con_conn,
+                ch.channel_number,
+                on_msg,
+                on_chunk_end=self._on_chunk_end,
+                on_chunk_start=self._on_chunk_start if mode == "fastlat" else None,
+            )
+        ch.basic_consume(
+            self.queue, cb, auto_ack=not manual, callback=lambda _f: self._maybe_start()
+        )
 
     def _never(self, *_a):
         raise AssertionError("fast decoder missed a delivery")
@@ -376,14 +431,20 @@ class Case:
         self._schedule_pump()
 
     def _snapshot(self, key):
-        self.snap[key] = (self.published, self.received, time.process_time(),
-                          time.monotonic(), proc_cpu(self.broker))
+        self.snap[key] = (
+            self.published,
+            self.received,
+            time.process_time(),
+            time.monotonic(),
+            proc_cpu(self.broker),
+        )
 
     def _queue_depth(self, key, then=None):
         def ok(fr):
             self.depth[key] = fr.method.message_count
             if then:
                 then()
+
         self.pub_ch.queue_declare(self.queue, passive=True, callback=ok)
 
     def _start_window(self):
@@ -418,13 +479,14 @@ class Case:
             return
         credit = self.window - (self.published - self.received)
         if credit < self.batch:
-            self.waiting = True   # consumer will kick us
+            self.waiting = True  # consumer will kick us
             return
         n = self.batch
         if self.rate:
             # token bucket: what the schedule allows so far, at most one batch
             due = int((time.monotonic() - self.rate_t0) * self.rate) - (
-                self.published - self.rate_n0)
+                self.published - self.rate_n0
+            )
             if due <= 0:
                 self.pump_scheduled = True
                 self.ioloop.call_later(self.tick, self._pump)
@@ -469,7 +531,7 @@ class Case:
         self.pub_conn._adapter_emit_data(self.msg * n)
 
     def _pub_preseq(self, n):
-        buf = bytearray(self.msg * n)   # fresh buffer: the transport owns it
+        buf = bytearray(self.msg * n)  # fresh buffer: the transport owns it
         pack_into, stride, off = _SEQHDR.pack_into, self.stride, self.body_off
         seq, now_ns = self.published, time.time_ns
         for i in range(n):
@@ -515,8 +577,10 @@ class Case:
 
     _chunk_now = 0
 
+    def _on_chunk_start(self):
+        self._chunk_now = time.time_ns()  # one clock read per socket read
+
     def _on_chunk_end(self):
-        self._chunk_now = time.time_ns()  # used by the next chunk's messages
         if self.waiting:
             self._kick()
 
@@ -526,11 +590,16 @@ def run_case(host, port, queue_type, case, **kw) -> dict:
     if case == "plain":
         if kw.get("rate"):
             raise ValueError("plain case has no rate control")
-        r = measure_plain_pika(host, port, queue, queue_type=queue_type,
-                               size=kw.get("size", 2048),
-                               seconds=kw.get("seconds", 10.0),
-                               warmup=kw.get("warmup", 2.0),
-                               prefetch=kw.get("prefetch", 1000))
+        r = measure_plain_pika(
+            host,
+            port,
+            queue,
+            queue_type=queue_type,
+            size=kw.get("size", 2048),
+            seconds=kw.get("seconds", 10.0),
+            warmup=kw.get("warmup", 2.0),
+            prefetch=kw.get("prefetch", 1000),
+        )
         r["variant"] = "plain"
         return r
     pub, con = case.split("+")
@@ -539,8 +608,16 @@ def run_case(host, port, queue_type, case, **kw) -> dict:
 
 DEFAULT_CASES = [
     "plain",
-    "pika+auto", "pika+ack", "coalesce+auto", "pre1+auto", "pre+auto",
-    "pre+autobig", "pre+ack", "pre+fast", "pre+fastack", "preseq+fastlat",
+    "pika+auto",
+    "pika+ack",
+    "coalesce+auto",
+    "pre1+auto",
+    "pre+auto",
+    "pre+autobig",
+    "pre+ack",
+    "pre+fast",
+    "pre+fastack",
+    "preseq+fastlat",
 ]
 
 
@@ -557,31 +634,61 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=5000)
     ap.add_argument("--prefetch", type=int, default=1000)
     ap.add_argument("--ack-every", type=int, default=200)
-    ap.add_argument("--rate", type=float, default=0.0,
-                    help="target publish rate msg/s (0 = unthrottled, window-bound)")
+    ap.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="target publish rate msg/s (0 = unthrottled, window-bound)",
+    )
     ap.add_argument("--tick", type=float, default=0.005, help="rate-control timer, s")
-    ap.add_argument("--pace", type=float, default=0.0,
-                    help="drive the ioloop at most once per PACE s (0 = ioloop.start())")
-    ap.add_argument("--inproc", action="store_true",
-                    help="run cases in this process (for profilers)")
+    ap.add_argument(
+        "--pace",
+        type=float,
+        default=0.0,
+        help="drive the ioloop at most once per PACE s (0 = ioloop.start())",
+    )
+    ap.add_argument(
+        "--inproc", action="store_true", help="run cases in this process (for profilers)"
+    )
     ap.add_argument("--json", action="store_true", help="one JSON line per case")
     a = ap.parse_args()
     if a.host not in ("127.0.0.1", "localhost", "::1"):
         ap.error("loopback only")
-    kw = dict(size=a.size, seconds=a.seconds, warmup=a.warmup, batch=a.batch,
-              window=a.window, prefetch=a.prefetch, ack_every=a.ack_every,
-              rate=a.rate, tick=a.tick, pace=a.pace)
+    kw = dict(
+        size=a.size,
+        seconds=a.seconds,
+        warmup=a.warmup,
+        batch=a.batch,
+        window=a.window,
+        prefetch=a.prefetch,
+        ack_every=a.ack_every,
+        rate=a.rate,
+        tick=a.tick,
+        pace=a.pace,
+    )
     rows = []
     for qt in a.queue_type.split(","):
         for case in a.case.split(","):
             if a.inproc or (len(a.case.split(",")) == 1 and "," not in a.queue_type):
                 r = run_case(a.host, a.port, qt, case, **kw)
-            else:   # isolate every case in a fresh interpreter
-                cmd = [sys.executable, os.path.abspath(__file__), "--json", "--inproc",
-                       "--host", a.host, "--port", str(a.port), "--queue-type", qt,
-                       "--case", case] + [f"--{k.replace('_', '-')}={v}" for k, v in kw.items()]
-                out = subprocess.run(cmd, capture_output=True, text=True,
-                                     timeout=a.warmup + a.seconds + 60)
+            else:  # isolate every case in a fresh interpreter
+                cmd = [
+                    sys.executable,
+                    os.path.abspath(__file__),
+                    "--json",
+                    "--inproc",
+                    "--host",
+                    a.host,
+                    "--port",
+                    str(a.port),
+                    "--queue-type",
+                    qt,
+                    "--case",
+                    case,
+                ] + [f"--{k.replace('_', '-')}={v}" for k, v in kw.items()]
+                out = subprocess.run(
+                    cmd, capture_output=True, text=True, timeout=a.warmup + a.seconds + 60
+                )
                 if out.returncode != 0:
                     print(f"{qt} {case}: FAILED\n{out.stderr[-2000:]}", file=sys.stderr)
                     continue
@@ -592,16 +699,20 @@ def main() -> None:
     if a.json:
         return
     base = {r["queue_type"]: r["msgs_per_cpu_s"] for r in rows if r["variant"] == "plain"}
-    hdr = (f"{'queue':7} {'variant':16} {'recv/s':>8} {'pub/s':>8} {'cpu%':>5} "
-           f"{'msg/CPU-s':>10} {'x plain':>7} {'backlog':>7}")
+    hdr = (
+        f"{'queue':7} {'variant':16} {'recv/s':>8} {'pub/s':>8} {'cpu%':>5} "
+        f"{'msg/CPU-s':>10} {'x plain':>7} {'backlog':>7}"
+    )
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
         b = base.get(r["queue_type"])
         x = f"{r['msgs_per_cpu_s'] / b:.2f}" if b else "-"
-        print(f"{r['queue_type']:7} {r['variant']:16} {r['msgs_per_s']:8.0f} "
-              f"{r['publish_per_s']:8.0f} {r['cpu_util'] * 100:5.0f} "
-              f"{r['msgs_per_cpu_s']:10.0f} {x:>7} {r['backlog']:7d}")
+        print(
+            f"{r['queue_type']:7} {r['variant']:16} {r['msgs_per_s']:8.0f} "
+            f"{r['publish_per_s']:8.0f} {r['cpu_util'] * 100:5.0f} "
+            f"{r['msgs_per_cpu_s']:10.0f} {x:>7} {r['backlog']:7d}"
+        )
 
 
 if __name__ == "__main__":

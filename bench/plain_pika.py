@@ -68,17 +68,30 @@ def proc_cpu(proc) -> float:
     return t.user + t.system
 
 
-def declare_queue(host: str, port: int, queue: str, queue_type: str = "classic") -> None:
-    """(Re)create ``queue`` empty, with ``x-queue-type`` = ``queue_type``."""
+def declare_queue(host: str, port: int, queue: str, queue_type: str = "classic") -> bool:
+    """Make sure ``queue`` exists and is empty.
+
+    An existing queue is only purged (its arguments are the caller's business);
+    a missing one is declared with ``x-queue-type`` = ``queue_type`` (quorum
+    queues durable).  Returns True when this call created the queue.
+    """
     conn = pika.BlockingConnection(_params(host, port))
     try:
         ch = conn.channel()
-        ch.queue_delete(queue)
-        ch.queue_declare(
-            queue,
-            durable=(queue_type == "quorum"),
-            arguments={"x-queue-type": queue_type},
-        )
+        try:
+            ch.queue_declare(queue, passive=True)
+        except pika.exceptions.ChannelClosedByBroker as exc:
+            if exc.reply_code != 404:
+                raise
+            ch = conn.channel()
+            ch.queue_declare(
+                queue,
+                durable=(queue_type == "quorum"),
+                arguments={"x-queue-type": queue_type},
+            )
+            return True
+        ch.queue_purge(queue)
+        return False
     finally:
         conn.close()
 
@@ -115,6 +128,9 @@ def measure_plain_pika(
     cleanup: bool = True,
 ) -> dict:
     """Measure the plain BlockingConnection publisher+consumer pair.
+
+    The queue is created if missing (``queue_type``) or purged if it exists;
+    ``cleanup=True`` deletes it afterwards.
 
     ``max_inflight`` (None = unbounded tight loop, the reference) makes the
     publisher wait while ``published - received`` exceeds it, so the queue
@@ -223,6 +239,7 @@ def measure_plain_pika(
         "cpu_util": round(cpu / wall, 3),
         "backlog": d1,
         "backlog_at_start": d0,
+        "backlog_growth": d1 - d0,
         "backlog_after_stop": backlog_after_stop,
         "inflight_at_end": p1 - r1,
         "broker_cpu_util": round((b1 - b0) / wall, 3),
@@ -268,9 +285,9 @@ def main() -> None:
     print(
         f"plain_pika {res['queue_type']}: received {res['received']} in {res['seconds']}s "
         f"-> {res['msgs_per_s']:.0f} msg/s, published {res['publish_per_s']:.0f} msg/s, "
-        f"cpu {res['cpu_seconds']}s ({res['cpu_util']*100:.0f}% of a core) "
+        f"cpu {res['cpu_seconds']}s ({res['cpu_util'] * 100:.0f}% of a core) "
         f"-> {res['msgs_per_cpu_s']:.0f} msgs/CPU-s, backlog {res['backlog_at_start']}"
-        f"->{res['backlog']} (broker cpu {res['broker_cpu_util']*100:.0f}%)"
+        f"->{res['backlog']} (broker cpu {res['broker_cpu_util'] * 100:.0f}%)"
     )
 
 

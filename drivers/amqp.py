@@ -16,10 +16,13 @@ from concurrent.futures import Future
 import pika
 from pika.adapters.select_connection import IOLoop
 
+from drivers import amqp_wire
 from drivers.base import Destination, Driver
 from drivers.workers import ReceiverRole, SenderRole
 
 MAX_BUFFERED_BYTES = 4 * 1024 * 1024  # outbound bytes per connection before a sender waits
+MAX_UNCONFIRMED = 2000  # with confirms, publishes in flight per sender before it waits
+PACING_TICK_S = 0.002  # a sender wakes at most this often, publishing whatever is due
 ACK_FLUSH_S = 0.1  # manual acks of a quiet receiver are flushed at least this often
 BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 
@@ -103,31 +106,50 @@ class _SenderLink(_Link):
         self.timer = None
         self.last_tag = 0
         self.published = 0
+        self.template: amqp_wire.PublishTemplate | None = None
 
     def ready(self, channel) -> None:
         self.published = self.last_tag = 0
-        if self.driver.destination.confirms:
+        destination = self.driver.destination
+        if destination.confirms:
             channel.confirm_delivery(self._confirmed)
+        self.template = None
+        if destination.fast_path and amqp_wire.hooks_available(self.connection):
+            self.template = amqp_wire.PublishTemplate(
+                channel.channel_number, self.driver.queue, self.role.size,
+                destination.persistent, self.connection.params.frame_max)
         self._publish()
 
     def _publish(self) -> None:
         self.timer = None
-        channel, role = self.channel, self.role
-        if channel is None or self.closing or not role.active:
+        role = self.role
+        if self.channel is None or self.closing or not role.active:
             return
-        transport = getattr(self.connection, "_transport", None)
-        if transport is None or transport.get_write_buffer_size() < MAX_BUFFERED_BYTES:
+        if self._may_publish():
             n = role.due()
-            publish, queue, props, body = channel.basic_publish, self.driver.queue, \
-                self.properties, role.next_body
-            for _ in range(n):
-                publish("", queue, body(), props)
-            self.published += n
-            self.recorder.sent += n
+            if n:
+                if self.template is not None:
+                    amqp_wire.emit(self.connection, self.template.batch(
+                        n, role.producer_id, role.take(n), time.time_ns()))
+                else:
+                    publish, queue, props, body = self.channel.basic_publish, \
+                        self.driver.queue, self.properties, role.next_body
+                    for _ in range(n):
+                        publish("", queue, body(), props)
+                self.published += n
+                self.recorder.sent += n
             delay = role.delay_s()
+            if role.schedule.rate:
+                delay = max(delay, PACING_TICK_S)
         else:
-            delay = 0.001
+            delay = PACING_TICK_S
         self.timer = self.driver.ioloop.call_later(delay, self._publish)
+
+    def _may_publish(self) -> bool:
+        if self.unconfirmed >= MAX_UNCONFIRMED:
+            return False
+        transport = getattr(self.connection, "_transport", None)
+        return transport is None or transport.get_write_buffer_size() < MAX_BUFFERED_BYTES
 
     def _confirmed(self, frame) -> None:
         method = frame.method
@@ -156,25 +178,30 @@ class _ReceiverLink(_Link):
         self.role = role
         destination = driver.destination
         self.manual = destination.manual_ack
-        self.ack_every = max(1, destination.prefetch // 2)
+        self.ack_every = max(1, destination.prefetch // 4)
         self.unacked = 0
         self.last_tag = 0
         self.timer = None
 
     def ready(self, channel) -> None:
         self.unacked = 0
+        if self.driver.destination.fast_path and amqp_wire.hooks_available(self.connection):
+            amqp_wire.install_decoder(self.connection, channel.channel_number, self._arrived)
         channel.basic_qos(prefetch_count=self.driver.destination.prefetch)
         channel.basic_consume(self.driver.queue, self._delivered, auto_ack=not self.manual)
         if self.manual:
             self.timer = self.driver.ioloop.call_later(ACK_FLUSH_S, self._flush_timer)
 
     def _delivered(self, channel, method, properties, body) -> None:
-        self.role.on_body(body, method.redelivered)
+        self._arrived(body, 0, method.delivery_tag, method.redelivered)
+
+    def _arrived(self, buffer: bytes, offset: int, tag: int, redelivered: bool) -> None:
+        self.role.on_body(buffer, offset, redelivered)
         if self.manual:
-            self.last_tag = method.delivery_tag
+            self.last_tag = tag
             self.unacked += 1
             if self.unacked >= self.ack_every:
-                channel.basic_ack(self.last_tag, multiple=True)
+                self.channel.basic_ack(tag, multiple=True)
                 self.unacked = 0
 
     def flush(self) -> None:

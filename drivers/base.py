@@ -26,6 +26,7 @@ class Destination:
     confirms: bool = False
     prefetch: int = 200
     manual_ack: bool = True
+    fast_path: bool = True  # drivers may encode/decode frames themselves where they can
 
 
 class Driver(ABC):

@@ -20,6 +20,7 @@ _HEADER = struct.Struct("!2sBBIQq")
 HEADER_SIZE = _HEADER.size
 
 _pack = _HEADER.pack
+_pack_into = _HEADER.pack_into
 _unpack_from = _HEADER.unpack_from
 
 
@@ -32,14 +33,19 @@ def encode(producer_id: int, seq: int, send_ns: int) -> bytes:
     return _pack(MAGIC, VERSION, 0, producer_id, seq, send_ns)
 
 
-def decode(body: bytes | bytearray | memoryview) -> tuple[int, int, int]:
-    """Return (producer_id, seq, send_ns) from the start of body; raise HeaderError if invalid."""
+def stamp(buffer: bytearray, offset: int, producer_id: int, seq: int, send_ns: int) -> None:
+    """Write a header into ``buffer`` at ``offset`` (for bodies pre-built in place)."""
+    _pack_into(buffer, offset, MAGIC, VERSION, 0, producer_id, seq, send_ns)
+
+
+def decode(body: bytes | bytearray | memoryview, offset: int = 0) -> tuple[int, int, int]:
+    """Return (producer_id, seq, send_ns) from body at ``offset``; raise HeaderError if invalid."""
     try:
-        magic, version, _flags, producer_id, seq, send_ns = _unpack_from(body)
+        magic, version, _flags, producer_id, seq, send_ns = _unpack_from(body, offset)
     except struct.error:
         raise HeaderError(
-            f"message body is {len(body)} bytes, shorter than the {HEADER_SIZE}-byte surge header"
-        ) from None
+            f"message body is {len(body) - offset} bytes, shorter than the {HEADER_SIZE}-byte "
+            "surge header") from None
     if magic != MAGIC:
         raise HeaderError(f"bad header magic {bytes(magic)!r}, expected {MAGIC!r}")
     if version != VERSION:

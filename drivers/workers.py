@@ -72,6 +72,7 @@ class SenderRole:
         self.seq = 0
         self.active = True
         self.recorder = recorder
+        self.size = payload.size
         self._build = payload.build
         recorder.senders.append(self)
 
@@ -89,6 +90,12 @@ class SenderRole:
         self.seq = seq + 1
         return self._build(self.producer_id, seq, time.time_ns())
 
+    def take(self, n: int) -> int:
+        """Reserve ``n`` sequence numbers for bodies a driver stamps itself; returns the first."""
+        first = self.seq
+        self.seq = first + n
+        return first
+
     def set_rate(self, rate: float) -> None:
         """Change the rate live, from now on."""
         self.schedule.set_rate(rate, time.monotonic())
@@ -101,11 +108,11 @@ class ReceiverRole:
         self.recorder = recorder
         self._track = recorder.tracker.record
 
-    def on_body(self, body: bytes, redelivered: bool = False) -> None:
-        """Account for one delivered message body."""
+    def on_body(self, body: bytes, offset: int = 0, redelivered: bool = False) -> None:
+        """Account for one delivered message whose body starts at ``offset`` in ``body``."""
         recorder = self.recorder
         try:
-            producer_id, seq, sent_ns = decode(body)
+            producer_id, seq, sent_ns = decode(body, offset)
         except HeaderError:
             recorder.header_errors += 1
             return

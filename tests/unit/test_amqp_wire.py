@@ -1,0 +1,90 @@
+"""The hand-made AMQP frames against pika's own encoder and decoder."""
+
+import random
+
+from pika import frame, spec
+
+from drivers.amqp_wire import PublishTemplate, install_decoder
+from drivers.header import decode, encode
+
+
+def decode_all(data: bytes) -> list:
+    frames, pos = [], 0
+    while pos < len(data):
+        consumed, value = frame.decode_frame(data[pos:])
+        frames.append(value)
+        pos += consumed
+    return frames
+
+
+def test_template_batch_is_what_pika_would_send():
+    template = PublishTemplate(1, "perf", 2048, persistent=True, frame_max=131072)
+    frames = decode_all(bytes(template.batch(3, producer_id=7, first_seq=10, send_ns=99)))
+    assert len(frames) == 9
+    for k in range(3):
+        method, header, body = frames[3 * k: 3 * k + 3]
+        assert isinstance(method.method, spec.Basic.Publish)
+        assert method.method.routing_key == "perf" and method.channel_number == 1
+        assert header.body_size == 2048 and header.properties.delivery_mode == 2
+        assert len(body.fragment) == 2048
+        assert decode(body.fragment) == (7, 10 + k, 99)
+
+
+def test_large_bodies_are_split_like_pika_splits_them():
+    template = PublishTemplate(2, "q", 300_000, persistent=False, frame_max=131072)
+    frames = decode_all(bytes(template.batch(1, 1, 0, 5)))
+    bodies = [f for f in frames if isinstance(f, frame.Body)]
+    assert sum(len(b.fragment) for b in bodies) == 300_000 and len(bodies) == 3
+    assert decode(bodies[0].fragment) == (1, 0, 5)
+
+
+class StreamEnd:
+    """Just what the decoder touches on a connection: counters, _process_frame, transport."""
+
+    class Transport:
+        _MAX_RECV_BYTES = 4096
+        _MAX_CONSUME_BYTES = 1024
+
+    def __init__(self):
+        self.bytes_received = 0
+        self.frames_received = 0
+        self.passed = []
+        self._transport = self.Transport()
+        self._on_data_available = None
+
+    def _process_frame(self, value):
+        self.frames_received += 1
+        self.passed.append(value)
+
+
+def delivery(channel: int, tag: int, body: bytes, redelivered=False) -> bytes:
+    deliver = spec.Basic.Deliver(consumer_tag="ctag-1", delivery_tag=tag,
+                                 redelivered=redelivered, exchange="", routing_key="perf")
+    parts = [frame.Method(channel, deliver).marshal(),
+             frame.Header(channel, len(body), spec.BasicProperties()).marshal()]
+    for start in range(0, len(body), 131064):
+        parts.append(frame.Body(channel, body[start:start + 131064]).marshal())
+    return b"".join(parts)
+
+
+def test_decoder_reads_deliveries_split_anywhere_and_passes_other_frames_on():
+    bodies = [encode(3, seq, 1000 + seq) + bytes(size) for seq, size in
+              enumerate([0, 2000, 200_000, 10])]
+    stream = b"".join([
+        delivery(1, 1, bodies[0]), frame.Heartbeat().marshal(), delivery(1, 2, bodies[1]),
+        frame.Method(1, spec.Basic.QosOk()).marshal(), delivery(1, 3, bodies[2], True),
+        delivery(1, 4, bodies[3])])
+    got = []
+    connection = StreamEnd()
+    install_decoder(connection, 1, lambda buf, off, tag, red: got.append(
+        (decode(buf, off), tag, red)))
+    rng = random.Random(5)
+    pos = 0
+    while pos < len(stream):
+        step = rng.randint(1, 9000)
+        connection._on_data_available(stream[pos:pos + step])
+        pos += step
+    assert got == [((3, k, 1000 + k), k + 1, k == 2) for k in range(4)]
+    assert [type(f).__name__ for f in connection.passed] == ["Heartbeat", "Method"]
+    assert connection.bytes_received == len(stream)
+    assert connection._transport._MAX_RECV_BYTES > 4096
