@@ -22,6 +22,7 @@ app = typer.Typer(
          "clients, watch it live, and get a run directory and a step table.",
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
+TopologyArg = Annotated[Path, typer.Argument(help="Topology YAML, e.g. topologies/local-3.yaml")]
 SetOption = Annotated[list[str], typer.Option(
     "--set", help="Override a field, e.g. --set workload.senders=50 or "
                   "--set topology.cpu_per_member=1 (validated like the file).")]
@@ -97,7 +98,7 @@ def _provisioner(topology_file: Path, overrides: list[str] | None):
 
 @app.command()
 @_surge_errors
-def up(topology: Annotated[Path, typer.Argument(help="Topology YAML")],
+def up(topology: TopologyArg,
        overrides: SetOption = None) -> None:
     """Start a topology's members (idempotent: running members are kept) and declare queues."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -107,7 +108,7 @@ def up(topology: Annotated[Path, typer.Argument(help="Topology YAML")],
 
 @app.command()
 @_surge_errors
-def status(topology: Annotated[Path, typer.Argument(help="Topology YAML")],
+def status(topology: TopologyArg,
            overrides: SetOption = None) -> None:
     """Show every member of the pool: running or not, PID, endpoints."""
     for member in _provisioner(topology, overrides).status():
@@ -116,7 +117,7 @@ def status(topology: Annotated[Path, typer.Argument(help="Topology YAML")],
 
 @app.command()
 @_surge_errors
-def down(topology: Annotated[Path, typer.Argument(help="Topology YAML")],
+def down(topology: TopologyArg,
          overrides: SetOption = None) -> None:
     """Stop everything surge started for a topology (by PID) and remove its state."""
     for line in _provisioner(topology, overrides).down():
