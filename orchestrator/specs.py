@@ -15,6 +15,7 @@ from orchestrator import units
 
 Bytes = Annotated[int, BeforeValidator(units.parse_size)]
 Seconds = Annotated[float, BeforeValidator(units.parse_duration)]
+Fraction = Annotated[float, BeforeValidator(units.parse_percent)]
 
 
 def _rate_change(value: object) -> str:
@@ -119,6 +120,64 @@ class MeasureSpec(Spec):
     drain: Seconds = Field(30.0, description="max seconds to wait for queues to empty at the end")
 
 
+class Trigger(Spec):
+    """One condition on the 1 Hz metrics that must hold for ``for`` seconds in a row."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    shortfall: Fraction | None = Field(
+        None, description="achieved publish rate below target by more than this ('3%')")
+    member_cpu: Fraction | None = Field(
+        None, description="any running member above this share of its CPU quota ('90%')")
+    member_cpu_below: Fraction | None = Field(
+        None, description="every running member below this share of its quota ('30%')")
+    queue_depth: int | None = Field(None, ge=0, description="more messages than this queued")
+    queue_depth_below: int | None = Field(None, ge=1, description="fewer messages than this queued")
+    latency_p99: Seconds | None = Field(None, description="p99 end-to-end latency ('200ms')")
+    for_s: Seconds = Field(10.0, alias="for", gt=0, description="seconds the condition must hold")
+
+    @model_validator(mode="after")
+    def _exactly_one_condition(self) -> Trigger:
+        set_ = [name for name in CONDITIONS if getattr(self, name) is not None]
+        if len(set_) != 1:
+            raise ValueError(f"give exactly one of {', '.join(CONDITIONS)} (got "
+                             f"{', '.join(set_) or 'none'})")
+        return self
+
+    @property
+    def condition(self) -> str:
+        """The name of the condition this trigger tests."""
+        return next(name for name in CONDITIONS if getattr(self, name) is not None)
+
+
+CONDITIONS = ("shortfall", "member_cpu", "member_cpu_below", "queue_depth", "queue_depth_below",
+              "latency_p99")
+
+
+class ScaleRule(Spec):
+    """When to act: any or all of some triggers, then a quiet period."""
+
+    when_any: list[Trigger] | None = Field(None, min_length=1)
+    when_all: list[Trigger] | None = Field(None, min_length=1)
+    cooldown: Seconds = Field(20.0, description="seconds after any scaling action before the next")
+
+    @model_validator(mode="after")
+    def _one_combinator(self) -> ScaleRule:
+        if (self.when_any is None) == (self.when_all is None):
+            raise ValueError("give either when_any or when_all")
+        return self
+
+
+class ScalingSpec(Spec):
+    """Start further members of the topology's pool while the load runs (and stop idle ones)."""
+
+    pool: int | None = Field(None, ge=1, description="members that may run; default the "
+                                                     "topology's members")
+    scale_out: ScaleRule | None = None
+    scale_in: ScaleRule | None = None
+    rebalance: bool = Field(True, description="move a fair share of workers to a new member")
+
+
 class ScenarioSpec(Spec):
     """A test: a topology, a workload and a plan of steps."""
 
@@ -130,3 +189,4 @@ class ScenarioSpec(Spec):
     agents: int | None = Field(None, ge=1, le=64,
                                description="agent processes; default one per core")
     measure: MeasureSpec = Field(default_factory=MeasureSpec)
+    scaling: ScalingSpec | None = None
