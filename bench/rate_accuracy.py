@@ -31,25 +31,27 @@ def main() -> None:
     parser.add_argument("--rates", default="10,100,1000")
     parser.add_argument("--hold", type=float, default=HOLD_S, help="seconds per rate step")
     args = parser.parse_args()
+    counts = [int(n) for n in args.senders.split(",")]
+    # A queue per run, so what one saturated run leaves behind never reaches the next.
     topology = TopologySpec(name="bench-rate", members=1, start=1, port_base=7300,
-                            queues=[QueueSpec(name="rate", type="classic")])
+                            queues=[QueueSpec(name=f"rate-{n}", type="classic") for n in counts])
     provisioner = LocalRabbitMQ(topology)
     print(f"{'senders':>7} {'msg/s/sender':>12} {'window s':>9} {'target msg/s':>13} "
           f"{'achieved msg/s':>15} {'achieved/target':>16} {'received msg/s':>15} note")
     try:
         provisioner.up()
         with tempfile.TemporaryDirectory() as runs:
-            for senders in map(int, args.senders.split(",")):
+            for senders in counts:
                 rates = [float(r) for r in args.rates.split(",")]
                 scenario = ScenarioSpec.model_validate({
                     "name": f"rate-{senders}", "topology": "unused.yaml",
-                    "workload": {"queue": "rate", "senders": senders, "receivers": senders,
+                    "workload": {"queue": f"rate-{senders}", "senders": senders,
+                                 "receivers": senders,
                                  "message": {"size": "2KiB"}, "ack": "auto"},
                     "plan": [{"rate_per_sender": r, "hold": args.hold} for r in rates],
                     "measure": {"settle": 2, "drain": 5}})
                 result = Controller(scenario, topology, Path(runs), live=False).run()
                 _report(result.run_dir, senders, rates, args.hold)
-                provisioner.management().request("DELETE", "/queues/%2F/rate/contents")
     finally:
         provisioner.down()
 

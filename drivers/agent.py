@@ -6,6 +6,7 @@ Endpoints (JSON bodies; every one but ``/metrics`` needs ``Authorization: Bearer
 - ``GET /snapshot``      counters and the latency histogram of the interval since the last call
 - ``POST /configure``    ``{broker, destination, message_size, senders: [...], receivers: [...]}``
 - ``POST /rate``         ``{"rate_per_sender": 115}``: live rate change, no reconnect
+- ``POST /move``         ``{"senders": [ids], "receivers": [ids], "endpoint": url, "queue": q}``
 - ``POST /stop_senders`` stop publishing (waits for confirms)
 - ``GET /accounting``    per-producer sent counts and received-sequence bitmaps
 - ``POST /shutdown``     close every connection and exit
@@ -46,6 +47,8 @@ class Agent:
         self.driver: Driver | None = None
         self.last_snapshot: dict[str, Any] = {}
         self.lock = threading.Lock()
+        self.senders: dict[int, SenderRole] = {}
+        self.receivers: dict[int, ReceiverRole] = {}
 
     def configure(self, config: dict[str, Any]) -> dict[str, Any]:
         """Create the driver and its workers; receivers connect before senders start."""
@@ -58,12 +61,15 @@ class Agent:
                                        self.recorder)
             self.driver.start()
             for receiver in config.get("receivers", []):
-                self.driver.add_receiver(ReceiverRole(self.recorder), receiver["endpoint"])
+                role = ReceiverRole(self.recorder, int(receiver.get("id", 0)))
+                self.receivers[role.receiver_id] = role
+                self.driver.add_receiver(role, receiver["endpoint"], receiver.get("queue"))
             payload = PayloadBuilder(int(config["message_size"]))
             for sender in config.get("senders", []):
                 role = self.driver.call(lambda s=sender: SenderRole(
                     int(s["producer_id"]), float(s["rate"]), payload, self.recorder))
-                self.driver.add_sender(role, sender["endpoint"])
+                self.senders[role.producer_id] = role
+                self.driver.add_sender(role, sender["endpoint"], sender.get("queue"))
         return {"senders": len(config.get("senders", [])),
                 "receivers": len(config.get("receivers", []))}
 
@@ -74,6 +80,16 @@ class Agent:
                 role.set_rate(rate_per_sender)
             return len(self.recorder.senders)
         return {"senders": self._on_loop(apply)}
+
+    def move(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Move senders and receivers (by id) to ``endpoint`` and ``queue``."""
+        if self.driver is None:
+            raise ValueError("agent is not configured")
+        roles = [self.senders[int(i)] for i in body.get("senders", [])] + \
+                [self.receivers[int(i)] for i in body.get("receivers", [])]
+        for role in roles:
+            self.driver.move(role, body["endpoint"], body.get("queue"))
+        return {"moved": len(roles)}
 
     def snapshot(self) -> dict[str, Any]:
         """Counters now and the latency of the interval since the previous snapshot."""
@@ -151,6 +167,7 @@ def _handler(agent: Agent, token: str, registry: CollectorRegistry, done: thread
         ("GET", "/accounting"): lambda body: agent.accounting(),
         ("POST", "/configure"): agent.configure,
         ("POST", "/rate"): lambda body: agent.set_rate(float(body["rate_per_sender"])),
+        ("POST", "/move"): agent.move,
         ("POST", "/stop_senders"): lambda body: agent.stop_senders(),
         ("POST", "/shutdown"): lambda body: (done.set(), {"shutting_down": True})[1],
     }

@@ -24,14 +24,16 @@ MAX_BUFFERED_BYTES = 4 * 1024 * 1024  # outbound bytes per connection before a s
 MAX_UNCONFIRMED = 2000  # with confirms, publishes in flight per sender before it waits
 PACING_TICK_S = 0.002  # a sender wakes at most this often, publishing whatever is due
 ACK_FLUSH_S = 0.1  # manual acks of a quiet receiver are flushed at least this often
+RETIRE_GRACE_S = 2.0  # a moved sender's old connection stays open this long for its last publishes
 BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 
 
 class _Link:
     """One connection with one channel that reconnects with backoff, rotating endpoints."""
 
-    def __init__(self, driver: AmqpDriver, endpoint: str):
+    def __init__(self, driver: AmqpDriver, endpoint: str, queue: str):
         self.driver = driver
+        self.queue = queue
         self.endpoints = _rotation(driver.destination.endpoints, endpoint)
         self.attempt = 0
         self.connection: pika.SelectConnection | None = None
@@ -98,8 +100,8 @@ class _Link:
 
 
 class _SenderLink(_Link):
-    def __init__(self, driver: AmqpDriver, role: SenderRole, endpoint: str):
-        super().__init__(driver, endpoint)
+    def __init__(self, driver: AmqpDriver, role: SenderRole, endpoint: str, queue: str):
+        super().__init__(driver, endpoint, queue)
         self.role = role
         destination = driver.destination
         self.properties = pika.BasicProperties(delivery_mode=2 if destination.persistent else 1)
@@ -116,7 +118,7 @@ class _SenderLink(_Link):
         self.template = None
         if destination.fast_path and amqp_wire.hooks_available(self.connection):
             self.template = amqp_wire.PublishTemplate(
-                channel.channel_number, self.driver.queue, self.role.size,
+                channel.channel_number, self.queue, self.role.size,
                 destination.persistent, self.connection.params.frame_max)
         self._publish()
 
@@ -133,7 +135,7 @@ class _SenderLink(_Link):
                         n, role.producer_id, role.take(n), time.time_ns()))
                 else:
                     publish, queue, props, body = self.channel.basic_publish, \
-                        self.driver.queue, self.properties, role.next_body
+                        self.queue, self.properties, role.next_body
                     for _ in range(n):
                         publish("", queue, body(), props)
                 self.published += n
@@ -167,14 +169,30 @@ class _SenderLink(_Link):
 
     def stop(self) -> None:
         self.role.active = False
+        self._cancel_timer()
+
+    def retire(self) -> None:
+        """Hand the role to another link: stop publishing here, close once the last publishes
+        have had time to reach the broker (confirmed, where confirms are on)."""
+        self._cancel_timer()
+        self.closing = True
+        self.driver.ioloop.call_later(RETIRE_GRACE_S, self._close_when_confirmed)
+
+    def _close_when_confirmed(self) -> None:
+        if self.unconfirmed > 0 and self.connection and self.connection.is_open:
+            self.driver.ioloop.call_later(0.1, self._close_when_confirmed)
+        else:
+            self.close()
+
+    def _cancel_timer(self) -> None:
         if self.timer is not None:
             self.driver.ioloop.remove_timeout(self.timer)
             self.timer = None
 
 
 class _ReceiverLink(_Link):
-    def __init__(self, driver: AmqpDriver, role: ReceiverRole, endpoint: str):
-        super().__init__(driver, endpoint)
+    def __init__(self, driver: AmqpDriver, role: ReceiverRole, endpoint: str, queue: str):
+        super().__init__(driver, endpoint, queue)
         self.role = role
         destination = driver.destination
         self.manual = destination.manual_ack
@@ -182,13 +200,15 @@ class _ReceiverLink(_Link):
         self.unacked = 0
         self.last_tag = 0
         self.timer = None
+        self.consumer_tag: str | None = None
 
     def ready(self, channel) -> None:
         self.unacked = 0
         if self.driver.destination.fast_path and amqp_wire.hooks_available(self.connection):
             amqp_wire.install_decoder(self.connection, channel.channel_number, self._arrived)
         channel.basic_qos(prefetch_count=self.driver.destination.prefetch)
-        channel.basic_consume(self.driver.queue, self._delivered, auto_ack=not self.manual)
+        self.consumer_tag = channel.basic_consume(self.queue, self._delivered,
+                                                  auto_ack=not self.manual)
         if self.manual:
             self.timer = self.driver.ioloop.call_later(ACK_FLUSH_S, self._flush_timer)
 
@@ -208,6 +228,19 @@ class _ReceiverLink(_Link):
         if self.unacked and self.channel is not None and self.channel.is_open:
             self.channel.basic_ack(self.last_tag, multiple=True)
             self.unacked = 0
+
+    def retire(self) -> None:
+        """Stop consuming here without losing or duplicating: cancel, take what is still in
+        flight, acknowledge everything, then close."""
+        self.closing = True
+        if self.channel is not None and self.channel.is_open and self.consumer_tag:
+            self.channel.basic_cancel(self.consumer_tag, callback=lambda _frame: self._closed_out())
+        else:
+            self.close()
+
+    def _closed_out(self) -> None:
+        self.flush()
+        self.close()
 
     def _flush_timer(self) -> None:
         self.flush()
@@ -230,15 +263,26 @@ class AmqpDriver(Driver):
     def start(self) -> None:
         self.thread.start()
 
-    def add_sender(self, role: SenderRole, endpoint: str) -> None:
-        link = _SenderLink(self, role, endpoint)
+    def add_sender(self, role: SenderRole, endpoint: str, queue: str | None = None) -> None:
+        link = _SenderLink(self, role, endpoint, queue or self.queue)
         self.senders.append(link)
         self.call(link.connect)
 
-    def add_receiver(self, role: ReceiverRole, endpoint: str) -> None:
-        link = _ReceiverLink(self, role, endpoint)
+    def add_receiver(self, role: ReceiverRole, endpoint: str, queue: str | None = None) -> None:
+        link = _ReceiverLink(self, role, endpoint, queue or self.queue)
         self.receivers.append(link)
         self.call(link.connect)
+
+    def move(self, role: SenderRole | ReceiverRole, endpoint: str, queue: str | None = None
+             ) -> None:
+        def swap() -> None:
+            links = self.senders if isinstance(role, SenderRole) else self.receivers
+            for link in links:
+                if link.role is role and not link.closing:
+                    link.retire()
+            (self.add_sender if isinstance(role, SenderRole) else self.add_receiver)(
+                role, endpoint, queue)
+        self.call(swap)
 
     def call(self, function: Callable[[], object], timeout_s: float = 10.0) -> object:
         if threading.current_thread() is self.thread or not self.thread.is_alive():

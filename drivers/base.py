@@ -37,12 +37,19 @@ class Driver(ABC):
         """Start the driver's loop or threads; returns at once."""
 
     @abstractmethod
-    def add_sender(self, role: SenderRole, endpoint: str) -> None:
-        """Connect a sender to ``endpoint`` and publish whatever its schedule says is due."""
+    def add_sender(self, role: SenderRole, endpoint: str, queue: str | None = None) -> None:
+        """Connect a sender to ``endpoint`` and publish whatever its schedule says is due to
+        ``queue`` (default: the destination's)."""
 
     @abstractmethod
-    def add_receiver(self, role: ReceiverRole, endpoint: str) -> None:
-        """Connect a receiver to ``endpoint`` and consume from the destination's queue."""
+    def add_receiver(self, role: ReceiverRole, endpoint: str, queue: str | None = None) -> None:
+        """Connect a receiver to ``endpoint`` and consume from ``queue``."""
+
+    @abstractmethod
+    def move(self, role: SenderRole | ReceiverRole, endpoint: str, queue: str | None = None
+             ) -> None:
+        """Move a running worker to another endpoint (and queue) without losing or duplicating
+        a message: the new connection is made before the old one is let go."""
 
     @abstractmethod
     def call(self, function: Callable[[], object], timeout_s: float = 10.0) -> object:

@@ -104,7 +104,8 @@ class SenderRole:
 class ReceiverRole:
     """One receiver: reads headers, records latency and sequence numbers."""
 
-    def __init__(self, recorder: Recorder):
+    def __init__(self, recorder: Recorder, receiver_id: int = 0):
+        self.receiver_id = receiver_id
         self.recorder = recorder
         self._track = recorder.tracker.record
 
