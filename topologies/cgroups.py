@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,14 +40,23 @@ class CpuCgroup:
         try:
             for directory in {group.cpu_dir, group.acct_dir}:
                 directory.mkdir(exist_ok=True)
-            quota = -1 if cores is None else max(1000, int(cores * PERIOD_US))
-            (group.cpu_dir / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-            (group.cpu_dir / "cpu.cfs_quota_us").write_text(str(quota))
+            (group.cpu_dir / "cpu.cfs_quota_us").write_text(
+                str(-1 if cores is None else max(1000, int(cores * PERIOD_US))))
         except OSError as error:
             log.warning("cgroup %s not usable (%s): member runs without a CPU quota; "
                         "its CPU is read from its processes instead", name, error.strerror)
             return None
         return group
+
+    def set_quota(self, cores: float | None) -> None:
+        """Set the CPU quota in cores (``None``: unlimited); warns where it cannot be written."""
+        quota = -1 if cores is None else max(1000, int(cores * PERIOD_US))
+        try:
+            (self.cpu_dir / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+            (self.cpu_dir / "cpu.cfs_quota_us").write_text(str(quota))
+        except OSError as error:
+            log.warning("cannot set the CPU quota of cgroup %s (%s): it runs unlimited",
+                        self.name, error.strerror)
 
     def procs_files(self) -> list[Path]:
         """The ``cgroup.procs`` files a process writes its PID to in order to join."""
@@ -67,15 +77,21 @@ class CpuCgroup:
             return None
         return None if quota < 0 else quota / PERIOD_US
 
-    def remove(self) -> None:
-        """Remove the cgroup directories (they must be empty of processes)."""
+    def remove(self, wait_s: float = 5.0) -> None:
+        """Remove the cgroup directories, waiting for exited processes to leave them."""
+        deadline = time.monotonic() + wait_s
         for directory in {self.cpu_dir, self.acct_dir}:
-            try:
-                directory.rmdir()
-            except FileNotFoundError:
-                pass
-            except OSError as error:
-                log.warning("could not remove cgroup %s: %s", directory, error.strerror)
+            while True:
+                try:
+                    directory.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError as error:
+                    if time.monotonic() > deadline:
+                        log.warning("could not remove cgroup %s: %s", directory, error.strerror)
+                        break
+                    time.sleep(0.1)
 
 
 def join_cgroup(procs_files: list[str]) -> None:

@@ -173,29 +173,42 @@ class LocalRabbitMQ:
     # -- internals --------------------------------------------------------------------------
 
     def _start(self, state: dict, index: int) -> None:
+        """Boot one member at full speed, let it join the cluster, then apply its CPU quota.
+
+        A blank member joins through classic peer discovery (the running members are its seeds),
+        so no stop_app/join_cluster/start_app round trip is needed; booting before the quota
+        applies keeps a member with a small quota from taking a minute to start.
+        """
         member = self.member(index)
         entry = state["members"].setdefault(str(index), {})
         files = node.NodeFiles(self.state_dir / f"member-{index}")
+        seeds = [] if entry.get("joined") else [
+            self.member(i).name for i in range(self.topology.members)
+            if i != index and state["members"].get(str(i), {}).get("joined")
+            and self._is_running(state, i)]
         if not entry.get("joined"):
             shutil.rmtree(files.root, ignore_errors=True)
         _require_free(member.amqp_port, member.management_port, member.prometheus_port,
                       self.topology.port_base + 20000 + index)
         files.root.mkdir(parents=True, exist_ok=True)
-        node.write_files(member, files)
-        group = CpuCgroup.create(f"surge-{self.topology.name}-{index}",
-                                 self.topology.cpu_per_member)
+        node.write_files(member, files, seeds)
+        group = CpuCgroup.create(f"surge-{self.topology.name}-{index}", None)
         env = node.node_env(member, files, self.topology.port_base + 20000 + index, self.epmd_port)
         process = node.spawn(env, files, [str(p) for p in group.procs_files()] if group else [])
         entry.update(pid=process.pid, cgroup=group.name if group else None)
         self._write_state(state)
         self._await(member, process, files)
-        if not entry.get("joined"):
-            self._join(state, index)
-            entry["joined"] = True
-            self._write_state(state)
+        if seeds and member.name not in Management(HOST, member.management_port).running_nodes():
+            self._join(member, seeds[0])
+        entry["joined"] = True
+        self._write_state(state)
+        if group:
+            group.set_quota(self.topology.cpu_per_member)
         log.info("member %s serves on %s:%d", member.name, HOST, member.amqp_port)
 
     def _await(self, member: Member, process: subprocess.Popen, files: node.NodeFiles) -> None:
+        """Wait until the member's management API answers as that node (the last thing to boot)."""
+        api = Management(HOST, member.management_port, timeout_s=2.0)
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             if process.poll() is not None:
@@ -203,26 +216,21 @@ class LocalRabbitMQ:
                 raise ProvisionError(f"{member.name} exited with code {process.returncode}: "
                                      + " | ".join(tail))
             try:
-                node.rabbitmqctl(member.name, self.epmd_port, "await_startup", "--timeout", "30",
-                                 timeout_s=40)
-                return
+                if (api.request("GET", "/overview") or {}).get("node") == member.name:
+                    return
             except ProvisionError:
-                if time.monotonic() > deadline:
-                    raise ProvisionError(f"{member.name} did not start within "
-                                         f"{START_TIMEOUT_S:.0f} s; see {files.console_log}",
-                                         temporary=True) from None
-                time.sleep(1.0)
+                pass
+            if time.monotonic() > deadline:
+                raise ProvisionError(f"{member.name} did not start within {START_TIMEOUT_S:.0f} s;"
+                                     f" see {files.console_log}", temporary=True)
+            time.sleep(0.2)
 
-    def _join(self, state: dict, index: int) -> None:
-        peers = [i for i in range(self.topology.members)
-                 if i != index and state["members"].get(str(i), {}).get("joined")
-                 and self._is_running(state, i)]
-        if not peers:
-            return  # the first member forms the cluster
-        name, seed = self.member(index).name, self.member(peers[0]).name
-        node.rabbitmqctl(name, self.epmd_port, "stop_app")
-        node.rabbitmqctl(name, self.epmd_port, "join_cluster", seed)
-        node.rabbitmqctl(name, self.epmd_port, "start_app")
+    def _join(self, member: Member, seed: str) -> None:
+        """Join by hand where peer discovery did not (a seed that was busy at boot)."""
+        log.info("%s: joining %s with rabbitmqctl", member.name, seed)
+        node.rabbitmqctl(member.name, self.epmd_port, "stop_app")
+        node.rabbitmqctl(member.name, self.epmd_port, "join_cluster", seed)
+        node.rabbitmqctl(member.name, self.epmd_port, "start_app")
 
     def _declare_queues(self) -> None:
         api = self.management()

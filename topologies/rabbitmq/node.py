@@ -37,8 +37,8 @@ class NodeFiles:
         return self.root / "console.log"
 
 
-def write_files(member: Member, files: NodeFiles) -> None:
-    """Write the node's configuration and enabled-plugins files."""
+def write_files(member: Member, files: NodeFiles, seeds: list[str]) -> None:
+    """Write the node's configuration and enabled-plugins files; a blank node joins ``seeds``."""
     for directory in (files.mnesia, files.logs):
         directory.mkdir(parents=True, exist_ok=True)
     (files.root / "enabled_plugins").write_text(PLUGINS + "\n")
@@ -52,6 +52,9 @@ def write_files(member: Member, files: NodeFiles) -> None:
         "collect_statistics_interval = 1000",
         "log.console = false",
         "log.file.level = warning",
+        *(["cluster_formation.peer_discovery_backend = classic_config"] if seeds else []),
+        *[f"cluster_formation.classic_config.nodes.{i} = {seed}"
+          for i, seed in enumerate(seeds, start=1)],
         "",
     ]))
 
