@@ -329,6 +329,8 @@ class AmqpDriver(Driver):
 
 def _rotation(endpoints: tuple[str, ...], first: str) -> list[str]:
     """Endpoints in the order a worker tries them, starting with its own."""
-    items = list(endpoints) or [first]
-    start = items.index(first) if first in items else 0
+    items = list(endpoints)
+    if first not in items:
+        return [first, *items]
+    start = items.index(first)
     return items[start:] + items[:start]

@@ -25,7 +25,9 @@ from orchestrator import plan as plans
 from orchestrator.agents import AgentHandle, spawn_local_agents
 from orchestrator.exposition import ControllerMetrics
 from orchestrator.liveview import LiveView, ViewState
+from orchestrator.policy import Observation
 from orchestrator.sampling import Tick, TickMath
+from orchestrator.scaler import Scaler
 from orchestrator.specs import ScenarioSpec, TopologySpec
 from results.rundir import RunWriter, new_run_id
 from results.steptable import StepRow, step_rows
@@ -65,6 +67,12 @@ class Controller:
         self.member_rows: list[dict] = []
         self.manifest: dict[str, Any] = {}
         self.math = TickMath()
+        self.queue_spec = topology.queue(scenario.workload.queue)
+        scaling = scenario.scaling
+        self.scaler = Scaler(
+            scaling, self.provisioner, self.queue_spec,
+            pool=min(scaling.pool or topology.members, topology.members),
+            minimum=topology.start, event=self._event) if scaling else None
 
     # -- the run ----------------------------------------------------------------------------
 
@@ -124,6 +132,7 @@ class Controller:
                     agents=[{"index": a.index, "pid": a.process.pid, "port": a.port}
                             for a in self.agents])
         endpoints = [m.amqp_url for m in members]
+        queue = self.queue_spec
         first_rate = self.phases[0].rate_per_sender
         configs = [{"broker": self.topology.broker, "message_size": workload.message.size,
                     "destination": {"endpoints": endpoints, "queue": workload.queue,
@@ -131,11 +140,17 @@ class Controller:
                                     "confirms": workload.confirms, "prefetch": workload.prefetch,
                                     "manual_ack": workload.ack == "manual"},
                     "senders": [], "receivers": []} for _ in self.agents]
-        for i in range(workload.receivers):
-            configs[i % count]["receivers"].append({"endpoint": endpoints[i % len(endpoints)]})
-        for i in range(workload.senders):
-            configs[i % count]["senders"].append({"producer_id": i + 1, "rate": first_rate,
-                                                  "endpoint": endpoints[i % len(endpoints)]})
+        for kind, total in (("r", workload.receivers), ("s", workload.senders)):
+            for i in range(total):
+                agent, member = self.agents[i % count], members[i % len(members)]
+                worker = {"endpoint": member.amqp_url, "queue": queue.instance(member.index)}
+                if kind == "s":
+                    worker.update(producer_id=i + 1, rate=first_rate)
+                else:
+                    worker.update(id=i + 1)
+                configs[agent.index]["senders" if kind == "s" else "receivers"].append(worker)
+                if self.scaler:
+                    self.scaler.place((kind, i + 1), agent, member.index)
         self._all(lambda agent: agent.call("POST", "/configure", configs[agent.index]))
         self.state.step = 1
         self._event("step", step=1, rate_per_sender=first_rate,
@@ -182,7 +197,7 @@ class Controller:
         now = time.time()
         senders = self.scenario.workload.senders
         target = phase.rate_per_sender * senders if phase else 0.0
-        depth = broker.queue_depths.get(self.scenario.workload.queue, 0)
+        depth = self._queue_depth(broker)
         running = sum(1 for m in broker.members if m.running)
         latency = tick.latency
         row = {"t": now, "elapsed_s": elapsed, "phase": phase.index if phase else 0,
@@ -225,13 +240,29 @@ class Controller:
                         for m in broker.members})
         if errors and row["errors"]:
             self.state.last_event = f"last error: {errors[-1]}"
+        if self.scaler and phase is not None:
+            self.scaler.observe(Observation(
+                elapsed_s=elapsed, target_rate=target,
+                achieved_rate=min(row["send_rate"], row["receive_rate"]),
+                member_cpu=tuple(
+                    tick.member_cpu_percent[m.name] / 100 / (m.cpu_quota_cores or 1.0)
+                    for m in broker.members
+                    if m.running and tick.member_cpu_percent.get(m.name) is not None),
+                queue_depth=depth, p99_s=row["latency_p99_ms"] / 1000),
+                running=[i for i, m in enumerate(broker.members) if m.running])
         self.view.update(self.state)
         metrics.update(self.scenario.name, self.state)
         return tick
 
     # -- the end ----------------------------------------------------------------------------
 
+    def _queue_depth(self, broker) -> int:
+        """Messages in the workload queue, over all its per-member instances."""
+        return sum(n for name, n in broker.queue_depths.items() if self.queue_spec.owns(name))
+
     def _finish(self, metrics: ControllerMetrics) -> Reconciliation:
+        if self.scaler:
+            self.scaler.wait()
         self._event("senders_stop")
         self._all(lambda agent: agent.call("POST", "/stop_senders", {}, timeout_s=60))
         math = self.math
@@ -262,7 +293,7 @@ class Controller:
         snapshots = self._all(lambda agent: agent.call("GET", "/snapshot"))
         local_duplicates = sum(s["duplicates"] for s in snapshots)
         broker = self.provisioner.sample()
-        queued = broker.queue_depths.get(self.scenario.workload.queue, 0)
+        queued = self._queue_depth(broker)
         confirms = self.scenario.workload.confirms
         result = reconcile(
             sent=sum(sent_per_producer.values()),
@@ -282,7 +313,9 @@ class Controller:
 
     def _event(self, kind: str, **fields: Any) -> None:
         record = self.writer.event(kind, **fields)
-        if kind in ("provision", "members_up", "agents_up", "step", "accounting", "teardown"):
+        if kind in ("provision", "members_up", "agents_up", "step", "accounting", "teardown",
+                    "scale_decision", "scale_failed", "member_started", "rebalanced",
+                    "member_draining", "member_stopped"):
             text = record.get("explain") or "; ".join(
                 ", ".join(map(str, v)) if isinstance(v, list) else f"{k}={v}"
                 for k, v in fields.items() if k != "agents")

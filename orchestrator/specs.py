@@ -45,6 +45,20 @@ class QueueSpec(Spec):
     durable: bool = True
     arguments: dict[str, Any] = Field(
         default_factory=dict, description="x-arguments, passed to the broker unchanged")
+    per_member: bool = Field(
+        False, description="one instance per running member, named <name>.<member index> and "
+                           "led by that member (like a cluster queue's instance on each queue "
+                           "manager); workers use the instance of the member they connect to")
+
+    def instance(self, member_index: int) -> str:
+        """The queue name workers on member ``member_index`` use."""
+        return f"{self.name}.{member_index}" if self.per_member else self.name
+
+    def owns(self, queue_name: str) -> bool:
+        """Whether ``queue_name`` is this queue or one of its per-member instances."""
+        return queue_name == self.name or (
+            self.per_member and queue_name.startswith(self.name + ".")
+            and queue_name[len(self.name) + 1:].isdigit())
 
 
 class TopologySpec(Spec):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -63,6 +64,7 @@ class RunWriter:
         self._parts: dict[str, int] = dict.fromkeys(SCHEMAS, 0)
         self._last_flush = time.monotonic()
         self._events = open(root / "events.jsonl", "a", buffering=1)  # noqa: SIM115 - long-lived
+        self._lock = threading.Lock()  # scaling actions log events from their own thread
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         """(Re)write ``run.json`` atomically, stamping the format version."""
@@ -74,7 +76,9 @@ class RunWriter:
     def event(self, kind: str, **fields: Any) -> dict[str, Any]:
         """Append one event line (flushed at once) and return it."""
         record = {"t": time.time(), "kind": kind, **fields}
-        self._events.write(json.dumps(record, default=str) + "\n")
+        line = json.dumps(record, default=str) + "\n"
+        with self._lock:
+            self._events.write(line)
         return record
 
     def row(self, table: str, row: dict[str, Any]) -> None:

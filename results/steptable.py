@@ -18,9 +18,11 @@ class StepRow:
     """Figures for one phase of the plan over its steady part (after ``settle`` seconds)."""
 
     step: int
+    label: str
     target_rate: float
-    achieved_rate: float
+    achieved_rate: float  # end to end: the lower of the mean send and mean receive rates
     min_rate: float
+    sent_rate: float
     received_rate: float
     members: int
     cpu_percent: dict[str, float] = field(default_factory=dict)
@@ -36,29 +38,49 @@ class StepRow:
         return self.achieved_rate / self.target_rate if self.target_rate else 1.0
 
 
-def step_rows(phases: list[dict], ticks: list[dict], members: list[dict],
-              settle_s: float) -> list[StepRow]:
-    """One :class:`StepRow` per phase that has at least one steady tick."""
+def segments(phases: list[dict], ticks: list[dict], settle_s: float
+             ) -> list[tuple[dict, str, list[dict]]]:
+    """Steady windows: each phase split where the number of running members changed, each
+    part without its first ``settle_s`` seconds. Labels are ``3``, or ``3a``, ``3b``, ..."""
     out = []
     for phase in phases:
-        start, end = phase["start_s"] + settle_s, phase["end_s"]
-        window = [t for t in ticks if t["phase"] == phase["index"] and t["elapsed_s"] >= start]
-        if not window:
-            continue
+        runs: list[list[dict]] = []
+        for tick in (t for t in ticks if t["phase"] == phase["index"]):
+            if not runs or runs[-1][-1]["members_running"] != tick["members_running"]:
+                runs.append([])
+            runs[-1].append(tick)
+        steady = [[t for t in run if t["elapsed_s"] >= max(run[0]["elapsed_s"] - 1 + settle_s,
+                                                           phase["start_s"] + settle_s)]
+                  for run in runs]
+        steady = [run for run in steady if run]
+        for k, run in enumerate(steady):
+            label = str(phase["index"]) + (chr(ord("a") + k) if len(steady) > 1 else "")
+            out.append((phase, label, run))
+    return out
+
+
+def step_rows(phases: list[dict], ticks: list[dict], members: list[dict],
+              settle_s: float) -> list[StepRow]:
+    """One :class:`StepRow` per steady window (see :func:`segments`)."""
+    out = []
+    for phase, label, window in segments(phases, ticks, settle_s):
+        start, end = window[0]["elapsed_s"] - 1, window[-1]["elapsed_s"]
         histogram = LatencyHistogram()
         for tick in window:
             histogram.merge(LatencyHistogram.from_sparse(
                 dict(zip(tick["latency_buckets"] or [], tick["latency_counts"] or []))))
         cpu: dict[str, list[float]] = defaultdict(list)
         for row in members:
-            if start <= row["elapsed_s"] <= end and row["running"] \
+            if start < row["elapsed_s"] <= end and row["running"] \
                     and row["cpu_percent"] is not None:
                 cpu[row["member"]].append(row["cpu_percent"])
         send = [t["send_rate"] for t in window]
+        received = fmean(t["receive_rate"] for t in window)
         out.append(StepRow(
-            step=phase["index"], target_rate=fmean(t["target_rate"] for t in window),
-            achieved_rate=fmean(send), min_rate=min(send),
-            received_rate=fmean(t["receive_rate"] for t in window),
+            step=phase["index"], label=label, target_rate=fmean(t["target_rate"] for t in window),
+            achieved_rate=min(fmean(send), received),
+            min_rate=min(min(t["send_rate"], t["receive_rate"]) for t in window),
+            sent_rate=fmean(send), received_rate=received,
             members=max(t["members_running"] for t in window),
             cpu_percent={m: fmean(v) for m, v in sorted(cpu.items())},
             host_cpu_percent=fmean(t["host_cpu_percent"] for t in window),
@@ -71,13 +93,14 @@ def as_text(rows: list[StepRow]) -> str:
     """A fixed-width table for terminals and logs."""
     members = sorted({m for row in rows for m in row.cpu_percent})
     short = [m.split("@")[0].rsplit("-", 1)[-1] for m in members]
-    header = ["step", "target msg/s", "achieved msg/s", "received msg/s", "members",
+    header = ["step", "target msg/s", "achieved msg/s", "sent msg/s", "received msg/s",
+              "members",
               *[f"m{s} CPU%" for s in short], "host CPU%", "p50 ms", "p99 ms", "errors"]
     lines = [header]
     for row in rows:
         lines.append([
-            str(row.step), f"{row.target_rate:,.0f}", f"{row.achieved_rate:,.0f}",
-            f"{row.received_rate:,.0f}", str(row.members),
+            row.label, f"{row.target_rate:,.0f}", f"{row.achieved_rate:,.0f}",
+            f"{row.sent_rate:,.0f}", f"{row.received_rate:,.0f}", str(row.members),
             *[f"{row.cpu_percent[m]:.1f}" if m in row.cpu_percent else "-" for m in members],
             f"{row.host_cpu_percent:.1f}", f"{row.p50_ms:.2f}", f"{row.p99_ms:.2f}",
             str(row.errors)])

@@ -16,6 +16,8 @@ log = logging.getLogger(__name__)
 
 CGROUP_ROOT = Path(os.environ.get("SURGE_CGROUP_ROOT", "/sys/fs/cgroup"))
 PERIOD_US = 100_000  # 100 ms, the kernel default; the quota is cores * period
+NORMAL_SHARES = 1024  # the kernel default weight against sibling cgroups
+BOOT_SHARES = 16 * NORMAL_SHARES  # a booting member comes first when the host is busy
 
 
 @dataclass(frozen=True)
@@ -34,26 +36,31 @@ class CpuCgroup:
         return cls(name, CGROUP_ROOT / "cpu" / name, acct_dir)
 
     @classmethod
-    def create(cls, name: str, cores: float | None) -> CpuCgroup | None:
-        """Create (or reuse) the cgroup and set its quota; ``None`` with a warning if impossible."""
+    def create(cls, name: str, cores: float | None, shares: int = NORMAL_SHARES
+               ) -> CpuCgroup | None:
+        """Create (or reuse) the cgroup with a quota and weight; ``None`` with a warning if
+        impossible."""
         group = cls.at(name)
         try:
             for directory in {group.cpu_dir, group.acct_dir}:
                 directory.mkdir(exist_ok=True)
             (group.cpu_dir / "cpu.cfs_quota_us").write_text(
                 str(-1 if cores is None else max(1000, int(cores * PERIOD_US))))
+            (group.cpu_dir / "cpu.shares").write_text(str(shares))
         except OSError as error:
             log.warning("cgroup %s not usable (%s): member runs without a CPU quota; "
                         "its CPU is read from its processes instead", name, error.strerror)
             return None
         return group
 
-    def set_quota(self, cores: float | None) -> None:
-        """Set the CPU quota in cores (``None``: unlimited); warns where it cannot be written."""
+    def set_quota(self, cores: float | None, shares: int = NORMAL_SHARES) -> None:
+        """Set the CPU quota in cores (``None``: unlimited) and the weight against siblings;
+        warns where they cannot be written."""
         quota = -1 if cores is None else max(1000, int(cores * PERIOD_US))
         try:
             (self.cpu_dir / "cpu.cfs_period_us").write_text(str(PERIOD_US))
             (self.cpu_dir / "cpu.cfs_quota_us").write_text(str(quota))
+            (self.cpu_dir / "cpu.shares").write_text(str(shares))
         except OSError as error:
             log.warning("cannot set the CPU quota of cgroup %s (%s): it runs unlimited",
                         self.name, error.strerror)

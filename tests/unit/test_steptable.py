@@ -40,3 +40,13 @@ def test_steady_window_rates_cpu_and_merged_percentiles():
 def test_phase_without_steady_ticks_is_left_out():
     rows = step_rows(PHASES, [tick(1, 1, 100, 100)], [], settle_s=3)
     assert rows == []
+
+
+def test_a_member_start_splits_a_step():
+    ticks = [tick(e, 1, 100, 100) for e in range(1, 10)]
+    ticks += [{**tick(e, 2, 200, 120), "members_running": 2} for e in range(10, 16)]
+    ticks += [{**tick(e, 2, 200, 200), "members_running": 3} for e in range(16, 20)]
+    rows = step_rows(PHASES, ticks, [], settle_s=2)
+    assert [(r.label, r.members, round(r.achieved_rate)) for r in rows] == [
+        ("1", 2, 100), ("2a", 2, 120), ("2b", 3, 200)]
+    assert rows[2].seconds == 3  # 16..19 less the settle after the start at ~15.5 s

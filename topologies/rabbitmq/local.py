@@ -26,7 +26,7 @@ import psutil
 from orchestrator.errors import ProvisionError
 from orchestrator.specs import TopologySpec
 from topologies.base import BrokerSample, Member, MemberSample
-from topologies.cgroups import CpuCgroup
+from topologies.cgroups import BOOT_SHARES, CpuCgroup
 from topologies.rabbitmq import node
 from topologies.rabbitmq.management import Management
 
@@ -90,7 +90,8 @@ class LocalRabbitMQ:
                 state["members"].setdefault(str(index), {})
             with concurrent.futures.ThreadPoolExecutor(max(1, len(pending))) as pool:
                 list(pool.map(lambda i: self._start(state, i), pending))
-            self._declare_queues()
+            self._declare_queues([i for i in range(self.topology.members)
+                                  if self._is_running(state, i)])
         return self.status()
 
     def start_member(self, index: int | None = None) -> Member:
@@ -105,6 +106,7 @@ class LocalRabbitMQ:
                 index = stopped[0]
             self._ensure_epmd(state)
             self._start(state, index)
+            self._declare_queues([index])
         return self.status()[index]
 
     def stop_member(self, index: int, kill: bool = False) -> None:
@@ -176,8 +178,9 @@ class LocalRabbitMQ:
         """Boot one member at full speed, let it join the cluster, then apply its CPU quota.
 
         A blank member joins through classic peer discovery (the running members are its seeds),
-        so no stop_app/join_cluster/start_app round trip is needed; booting before the quota
-        applies keeps a member with a small quota from taking a minute to start.
+        so no stop_app/join_cluster/start_app round trip is needed. It boots without its quota
+        and with a high CPU weight, so a member with a small quota on a busy host does not take a
+        minute to start; the quota and a normal weight apply once it serves.
         """
         member = self.member(index)
         entry = state["members"].setdefault(str(index), {})
@@ -192,7 +195,7 @@ class LocalRabbitMQ:
                       self.topology.port_base + 20000 + index)
         files.root.mkdir(parents=True, exist_ok=True)
         node.write_files(member, files, seeds)
-        group = CpuCgroup.create(f"surge-{self.topology.name}-{index}", None)
+        group = CpuCgroup.create(f"surge-{self.topology.name}-{index}", None, BOOT_SHARES)
         env = node.node_env(member, files, self.topology.port_base + 20000 + index, self.epmd_port)
         process = node.spawn(env, files, [str(p) for p in group.procs_files()] if group else [])
         entry.update(pid=process.pid, cgroup=group.name if group else None)
@@ -232,10 +235,12 @@ class LocalRabbitMQ:
         node.rabbitmqctl(member.name, self.epmd_port, "join_cluster", seed)
         node.rabbitmqctl(member.name, self.epmd_port, "start_app")
 
-    def _declare_queues(self) -> None:
-        api = self.management()
+    def _declare_queues(self, members: list[int]) -> None:
+        """Declare shared queues (idempotent) and the per-member instances of ``members``."""
         for queue in self.topology.queues:
-            api.declare_queue(queue)
+            for index in members if queue.per_member else members[:1]:
+                api = Management(HOST, self.member(index).management_port)
+                api.declare_queue(queue, queue.instance(index))
 
     def _ensure_epmd(self, state: dict) -> None:
         if _alive(state.get("epmd_pid"), "epmd"):

@@ -37,15 +37,19 @@ class Management:
                 from None
         return json.loads(payload) if payload else None
 
-    def declare_queue(self, queue: QueueSpec, node: str | None = None) -> None:
-        """Declare ``queue`` on the default vhost with its type and x-arguments."""
+    def declare_queue(self, queue: QueueSpec, name: str | None = None) -> None:
+        """Declare ``queue`` (as ``name``, for an instance) with its type and x-arguments.
+
+        Declared through this member's API, a queue is led by this member.
+        """
         arguments = dict(queue.arguments)
         arguments.setdefault("x-queue-type", queue.type)
+        if queue.type == "quorum":
+            arguments.setdefault("x-queue-leader-locator", "client-local")
         body: dict[str, Any] = {"durable": queue.durable, "auto_delete": False,
                                 "arguments": arguments}
-        if node:
-            body["node"] = node
-        self.request("PUT", f"/queues/%2F/{urllib.parse.quote(queue.name, safe='')}", body)
+        quoted = urllib.parse.quote(name or queue.name, safe="")
+        self.request("PUT", f"/queues/%2F/{quoted}", body)
 
     def queue_depths(self) -> dict[str, int]:
         """Messages (ready + unacknowledged) per queue on the default vhost."""

@@ -52,7 +52,9 @@ def write_files(member: Member, files: NodeFiles, seeds: list[str]) -> None:
         "collect_statistics_interval = 1000",
         "log.console = false",
         "log.file.level = warning",
-        *(["cluster_formation.peer_discovery_backend = classic_config"] if seeds else []),
+        *(["cluster_formation.peer_discovery_backend = classic_config",
+           "cluster_formation.randomized_startup_delay_range.min = 0",
+           "cluster_formation.randomized_startup_delay_range.max = 0"] if seeds else []),
         *[f"cluster_formation.classic_config.nodes.{i} = {seed}"
           for i, seed in enumerate(seeds, start=1)],
         "",
