@@ -1,0 +1,40 @@
+"""Scale-out on real members with small CPU quotas: new members start, workers move, nothing is
+lost."""
+
+import json
+
+import psutil
+import pytest
+
+from orchestrator.controller import Controller
+from orchestrator.specs import ScenarioSpec, TopologySpec
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_rate_one_member_cannot_carry_starts_members_until_it_is_met(state_root, tmp_path):
+    topology = TopologySpec.model_validate({
+        "name": "itscale", "members": 3, "start": 1, "cpu_per_member": 0.2, "port_base": 7600,
+        "queues": [{"name": "work", "type": "classic", "per_member": True}]})
+    scenario = ScenarioSpec.model_validate({
+        "name": "it-scale", "topology": "unused.yaml", "agents": 2,
+        "workload": {"queue": "work", "senders": 20, "receivers": 20,
+                     "message": {"size": "2KiB"}},
+        "plan": [{"rate_per_sender": 225, "hold": "70s"}],
+        "measure": {"settle": "3s", "drain": "60s"},
+        "scaling": {"pool": 3, "scale_out": {"when_any": [{"shortfall": "3%", "for": "4s"}],
+                                             "cooldown": "5s"}}})
+    result = Controller(scenario, topology, tmp_path, live=False).run()
+    events = [json.loads(line) for line in (result.run_dir / "events.jsonl").open()]
+    started = [e for e in events if e["kind"] == "member_started"]
+    assert len(started) >= 1, [e["kind"] for e in events]
+    assert [e["kind"] for e in events].count("rebalanced") == len(started)
+    first, last = result.steps[0], result.steps[-1]
+    assert first.members == 1 and first.ratio < 0.97, first  # one member falls short
+    assert last.members == 1 + len(started) and last.ratio >= 0.95, last  # recovered
+    accounting = result.accounting
+    assert accounting.lost == 0 and accounting.duplicates == 0 and accounting.balanced, \
+        accounting.explain()
+    pids = [a["pid"] for e in events if e["kind"] == "agents_up" for a in e["agents"]]
+    assert not [p for p in pids if psutil.pid_exists(p)]
+    assert not list((state_root / "itscale").glob("*")), "topology state left behind"
