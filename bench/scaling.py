@@ -1,0 +1,110 @@
+"""Scale-out figures from real run directories: reaction time per scale-out and scaling efficiency.
+
+Reaction time: threshold first crossed -> decision -> member serving -> achieved rate back within
+5% of target (3 seconds in a row). Efficiency: the achieved rate with k members while saturated
+(achieved more than 3% short of target) divided by k times the saturated rate of one member.
+
+    .venv/bin/python bench/scaling.py runs/<run>...      # analyse runs
+    .venv/bin/python bench/scaling.py --run              # run the uniform scaling scenario first
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from results.rundir import read_table  # noqa: E402
+from results.steptable import step_rows  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def reaction_times(run_dir: Path) -> list[dict]:
+    """One entry per scale-out: seconds from crossing to decision, serving and recovery."""
+    manifest = json.loads((run_dir / "run.json").read_text())
+    triggers = manifest["scenario"]["scaling"]["scale_out"]["when_any"] or []
+    window = max(t["for_s"] for t in triggers)
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").open()]
+    ticks = read_table(run_dir, "ticks").to_pylist()
+    t0 = next(e["t"] for e in events if e["kind"] == "step")  # elapsed 0 of the ticks
+    out = []
+    decisions = [e for e in events if e["kind"] == "scale_decision" and e["action"] == "out"]
+    for decision in decisions:
+        started = next((e for e in events if e["kind"] == "member_started"
+                        and e["t"] >= decision["t"]), None)
+        if started is None:
+            continue
+        serving_s = started["t"] - t0
+        good, recovered_s = 0, None
+        for tick in ticks:
+            if tick["elapsed_s"] <= serving_s or tick["target_rate"] <= 0:
+                continue
+            achieved = min(tick["send_rate"], tick["receive_rate"])
+            good = good + 1 if achieved >= 0.95 * tick["target_rate"] else 0
+            if good == 3:
+                recovered_s = tick["elapsed_s"] - 2
+                break
+        crossed_s = decision["elapsed_s"] - window
+        out.append({"to_decision_s": window, "to_serving_s": started["seconds"],
+                    "to_recovered_s": None if recovered_s is None else recovered_s - serving_s,
+                    "total_s": None if recovered_s is None else recovered_s - crossed_s})
+    return out
+
+
+def saturated_rates(run_dir: Path) -> dict[int, float]:
+    """Best achieved msg/s per member count among saturated steady windows."""
+    manifest = json.loads((run_dir / "run.json").read_text())
+    rows = step_rows(manifest["phases"], read_table(run_dir, "ticks").to_pylist(),
+                     read_table(run_dir, "members").to_pylist(),
+                     manifest["scenario"]["measure"]["settle"])
+    best: dict[int, float] = {}
+    for row in rows:
+        if row.ratio < 0.97:
+            best[row.members] = max(best.get(row.members, 0.0), row.achieved_rate)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="*", type=Path)
+    parser.add_argument("--run", action="store_true", help="run the uniform scaling scenario")
+    args = parser.parse_args()
+    runs = list(args.runs)
+    if args.run:
+        subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", "--no-live",
+                        str(ROOT / "scenarios/uniform-cluster-scaling.yaml")], check=False)
+        runs.append(sorted((ROOT / "runs").glob("*-uniform-cluster-scaling"))[-1])
+    every, saturated = [], {}
+    for run_dir in runs:
+        for k, rate in saturated_rates(run_dir).items():
+            saturated[k] = max(saturated.get(k, 0.0), rate)
+        for entry in reaction_times(run_dir):
+            every.append(entry)
+            print(f"{run_dir.name}: crossed->decision {entry['to_decision_s']:.0f} s, "
+                  f"decision->serving {entry['to_serving_s']:.1f} s, serving->recovered "
+                  f"{_s(entry['to_recovered_s'])}, total {_s(entry['total_s'])}")
+    totals = [e["total_s"] for e in every if e["total_s"] is not None]
+    if totals:
+        print(f"reaction time over {len(totals)} scale-outs: median {statistics.median(totals):.1f}"
+              f" s, max {max(totals):.1f} s (target: median under 20 s)")
+    one = saturated.get(1)
+    for k in sorted(saturated):
+        efficiency = saturated[k] / (k * one) if one else float("nan")
+        print(f"k={k}: saturated {saturated[k]:,.0f} msg/s, efficiency {efficiency:.2f}")
+    for k in range(1, 5):
+        if k not in saturated:
+            print(f"k={k}: no saturated window in these runs")
+
+
+def _s(value: float | None) -> str:
+    return "not within the step" if value is None else f"{value:.1f} s"
+
+
+if __name__ == "__main__":
+    main()
