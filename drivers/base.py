@@ -2,9 +2,10 @@
 
 A driver owns the transport and its execution model (an event loop for AMQP, threads for MQ).
 It hosts *roles* from :mod:`drivers.workers`, which hold everything that is not broker-specific:
-rate schedules, message headers, counters. Drivers only move bytes and report back to the role:
-``role.next_body()`` to publish, ``role.on_body(body)`` on delivery, ``on_confirm``/``on_nack``,
-``on_error``/``on_reconnect``. Broker words (exchange, channel, CCDT) stay inside each driver.
+rate schedules, message headers, sequence numbers. Drivers only move bytes: they ask a sender
+role what is due (``due``, ``next_body`` or ``take``), hand each delivery to a receiver role
+(``on_body``), and count confirms, errors and reconnects in the one ``Recorder``. Broker words
+(exchange, channel, CCDT) stay inside each driver.
 """
 
 from __future__ import annotations

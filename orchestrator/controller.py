@@ -6,6 +6,7 @@ cleanly (senders stop, queues drain briefly, accounting is written), a second on
 
 from __future__ import annotations
 
+import base64
 import os
 import platform
 import signal
@@ -285,7 +286,6 @@ class Controller:
 
     def _account(self) -> Reconciliation:
         reports = self._all(lambda agent: agent.call("GET", "/accounting"))
-        import base64
         exports = [{int(k): base64.b64decode(v) for k, v in r["bitmaps"].items()}
                    for r in reports]
         merged = merge_exports(exports)

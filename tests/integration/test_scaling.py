@@ -20,7 +20,7 @@ def test_a_rate_one_member_cannot_carry_starts_members_until_it_is_met(state_roo
         "name": "it-scale", "topology": "unused.yaml", "agents": 2,
         "workload": {"queue": "work", "senders": 20, "receivers": 20,
                      "message": {"size": "2KiB"}},
-        "plan": [{"rate_per_sender": 225, "hold": "70s"}],
+        "plan": [{"rate_per_sender": 225, "hold": "90s"}],  # time for two member starts
         "measure": {"settle": "3s", "drain": "60s"},
         "scaling": {"pool": 3, "scale_out": {"when_any": [{"shortfall": "3%", "for": "4s"}],
                                              "cooldown": "5s"}}})
