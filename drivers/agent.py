@@ -45,7 +45,6 @@ class Agent:
     def __init__(self) -> None:
         self.recorder = Recorder()
         self.driver: Driver | None = None
-        self.last_snapshot: dict[str, Any] = {}
         self.lock = threading.Lock()
         self.senders: dict[int, SenderRole] = {}
         self.receivers: dict[int, ReceiverRole] = {}
@@ -93,9 +92,7 @@ class Agent:
 
     def snapshot(self) -> dict[str, Any]:
         """Counters now and the latency of the interval since the previous snapshot."""
-        snap = self._on_loop(self.recorder.snapshot) or {}
-        self.last_snapshot = snap
-        return snap
+        return self._on_loop(self.recorder.snapshot) or {}
 
     def accounting(self) -> dict[str, Any]:
         """What each producer sent and which sequence numbers this agent received."""

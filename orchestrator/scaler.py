@@ -112,11 +112,8 @@ class Scaler:
         name = self.queue.instance(member_index)
         deadline = time.monotonic() + DRAIN_WAIT_S
         while time.monotonic() < deadline:
-            try:
-                if self.provisioner.management().queue_depths().get(name, 0) == 0:
-                    return
-            except SurgeError:
-                pass
+            if self.provisioner.sample().queue_depths.get(name, 0) == 0:
+                return
             time.sleep(1.0)
 
     def _move_to(self, members: list[int], kinds: tuple[str, ...] = ("s", "r")) -> None:

@@ -56,6 +56,9 @@ class Provisioner(Protocol):
 
     topology: TopologySpec
 
+    def member(self, index: int) -> Member:
+        """Member ``index`` of the pool as configured (whether or not it runs)."""
+
     def up(self) -> list[Member]:
         """Start ``topology.start`` members (reusing running ones) and declare the queues."""
 
