@@ -201,6 +201,7 @@ class Controller:
         depth = self._queue_depth(broker)
         running = sum(1 for m in broker.members if m.running)
         latency = tick.latency
+        buckets = latency.to_sparse()
         row = {"t": now, "elapsed_s": elapsed, "phase": phase.index if phase else 0,
                "target_rate": target, "send_rate": tick.rates["sent"],
                "receive_rate": tick.rates["received"], "confirm_rate": tick.rates["confirmed"],
@@ -210,8 +211,7 @@ class Controller:
                "latency_p50_ms": latency.percentile(50) / 1000,
                "latency_p99_ms": latency.percentile(99) / 1000,
                "host_cpu_percent": psutil.cpu_percent(),
-               "latency_buckets": list(latency.to_sparse()),
-               "latency_counts": list(latency.to_sparse().values())}
+               "latency_buckets": list(buckets), "latency_counts": list(buckets.values())}
         self.ticks.append(row)
         self.writer.row("ticks", row)
         for member in broker.members:
