@@ -20,11 +20,6 @@ class Phase:
     start_s: float
     end_s: float
 
-    @property
-    def hold_s(self) -> float:
-        """How long this phase lasts, in seconds."""
-        return self.end_s - self.start_s
-
 
 def expand(steps: list[StepSpec]) -> list[Phase]:
     """Flatten steps into phases; relative rates add to the previous phase's rate (floor 0)."""

@@ -76,14 +76,6 @@ class CpuCgroup:
         except (OSError, ValueError):
             return None
 
-    def quota_cores(self) -> float | None:
-        """The CPU quota in cores, ``None`` when unlimited."""
-        try:
-            quota = int((self.cpu_dir / "cpu.cfs_quota_us").read_text())
-        except (OSError, ValueError):
-            return None
-        return None if quota < 0 else quota / PERIOD_US
-
     def remove(self, wait_s: float = 5.0) -> None:
         """Remove the cgroup directories, waiting for exited processes to leave them."""
         deadline = time.monotonic() + wait_s
