@@ -60,9 +60,9 @@ class LocalRabbitMQ:
                       amqp_port=base + index, management_port=base + 10000 + index,
                       prometheus_port=base + 10100 + index)
 
-    def status(self) -> list[Member]:
+    def status(self, state: dict | None = None) -> list[Member]:
         """Every member of the pool, with its PID where it runs."""
-        state = self._read_state()
+        state = state if state is not None else self._read_state()
         out = []
         for index in range(self.topology.members):
             member = self.member(index)
@@ -153,7 +153,7 @@ class LocalRabbitMQ:
     def sample(self) -> BrokerSample:
         """CPU seconds per member, connections per member and queue depths, now."""
         state = self._read_state()
-        members = self.status()
+        members = self.status(state)
         try:
             api = self.management()
             connections, depths = api.connections_per_node(), api.queue_depths()
