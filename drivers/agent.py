@@ -110,6 +110,12 @@ class Agent:
             self.driver.stop_senders()
         return {"stopped": True}
 
+    def stop_receivers(self) -> dict[str, Any]:
+        """Stop consuming; what was in flight is received or back in the queue afterwards."""
+        if self.driver:
+            self.driver.stop_receivers()
+        return {"stopped": True}
+
     def shutdown(self) -> None:
         """Close everything; the caller exits the process."""
         if self.driver:
@@ -166,6 +172,7 @@ def _handler(agent: Agent, token: str, registry: CollectorRegistry, done: thread
         ("POST", "/rate"): lambda body: agent.set_rate(float(body["rate_per_sender"])),
         ("POST", "/move"): agent.move,
         ("POST", "/stop_senders"): lambda body: agent.stop_senders(),
+        ("POST", "/stop_receivers"): lambda body: agent.stop_receivers(),
         ("POST", "/shutdown"): lambda body: (done.set(), {"shutting_down": True})[1],
     }
 

@@ -305,6 +305,10 @@ class AmqpDriver(Driver):
         self._wait(lambda: all(link.unconfirmed <= 0 or link.closed for link in self.senders),
                    timeout_s)
 
+    def stop_receivers(self, timeout_s: float = 10.0) -> None:
+        self.call(lambda: [link.retire() for link in self.receivers if not link.closing])
+        self._wait(lambda: all(link.closed for link in self.receivers), timeout_s)
+
     def stop(self, timeout_s: float = 10.0) -> None:
         if not self.thread.is_alive():
             return

@@ -61,5 +61,10 @@ class Driver(ABC):
         """Stop publishing, wait for outstanding confirms, close sender connections."""
 
     @abstractmethod
+    def stop_receivers(self, timeout_s: float = 10.0) -> None:
+        """Stop consuming: cancel, take and acknowledge what is in flight, close; afterwards
+        every message is either recorded as received or back in its queue."""
+
+    @abstractmethod
     def stop(self, timeout_s: float = 10.0) -> None:
         """Acknowledge what was received, close every connection and end the loop."""

@@ -198,7 +198,7 @@ class Controller:
         now = time.time()
         senders = self.scenario.workload.senders
         target = phase.rate_per_sender * senders if phase else 0.0
-        depth = self._queue_depth(broker)
+        depth = self._queue_depth(broker.queue_depths)
         running = sum(1 for m in broker.members if m.running)
         latency = tick.latency
         buckets = latency.to_sparse()
@@ -257,9 +257,9 @@ class Controller:
 
     # -- the end ----------------------------------------------------------------------------
 
-    def _queue_depth(self, broker) -> int:
+    def _queue_depth(self, depths: dict[str, int]) -> int:
         """Messages in the workload queue, over all its per-member instances."""
-        return sum(n for name, n in broker.queue_depths.items() if self.queue_spec.owns(name))
+        return sum(n for name, n in depths.items() if self.queue_spec.owns(name))
 
     def _finish(self, metrics: ControllerMetrics) -> Reconciliation:
         if self.scaler:
@@ -282,6 +282,7 @@ class Controller:
                 break
             time.sleep(1.0)
         self._event("drained", queue_depth=depth)
+        self._all(lambda agent: agent.call("POST", "/stop_receivers", {}, timeout_s=60))
         return self._account()
 
     def _account(self) -> Reconciliation:
@@ -292,8 +293,7 @@ class Controller:
         sent_per_producer = {int(k): v for r in reports for k, v in r["sent"].items()}
         snapshots = self._all(lambda agent: agent.call("GET", "/snapshot"))
         local_duplicates = sum(s["duplicates"] for s in snapshots)
-        broker = self.provisioner.sample()
-        queued = self._queue_depth(broker)
+        queued = self._queue_depth(self.provisioner.settled_queue_depths())
         confirms = self.scenario.workload.confirms
         result = reconcile(
             sent=sum(sent_per_producer.values()),

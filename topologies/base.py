@@ -72,7 +72,10 @@ class Provisioner(Protocol):
         """Stop a member gracefully, or kill it (fault injection)."""
 
     def sample(self) -> BrokerSample:
-        """CPU, connections and queue depths now."""
+        """CPU, connections and queue depths now (depths may lag by a statistics interval)."""
+
+    def settled_queue_depths(self) -> dict[str, int]:
+        """Exact messages per queue, read from the queues themselves, for the final accounting."""
 
     def down(self) -> list[str]:
         """Stop everything this provisioner started and remove its state; says what it did."""

@@ -172,6 +172,21 @@ class LocalRabbitMQ:
                 connections=connections.get(member.name, 0) if connections is not None else None))
         return BrokerSample(samples, depths)
 
+    def settled_queue_depths(self) -> dict[str, int]:
+        """Messages (ready + unacknowledged) per queue, asked of the queue processes themselves:
+        the management API's figures are statistics that lag behind on a CPU-starved member."""
+        running = self.running()
+        if not running:
+            raise ProvisionError(f"no member of {self.topology.name} runs", temporary=True)
+        listing = node.rabbitmqctl(running[0].name, self.epmd_port, "list_queues", "-q",
+                                   "--no-table-headers", "name", "messages")
+        depths = {}
+        for line in listing.splitlines():
+            name, _, count = line.rpartition("\t")
+            if name and count.strip().isdigit():
+                depths[name] = int(count)
+        return depths
+
     # -- internals --------------------------------------------------------------------------
 
     def _start(self, state: dict, index: int) -> None:
