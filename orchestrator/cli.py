@@ -138,7 +138,8 @@ def agent(host: str = "127.0.0.1", port: int = 0,
 
 
 def _print_member(member) -> None:
-    state = f"running pid {member.pid}" if member.running else "stopped"
+    state = (f"running pid {member.pid}" if member.running else
+             f"standby pid {member.pid}" if member.standby else "stopped")
     typer.echo(f"{member.name:32} {state:18} amqp {member.host}:{member.amqp_port}  "
                f"management :{member.management_port}  metrics :{member.prometheus_port}")
 

@@ -77,6 +77,11 @@ class TopologySpec(Spec):
                     "Prometheus on port_base+10100+i, Erlang distribution on port_base+20000+i; "
                     "a private epmd runs on port_base+30000. The default keeps clear of a "
                     "system RabbitMQ on 5672/15672/25672")
+    warm_pool: bool = Field(
+        True, description="boot the members beyond `start` at provisioning too, joined but with "
+                          "the broker application stopped (like MQ queue managers created but not "
+                          "started), so a scale-out only starts the application: seconds instead "
+                          "of a full boot")
     queues: list[QueueSpec] = Field(default_factory=list)
 
     @model_validator(mode="after")

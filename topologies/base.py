@@ -20,6 +20,7 @@ class Member:
     prometheus_port: int
     running: bool = False
     pid: int | None = None
+    standby: bool = False  # booted and joined, broker application stopped (a warm pool member)
 
     @property
     def amqp_url(self) -> str:
@@ -69,7 +70,8 @@ class Provisioner(Protocol):
         """Start one more member of the pool (the next stopped one by default) and join it."""
 
     def stop_member(self, index: int, kill: bool = False) -> None:
-        """Stop a member gracefully, or kill it (fault injection)."""
+        """Take a member out of service gracefully (back to standby in a warm pool), or kill it
+        (fault injection)."""
 
     def sample(self) -> BrokerSample:
         """CPU, connections and queue depths now (depths may lag by a statistics interval)."""

@@ -61,14 +61,16 @@ class LocalRabbitMQ:
                       prometheus_port=base + 10100 + index)
 
     def status(self, state: dict | None = None) -> list[Member]:
-        """Every member of the pool, with its PID where it runs."""
+        """Every member of the pool: serving, on standby (warm pool) or stopped, with its PID."""
         state = state if state is not None else self._read_state()
         out = []
         for index in range(self.topology.members):
             member = self.member(index)
-            pid = state["members"].get(str(index), {}).get("pid")
-            alive = _alive(pid, member.name)
-            out.append(dataclasses.replace(member, running=alive, pid=pid if alive else None))
+            booted = self._booted(state, index)
+            serving = self._serving(state, index)
+            out.append(dataclasses.replace(
+                member, running=serving, standby=booted and not serving,
+                pid=state["members"][str(index)]["pid"] if booted else None))
         return out
 
     def running(self) -> list[Member]:
@@ -78,44 +80,52 @@ class LocalRabbitMQ:
     # -- up / down --------------------------------------------------------------------------
 
     def up(self) -> list[Member]:
-        """Start ``topology.start`` members (reusing running ones), cluster them, declare queues."""
+        """Serve ``topology.start`` members (reusing running ones), boot the rest of a warm pool
+        to standby, cluster them and declare the queues."""
         with self._locked():
             state = self._reconcile(self._read_state())
             self._ensure_epmd(state)
-            wanted = range(self.topology.start)
-            if not any(self._is_running(state, i) for i in range(self.topology.members)):
-                self._start(state, 0)
-            pending = [i for i in wanted if not self._is_running(state, i)]
-            for index in pending:
+            members = range(self.topology.members)
+            if not any(self._serving(state, i) for i in members):
+                self._serve(state, next((i for i in members if self._booted(state, i)), 0))
+            to_serve = [i for i in range(self.topology.start) if not self._serving(state, i)]
+            to_stand_by = [i for i in members[self.topology.start:]
+                           if self.topology.warm_pool and not self._booted(state, i)]
+            for index in to_serve + to_stand_by:
                 state["members"].setdefault(str(index), {})
-            with concurrent.futures.ThreadPoolExecutor(max(1, len(pending))) as pool:
-                list(pool.map(lambda i: self._start(state, i), pending))
-            self._declare_queues([i for i in range(self.topology.members)
-                                  if self._is_running(state, i)])
+            with concurrent.futures.ThreadPoolExecutor(max(1, len(to_serve + to_stand_by))) as pool:
+                list(pool.map(lambda i: self._serve(state, i) if i in to_serve
+                              else self._boot(state, i, serve=False), to_serve + to_stand_by))
+            self._declare_queues([i for i in members if self._serving(state, i)])
         return self.status()
 
     def start_member(self, index: int | None = None) -> Member:
-        """Start the next stopped member of the pool (or ``index``) and join it to the cluster."""
+        """Bring the next member of the pool that does not serve (or ``index``) into service:
+        start its broker application if it stands by, boot and join it otherwise."""
         with self._locked():
             state = self._read_state()
             if index is None:
-                stopped = [i for i in range(self.topology.members)
-                           if not self._is_running(state, i)]
-                if not stopped:
-                    raise ProvisionError(f"all {self.topology.members} members already run")
-                index = stopped[0]
+                idle = [i for i in range(self.topology.members) if not self._serving(state, i)]
+                if not idle:
+                    raise ProvisionError(f"all {self.topology.members} members already serve")
+                index = idle[0]
             self._ensure_epmd(state)
-            self._start(state, index)
+            self._serve(state, index)
             self._declare_queues([index])
         return self.status()[index]
 
     def stop_member(self, index: int, kill: bool = False) -> None:
-        """Stop member ``index``: gracefully (SIGTERM, wait) or at once (SIGKILL)."""
+        """Take member ``index`` out of service: in a warm pool, stop its broker application and
+        keep it on standby; otherwise stop its VM (SIGTERM, wait). ``kill``: SIGKILL at once."""
         with self._locked():
             state = self._read_state()
             entry = state["members"].get(str(index), {})
-            _stop_process(entry.get("pid"), self.member(index).name, kill)
-            entry["pid"] = None
+            if self.topology.warm_pool and not kill and self._booted(state, index):
+                node.rabbitmqctl(self.member(index).name, self.epmd_port, "stop_app")
+                entry["serving"] = False
+            else:
+                _stop_process(entry.get("pid"), self.member(index).name, kill)
+                entry["pid"] = None
             self._write_state(state)
 
     def down(self) -> list[str]:
@@ -189,10 +199,18 @@ class LocalRabbitMQ:
 
     # -- internals --------------------------------------------------------------------------
 
-    def _start(self, state: dict, index: int) -> None:
-        """Boot one member at full speed, let it join the cluster, then apply its CPU quota.
+    def _serve(self, state: dict, index: int) -> None:
+        """Bring member ``index`` into service, from standby or from nothing."""
+        if self._booted(state, index):
+            self._resume(state, index)
+        else:
+            self._boot(state, index, serve=True)
 
-        A blank member joins through classic peer discovery (the running members are its seeds),
+    def _boot(self, state: dict, index: int, serve: bool) -> None:
+        """Boot one member at full speed, let it join the cluster, then apply its CPU quota;
+        without ``serve`` its broker application is stopped again (standby).
+
+        A blank member joins through classic peer discovery (the serving members are its seeds),
         so no stop_app/join_cluster/start_app round trip is needed. It boots without its quota
         and with a high CPU weight, so a member with a small quota on a busy host does not take a
         minute to start; the quota and a normal weight apply once it serves.
@@ -203,7 +221,7 @@ class LocalRabbitMQ:
         seeds = [] if entry.get("joined") else [
             self.member(i).name for i in range(self.topology.members)
             if i != index and state["members"].get(str(i), {}).get("joined")
-            and self._is_running(state, i)]
+            and self._serving(state, i)]
         if not entry.get("joined"):
             shutil.rmtree(files.root, ignore_errors=True)
         _require_free(member.amqp_port, member.management_port, member.prometheus_port,
@@ -213,26 +231,41 @@ class LocalRabbitMQ:
         group = CpuCgroup.create(f"surge-{self.topology.name}-{index}", None, BOOT_SHARES)
         env = node.node_env(member, files, self.topology.port_base + 20000 + index, self.epmd_port)
         process = node.spawn(env, files, [str(p) for p in group.procs_files()] if group else [])
-        entry.update(pid=process.pid, cgroup=group.name if group else None)
-        self._write_state(state)
-        self._await(member, process, files)
+        self._write_state(state, entry, pid=process.pid, cgroup=group.name if group else None,
+                          serving=False)
+        self._await(member, process.pid, files)
         if seeds and member.name not in Management(HOST, member.management_port).running_nodes():
             self._join(member, seeds[0])
-        entry["joined"] = True
-        self._write_state(state)
+        if not serve:
+            node.rabbitmqctl(member.name, self.epmd_port, "stop_app")
+        self._write_state(state, entry, joined=True, serving=serve)
+        if group:
+            group.set_quota(self.topology.cpu_per_member)
+        log.info("member %s %s", member.name,
+                 f"serves on {HOST}:{member.amqp_port}" if serve else "stands by")
+
+    def _resume(self, state: dict, index: int) -> None:
+        """Start the broker application of a member on standby, at full speed, then cap it."""
+        member = self.member(index)
+        entry = state["members"][str(index)]
+        group = CpuCgroup.at(entry["cgroup"]) if entry.get("cgroup") else None
+        if group:
+            group.set_quota(None, BOOT_SHARES)
+        node.rabbitmqctl(member.name, self.epmd_port, "start_app")
+        self._await(member, entry["pid"], node.NodeFiles(self.state_dir / f"member-{index}"))
+        self._write_state(state, entry, serving=True)
         if group:
             group.set_quota(self.topology.cpu_per_member)
         log.info("member %s serves on %s:%d", member.name, HOST, member.amqp_port)
 
-    def _await(self, member: Member, process: subprocess.Popen, files: node.NodeFiles) -> None:
+    def _await(self, member: Member, pid: int, files: node.NodeFiles) -> None:
         """Wait until the member's management API answers as that node (the last thing to boot)."""
         api = Management(HOST, member.management_port, timeout_s=2.0)
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
-            if process.poll() is not None:
+            if not _alive(pid, member.name):
                 tail = files.console_log.read_text(errors="replace").strip().splitlines()[-5:]
-                raise ProvisionError(f"{member.name} exited with code {process.returncode}: "
-                                     + " | ".join(tail))
+                raise ProvisionError(f"{member.name} exited: " + " | ".join(tail))
             try:
                 if (api.request("GET", "/overview") or {}).get("node") == member.name:
                     return
@@ -269,12 +302,17 @@ class LocalRabbitMQ:
         self._write_state(state)
         _wait_port(self.epmd_port, 10.0)
 
-    def _is_running(self, state: dict, index: int) -> bool:
+    def _booted(self, state: dict, index: int) -> bool:
+        """Whether the member's VM runs (serving or on standby)."""
         return _alive(state["members"].get(str(index), {}).get("pid"), self.member(index).name)
+
+    def _serving(self, state: dict, index: int) -> bool:
+        """Whether the member's broker application serves clients."""
+        return self._booted(state, index) and state["members"][str(index)].get("serving", True)
 
     def _reconcile(self, state: dict) -> dict:
         """Forget members that died (a crashed run); with none alive, start from clean data."""
-        alive = [i for i in range(self.topology.members) if self._is_running(state, i)]
+        alive = [i for i in range(self.topology.members) if self._booted(state, i)]
         if state["members"] and not alive:
             if any(e.get("pid") for e in state["members"].values()):
                 log.warning("%s: found state of a previous run with no live member; "
@@ -294,8 +332,12 @@ class LocalRabbitMQ:
             raise ProvisionError(f"{path} is corrupt ({error}); stop its processes by hand "
                                  f"and delete {self.state_dir}") from None
 
-    def _write_state(self, state: dict) -> None:
+    def _write_state(self, state: dict, entry: dict | None = None, **fields) -> None:
+        """Save ``state``, first updating ``entry`` (a member's part of it) with ``fields``;
+        members start in parallel threads, so both happen under one lock."""
         with self._write_lock:
+            if entry is not None:
+                entry.update(fields)
             self.state_dir.mkdir(parents=True, exist_ok=True)
             tmp = self.state_dir / "state.json.tmp"
             tmp.write_text(json.dumps(state, indent=2))
