@@ -9,6 +9,7 @@ import pytest
 from orchestrator.controller import Controller
 from orchestrator.specs import ScenarioSpec, TopologySpec
 from results.rundir import read_table
+from topologies.rabbitmq.local import LocalRabbitMQ
 
 pytestmark = pytest.mark.integration
 
@@ -26,36 +27,42 @@ def test_a_ramp_starts_a_member_per_shortfall_and_each_step_recovers(state_root,
         "name": "itscale", "members": 3, "start": 1, "cpu_per_member": 0.25, "port_base": 7600,
         "queues": [{"name": "work", "type": "classic", "per_member": True}]})
     workload = {"queue": "work", "senders": 20, "receivers": 20, "message": {"size": "2KiB"}}
-    # What one member carries here and now: a short saturated run without scaling.
-    probe = ScenarioSpec.model_validate({
-        "name": "it-scale-probe", "topology": "unused.yaml", "agents": 2, "workload": workload,
-        "plan": [{"rate_per_sender": 300, "hold": "25s"}],
-        "measure": {"settle": "8s", "drain": "60s"}})
-    one = Controller(probe, topology, tmp_path, live=False, keep_topology=True).run()
-    capacity = one.steps[0].achieved_rate
-    assert one.steps[0].ratio < 0.9, one.steps[0]  # one member really saturated
-    # Step 1 needs two members, step 2 three; each ends 3 s after its last possible scale-out.
-    rates = [1.5 * capacity, 2.5 * capacity]
-    scenario = ScenarioSpec.model_validate({
-        "name": "it-scale", "topology": "unused.yaml", "agents": 2, "workload": workload,
-        "plan": [{"rate_per_sender": round(r / 20, 1), "hold": "45s"} for r in rates],
-        "measure": {"settle": "3s", "drain": "60s"},
-        "scaling": {"pool": 3, "scale_out": {"when_any": [{"shortfall": "3%", "for": "4s"}],
-                                             "cooldown": "8s"}}})
-    result = Controller(scenario, topology, tmp_path, live=False).run()
-    events = [json.loads(line) for line in (result.run_dir / "events.jsonl").open()]
-    started = [e for e in events if e["kind"] == "member_started"]
-    assert len(started) == 2, [e["kind"] for e in events]
-    assert [e["kind"] for e in events].count("rebalanced") == 2
-    assert result.steps[0].members == 1 and result.steps[-1].members == 3, result.steps
-    ticks = read_table(result.run_dir, "ticks").to_pylist()
-    for phase, rate in enumerate(rates, start=1):
-        assert _steady_rate(ticks, phase) >= 0.95 * rate, (phase, rate, capacity)
-    accounting = result.accounting
-    assert accounting.lost == 0 and accounting.duplicates == 0 and accounting.balanced, \
-        accounting.explain()
+    provisioner = LocalRabbitMQ(topology)
+    try:
+        # What one member carries here and now: a short saturated run without scaling.
+        probe = ScenarioSpec.model_validate({
+            "name": "it-scale-probe", "topology": "unused.yaml", "agents": 2, "workload": workload,
+            "plan": [{"rate_per_sender": 300, "hold": "25s"}],
+            "measure": {"settle": "8s", "drain": "60s"}})
+        one = Controller(probe, topology, tmp_path, live=False, keep_topology=True).run()
+        capacity = one.steps[0].achieved_rate
+        assert one.steps[0].ratio < 0.9, one.steps[0]  # one member really saturated
+        # A member without a backlog carries about 1.25x its saturated rate, so step 1 needs two
+        # members and step 2 three.
+        rates = [1.5 * capacity, 3 * capacity]
+        scenario = ScenarioSpec.model_validate({
+            "name": "it-scale", "topology": "unused.yaml", "agents": 2, "workload": workload,
+            "plan": [{"rate_per_sender": round(r / 20, 1), "hold": "45s"} for r in rates],
+            "measure": {"settle": "3s", "drain": "60s"},
+            "scaling": {"pool": 3, "scale_out": {"when_any": [{"shortfall": "3%", "for": "4s"}],
+                                                 "cooldown": "8s"}}})
+        result = Controller(scenario, topology, tmp_path, live=False).run()
+        events = [json.loads(line) for line in (result.run_dir / "events.jsonl").open()]
+        started = [e for e in events if e["kind"] == "member_started"]
+        assert len(started) == 2, [e["kind"] for e in events]
+        assert [e["kind"] for e in events].count("rebalanced") == 2
+        assert result.steps[0].members == 1 and result.steps[-1].members == 3, result.steps
+        ticks = read_table(result.run_dir, "ticks").to_pylist()
+        for phase, rate in enumerate(rates, start=1):
+            assert _steady_rate(ticks, phase) >= 0.95 * rate, (phase, rate, capacity)
+        accounting = result.accounting
+        assert accounting.lost == 0 and accounting.duplicates == 0 and accounting.balanced, \
+            accounting.explain()
+    finally:
+        broker_pids = [m.pid for m in provisioner.status() if m.pid]
+        provisioner.down()
     pids = [a["pid"] for e in events if e["kind"] == "agents_up" for a in e["agents"]]
-    assert not [p for p in pids if psutil.pid_exists(p)]
+    assert not [p for p in pids + broker_pids if psutil.pid_exists(p)]
     assert not list((state_root / "itscale").glob("*")), "topology state left behind"
 
 
