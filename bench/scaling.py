@@ -1,8 +1,8 @@
-"""Scale-out figures from real run directories: reaction time per scale-out and scaling efficiency.
+"""Reaction time per scale-out, from real run directories of a scaling scenario.
 
-Reaction time: threshold first crossed -> decision -> member serving -> achieved rate back within
-5% of target (3 seconds in a row). Efficiency: the achieved rate with k members while saturated
-(achieved more than 3% short of target) divided by k times the saturated rate of one member.
+Threshold first crossed -> decision -> member serving -> achieved rate back within 5% of target
+(3 seconds in a row); the target is a median under 20 s. Scaling efficiency has its own
+benchmark, ``bench/efficiency.py``.
 
     .venv/bin/python bench/scaling.py runs/<run>...      # analyse runs
     .venv/bin/python bench/scaling.py --run              # run the uniform scaling scenario first
@@ -20,7 +20,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from results.rundir import read_table  # noqa: E402
-from results.steptable import step_rows  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,19 +56,6 @@ def reaction_times(run_dir: Path) -> list[dict]:
     return out
 
 
-def saturated_rates(run_dir: Path) -> dict[int, float]:
-    """Best achieved msg/s per member count among saturated steady windows."""
-    manifest = json.loads((run_dir / "run.json").read_text())
-    rows = step_rows(manifest["phases"], read_table(run_dir, "ticks").to_pylist(),
-                     read_table(run_dir, "members").to_pylist(),
-                     manifest["scenario"]["measure"]["settle"])
-    best: dict[int, float] = {}
-    for row in rows:
-        if row.ratio < 0.97:
-            best[row.members] = max(best.get(row.members, 0.0), row.achieved_rate)
-    return best
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="*", type=Path)
@@ -80,10 +66,8 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", "--no-live",
                         str(ROOT / "scenarios/uniform-cluster-scaling.yaml")], check=False)
         runs.append(sorted((ROOT / "runs").glob("*-uniform-cluster-scaling"))[-1])
-    every, saturated = [], {}
+    every = []
     for run_dir in runs:
-        for k, rate in saturated_rates(run_dir).items():
-            saturated[k] = max(saturated.get(k, 0.0), rate)
         for entry in reaction_times(run_dir):
             every.append(entry)
             print(f"{run_dir.name}: crossed->decision {entry['to_decision_s']:.0f} s, "
@@ -93,13 +77,6 @@ def main() -> None:
     if totals:
         print(f"reaction time over {len(totals)} scale-outs: median {statistics.median(totals):.1f}"
               f" s, max {max(totals):.1f} s (target: median under 20 s)")
-    one = saturated.get(1)
-    for k in sorted(saturated):
-        efficiency = saturated[k] / (k * one) if one else float("nan")
-        print(f"k={k}: saturated {saturated[k]:,.0f} msg/s, efficiency {efficiency:.2f}")
-    for k in range(1, 5):
-        if k not in saturated:
-            print(f"k={k}: no saturated window in these runs")
 
 
 def _s(value: float | None) -> str:
