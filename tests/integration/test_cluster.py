@@ -20,15 +20,26 @@ def test_up_is_idempotent_and_forms_one_cluster(cluster, topology):
     assert set(cluster.sample().queue_depths) >= {"perf", "plain"}
 
 
-def test_start_and_stop_a_pool_member(cluster):
+def test_a_pool_member_stands_by_serves_and_returns_to_standby(cluster):
+    standing_by = cluster.status()[3]
+    assert standing_by.standby  # the warm pool: booted, joined, application stopped
     member = cluster.start_member()
     cluster.seen_pids.add(member.pid)
-    assert member.index == 3 and member.running
+    assert member.index == 3 and member.running and not member.standby
+    assert member.pid == standing_by.pid  # the application started in the VM that stood by
     assert member.name in cluster.management().running_nodes()
     sample = {m.name: m for m in cluster.sample().members}
     assert sample[member.name].cpu_seconds is not None
     cluster.stop_member(member.index)
-    assert not cluster.status()[member.index].running
+    assert cluster.status()[member.index].standby
+    assert member.name not in cluster.management().running_nodes()
+    cluster.stop_member(member.index, kill=True)  # gone entirely: the next start boots it
+    assert not cluster.status()[member.index].standby
+    rebooted = cluster.start_member(member.index)
+    cluster.seen_pids.add(rebooted.pid)
+    assert rebooted.running and rebooted.pid != member.pid
+    assert rebooted.name in cluster.management().running_nodes()
+    cluster.stop_member(member.index)
 
 
 def test_agent_guards_its_control_api(tmp_path):
