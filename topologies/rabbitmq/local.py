@@ -251,7 +251,8 @@ class LocalRabbitMQ:
         group = CpuCgroup.at(entry["cgroup"]) if entry.get("cgroup") else None
         if group:
             group.set_quota(None, BOOT_SHARES)
-        node.rabbitmqctl(member.name, self.epmd_port, "start_app")
+        node.rabbitmqctl(member.name, self.epmd_port, "start_app",
+                         cgroup_procs=[str(p) for p in group.procs_files()] if group else None)
         self._await(member, entry["pid"], node.NodeFiles(self.state_dir / f"member-{index}"))
         self._write_state(state, entry, serving=True)
         if group:

@@ -96,15 +96,20 @@ def spawn(env: dict[str, str], files: NodeFiles, cgroup_procs: list[str]) -> sub
         log.close()
 
 
-def rabbitmqctl(node: str, epmd_port: int, *args: str, timeout_s: float = 120.0) -> str:
-    """Run ``rabbitmqctl -n node ARGS``; raises ``ProvisionError`` with its output on failure."""
+def rabbitmqctl(node: str, epmd_port: int, *args: str, timeout_s: float = 120.0,
+                cgroup_procs: list[str] | None = None) -> str:
+    """Run ``rabbitmqctl -n node ARGS`` (in the cgroups of ``cgroup_procs``, if given: the CLI
+    is an Erlang VM of its own, slow to start on a busy host at a normal CPU weight); raises
+    ``ProvisionError`` with its output on failure."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RABBITMQ_")}
     env["ERL_EPMD_PORT"] = str(epmd_port)
     env.setdefault("HOME", "/root")
     command = [str(RABBITMQ_BIN / "rabbitmqctl"), "-n", node, *args]
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout_s,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL,
+                              preexec_fn=(lambda: join_cgroup(cgroup_procs)) if cgroup_procs
+                              else None)
     except subprocess.TimeoutExpired:
         raise ProvisionError(f"rabbitmqctl {' '.join(args)} on {node} timed out after "
                              f"{timeout_s:.0f} s", temporary=True) from None
