@@ -90,6 +90,18 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
         raise typer.Exit(1)
 
 
+@app.command()
+@_surge_errors
+def compare(runs: Annotated[list[Path], typer.Argument(
+        help="Run directories, e.g. runs/*-uniform-*")]) -> None:
+    """Compare finished runs at their final step: target and achieved msg/s, members, CPU%.
+
+    The shape of document 000's Table 2, e.g. the scaling test against its fixed-rate variants.
+    """
+    from results.compare import as_text
+    typer.echo(as_text(runs))
+
+
 def _provisioner(topology_file: Path, overrides: list[str] | None):
     from orchestrator.loader import load_topology
     from topologies.rabbitmq.local import LocalRabbitMQ

@@ -104,5 +104,10 @@ def as_text(rows: list[StepRow]) -> str:
             *[f"{row.cpu_percent[m]:.1f}" if m in row.cpu_percent else "-" for m in members],
             f"{row.host_cpu_percent:.1f}", f"{row.p50_ms:.2f}", f"{row.p99_ms:.2f}",
             str(row.errors)])
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return fixed_width(lines)
+
+
+def fixed_width(lines: list[list[str]]) -> str:
+    """Right-aligned columns, two spaces apart; the first line is the header."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(line, widths)) for line in lines)

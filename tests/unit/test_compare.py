@@ -1,0 +1,44 @@
+"""The run comparison (Table 2 shape) reads finished runs and names what it cannot read."""
+
+import json
+
+import pytest
+
+from orchestrator.errors import SurgeError
+from results.compare import as_text, final_step
+
+
+def _run(tmp_path, name, steps, accounting):
+    run_dir = tmp_path / name
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(json.dumps({
+        "scenario": {"name": name}, "steps": steps, "accounting": accounting}))
+    return run_dir
+
+
+def _step(target, achieved, members, cpu):
+    return {"step": 1, "label": "1", "target_rate": target, "achieved_rate": achieved,
+            "min_rate": achieved, "sent_rate": target, "received_rate": achieved,
+            "members": members, "cpu_percent": {f"m{i}": c for i, c in enumerate(cpu)},
+            "host_cpu_percent": 70.0, "p50_ms": 1.0, "p99_ms": 9.5, "errors": 0,
+            "seconds": 30, "ratio": achieved / target}
+
+
+def test_each_run_is_read_at_its_final_step(tmp_path):
+    ramp = _run(tmp_path, "ramp", [_step(1800, 1800, 1, [25.0]), _step(3600, 3500, 2, [25, 23])],
+                {"balanced": True})
+    fixed = _run(tmp_path, "fixed", [_step(3600, 3000, 4, [10, 20, 30, 40])],
+                 {"balanced": False, "lost": 12})
+    name, row, verdict = final_step(ramp)
+    assert (name, row.target_rate, row.members, verdict) == ("ramp", 3600, 2, "balanced")
+    lines = as_text([ramp, fixed]).splitlines()
+    assert lines[1].split() == ["ramp", "3,600", "3,500", "2", "24.0", "70.0", "9.50", "balanced"]
+    assert lines[2].split()[-2:] == ["lost", "12"] and lines[2].split()[4] == "25.0"
+
+
+def test_a_directory_without_a_finished_run_is_named(tmp_path):
+    with pytest.raises(SurgeError, match="run.json: not found"):
+        final_step(tmp_path)
+    broken = _run(tmp_path, "crashed", [], None)
+    with pytest.raises(SurgeError, match="crashed/run.json: no step table"):
+        final_step(broken)
