@@ -1,12 +1,17 @@
 """Scaling policy: pure functions of recorded 1 Hz observations. No clock reads, no I/O.
 
-Each :class:`Observation` stands for the second that ends at its ``elapsed_s``. A trigger fires
-once its condition has held in every one of the last ``for`` observations; a rule fires when any
-(or all) of its triggers do, the cooldown since the last action has passed, and the pool allows.
+Each :class:`Observation` stands for the second that ends at its ``elapsed_s``. A scale-out
+trigger (shortfall, member_cpu, queue_depth, latency_p99) fires when the median of its value over
+the last ``for`` seconds passes the threshold: a sustained trend counts even when single seconds
+jitter across the threshold, a single glitch does not. A scale-in trigger (``*_below``) fires only
+when its condition held in every one of those seconds: capacity is removed only when it has been
+idle throughout. A rule fires when any (or all) of its triggers do, the cooldown since the last
+action has passed, and the pool allows.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,12 +73,22 @@ def holds(trigger: Trigger, observation: Observation) -> bool:
     return value > threshold
 
 
+def window_value(trigger: Trigger, window: Sequence[Observation]) -> float:
+    """The figure a trigger judges over its window: the median for scale-out conditions, the
+    worst second (the highest) for scale-in ones."""
+    values = [value_of(trigger.condition, observation) for observation in window]
+    return max(values) if trigger.condition.endswith("_below") else statistics.median(values)
+
+
 def fired(trigger: Trigger, history: Sequence[Observation]) -> bool:
-    """Whether the condition held in each of the last ``for`` seconds of observations."""
-    needed = max(1, round(trigger.for_s / TICK_S))
+    """Whether the trigger fires on the last ``for`` seconds of observations."""
+    needed = _seconds(trigger)
     if len(history) < needed:
         return False
-    return all(holds(trigger, observation) for observation in history[-needed:])
+    window = history[-needed:]
+    if trigger.condition.endswith("_below"):
+        return all(holds(trigger, observation) for observation in window)
+    return window_value(trigger, window) > getattr(trigger, trigger.condition)
 
 
 def rule_fires(rule: ScaleRule, history: Sequence[Observation]) -> list[Trigger]:
@@ -104,8 +119,12 @@ def decide(spec: ScalingSpec, history: Sequence[Observation], running: int, pool
         firing = rule_fires(rule, history)
         if firing:
             return Decision(action, [_describe(t) for t in firing],
-                            {t.condition: value_of(t.condition, history[-1]) for t in firing})
+                            {t.condition: window_value(t, history[-_seconds(t):]) for t in firing})
     return None
+
+
+def _seconds(trigger: Trigger) -> int:
+    return max(1, round(trigger.for_s / TICK_S))
 
 
 def _describe(trigger: Trigger) -> str:

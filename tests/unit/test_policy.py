@@ -23,16 +23,24 @@ def seconds(n, start=1, **fields):
     return [Observation(elapsed_s=float(start + i), **base) for i in range(n)]
 
 
+def jitter(achieved):
+    return [o for i, rate in enumerate(achieved) for o in seconds(1, start=i + 1,
+                                                                   achieved_rate=rate)]
+
+
 @pytest.mark.parametrize("history, expect", [
     (seconds(10), None),
     (seconds(5, achieved_rate=960.0), "shortfall"),           # 4% short for 5 s
     (seconds(4, achieved_rate=960.0), None),                  # not long enough
     (seconds(5, achieved_rate=975.0), None),                  # 2.5% short: under threshold
-    (seconds(3) + seconds(4, start=4, achieved_rate=900.0), None),
+    (seconds(3) + seconds(4, start=4, achieved_rate=900.0), "shortfall"),  # most of the window
+    (seconds(4) + seconds(1, start=5, achieved_rate=500.0), None),   # one bad second: a glitch
+    (jitter([950.0, 985.0, 950.0, 985.0, 950.0]), "shortfall"),      # 5%/1.5%: mostly short
+    (jitter([985.0, 950.0, 985.0, 950.0, 985.0]), None),             # mostly within 3%
     (seconds(5, member_cpu=(0.5, 0.95)), "member_cpu"),       # any member counts
     (seconds(3, queue_depth=60000), "queue_depth"),
     (seconds(3, p99_s=0.25), "latency_p99"),
-    (seconds(2, p99_s=0.25) + seconds(1, start=3), None),     # broken streak
+    (seconds(1, p99_s=0.25) + seconds(2, start=2), None),     # one slow second
 ])
 def test_scale_out_triggers(history, expect):
     decision = decide(SPEC, history, running=2, pool=4, minimum=1, last_action_s=None)
@@ -83,3 +91,12 @@ def test_trigger_needs_exactly_one_condition():
         Trigger.model_validate({"shortfall": "3%", "member_cpu": "90%", "for": "2s"})
     with pytest.raises(ValueError, match="exactly one"):
         Trigger.model_validate({"for": "2s"})
+
+
+def test_scale_in_needs_every_second_of_the_window_idle():
+    idle = seconds(12, member_cpu=(0.1, 0.2), queue_depth=0)
+    busy_second = seconds(1, start=13, member_cpu=(0.1, 0.5), queue_depth=0)
+    after = seconds(4, start=14, member_cpu=(0.1, 0.2), queue_depth=0)
+    assert decide(SPEC, idle, 3, pool=4, minimum=1, last_action_s=None).action == "in"
+    assert decide(SPEC, idle + busy_second + after, 3, pool=4, minimum=1,
+                  last_action_s=None) is None
