@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 RABBIT := /usr/lib/rabbitmq/bin/rabbitmq-server
 
-.PHONY: demo test deps lint bench clean
+.PHONY: demo test deps java lint bench clean
 
 demo: deps  ## run the quickstart on a local 3-member RabbitMQ cluster, print the step table
 	$(BIN)/surge run scenarios/quickstart.yaml
@@ -19,7 +19,11 @@ bench: deps  ## driver efficiency and rate accuracy benchmarks (print figures)
 	$(BIN)/python bench/driver_efficiency.py
 	$(BIN)/python bench/rate_accuracy.py
 
-deps: $(RABBIT) $(BIN)/surge
+deps: $(RABBIT) java $(BIN)/surge
+
+java:  ## Spark (surge analyze) needs a Java runtime, 17 or later
+	@command -v java >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -q --no-install-recommends default-jre-headless; }
 
 $(RABBIT):
 	apt-get update -q

@@ -19,41 +19,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from results import timeline  # noqa: E402
 from results.rundir import read_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def reaction_times(run_dir: Path) -> list[dict]:
-    """One entry per scale-out: seconds from crossing to decision, serving and recovery."""
+    """One entry per scale-out of a run directory (see :func:`results.timeline.reaction_times`)."""
     manifest = json.loads((run_dir / "run.json").read_text())
-    triggers = manifest["scenario"]["scaling"]["scale_out"]["when_any"] or []
-    window = max(t["for_s"] for t in triggers)
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").open()]
-    ticks = read_table(run_dir, "ticks").to_pylist()
-    t0 = next(e["t"] for e in events if e["kind"] == "step")  # elapsed 0 of the ticks
-    out = []
-    decisions = [e for e in events if e["kind"] == "scale_decision" and e["action"] == "out"]
-    for decision in decisions:
-        started = next((e for e in events if e["kind"] == "member_started"
-                        and e["t"] >= decision["t"]), None)
-        if started is None:
-            continue
-        serving_s = started["t"] - t0
-        good, recovered_s = 0, None
-        for tick in ticks:
-            if tick["elapsed_s"] <= serving_s or tick["target_rate"] <= 0:
-                continue
-            achieved = min(tick["send_rate"], tick["receive_rate"])
-            good = good + 1 if achieved >= 0.95 * tick["target_rate"] else 0
-            if good == 3:
-                recovered_s = tick["elapsed_s"] - 2
-                break
-        crossed_s = decision["elapsed_s"] - window
-        out.append({"to_decision_s": window, "to_serving_s": started["seconds"],
-                    "to_recovered_s": None if recovered_s is None else recovered_s - serving_s,
-                    "total_s": None if recovered_s is None else recovered_s - crossed_s})
-    return out
+    return timeline.reaction_times(manifest, timeline.read_events(run_dir),
+                                   read_table(run_dir, "ticks").to_pylist())
 
 
 def main() -> None:

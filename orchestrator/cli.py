@@ -10,6 +10,7 @@ import functools
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -69,6 +70,8 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
         live: Annotated[bool, typer.Option(help="Live terminal view")] = True,
         metrics_port: Annotated[int, typer.Option(
             help="Port of the controller's Prometheus /metrics (0 = any free port)")] = 0,
+        analyze: Annotated[bool, typer.Option(
+            help="Analyse the run with Spark at the end (report.md, plots)")] = True,
         ) -> None:
     """Run a scenario: provision (or reuse) its topology, drive the plan, print the step table.
 
@@ -86,6 +89,10 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
     if result.accounting:
         color = typer.colors.GREEN if result.accounting.balanced else typer.colors.YELLOW
         typer.secho(result.accounting.explain(), fg=color)
+    if analyze and result.outcome == "completed":
+        from results.pipeline import analyze as analyze_runs
+        typer.echo("analysing with Spark (--no-analyze skips this) ...")
+        analyze_runs([result.run_dir], say=typer.echo)
     if result.outcome != "completed":
         raise typer.Exit(1)
 
@@ -100,6 +107,42 @@ def compare(runs: Annotated[list[Path], typer.Argument(
     """
     from results.compare import as_text
     typer.echo(as_text(runs))
+
+
+@app.command()
+@_surge_errors
+def analyze(runs: Annotated[list[Path] | None, typer.Argument(
+                help="Run directories (default: every run under --runs-dir)")] = None,
+            runs_dir: Annotated[Path, typer.Option(help="Where runs are")] = Path("runs"),
+            force: Annotated[bool, typer.Option(
+                help="Analyse again even runs that have not changed")] = False,
+            price_per_core_hour: Annotated[float, typer.Option(
+                help="Price of one core for one hour, for cost per 1,000 msg/s per month")]
+            = 0.04,
+            spark_master: Annotated[str | None, typer.Option(
+                help="Spark master URL (default: $SURGE_SPARK_MASTER or local[*])")] = None,
+            watch: Annotated[str | None, typer.Option(
+                help="Keep analysing new runs every interval, e.g. 5m")] = None,
+            ) -> None:
+    """Analyse runs with Spark: step table with merged-histogram latency percentiles, members
+    and balance, cost per message, scale-out reaction times, report.md and PNG plots in
+    <run>/analysis/. Only new or changed runs are analysed; a bad run is reported and skipped.
+    """
+    from orchestrator.units import parse_duration
+    from results.catalog import run_dirs
+    from results.pipeline import analyze as analyze_runs
+    interval = parse_duration(watch) if watch else None
+    while True:
+        dirs = list(runs) if runs else run_dirs(runs_dir)
+        summary = analyze_runs(dirs, price_per_core_hour, force, typer.echo, spark_master)
+        typer.echo(f"analysed {len(summary.analysed)}, up to date {len(summary.skipped)}, "
+                   f"failed {len(summary.failed)} in {summary.seconds:.1f} s")
+        if interval is None:
+            if summary.failed:
+                raise typer.Exit(1)
+            return
+        force = False
+        time.sleep(interval)
 
 
 def _provisioner(topology_file: Path, overrides: list[str] | None):

@@ -1,0 +1,74 @@
+"""``surge analyze``: analyse new or changed run directories with Spark, one root at a time."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from results import report, timeline
+from results.analysis import analyze_run
+from results.catalog import Catalog, fingerprint, locked
+from results.rundir import read_table
+
+DEFAULT_PRICE_PER_CORE_HOUR = 0.04  # currency units per core-hour; set your own
+
+
+@dataclass
+class Summary:
+    """What one ``surge analyze`` did."""
+
+    analysed: list[Path] = field(default_factory=list)
+    skipped: list[Path] = field(default_factory=list)  # up to date
+    failed: dict[Path, str] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def analyze(dirs: list[Path], price_per_core_hour: float = DEFAULT_PRICE_PER_CORE_HOUR,
+            force: bool = False, say: Callable[[str], None] = print,
+            spark_master: str | None = None) -> Summary:
+    """Analyse those of ``dirs`` that are new or changed (all with ``force``); a run that
+    cannot be analysed is reported and the others go on."""
+    started = time.monotonic()
+    summary = Summary()
+    roots: dict[Path, list[Path]] = {}
+    for run_dir in dirs:
+        roots.setdefault(run_dir.resolve().parent, []).append(run_dir.resolve())
+    for root, members in roots.items():
+        with locked(root):
+            catalog = Catalog(root)
+            pending = members if force else catalog.pending(members)
+            summary.skipped += [d for d in members if d not in pending]
+            for run_dir in pending:
+                digest = fingerprint(run_dir)
+                try:
+                    _analyze_one(run_dir, price_per_core_hour, spark_master, summary, say)
+                except Exception as error:  # noqa: BLE001 - one bad run never stops the rest
+                    summary.failed[run_dir] = f"{type(error).__name__}: {error}"
+                    say(f"{run_dir}: not analysed: {error}")
+                    continue
+                catalog.done(run_dir, digest)
+                summary.analysed.append(run_dir)
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def _analyze_one(run_dir: Path, price: float, master: str | None, summary: Summary,
+                 say: Callable[[str], None]) -> None:
+    from results.spark import session
+    analysis = analyze_run(session(master), run_dir, price)
+    manifest = json.loads((run_dir / "run.json").read_text())
+    ticks = read_table(run_dir, "ticks").to_pylist()
+    events = timeline.read_events(run_dir)
+    derived = {"scale_outs": timeline.reaction_times(manifest, events, ticks),
+               "faults": timeline.fault_recoveries(events, ticks),
+               "backlog": timeline.backlog(ticks)}
+    out = report.write(analysis, ticks, read_table(run_dir, "members").to_pylist(), events,
+                       derived)
+    for problem in analysis.problems:
+        say(f"warning: {problem}")
+    summary.problems += analysis.problems
+    say(f"{run_dir.name}: {len(analysis.steps)} steps -> {out / 'report.md'}")

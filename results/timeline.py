@@ -1,0 +1,88 @@
+"""Figures derived from a run's event log and ticks: reaction time of each scale-out, recovery
+after each fault, backlog peak and drain time."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+RECOVERED_WITHIN = 0.05  # back within 5% of target
+RECOVERED_FOR_S = 3  # for this many ticks in a row
+DRAINED_SHARE = 0.1  # a backlog counts as drained under this share of its peak
+
+
+def read_events(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's events, skipping a torn last line (a crash mid-write)."""
+    events = []
+    try:
+        lines = (run_dir / "events.jsonl").read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    for line in lines:
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue
+    return events
+
+
+def recovered_at(ticks: list[dict], after_s: float) -> float | None:
+    """Elapsed second from which the achieved rate stays within 5% of a non-zero target for
+    3 ticks in a row, looking only after ``after_s``."""
+    good = 0
+    for tick in ticks:
+        if tick["elapsed_s"] <= after_s or tick["target_rate"] <= 0:
+            continue
+        achieved = min(tick["send_rate"], tick["receive_rate"])
+        good = good + 1 if achieved >= (1 - RECOVERED_WITHIN) * tick["target_rate"] else 0
+        if good == RECOVERED_FOR_S:
+            return tick["elapsed_s"] - (RECOVERED_FOR_S - 1)
+    return None
+
+
+def reaction_times(manifest: dict, events: list[dict], ticks: list[dict]) -> list[dict]:
+    """Per scale-out: threshold crossed -> decision -> member serving -> achieved recovered."""
+    scaling = manifest["scenario"].get("scaling") or {}
+    triggers = (scaling.get("scale_out") or {}).get("when_any") or \
+        (scaling.get("scale_out") or {}).get("when_all") or []
+    window = max((t["for_s"] for t in triggers), default=0.0)
+    t0 = next((e["t"] for e in events if e["kind"] == "step"), None)
+    out = []
+    for decision in (e for e in events if e["kind"] == "scale_decision" and e["action"] == "out"):
+        started = next((e for e in events if e["kind"] == "member_started"
+                        and e["t"] >= decision["t"]), None)
+        if started is None or t0 is None:
+            continue
+        serving_s = started["t"] - t0
+        recovered = recovered_at(ticks, serving_s)
+        crossed_s = decision["elapsed_s"] - window
+        out.append({"member": started.get("member"), "decision_s": decision["elapsed_s"],
+                    "to_decision_s": window, "to_serving_s": started["seconds"],
+                    "to_recovered_s": None if recovered is None else recovered - serving_s,
+                    "total_s": None if recovered is None else recovered - crossed_s})
+    return out
+
+
+def fault_recoveries(events: list[dict], ticks: list[dict]) -> list[dict]:
+    """Per fault event: seconds until the achieved rate is back within 5% of target."""
+    t0 = next((e["t"] for e in events if e["kind"] == "step"), None)
+    out = []
+    for fault in (e for e in events if e["kind"] == "fault"):
+        at = fault.get("elapsed_s", fault["t"] - t0 if t0 else 0.0)
+        recovered = recovered_at(ticks, at)
+        out.append({"fault": fault.get("action", "fault"), "at_s": at,
+                    "recovery_s": None if recovered is None else recovered - at})
+    return out
+
+
+def backlog(ticks: list[dict]) -> dict[str, Any]:
+    """Peak queue depth, when it peaked, and how long until it was back under a tenth of it
+    (a queue in use is rarely exactly empty)."""
+    if not ticks:
+        return {"peak": 0, "peak_at_s": None, "drain_s": None}
+    peak = max(ticks, key=lambda t: t["queue_depth"] or 0)
+    drained = next((t for t in ticks if t["elapsed_s"] > peak["elapsed_s"]
+                    and (t["queue_depth"] or 0) <= DRAINED_SHARE * peak["queue_depth"]), None)
+    return {"peak": peak["queue_depth"] or 0, "peak_at_s": peak["elapsed_s"],
+            "drain_s": None if drained is None else drained["elapsed_s"] - peak["elapsed_s"]}
