@@ -123,6 +123,10 @@ def analyze(runs: Annotated[list[Path] | None, typer.Argument(
                 help="Spark master URL (default: $SURGE_SPARK_MASTER or local[*])")] = None,
             watch: Annotated[str | None, typer.Option(
                 help="Keep analysing new runs every interval, e.g. 5m")] = None,
+            compare: Annotated[bool, typer.Option(
+                "--compare", help="Then compare the runs: mean, stdev, min, max, change % per "
+                                  "figure, and a ranking by cost among runs that met target")]
+            = False,
             ) -> None:
     """Analyse runs with Spark: step table with merged-histogram latency percentiles, members
     and balance, cost per message, scale-out reaction times, report.md and PNG plots in
@@ -137,6 +141,9 @@ def analyze(runs: Annotated[list[Path] | None, typer.Argument(
         summary = analyze_runs(dirs, price_per_core_hour, force, typer.echo, spark_master)
         typer.echo(f"analysed {len(summary.analysed)}, up to date {len(summary.skipped)}, "
                    f"failed {len(summary.failed)} in {summary.seconds:.1f} s")
+        if compare:
+            from results.compare import ranking_text, statistics_text
+            typer.echo("\n" + statistics_text(dirs) + "\n\n" + ranking_text(dirs))
         if interval is None:
             if summary.failed:
                 raise typer.Exit(1)

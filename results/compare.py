@@ -1,9 +1,12 @@
-"""Finished runs side by side at their final step: document 000's Table 2 shape."""
+"""Runs side by side: at their final step (document 000's Table 2 shape), and, once analysed,
+statistics per figure and a ranking by cost among runs that met their requirement (the final
+step within 3% of its target)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 from pathlib import Path
 
 from orchestrator.errors import SurgeError
@@ -39,4 +42,58 @@ def as_text(run_dirs: list[Path]) -> str:
         lines.append([name, f"{row.target_rate:,.0f}", f"{row.achieved_rate:,.0f}",
                       str(row.members), f"{cpu:.1f}", f"{row.host_cpu_percent:.1f}",
                       f"{row.p99_ms:.2f}", verdict])
+    return fixed_width(lines)
+
+
+MET_RATIO = 0.97
+FIGURES = {  # name with unit -> how to read it from analysis.json
+    "achieved msg/s": lambda a: a["steps"][-1]["achieved_rate"],
+    "p99 ms": lambda a: a["steps"][-1]["p99_ms"],
+    "broker CPU us/msg": lambda a: a["cost"]["broker_us_per_msg"],
+    "generator CPU us/msg": lambda a: a["cost"]["generator_us_per_msg"],
+    "cost per 1k msg/s/month": lambda a: a["cost"]["broker_cost_per_1k_msg_s_month"],
+}
+
+
+def load(run_dir: Path) -> dict:
+    """A run's ``analysis/analysis.json``."""
+    return json.loads((run_dir / "analysis" / "analysis.json").read_text())
+
+
+def statistics_text(run_dirs: list[Path]) -> str:
+    """Per figure over the runs: mean, standard deviation, min, max, and the change from the
+    first run to the last in %."""
+    analyses = [load(d) for d in run_dirs if (d / "analysis" / "analysis.json").exists()]
+    analyses = [a for a in analyses if a["steps"]]
+    lines = [["figure (final step)", "runs", "mean", "stdev", "min", "max", "change %"]]
+    for name, read in FIGURES.items():
+        values = [v for v in (read(a) for a in analyses) if v is not None]
+        if not values:
+            continue
+        stdev = statistics.stdev(values) if len(values) > 1 else 0.0
+        change = (values[-1] - values[0]) / values[0] * 100 if values[0] else float("nan")
+        lines.append([name, str(len(values)), f"{statistics.fmean(values):,.2f}",
+                      f"{stdev:,.2f}", f"{min(values):,.2f}", f"{max(values):,.2f}",
+                      f"{change:+.1f}"])
+    return fixed_width(lines)
+
+
+def ranking_text(run_dirs: list[Path]) -> str:
+    """Runs whose final step met its target (within 3%), cheapest per 1,000 msg/s first."""
+    rows = []
+    for run_dir in run_dirs:
+        try:
+            analysis = load(run_dir)
+        except FileNotFoundError:
+            continue
+        if not analysis["steps"]:
+            continue
+        last = analysis["steps"][-1]
+        ratio = last["achieved_rate"] / last["target_rate"] if last["target_rate"] else 1.0
+        cost = analysis["cost"].get("broker_cost_per_1k_msg_s_month")
+        if ratio >= MET_RATIO and cost is not None:
+            rows.append((cost, run_dir.name, last["achieved_rate"], last["members"]))
+    lines = [["rank", "run", "achieved msg/s", "members", "cost per 1k msg/s/month"]]
+    for rank, (cost, name, achieved, members) in enumerate(sorted(rows), start=1):
+        lines.append([str(rank), name, f"{achieved:,.0f}", str(members), f"{cost:,.2f}"])
     return fixed_width(lines)

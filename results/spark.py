@@ -10,19 +10,23 @@ DEFAULT_MASTER = "local[*]"
 
 @cache
 def session(master: str | None = None):
-    """One SparkSession per process, on ``master``, ``$SURGE_SPARK_MASTER`` or ``local[*]``.
+    """One SparkSession per process. The master is ``master``, else ``$SURGE_SPARK_MASTER``,
+    else the one ``spark-submit --master`` set, else ``local[*]``.
 
     Small shuffles (a run is thousands of rows, not billions), no UI, quiet logs.
     """
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
-    spark = (SparkSession.builder
-             .appName("surge-analyze")
-             .master(master or os.environ.get("SURGE_SPARK_MASTER", DEFAULT_MASTER))
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "4")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.driver.memory", os.environ.get("SURGE_SPARK_DRIVER_MEMORY", "2g"))
-             .getOrCreate())
+    chosen = master or os.environ.get("SURGE_SPARK_MASTER")
+    builder = (SparkSession.builder
+               .appName("surge-analyze")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.sql.session.timeZone", "UTC"))
+    if chosen or not SparkConf().contains("spark.master"):
+        builder = builder.master(chosen or DEFAULT_MASTER).config(
+            "spark.driver.memory", os.environ.get("SURGE_SPARK_DRIVER_MEMORY", "2g"))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

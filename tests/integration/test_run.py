@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -55,6 +56,24 @@ def test_ramp_on_quorum_queue_is_accurate_and_loses_nothing(cluster, topology, t
     assert read_table(result.run_dir, "members").num_rows >= 16 * topology.members
     assert not [p for p in agent_pids(result.run_dir) if psutil.pid_exists(p)]
     assert all(m.running for m in cluster.status()[:3])  # a reused topology is left up
+    _spark_agrees_with_the_controller(result)
+
+
+def _spark_agrees_with_the_controller(result):
+    """The Spark analysis of the real run directory gives the controller's step table."""
+    if shutil.which("java") is None:
+        return
+    from results.pipeline import analyze
+    summary = analyze([result.run_dir], say=lambda line: None)
+    assert summary.analysed == [result.run_dir.resolve()], summary
+    analysis = json.loads((result.run_dir / "analysis" / "analysis.json").read_text())
+    assert [s["label"] for s in analysis["steps"]] == [s.label for s in result.steps]
+    for spark_row, row in zip(analysis["steps"], result.steps):
+        assert spark_row["achieved_rate"] == pytest.approx(row.achieved_rate)
+        assert spark_row["p99_ms"] == pytest.approx(row.p99_ms)
+        assert spark_row["cpu_percent"] == pytest.approx(row.cpu_percent)
+    assert analysis["cost"]["broker_us_per_msg"] > 0
+    assert (result.run_dir / "analysis" / "rate.png").stat().st_size > 10_000
 
 
 def test_ctrl_c_stops_cleanly(cluster, topology, tmp_path):

@@ -9,9 +9,15 @@ import pytest
 from drivers.histogram import SUB_COUNT
 from results.analysis import analyze_run, jain_index
 from results.pipeline import analyze
-from tests.spark.conftest import write_run
+from results.synthetic import write_run as write_synthetic
 
 PRECISION = 1 / SUB_COUNT  # a bucket is at most this wide relative to its lower bound
+
+
+def write_run(root, name="synthetic", seed=1):
+    """40 s in two phases; the second member serves from second 31 (see results.synthetic)."""
+    run_dir = root / name
+    return run_dir, write_synthetic(run_dir, seed=seed)
 
 
 def test_step_table_against_hand_computed_values(spark, tmp_path):

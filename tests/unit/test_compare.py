@@ -5,7 +5,7 @@ import json
 import pytest
 
 from orchestrator.errors import SurgeError
-from results.compare import as_text, final_step
+from results.compare import as_text, final_step, ranking_text, statistics_text
 
 
 def _run(tmp_path, name, steps, accounting):
@@ -42,3 +42,24 @@ def test_a_directory_without_a_finished_run_is_named(tmp_path):
     broken = _run(tmp_path, "crashed", [], None)
     with pytest.raises(SurgeError, match="crashed/run.json: no step table"):
         final_step(broken)
+
+
+def _analysed(tmp_path, name, target, achieved, cost):
+    run_dir = tmp_path / name
+    (run_dir / "analysis").mkdir(parents=True)
+    (run_dir / "analysis" / "analysis.json").write_text(json.dumps({
+        "steps": [{"target_rate": target, "achieved_rate": achieved, "p99_ms": 10.0,
+                   "members": 2}],
+        "cost": {"broker_us_per_msg": cost, "generator_us_per_msg": 50.0,
+                 "broker_cost_per_1k_msg_s_month": cost / 10}}))
+    return run_dir
+
+
+def test_statistics_and_ranking_across_analysed_runs(tmp_path):
+    runs = [_analysed(tmp_path, "a", 1000, 1000, 100.0), _analysed(tmp_path, "b", 1000, 900, 50.0),
+            _analysed(tmp_path, "c", 1000, 990, 80.0)]
+    achieved = next(line for line in statistics_text(runs).splitlines()
+                    if "achieved msg/s" in line).split()[-6:]
+    assert achieved == ["3", "963.33", "55.08", "900.00", "1,000.00", "-1.0"]
+    ranking = [line.split()[1] for line in ranking_text(runs).splitlines()[1:]]
+    assert ranking == ["c", "a"]  # b missed its target by 10%; c is cheaper than a

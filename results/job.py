@@ -1,0 +1,34 @@
+"""``surge analyze`` as a file for ``spark-submit``: analyse new or changed runs under a root.
+
+    spark-submit --master spark://spark-master:7077 results/job.py /data/runs [--force]
+
+The master comes from ``spark-submit``; the job is the same as ``surge analyze``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from results.catalog import run_dirs  # noqa: E402
+from results.pipeline import DEFAULT_PRICE_PER_CORE_HOUR, analyze  # noqa: E402
+
+
+def main() -> int:
+    """Analyse the runs under the given root; exit status 1 if any run failed."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs_dir", type=Path)
+    parser.add_argument("--force", action="store_true")
+    parser.add_argument("--price-per-core-hour", type=float, default=DEFAULT_PRICE_PER_CORE_HOUR)
+    args = parser.parse_args()
+    summary = analyze(run_dirs(args.runs_dir), args.price_per_core_hour, args.force)
+    print(f"analysed {len(summary.analysed)}, up to date {len(summary.skipped)}, "
+          f"failed {len(summary.failed)} in {summary.seconds:.1f} s")
+    return 1 if summary.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
