@@ -219,7 +219,9 @@ class Controller:
                           "running": member.running,
                           "cpu_percent": tick.member_cpu_percent.get(member.name),
                           "cpu_quota_cores": member.cpu_quota_cores,
-                          "connections": member.connections}
+                          "connections": member.connections,
+                          "messages_in": member.messages_in,
+                          "messages_out": member.messages_out}
             self.member_rows.append(member_row)
             self.writer.row("members", member_row)
         for agent, snapshot in zip(self.agents, snapshots):

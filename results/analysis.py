@@ -128,7 +128,7 @@ def _step_rows(steady, members) -> list[dict[str, Any]]:
     histograms: dict[tuple, dict[int, int]] = {}
     for row in buckets:
         histograms.setdefault((row.phase, row.segment), {})[row.bucket] = row["count"]
-    cpu = _segment_cpu(steady, members, figures)
+    per_member = _segment_members(steady, members, figures)
     segments_per_phase: dict[int, int] = {}
     for row in figures:
         segments_per_phase[row.phase] = segments_per_phase.get(row.phase, 0) + 1
@@ -137,14 +137,15 @@ def _step_rows(steady, members) -> list[dict[str, Any]]:
         seen[row.phase] = seen.get(row.phase, -1) + 1
         suffix = chr(ord("a") + seen[row.phase]) if segments_per_phase[row.phase] > 1 else ""
         histogram = LatencyHistogram.from_sparse(histograms.get((row.phase, row.segment), {}))
-        member_cpu = cpu.get((row.phase, row.segment), {})
+        member_cpu, delivered = per_member.get((row.phase, row.segment), ({}, {}))
         out.append({
             "step": row.phase, "label": f"{row.phase}{suffix}",
             "target_rate": row.target_rate,
             "achieved_rate": min(row.sent_rate, row.received_rate), "min_rate": row.min_rate,
             "sent_rate": row.sent_rate, "received_rate": row.received_rate,
             "members": row.members, "cpu_percent": member_cpu,
-            "balance": jain_index(list(member_cpu.values())),
+            "delivered_per_member": delivered,
+            "balance": jain_index(list((delivered or member_cpu).values())),
             "host_cpu_percent": row.host_cpu_percent,
             **{name: histogram.percentile(q) / 1000 if histogram.count else None
                for name, q in PERCENTILES.items()},
@@ -154,38 +155,51 @@ def _step_rows(steady, members) -> list[dict[str, Any]]:
     return out
 
 
-def _segment_cpu(steady, members, figures) -> dict[tuple, dict[str, float]]:
-    """Mean CPU% per member over each segment's (start, end] span, while it served."""
+def _segment_members(steady, members, figures) -> dict[tuple, tuple[dict, dict]]:
+    """Per segment and serving member over its (start, end] span: mean CPU%, and messages
+    delivered from the queues it leads (format 2 on; empty for format 1 runs)."""
     if members is None:
         return {}
     from pyspark.sql import functions as F
     spans = steady.sparkSession.createDataFrame(
         [(r.phase, r.segment, float(r.start_s), float(r.end_s)) for r in figures] or
         [(0, 0, 0.0, 0.0)], "phase int, segment long, start_s double, end_s double")
+    counted = "messages_out" in members.columns
+    delivered = (F.max("messages_out") - F.min("messages_out")) if counted else F.lit(None)
     rows = (members.filter(F.col("running") & F.col("cpu_percent").isNotNull())
             .join(spans, (F.col("elapsed_s") > F.col("start_s"))
                   & (F.col("elapsed_s") <= F.col("end_s")))
-            .groupBy("phase", "segment", "member").agg(F.avg("cpu_percent").alias("cpu"))
-            .collect())
-    out: dict[tuple, dict[str, float]] = {}
+            .groupBy("phase", "segment", "member")
+            .agg(F.avg("cpu_percent").alias("cpu"), delivered.alias("delivered")).collect())
+    out: dict[tuple, tuple[dict, dict]] = {}
     for row in sorted(rows, key=lambda r: r.member):
-        out.setdefault((row.phase, row.segment), {})[row.member] = row.cpu
+        cpu, messages = out.setdefault((row.phase, row.segment), ({}, {}))
+        cpu[row.member] = row.cpu
+        if row.delivered is not None:
+            messages[row.member] = row.delivered
     return out
 
 
 def _member_rows(members) -> list[dict[str, Any]]:
-    """Per member over the time it served: CPU, connections, and its share of broker CPU."""
+    """Per member over the time it served: CPU, connections, and its shares of broker CPU and
+    of the messages delivered (format 2 on)."""
     from pyspark.sql import functions as F
+    counted = "messages_out" in members.columns
     rows = (members.filter(F.col("running"))
             .groupBy("member").agg(
                 F.avg("cpu_percent").alias("mean_cpu_percent"),
                 F.max("cpu_percent").alias("max_cpu_percent"),
                 F.avg("connections").alias("mean_connections"),
                 F.sum(F.col("cpu_percent") / 100).alias("cpu_seconds"),
+                ((F.max("messages_out") - F.min("messages_out")) if counted
+                 else F.lit(None).cast("long")).alias("messages_delivered"),
                 F.count("*").alias("seconds_serving"))
             .orderBy("member").collect())
-    total = sum(r.cpu_seconds or 0.0 for r in rows) or 1.0
-    return [{**r.asDict(), "cpu_share": (r.cpu_seconds or 0.0) / total} for r in rows]
+    cpu_total = sum(r.cpu_seconds or 0.0 for r in rows) or 1.0
+    messages_total = sum(r.messages_delivered or 0 for r in rows)
+    return [{**r.asDict(), "cpu_share": (r.cpu_seconds or 0.0) / cpu_total,
+             "message_share": (r.messages_delivered or 0) / messages_total
+             if messages_total else None} for r in rows]
 
 
 def _cost(ticks, members, agents, manifest: dict, price_per_core_hour: float) -> dict[str, Any]:

@@ -53,14 +53,18 @@ def _markdown(analysis: RunAnalysis, derived: dict[str, Any], plots: list[str]) 
     cost = analysis.cost
     lines = [f"# {analysis.scenario}: {analysis.run_dir.name}", "",
              "## Steps", "", "```", step_table_text(analysis.steps), "```", "",
-             "CPU% is of one core; balance is Jain's index over the members' CPU (1 = even).",
+             "CPU% is of one core. Balance is Jain's index over the messages each member's "
+             "queues delivered (over CPU for runs before format 2): 1 = even, 1/n = one "
+             "member takes all.",
              "", "## Members", ""]
     member_lines = [["member", "mean CPU%", "max CPU%", "mean connections", "CPU share",
-                     "seconds serving"]]
+                     "messages delivered", "message share", "seconds serving"]]
     for m in analysis.members:
         member_lines.append([m["member"], _num(m["mean_cpu_percent"], 1),
                              _num(m["max_cpu_percent"], 1), _num(m["mean_connections"], 1),
-                             f"{m['cpu_share']:.1%}", str(m["seconds_serving"])])
+                             f"{m['cpu_share']:.1%}", _num(m["messages_delivered"], 0),
+                             "-" if m["message_share"] is None else f"{m['message_share']:.1%}",
+                             str(m["seconds_serving"])])
     lines += ["```", fixed_width(member_lines), "```", "", "## Cost", "",
               f"- broker: {_num(cost.get('broker_us_per_msg'), 1)} CPU us/msg; "
               f"{_money(cost.get('broker_cost_per_1k_msg_s_month'))} per 1,000 msg/s per month",
@@ -150,8 +154,9 @@ def _write_rows(path: Path, rows: list[dict]) -> None:
 
 
 def _flat(row: dict) -> dict:
-    flat = {k: v for k, v in row.items() if k != "cpu_percent"}
+    flat = {k: v for k, v in row.items() if k not in ("cpu_percent", "delivered_per_member")}
     flat.update({f"cpu_percent[{m}]": v for m, v in row["cpu_percent"].items()})
+    flat.update({f"delivered[{m}]": v for m, v in row["delivered_per_member"].items()})
     return flat
 
 

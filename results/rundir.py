@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: members carry messages_in and messages_out; 1 had neither
 
 _HISTOGRAM = [("latency_buckets", pa.list_(pa.int32())), ("latency_counts", pa.list_(pa.int64()))]
 
@@ -39,7 +39,8 @@ SCHEMAS: dict[str, pa.Schema] = {
     "members": pa.schema([
         ("t", pa.float64()), ("elapsed_s", pa.float64()), ("member", pa.string()),
         ("running", pa.bool_()), ("cpu_percent", pa.float64()),
-        ("cpu_quota_cores", pa.float64()), ("connections", pa.int64())]),
+        ("cpu_quota_cores", pa.float64()), ("connections", pa.int64()),
+        ("messages_in", pa.int64()), ("messages_out", pa.int64())]),
     "agents": pa.schema([
         ("t", pa.float64()), ("elapsed_s", pa.float64()), ("agent", pa.int32()),
         ("sent", pa.int64()), ("received", pa.int64()), ("errors", pa.int64()),

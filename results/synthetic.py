@@ -2,7 +2,9 @@
 
 A run at 1 Hz: phases of ``phase_s`` seconds, phase *p* targets 1,000 *p* msg/s; one member
 serves (at 25% CPU, receiving 90% of the target) until ``second_member_at``, then two (the second
-at 15% CPU) receive all of it. Each second records ``samples`` lognormal latencies.
+at 15% CPU, its queue delivering 40% of the messages) receive all of it. Each second records
+``samples`` lognormal latencies. ``format_version=1`` writes the previous format (no
+per-member message counts).
 """
 
 from __future__ import annotations
@@ -10,30 +12,39 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from drivers.histogram import LatencyHistogram
-from results.rundir import RunWriter
+from results.rundir import FORMAT_VERSION, RunWriter
+
+SECOND_MEMBER_SHARE = 0.4
 
 
 def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member_at: int = 31,
               agents: int = 1, samples: int = 500, settle_s: float = 3.0, seed: int = 1,
-              parts_every: int = 10) -> dict[str, np.ndarray]:
+              parts_every: int = 10, format_version: int = FORMAT_VERSION
+              ) -> dict[str, np.ndarray]:
     """Write the run; returns the raw latencies (us) of each step's steady seconds by label."""
     rng = np.random.default_rng(seed)
     writer = RunWriter(run_dir, flush_every_s=1e9)
     phases = [{"index": p + 1, "rate_per_sender": 10.0 * (p + 1), "start_s": float(p * phase_s),
                "end_s": float((p + 1) * phase_s)} for p in range(-(-seconds // phase_s))]
-    writer.write_manifest({"run_id": run_dir.name, "outcome": "completed", "phases": phases,
+    writer.write_manifest({"format_version": format_version,
+                           "run_id": run_dir.name, "outcome": "completed", "phases": phases,
                            "scenario": {"name": run_dir.name, "measure": {"settle": settle_s}},
                            "accounting": {}})
     raw: dict[str, list[np.ndarray]] = {}
     sent = received = 0
+    delivered = [0, 0]
     for second in range(1, seconds + 1):
         phase = (second - 1) // phase_s + 1
         members = 2 if second >= second_member_at else 1
         target = 1000.0 * phase
         receive = 900.0 * target / 1000 if members == 1 else target
         sent, received = sent + int(target), received + int(receive)
+        second_share = SECOND_MEMBER_SHARE if members == 2 else 0.0
+        delivered[0] += round(receive * (1 - second_share))
+        delivered[1] += round(receive * second_share)
         latencies = rng.lognormal(mean=8.0 + phase % 3, sigma=0.8, size=samples).astype(np.int64)
         histogram = LatencyHistogram()
         for value in latencies.tolist():
@@ -57,7 +68,8 @@ def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member
                 "t": 1000.0 + second, "elapsed_s": float(second),
                 "member": f"surge-x-{index}@localhost", "running": serving,
                 "cpu_percent": (25.0 if index == 0 else 15.0) if serving else None,
-                "cpu_quota_cores": 0.25, "connections": 4 if serving else 0})
+                "cpu_quota_cores": 0.25, "connections": 4 if serving else 0,
+                "messages_in": delivered[index], "messages_out": delivered[index]})
         for agent in range(agents):
             writer.row("agents", {
                 "t": 1000.0 + second, "elapsed_s": float(second), "agent": agent,
@@ -68,6 +80,9 @@ def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member
             writer.flush()
     writer.event("step", step=1)
     writer.close()
+    if format_version == 1:
+        for part in (run_dir / "metrics" / "members").glob("part-*.parquet"):
+            pq.write_table(pq.read_table(part).drop(["messages_in", "messages_out"]), part)
     return {label: np.concatenate(values) for label, values in raw.items()}
 
 

@@ -42,6 +42,8 @@ class MemberSample:
     cpu_seconds: float | None
     cpu_quota_cores: float | None
     connections: int | None = None
+    messages_in: int | None = None  # published to the queues it leads, cumulative
+    messages_out: int | None = None  # delivered from the queues it leads, cumulative
 
 
 @dataclass(frozen=True)

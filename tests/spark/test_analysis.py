@@ -14,10 +14,10 @@ from results.synthetic import write_run as write_synthetic
 PRECISION = 1 / SUB_COUNT  # a bucket is at most this wide relative to its lower bound
 
 
-def write_run(root, name="synthetic", seed=1):
+def write_run(root, name="synthetic", seed=1, format_version=2):
     """40 s in two phases; the second member serves from second 31 (see results.synthetic)."""
     run_dir = root / name
-    return run_dir, write_synthetic(run_dir, seed=seed)
+    return run_dir, write_synthetic(run_dir, seed=seed, format_version=format_version)
 
 
 def test_step_table_against_hand_computed_values(spark, tmp_path):
@@ -33,7 +33,6 @@ def test_step_table_against_hand_computed_values(spark, tmp_path):
     assert two_a["achieved_rate"] == 1800 and two_b["achieved_rate"] == 2000
     assert two_b["members"] == 2
     assert two_b["cpu_percent"] == {"surge-x-0@localhost": 25.0, "surge-x-1@localhost": 15.0}
-    assert two_b["balance"] == pytest.approx(jain_index([25.0, 15.0]))
     assert one["errors"] == 20 // 10 - 3 // 10 and one["max_backlog"] == 600
 
 
@@ -90,3 +89,23 @@ def test_analyze_is_incremental_and_reports_bad_runs_without_stopping(spark, tmp
         events.write('{"t": 2000.0, "kind": "note"}\n')
     changed = analyze([good, other], say=said.append)
     assert changed.analysed == [other]
+
+
+def test_message_shares_per_member_and_the_previous_format(spark, tmp_path):
+    current, _ = write_run(tmp_path, "current")
+    result = analyze_run(spark, current, 0.04)
+    two_b = result.steps[-1]
+    # 2b spans seconds 33-40; the counters advance over 34-40: 7 s of 2,000 msg/s, 60/40.
+    assert two_b["delivered_per_member"] == {"surge-x-0@localhost": 8400,
+                                             "surge-x-1@localhost": 5600}
+    assert two_b["balance"] == pytest.approx(jain_index([8400, 5600]))
+    # Over the whole run, a member's first sample is its baseline (counters are cumulative):
+    # the second member delivers 9 s x 800 after second 31, the first 47,100 after second 1.
+    shares = {m["member"]: m["message_share"] for m in result.members}
+    assert shares["surge-x-1@localhost"] == pytest.approx(7200 / (7200 + 47100))
+    previous, _ = write_run(tmp_path, "previous", format_version=1)
+    old = analyze_run(spark, previous, 0.04)
+    assert [s["label"] for s in old.steps] == ["1", "2a", "2b"]
+    assert old.steps[-1]["delivered_per_member"] == {}
+    assert old.steps[-1]["balance"] == pytest.approx(jain_index([25.0, 15.0]))  # from CPU
+    assert all(m["message_share"] is None for m in old.members)

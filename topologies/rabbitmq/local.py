@@ -161,25 +161,30 @@ class LocalRabbitMQ:
         return Management(HOST, running[0].management_port)
 
     def sample(self) -> BrokerSample:
-        """CPU seconds per member, connections per member and queue depths, now."""
+        """CPU seconds, connections and messages moved per member, and queue depths, now."""
         state = self._read_state()
         members = self.status(state)
         try:
             api = self.management()
-            connections, depths = api.connections_per_node(), api.queue_depths()
+            connections = api.connections_per_node()
+            depths, messages = api.queues()
         except ProvisionError:
-            connections, depths = None, {}
+            connections, depths, messages = None, {}, None
         samples = []
         for member in members:
             entry = state["members"].get(str(member.index), {})
             group = CpuCgroup.at(entry["cgroup"]) if entry.get("cgroup") else None
+            # A serving member that leads no queue has moved no messages; unknown if unasked.
+            counts = messages.get(member.name, (0, 0)) if messages is not None and \
+                member.running else (None, None)
             cpu = group.cpu_seconds() if group and member.running else None
             if cpu is None and member.running:
                 cpu = _tree_cpu_seconds(member.pid)
             samples.append(MemberSample(
                 name=member.name, running=member.running, cpu_seconds=cpu,
                 cpu_quota_cores=self.topology.cpu_per_member,
-                connections=connections.get(member.name, 0) if connections is not None else None))
+                connections=connections.get(member.name, 0) if connections is not None else None,
+                messages_in=counts[0], messages_out=counts[1]))
         return BrokerSample(samples, depths)
 
     def settled_queue_depths(self) -> dict[str, int]:
@@ -264,7 +269,7 @@ class LocalRabbitMQ:
         api = Management(HOST, member.management_port, timeout_s=2.0)
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
-            if not _alive(pid, member.name):
+            if _exited(pid):
                 tail = files.console_log.read_text(errors="replace").strip().splitlines()[-5:]
                 raise ProvisionError(f"{member.name} exited: " + " | ".join(tail))
             try:
@@ -366,6 +371,16 @@ def _alive(pid: int | None, marker: str) -> bool:
         return marker in " ".join(process.cmdline()) or marker in process.environ().values()
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
+
+
+def _exited(pid: int) -> bool:
+    """Whether ``pid`` is gone or a zombie. Unlike :func:`_alive` this reads nothing that a
+    process changes while it execs (the start script becomes the VM), so it has no false
+    alarms during a boot."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def _stop_process(pid: int | None, marker: str, kill: bool) -> bool:

@@ -51,10 +51,20 @@ class Management:
         quoted = urllib.parse.quote(name or queue.name, safe="")
         self.request("PUT", f"/queues/%2F/{quoted}", body)
 
-    def queue_depths(self) -> dict[str, int]:
-        """Messages (ready + unacknowledged) per queue on the default vhost."""
-        rows = self.request("GET", "/queues/%2F?columns=name,messages") or []
-        return {row["name"]: int(row.get("messages") or 0) for row in rows}
+    def queues(self) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
+        """Messages (ready + unacknowledged) per queue on the default vhost, and per member
+        node the messages published to and delivered from the queues it leads, since they
+        were declared."""
+        rows = self.request("GET", "/queues/%2F?columns=name,node,messages,"
+                                   "message_stats.publish,message_stats.deliver_get") or []
+        depths, per_node = {}, {}
+        for row in rows:
+            depths[row["name"]] = int(row.get("messages") or 0)
+            stats = row.get("message_stats") or {}
+            published, delivered = per_node.get(row.get("node", "?"), (0, 0))
+            per_node[row.get("node", "?")] = (published + int(stats.get("publish") or 0),
+                                              delivered + int(stats.get("deliver_get") or 0))
+        return depths, per_node
 
     def connections_per_node(self) -> Counter[str]:
         """Client connections per member node name."""
