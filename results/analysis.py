@@ -13,10 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
 from drivers.histogram import LatencyHistogram
-from results.rundir import FORMAT_VERSION
+from results.rundir import FORMAT_VERSION, readable_parts
 
 READABLE_VERSIONS = (FORMAT_VERSION - 1, FORMAT_VERSION)
 PERCENTILES = {"p50_ms": 50.0, "p95_ms": 95.0, "p99_ms": 99.0, "p999_ms": 99.9}
@@ -28,23 +26,16 @@ class RunAnalysis:
     """What the Spark jobs found in one run directory."""
 
     run_dir: Path
-    scenario: str
+    manifest: dict[str, Any]
     steps: list[dict[str, Any]] = field(default_factory=list)
     members: list[dict[str, Any]] = field(default_factory=list)
     cost: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
-
-def readable_parts(run_dir: Path, table: str, problems: list[str]) -> list[str]:
-    """The Parquet parts of ``table`` whose footer reads; the others are named in ``problems``."""
-    good = []
-    for part in sorted((run_dir / "metrics" / table).glob("part-*.parquet")):
-        try:
-            pq.ParquetFile(part).metadata  # noqa: B018 - reading the footer is the check
-            good.append(str(part))
-        except Exception as error:  # noqa: BLE001 - any unreadable file is skipped, named
-            problems.append(f"{part}: unreadable ({type(error).__name__}: {error}); skipped")
-    return good
+    @property
+    def scenario(self) -> str:
+        """The scenario's name."""
+        return self.manifest["scenario"]["name"]
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
@@ -66,8 +57,8 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
 def analyze_run(spark, run_dir: Path, price_per_core_hour: float) -> RunAnalysis:
     """Run the step-table, member and cost jobs on one run directory."""
     manifest = read_manifest(run_dir)
-    result = RunAnalysis(run_dir, manifest["scenario"]["name"])
-    parts = {table: readable_parts(run_dir, table, result.problems)
+    result = RunAnalysis(run_dir, manifest)
+    parts = {table: [str(p) for p in readable_parts(run_dir, table, result.problems)]
              for table in ("ticks", "members", "agents")}
     if not parts["ticks"]:
         result.problems.append(f"{run_dir / 'metrics/ticks'}: no readable ticks; "

@@ -50,10 +50,13 @@ class Catalog:
         except (FileNotFoundError, ValueError):
             self.state = {}
 
-    def pending(self, dirs: list[Path]) -> list[Path]:
-        """The runs among ``dirs`` that are new or changed, or whose analysis is missing."""
-        return [d for d in dirs if self.state.get(d.name) != fingerprint(d)
-                or not (d / "analysis" / "report.md").exists()]
+    def pending(self, dirs: list[Path], force: bool = False) -> dict[Path, str]:
+        """The runs among ``dirs`` that are new or changed, or whose analysis is missing (all
+        with ``force``), each with its fingerprint now."""
+        digests = {d: fingerprint(d) for d in dirs}
+        return {d: digest for d, digest in digests.items()
+                if force or self.state.get(d.name) != digest
+                or not (d / "analysis" / "report.md").exists()}
 
     def done(self, run_dir: Path, digest: str) -> None:
         """Record ``run_dir`` as analysed at ``digest``; saved at once, atomically."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -10,7 +9,7 @@ from pathlib import Path
 
 from results import report, timeline
 from results.analysis import analyze_run
-from results.catalog import Catalog, fingerprint, locked
+from results.catalog import Catalog, locked
 from results.rundir import read_table
 
 DEFAULT_PRICE_PER_CORE_HOUR = 0.04  # currency units per core-hour; set your own
@@ -40,10 +39,9 @@ def analyze(dirs: list[Path], price_per_core_hour: float = DEFAULT_PRICE_PER_COR
     for root, members in roots.items():
         with locked(root):
             catalog = Catalog(root)
-            pending = members if force else catalog.pending(members)
+            pending = catalog.pending(members, force)
             summary.skipped += [d for d in members if d not in pending]
-            for run_dir in pending:
-                digest = fingerprint(run_dir)
+            for run_dir, digest in pending.items():
                 try:
                     _analyze_one(run_dir, price_per_core_hour, spark_master, summary, say)
                 except Exception as error:  # noqa: BLE001 - one bad run never stops the rest
@@ -60,7 +58,7 @@ def _analyze_one(run_dir: Path, price: float, master: str | None, summary: Summa
                  say: Callable[[str], None]) -> None:
     from results.spark import session
     analysis = analyze_run(session(master), run_dir, price)
-    manifest = json.loads((run_dir / "run.json").read_text())
+    manifest = analysis.manifest
     ticks = read_table(run_dir, "ticks").to_pylist()
     events = timeline.read_events(run_dir)
     derived = {"scale_outs": timeline.reaction_times(manifest, events, ticks),

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from results.analysis import PERCENTILES, RunAnalysis
-from results.steptable import fixed_width
+from results.steptable import fixed_width, member_index
 
 MARKED_EVENTS = {"member_started": ("member started", "tab:green"),
                  "member_stopped": ("member stopped", "tab:purple"),
@@ -33,7 +33,7 @@ def write(analysis: RunAnalysis, ticks: list[dict], members: list[dict], events:
 def step_table_text(steps: list[dict]) -> str:
     """The step table in document 000's Table 1 shape, with full latency percentiles."""
     names = sorted({m for row in steps for m in row["cpu_percent"]})
-    short = [m.split("@")[0].rsplit("-", 1)[-1] for m in names]
+    short = [member_index(m) for m in names]
     lines = [["step", "target msg/s", "achieved msg/s", "min msg/s", "members",
               *[f"m{s} CPU%" for s in short], "host CPU%", "balance",
               *[n.replace("_ms", "").replace("p999", "p99.9") + " ms" for n in PERCENTILES],

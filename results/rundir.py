@@ -109,11 +109,25 @@ class RunWriter:
         self._events.close()
 
 
+def readable_parts(root: Path, table: str, problems: list[str] | None = None) -> list[Path]:
+    """The Parquet parts of one metric table whose footer reads; the others are named in
+    ``problems`` (if given) and left out."""
+    good = []
+    for part in sorted((root / "metrics" / table).glob("part-*.parquet")):
+        try:
+            pq.ParquetFile(part).close()  # opening reads and checks the footer
+            good.append(part)
+        except Exception as error:  # noqa: BLE001 - any unreadable file is skipped, named
+            if problems is not None:
+                problems.append(f"{part}: unreadable ({type(error).__name__}: {error}); "
+                                "skipped")
+    return good
+
+
 def read_table(root: Path, table: str) -> pa.Table:
     """All parts of one metric table of a run (empty table if none), skipping unreadable parts."""
-    parts = sorted((root / "metrics" / table).glob("part-*.parquet"))
     tables = []
-    for part in parts:
+    for part in sorted((root / "metrics" / table).glob("part-*.parquet")):
         try:
             tables.append(pq.read_table(part))
         except (OSError, pa.ArrowInvalid):

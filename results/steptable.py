@@ -92,7 +92,7 @@ def step_rows(phases: list[dict], ticks: list[dict], members: list[dict],
 def as_text(rows: list[StepRow]) -> str:
     """A fixed-width table for terminals and logs."""
     members = sorted({m for row in rows for m in row.cpu_percent})
-    short = [m.split("@")[0].rsplit("-", 1)[-1] for m in members]
+    short = [member_index(m) for m in members]
     header = ["step", "target msg/s", "achieved msg/s", "sent msg/s", "received msg/s",
               "members",
               *[f"m{s} CPU%" for s in short], "host CPU%", "p50 ms", "p99 ms", "errors"]
@@ -105,6 +105,11 @@ def as_text(rows: list[StepRow]) -> str:
             f"{row.host_cpu_percent:.1f}", f"{row.p50_ms:.2f}", f"{row.p99_ms:.2f}",
             str(row.errors)])
     return fixed_width(lines)
+
+
+def member_index(node_name: str) -> str:
+    """The pool index in a member's node name: ``surge-uniform-4-2@localhost`` -> ``2``."""
+    return node_name.split("@")[0].rsplit("-", 1)[-1]
 
 
 def fixed_width(lines: list[list[str]]) -> str:

@@ -93,6 +93,14 @@ class CpuCgroup:
                     time.sleep(0.1)
 
 
+def joining(group: CpuCgroup | None):
+    """A ``preexec_fn`` that moves the child into ``group`` before it execs (``None``: none)."""
+    if group is None:
+        return None
+    paths = [str(p) for p in group.procs_files()]
+    return lambda: join_cgroup(paths)
+
+
 def join_cgroup(procs_files: list[str]) -> None:
     """Move the calling process into the cgroups (used between fork and exec)."""
     for path in procs_files:

@@ -67,7 +67,7 @@ class LocalRabbitMQ:
         for index in range(self.topology.members):
             member = self.member(index)
             booted = self._booted(state, index)
-            serving = self._serving(state, index)
+            serving = booted and self._serving_flag(state, index)
             out.append(dataclasses.replace(
                 member, running=serving, standby=booted and not serving,
                 pid=state["members"][str(index)]["pid"] if booted else None))
@@ -153,9 +153,9 @@ class LocalRabbitMQ:
 
     # -- observation ------------------------------------------------------------------------
 
-    def management(self) -> Management:
-        """A management client on some running member."""
-        running = self.running()
+    def management(self, members: list[Member] | None = None) -> Management:
+        """A management client on some running member (of ``members``, if already known)."""
+        running = [m for m in (members if members is not None else self.status()) if m.running]
         if not running:
             raise ProvisionError(f"no member of {self.topology.name} runs", temporary=True)
         return Management(HOST, running[0].management_port)
@@ -165,7 +165,7 @@ class LocalRabbitMQ:
         state = self._read_state()
         members = self.status(state)
         try:
-            api = self.management()
+            api = self.management(members)
             connections = api.connections_per_node()
             depths, messages = api.queues()
         except ProvisionError:
@@ -235,7 +235,7 @@ class LocalRabbitMQ:
         node.write_files(member, files, seeds)
         group = CpuCgroup.create(f"surge-{self.topology.name}-{index}", None, BOOT_SHARES)
         env = node.node_env(member, files, self.topology.port_base + 20000 + index, self.epmd_port)
-        process = node.spawn(env, files, [str(p) for p in group.procs_files()] if group else [])
+        process = node.spawn(env, files, group)
         self._write_state(state, entry, pid=process.pid, cgroup=group.name if group else None,
                           serving=False)
         self._await(member, process.pid, files)
@@ -257,7 +257,7 @@ class LocalRabbitMQ:
         if group:
             group.set_quota(None, BOOT_SHARES)
         node.rabbitmqctl(member.name, self.epmd_port, "start_app",
-                         cgroup_procs=[str(p) for p in group.procs_files()] if group else None)
+                         cgroup=group)
         self._await(member, entry["pid"], node.NodeFiles(self.state_dir / f"member-{index}"))
         self._write_state(state, entry, serving=True)
         if group:
@@ -314,7 +314,12 @@ class LocalRabbitMQ:
 
     def _serving(self, state: dict, index: int) -> bool:
         """Whether the member's broker application serves clients."""
-        return self._booted(state, index) and state["members"][str(index)].get("serving", True)
+        return self._booted(state, index) and self._serving_flag(state, index)
+
+    @staticmethod
+    def _serving_flag(state: dict, index: int) -> bool:
+        """What the state says of a booted member (state from before warm pools: serving)."""
+        return state["members"][str(index)].get("serving", True)
 
     def _reconcile(self, state: dict) -> dict:
         """Forget members that died (a crashed run); with none alive, start from clean data."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from orchestrator.errors import ProvisionError
 from topologies.base import Member
-from topologies.cgroups import join_cgroup
+from topologies.cgroups import CpuCgroup, joining
 
 RABBITMQ_BIN = Path(os.environ.get("SURGE_RABBITMQ_BIN", "/usr/lib/rabbitmq/bin"))
 PLUGINS = "[rabbitmq_management,rabbitmq_prometheus]."
@@ -81,14 +81,14 @@ def node_env(member: Member, files: NodeFiles, dist_port: int, epmd_port: int) -
     return env
 
 
-def spawn(env: dict[str, str], files: NodeFiles, cgroup_procs: list[str]) -> subprocess.Popen:
+def spawn(env: dict[str, str], files: NodeFiles, cgroup: CpuCgroup | None) -> subprocess.Popen:
     """Start the node in its own session (and cgroup, if any); returns at once."""
     log = open(files.console_log, "ab")  # noqa: SIM115 - handed to the child, closed below
     try:
         return subprocess.Popen(
             [str(RABBITMQ_BIN / "rabbitmq-server")], env=env, stdin=subprocess.DEVNULL,
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=(lambda: join_cgroup(cgroup_procs)) if cgroup_procs else None)
+            preexec_fn=joining(cgroup))
     except OSError as error:
         raise ProvisionError(f"cannot start {RABBITMQ_BIN / 'rabbitmq-server'}: {error}") \
             from None
@@ -97,8 +97,8 @@ def spawn(env: dict[str, str], files: NodeFiles, cgroup_procs: list[str]) -> sub
 
 
 def rabbitmqctl(node: str, epmd_port: int, *args: str, timeout_s: float = 120.0,
-                cgroup_procs: list[str] | None = None) -> str:
-    """Run ``rabbitmqctl -n node ARGS`` (in the cgroups of ``cgroup_procs``, if given: the CLI
+                cgroup: CpuCgroup | None = None) -> str:
+    """Run ``rabbitmqctl -n node ARGS`` (in ``cgroup``, if given: the CLI
     is an Erlang VM of its own, slow to start on a busy host at a normal CPU weight); raises
     ``ProvisionError`` with its output on failure."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RABBITMQ_")}
@@ -108,8 +108,7 @@ def rabbitmqctl(node: str, epmd_port: int, *args: str, timeout_s: float = 120.0,
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout_s,
                               stdin=subprocess.DEVNULL,
-                              preexec_fn=(lambda: join_cgroup(cgroup_procs)) if cgroup_procs
-                              else None)
+                              preexec_fn=joining(cgroup))
     except subprocess.TimeoutExpired:
         raise ProvisionError(f"rabbitmqctl {' '.join(args)} on {node} timed out after "
                              f"{timeout_s:.0f} s", temporary=True) from None
