@@ -4,8 +4,11 @@ Endpoints (JSON bodies; every one but ``/metrics`` needs ``Authorization: Bearer
 
 - ``GET /metrics``       Prometheus text (cumulative counters and a latency histogram)
 - ``GET /snapshot``      counters and the latency histogram of the interval since the last call
-- ``POST /configure``    ``{broker, destination, message_size, senders: [...], receivers: [...]}``
-- ``POST /rate``         ``{"rate_per_sender": 115}``: live rate change, no reconnect
+- ``POST /configure``    ``{broker, pattern, destination, message_size, senders: [...],
+  receivers: [...]}``; a sender is ``{producer_id, rate, endpoint, queue, limit, start_delay_s}``
+- ``POST /rate``         ``{"rate_per_sender": 115, "active": 8}``: live rate change, no
+  reconnect; ``active`` senders (producer ids 1..N) publish, the others pause
+- ``POST /consumer_delay`` ``{"seconds": 0.01}``: each receiver's processing time per message
 - ``POST /move``         ``{"senders": [ids], "receivers": [ids], "endpoint": url, "queue": q}``
 - ``POST /stop_senders`` stop publishing (waits for confirms)
 - ``GET /accounting``    per-producer sent counts and received-sequence bitmaps
@@ -21,6 +24,7 @@ import base64
 import hmac
 import json
 import os
+import random
 import sys
 import threading
 import time
@@ -33,7 +37,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from drivers.base import Destination, Driver
 from drivers.header import PayloadBuilder
 from drivers.histogram import bucket_bounds
-from drivers.workers import ReceiverRole, Recorder, SenderRole
+from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
 
 PROMETHEUS_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                         2.5, 5.0, 10.0)
@@ -59,26 +63,48 @@ class Agent:
             self.driver = _make_driver(config.get("broker", "rabbitmq"), destination,
                                        self.recorder)
             self.driver.start()
+            request_reply = config.get("pattern") == "request-reply"
+            receiver_kind = ResponderRole if request_reply else ReceiverRole
             for receiver in config.get("receivers", []):
-                role = ReceiverRole(self.recorder, int(receiver.get("id", 0)))
+                role = receiver_kind(self.recorder, int(receiver.get("id", 0)))
                 self.receivers[role.receiver_id] = role
                 self.driver.add_receiver(role, receiver["endpoint"], receiver.get("queue"))
             payload = PayloadBuilder(int(config["message_size"]))
+            in_flight = int(config.get("in_flight", 1))
             for sender in config.get("senders", []):
-                role = self.driver.call(lambda s=sender: SenderRole(
-                    int(s["producer_id"]), float(s["rate"]), payload, self.recorder))
+                role = self.driver.call(lambda s=sender: self._sender(
+                    s, payload, in_flight if request_reply else None))
                 self.senders[role.producer_id] = role
                 self.driver.add_sender(role, sender["endpoint"], sender.get("queue"))
         return {"senders": len(config.get("senders", [])),
                 "receivers": len(config.get("receivers", []))}
 
-    def set_rate(self, rate_per_sender: float) -> dict[str, Any]:
-        """Apply a new per-sender rate to every running sender."""
+    def _sender(self, sender: dict[str, Any], payload: PayloadBuilder,
+                in_flight: int | None) -> SenderRole:
+        """A sender (or a requester, given an in-flight window) starting after its random
+        start delay."""
+        start = time.monotonic() + random.uniform(0, float(sender.get("start_delay_s", 0)))
+        limit = sender.get("limit")
+        common = (int(sender["producer_id"]), float(sender["rate"]), payload, self.recorder)
+        if in_flight is not None:
+            return RequesterRole(*common, in_flight=in_flight, now=start, limit=limit)
+        return SenderRole(*common, now=start, limit=limit)
+
+    def set_rate(self, rate_per_sender: float, active: int | None = None) -> dict[str, Any]:
+        """Apply a new per-sender rate to every sender; with ``active``, only producers 1 to
+        ``active`` publish and the others pause."""
         def apply() -> int:
             for role in self.recorder.senders:
                 role.set_rate(rate_per_sender)
-            return len(self.recorder.senders)
-        return {"senders": self._on_loop(apply)}
+                role.pause(active is not None and role.producer_id > active)
+            return sum(1 for role in self.recorder.senders if not role.paused)
+        return {"active": self._on_loop(apply)}
+
+    def set_consumer_delay(self, seconds: float) -> dict[str, Any]:
+        """Make every receiver take ``seconds`` per message from now on."""
+        if self.driver:
+            self.driver.set_consumer_delay(seconds)
+        return {"consumer_delay_s": seconds}
 
     def move(self, body: dict[str, Any]) -> dict[str, Any]:
         """Move senders and receivers (by id) to ``endpoint`` and ``queue``."""
@@ -169,7 +195,10 @@ def _handler(agent: Agent, token: str, registry: CollectorRegistry, done: thread
         ("GET", "/snapshot"): lambda body: agent.snapshot(),
         ("GET", "/accounting"): lambda body: agent.accounting(),
         ("POST", "/configure"): agent.configure,
-        ("POST", "/rate"): lambda body: agent.set_rate(float(body["rate_per_sender"])),
+        ("POST", "/rate"): lambda body: agent.set_rate(float(body["rate_per_sender"]),
+                                                       body.get("active")),
+        ("POST", "/consumer_delay"): lambda body: agent.set_consumer_delay(
+            float(body["seconds"])),
         ("POST", "/move"): agent.move,
         ("POST", "/stop_senders"): lambda body: agent.stop_senders(),
         ("POST", "/stop_receivers"): lambda body: agent.stop_receivers(),

@@ -3,13 +3,20 @@
 One loop thread hosts all senders and receivers, so rate changes and snapshots need no locks.
 Senders publish on timers that follow their rate schedule; receivers consume with a prefetch and
 acknowledge in batches (``multiple=True``). A dropped connection is retried with backoff, moving
-to the next endpoint, and counted instead of ending the worker.
+to the next endpoint, and counted instead of ending the worker; with publisher confirms, what
+was not confirmed on the lost connection is published again on the next one.
+
+Requesters declare their own exclusive, auto-delete reply queue and match replies by
+correlation id; responders put each reply on the request's ``reply_to`` before acknowledging
+the request. A consumer processing time (``set_consumer_delay``) makes each receiver handle one
+message per delay, holding the rest of its prefetch unacknowledged, as a slow application does.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 
@@ -18,13 +25,15 @@ from pika.adapters.select_connection import IOLoop
 
 from drivers import amqp_wire
 from drivers.base import Destination, Driver
-from drivers.workers import ReceiverRole, SenderRole
+from drivers.header import HEADER_SIZE
+from drivers.workers import ReceiverRole, RequesterRole, ResponderRole, SenderRole
 
 MAX_BUFFERED_BYTES = 4 * 1024 * 1024  # outbound bytes per connection before a sender waits
 MAX_UNCONFIRMED = 2000  # with confirms, publishes in flight per sender before it waits
 PACING_TICK_S = 0.002  # a sender wakes at most this often, publishing whatever is due
 ACK_FLUSH_S = 0.1  # manual acks of a quiet receiver are flushed at least this often
 RETIRE_GRACE_S = 2.0  # a moved sender's old connection stays open this long for its last publishes
+PAUSED_POLL_S = 0.05  # a paused (or closed-loop) sender looks again this often
 BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 
 
@@ -109,6 +118,8 @@ class _SenderLink(_Link):
         self.last_tag = 0
         self.published = 0
         self.template: amqp_wire.PublishTemplate | None = None
+        self.unconfirmed_batches: deque[list[int]] = deque()  # [first tag, first seq, count]
+        self.resend: list[tuple[int, int]] = []  # (first seq, count) to publish again
 
     def ready(self, channel) -> None:
         self.published = self.last_tag = 0
@@ -125,27 +136,37 @@ class _SenderLink(_Link):
     def _publish(self) -> None:
         self.timer = None
         role = self.role
-        if self.channel is None or self.closing or not role.active:
+        if self.channel is None or self.closing or not role.active or role.done:
             return
         if self._may_publish():
+            for first, n in self.resend:
+                self._emit(first, n)
+                self.recorder.republished += n
+            self.resend.clear()
             n = role.due()
             if n:
-                if self.template is not None:
-                    amqp_wire.emit(self.connection, self.template.batch(
-                        n, role.producer_id, role.take(n), time.time_ns()))
-                else:
-                    publish, queue, props, body = self.channel.basic_publish, \
-                        self.queue, self.properties, role.next_body
-                    for _ in range(n):
-                        publish("", queue, body(), props)
-                self.published += n
+                self._emit(role.take(n), n)
                 self.recorder.sent += n
-            delay = role.delay_s()
+            delay = PAUSED_POLL_S if role.paused else role.delay_s()
             if role.schedule.rate:
                 delay = max(delay, PACING_TICK_S)
         else:
             delay = PACING_TICK_S
         self.timer = self.driver.ioloop.call_later(delay, self._publish)
+
+    def _emit(self, first_seq: int, n: int) -> None:
+        """Publish messages ``first_seq`` .. ``first_seq + n - 1`` of this sender."""
+        role = self.role
+        if self.template is not None:
+            amqp_wire.emit(self.connection, self.template.batch(
+                n, role.producer_id, first_seq, time.time_ns()))
+        else:
+            publish, queue, props = self.channel.basic_publish, self.queue, self.properties
+            for seq in range(first_seq, first_seq + n):
+                publish("", queue, role.body(seq), props)
+        if self.driver.destination.confirms:
+            self.unconfirmed_batches.append([self.published + 1, first_seq, n])
+        self.published += n
 
     def _may_publish(self) -> bool:
         if self.unconfirmed >= MAX_UNCONFIRMED:
@@ -162,6 +183,27 @@ class _SenderLink(_Link):
             self.recorder.confirmed += count
         else:
             self.recorder.nacked += count
+        self._settle(tag, resend=method.NAME != "Basic.Ack")
+
+    def _settle(self, tag: int, resend: bool) -> None:
+        """Forget batches confirmed up to ``tag`` (RabbitMQ confirms in order); nacked ones
+        are published again."""
+        batches = self.unconfirmed_batches
+        while batches and batches[0][0] <= tag:
+            first_tag, first_seq, n = batches[0]
+            settled = min(n, tag - first_tag + 1)
+            if resend:
+                self.resend.append((first_seq, settled))
+            if settled == n:
+                batches.popleft()
+            else:
+                batches[0] = [first_tag + settled, first_seq + settled, n - settled]
+
+    def _closed(self, connection, reason) -> None:
+        if not self.closing:
+            self.resend.extend((seq, n) for _, seq, n in self.unconfirmed_batches)
+        self.unconfirmed_batches.clear()
+        super()._closed(connection, reason)
 
     @property
     def unconfirmed(self) -> int:
@@ -190,6 +232,61 @@ class _SenderLink(_Link):
             self.timer = None
 
 
+class _RequesterLink(_SenderLink):
+    """A requester: its own reply queue, requests with reply_to and a correlation id."""
+
+    role: RequesterRole
+
+    def __init__(self, driver: AmqpDriver, role: RequesterRole, endpoint: str, queue: str):
+        super().__init__(driver, role, endpoint, queue)
+        self.reply_to = ""
+
+    def ready(self, channel) -> None:
+        self.published = self.last_tag = 0
+        if self.driver.destination.confirms:
+            channel.confirm_delivery(self._confirmed)
+        channel.queue_declare("", exclusive=True, auto_delete=True,
+                              callback=self._reply_queue_declared)
+
+    def _reply_queue_declared(self, frame) -> None:
+        self.reply_to = frame.method.queue
+        self.channel.basic_consume(self.reply_to, self._replied, auto_ack=True)
+        self._publish()
+
+    def _replied(self, channel, method, properties, body) -> None:
+        self.role.on_reply(properties.correlation_id)
+        self._send()
+
+    def _publish(self) -> None:
+        self.timer = None
+        role = self.role
+        if self.channel is None or self.closing or not role.active or role.done:
+            return
+        role.expire(self.driver.destination.reply_timeout_s)
+        self._send()
+        delay = PAUSED_POLL_S if role.paused or not role.schedule.rate else \
+            max(role.delay_s(), PACING_TICK_S)
+        self.timer = self.driver.ioloop.call_later(delay, self._publish)
+
+    def _send(self) -> None:
+        if self.channel is None or self.closing or not self._may_publish():
+            return
+        role, publish = self.role, self.channel.basic_publish
+        mode = self.properties.delivery_mode
+        n = role.room()
+        for _ in range(n):
+            correlation, body = role.request()
+            publish("", self.queue, body, pika.BasicProperties(
+                delivery_mode=mode, reply_to=self.reply_to, correlation_id=correlation))
+        self.published += n
+        self.recorder.sent += n
+
+    def _closed(self, connection, reason) -> None:
+        self.role.lost_connection()
+        self.unconfirmed_batches.clear()
+        _Link._closed(self, connection, reason)
+
+
 class _ReceiverLink(_Link):
     def __init__(self, driver: AmqpDriver, role: ReceiverRole, endpoint: str, queue: str):
         super().__init__(driver, endpoint, queue)
@@ -201,10 +298,19 @@ class _ReceiverLink(_Link):
         self.last_tag = 0
         self.timer = None
         self.consumer_tag: str | None = None
+        self.responds = isinstance(role, ResponderRole)
+        self.pending: deque[tuple] = deque()  # deliveries waiting for the consumer delay
+        self.pending_timer = None
+        self.busy_until = 0.0  # a slowed receiver handles its next message from then
+        if self.responds:
+            self.padding = bytes(max(0, destination.reply_size - HEADER_SIZE))
+            self.reply_mode = 2 if destination.persistent else 1
 
     def ready(self, channel) -> None:
         self.unacked = 0
-        if self.driver.destination.fast_path and amqp_wire.hooks_available(self.connection):
+        self.pending.clear()
+        if self.driver.destination.fast_path and not self.responds \
+                and amqp_wire.hooks_available(self.connection):
             amqp_wire.install_decoder(self.connection, channel.channel_number, self._arrived)
         channel.basic_qos(prefetch_count=self.driver.destination.prefetch)
         self.consumer_tag = channel.basic_consume(self.queue, self._delivered,
@@ -213,10 +319,40 @@ class _ReceiverLink(_Link):
             self.timer = self.driver.ioloop.call_later(ACK_FLUSH_S, self._flush_timer)
 
     def _delivered(self, channel, method, properties, body) -> None:
-        self._arrived(body, 0, method.delivery_tag, method.redelivered)
+        self._arrived(body, 0, method.delivery_tag, method.redelivered, properties)
 
-    def _arrived(self, buffer: bytes, offset: int, tag: int, redelivered: bool) -> None:
+    def _arrived(self, buffer: bytes, offset: int, tag: int, redelivered: bool,
+                 properties=None) -> None:
+        if self.driver.consumer_delay_s > 0 or self.pending:
+            self.pending.append((buffer, offset, tag, redelivered, properties))
+            if self.pending_timer is None:
+                self.pending_timer = self.driver.ioloop.call_later(
+                    max(0.0, self.busy_until - time.monotonic()), self._work_pending)
+            return
+        self._process(buffer, offset, tag, redelivered, properties)
+
+    def _work_pending(self) -> None:
+        """Handle the oldest waiting delivery, then wait the consumer delay for the next."""
+        self.pending_timer = None
+        if self.closing or self.channel is None:
+            return
+        delay = self.driver.consumer_delay_s
+        while self.pending:
+            self._process(*self.pending.popleft())
+            if delay > 0:
+                self.busy_until = time.monotonic() + delay
+                break
+        if self.pending:
+            self.pending_timer = self.driver.ioloop.call_later(delay, self._work_pending)
+
+    def _process(self, buffer: bytes, offset: int, tag: int, redelivered: bool,
+                 properties) -> None:
         self.role.on_body(buffer, offset, redelivered)
+        if self.responds and properties is not None and properties.reply_to:
+            self.channel.basic_publish(
+                "", properties.reply_to, buffer[offset:offset + HEADER_SIZE] + self.padding,
+                pika.BasicProperties(delivery_mode=self.reply_mode,
+                                     correlation_id=properties.correlation_id))
         if self.manual:
             self.last_tag = tag
             self.unacked += 1
@@ -239,6 +375,7 @@ class _ReceiverLink(_Link):
             self.close()
 
     def _closed_out(self) -> None:
+        self.pending.clear()  # never processed nor acknowledged: back to the queue on close
         self.flush()
         self.close()
 
@@ -255,6 +392,7 @@ class AmqpDriver(Driver):
         self.destination = destination
         self.queue = destination.queue
         self.recorder = recorder
+        self.consumer_delay_s = 0.0
         self.ioloop = IOLoop()
         self.senders: list[_SenderLink] = []
         self.receivers: list[_ReceiverLink] = []
@@ -264,7 +402,8 @@ class AmqpDriver(Driver):
         self.thread.start()
 
     def add_sender(self, role: SenderRole, endpoint: str, queue: str | None = None) -> None:
-        link = _SenderLink(self, role, endpoint, queue or self.queue)
+        kind = _RequesterLink if isinstance(role, RequesterRole) else _SenderLink
+        link = kind(self, role, endpoint, queue or self.queue)
         self.senders.append(link)
         self.call(link.connect)
 
@@ -277,12 +416,22 @@ class AmqpDriver(Driver):
              ) -> None:
         def swap() -> None:
             links = self.senders if isinstance(role, SenderRole) else self.receivers
+            target = queue
             for link in links:
                 if link.role is role and not link.closing:
+                    target = target or link.queue
                     link.retire()
             (self.add_sender if isinstance(role, SenderRole) else self.add_receiver)(
-                role, endpoint, queue)
+                role, endpoint, target)
         self.call(swap)
+
+    def set_consumer_delay(self, seconds: float) -> None:
+        def apply() -> None:
+            self.consumer_delay_s = seconds
+            for link in self.receivers:
+                if link.pending and link.pending_timer is None:
+                    link.pending_timer = self.ioloop.call_later(0, link._work_pending)
+        self.call(apply)
 
     def call(self, function: Callable[[], object], timeout_s: float = 10.0) -> object:
         if threading.current_thread() is self.thread or not self.thread.is_alive():

@@ -27,6 +27,8 @@ class Destination:
     confirms: bool = False
     prefetch: int = 200
     manual_ack: bool = True
+    reply_size: int = 0  # request-reply: bytes of each reply
+    reply_timeout_s: float = 10.0  # request-reply: a request unanswered this long times out
     fast_path: bool = True  # drivers may encode/decode frames themselves where they can
 
 
@@ -51,6 +53,11 @@ class Driver(ABC):
              ) -> None:
         """Move a running worker to another endpoint (and queue) without losing or duplicating
         a message: the new connection is made before the old one is let go."""
+
+    @abstractmethod
+    def set_consumer_delay(self, seconds: float) -> None:
+        """Make every receiver take ``seconds`` per message from now on (0: as fast as it can),
+        holding the rest of its prefetch unacknowledged meanwhile."""
 
     @abstractmethod
     def call(self, function: Callable[[], object], timeout_s: float = 10.0) -> object:

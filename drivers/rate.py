@@ -72,15 +72,16 @@ class RateSchedule:
             return 0.0
         return self._anchor + self._k / self.rate
 
-    def set_rate(self, rate: float, now: float) -> None:
+    def set_rate(self, rate: float, now: float, restart: bool = False) -> None:
         """Switch to rate from now on, keeping the progress towards the next message.
 
         The fraction of the current interval already elapsed carries over (scaled to the new
         rate), so the change causes neither a burst nor a gap; messages already due under the
-        old rate but not yet handed out stay due.
+        old rate but not yet handed out stay due. ``restart`` starts afresh from ``now``
+        instead (after a pause, nothing is owed).
         """
         old = self.rate
-        if old == 0 or rate == 0:
+        if old == 0 or rate == 0 or restart:
             self._set(rate, now)
             return
         # Message units still to go before the next message; negative when messages are pending.

@@ -1,4 +1,5 @@
-"""Worker roles (sender, receiver) and the one recorder every measurement goes through.
+"""Worker roles (sender, receiver, requester, responder) and the one recorder every
+measurement goes through.
 
 Roles are broker-agnostic: they build and read message bodies, keep rate schedules and count.
 All role methods run on the driver's loop thread, so the counters need no locks; snapshots are
@@ -29,6 +30,10 @@ class Recorder:
         self.reconnects = 0
         self.header_errors = 0
         self.connections = 0
+        self.republished = 0
+        self.served = 0
+        self.unmatched = 0
+        self.timeouts = 0
         self.last_error = ""
         self.latency = LatencyHistogram()
         self.total_latency = LatencyHistogram()
@@ -51,8 +56,12 @@ class Recorder:
             "duplicates": self.tracker.duplicates, "out_of_order": self.tracker.out_of_order,
             "errors": self.errors, "reconnects": self.reconnects,
             "header_errors": self.header_errors, "connections": self.connections,
+            "republished": self.republished, "served": self.served,
+            "unmatched": self.unmatched, "timeouts": self.timeouts,
+            "senders_done": sum(1 for s in self.senders if s.done),
             "skipped": sum(s.schedule.skipped for s in self.senders),
-            "target_rate": sum(s.schedule.rate for s in self.senders if s.active),
+            "target_rate": sum(s.schedule.rate for s in self.senders
+                               if s.active and not s.paused),
             "last_error": self.last_error,
             "latency": interval.to_dict(),
         }
@@ -63,22 +72,46 @@ class Recorder:
 
 
 class SenderRole:
-    """One sender: a producer id, a rate schedule and a sequence of message bodies."""
+    """One sender: a producer id, a rate schedule and a sequence of message bodies.
+
+    ``active`` ends with the run (or ``limit`` messages); ``paused`` is a client-count sweep
+    holding this sender back for a while.
+    """
 
     def __init__(self, producer_id: int, rate: float, payload: PayloadBuilder,
-                 recorder: Recorder, now: float | None = None):
+                 recorder: Recorder, now: float | None = None, limit: int | None = None):
         self.producer_id = producer_id
         self.schedule = RateSchedule(rate, time.monotonic() if now is None else now)
         self.seq = 0
         self.active = True
+        self.paused = False
+        self.limit = limit
         self.recorder = recorder
         self.size = payload.size
         self._build = payload.build
         recorder.senders.append(self)
 
+    @property
+    def done(self) -> bool:
+        """Whether this sender has sent all it was asked to (``limit``)."""
+        return self.limit is not None and self.seq >= self.limit
+
     def due(self) -> int:
         """How many messages to publish now."""
-        return self.schedule.due(time.monotonic()) if self.active else 0
+        if not self.active or self.paused:
+            return 0
+        n = self.schedule.due(time.monotonic())
+        return n if self.limit is None else min(n, self.limit - self.seq)
+
+    def body(self, seq: int) -> bytes:
+        """The body of message ``seq`` (again, for a republish), stamped now."""
+        return self._build(self.producer_id, seq, time.time_ns())
+
+    def pause(self, paused: bool) -> None:
+        """Hold this sender back, or let it go again from now (nothing owed for the pause)."""
+        if self.paused and not paused:
+            self.schedule.set_rate(self.schedule.rate, time.monotonic(), restart=True)
+        self.paused = paused
 
     def delay_s(self) -> float:
         """Seconds until the next message is due (0 when some are due already)."""
@@ -88,7 +121,7 @@ class SenderRole:
         """The next message body; advances the sequence number."""
         seq = self.seq
         self.seq = seq + 1
-        return self._build(self.producer_id, seq, time.time_ns())
+        return self.body(seq)
 
     def take(self, n: int) -> int:
         """Reserve ``n`` sequence numbers for bodies a driver stamps itself; returns the first."""
@@ -99,6 +132,66 @@ class SenderRole:
     def set_rate(self, rate: float) -> None:
         """Change the rate live, from now on."""
         self.schedule.set_rate(rate, time.monotonic())
+
+
+class RequesterRole(SenderRole):
+    """A sender whose messages are requests: it keeps each one until the reply with the same
+    correlation id comes back, and records the round trip (2 puts + 2 gets) as its latency."""
+
+    def __init__(self, producer_id: int, rate: float, payload: PayloadBuilder,
+                 recorder: Recorder, in_flight: int = 1, now: float | None = None,
+                 limit: int | None = None):
+        super().__init__(producer_id, rate, payload, recorder, now, limit)
+        self.in_flight = in_flight
+        self.waiting: dict[str, int] = {}  # correlation id -> send time (monotonic ns)
+        self.owed = 0
+
+    def room(self) -> int:
+        """How many requests may be sent now: due ones, within the in-flight window."""
+        if not self.active or self.paused:
+            return 0
+        if self.schedule.rate == 0:
+            self.owed = self.in_flight  # closed loop: as fast as replies come back
+        else:
+            self.owed = min(self.owed + self.due(), max(self.in_flight, int(self.schedule.rate)))
+        room = min(self.owed, self.in_flight - len(self.waiting))
+        if self.limit is not None:
+            room = min(room, self.limit - self.seq)
+        return max(0, room)
+
+    def lost_connection(self) -> None:
+        """Requests waiting on a connection that is gone will get no reply: time them out."""
+        self.recorder.timeouts += len(self.waiting)
+        self.waiting.clear()
+
+    def request(self) -> tuple[str, bytes]:
+        """The next request's correlation id and body."""
+        seq = self.seq
+        if self.limit is not None and seq >= self.limit:
+            raise ValueError("requester is past its message limit")
+        self.seq = seq + 1
+        self.owed -= 1
+        correlation = f"{self.producer_id}:{seq}"
+        self.waiting[correlation] = time.monotonic_ns()
+        return correlation, self.body(seq)
+
+    def on_reply(self, correlation: str | None) -> None:
+        """Match a reply to its request; a reply nobody waits for is counted as unmatched."""
+        sent_ns = self.waiting.pop(correlation or "", None)
+        recorder = self.recorder
+        if sent_ns is None:
+            recorder.unmatched += 1
+            return
+        recorder.latency.record((time.monotonic_ns() - sent_ns) // 1000)
+        recorder.received += 1
+
+    def expire(self, timeout_s: float) -> None:
+        """Give up on requests unanswered for ``timeout_s``; they count as timeouts."""
+        limit = time.monotonic_ns() - int(timeout_s * 1e9)
+        late = [c for c, sent in self.waiting.items() if sent < limit]
+        for correlation in late:
+            del self.waiting[correlation]
+        self.recorder.timeouts += len(late)
 
 
 class ReceiverRole:
@@ -120,5 +213,23 @@ class ReceiverRole:
         recorder.latency.record((time.time_ns() - sent_ns) // 1000)
         self._track(producer_id, seq)
         recorder.received += 1
+        if redelivered:
+            recorder.redelivered += 1
+
+
+class ResponderRole(ReceiverRole):
+    """A receiver of requests: tracks their sequence numbers (for loss accounting) and counts
+    them as served; the round trip is measured by the requester."""
+
+    def on_body(self, body: bytes, offset: int = 0, redelivered: bool = False) -> None:
+        """Account for one request whose body starts at ``offset``."""
+        recorder = self.recorder
+        try:
+            producer_id, seq, _ = decode(body, offset)
+        except HeaderError:
+            recorder.header_errors += 1
+            return
+        self._track(producer_id, seq)
+        recorder.served += 1
         if redelivered:
             recorder.redelivered += 1

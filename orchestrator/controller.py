@@ -25,11 +25,13 @@ from drivers.accounting import Reconciliation, merge_exports, reconcile
 from orchestrator import plan as plans
 from orchestrator.agents import AgentHandle, spawn_local_agents
 from orchestrator.exposition import ControllerMetrics
+from orchestrator.faults import FaultInjector
 from orchestrator.liveview import LiveView, ViewState
 from orchestrator.policy import Observation
 from orchestrator.sampling import Tick, TickMath
 from orchestrator.scaler import Scaler
 from orchestrator.specs import ScenarioSpec, TopologySpec
+from results import timeline
 from results.rundir import RunWriter, new_run_id
 from results.steptable import StepRow, step_rows
 from topologies.rabbitmq.local import LocalRabbitMQ
@@ -49,10 +51,11 @@ class Controller:
     """Drives one scenario on one topology and records it into a run directory."""
 
     def __init__(self, scenario: ScenarioSpec, topology: TopologySpec, runs_dir: Path,
-                 live: bool = True, keep_topology: bool = False, metrics_port: int = 0):
+                 live: bool = True, keep_topology: bool = False, metrics_port: int = 0,
+                 run_id: str | None = None):
         self.scenario = scenario
         self.topology = topology
-        self.run_id = new_run_id(scenario.name)
+        self.run_id = run_id or new_run_id(scenario.name)
         self.run_dir = runs_dir / self.run_id
         self.writer = RunWriter(self.run_dir)
         self.view = LiveView(enabled=live)
@@ -60,6 +63,8 @@ class Controller:
         self.metrics_port = metrics_port
         self.provisioner = LocalRabbitMQ(topology)
         self.phases = plans.expand(scenario.plan)
+        self.delays = plans.delay_phases(scenario.consumer_profile)
+        self.applied: dict[str, Any] = {}
         self.agents: list[AgentHandle] = []
         self.stop_requested = threading.Event()
         self.state = ViewState(scenario=scenario.name, run_id=self.run_id,
@@ -74,6 +79,8 @@ class Controller:
             scaling, self.provisioner, self.queue_spec,
             pool=min(scaling.pool or topology.members, topology.members),
             minimum=topology.start, event=self._event) if scaling else None
+        self.faults = FaultInjector(scenario.faults, self.phases, self.provisioner, self._event,
+                                    self.stop_requested)
 
     # -- the run ----------------------------------------------------------------------------
 
@@ -99,6 +106,9 @@ class Controller:
                 accounting = self._finish(metrics)
                 steps = step_rows([asdict(p) for p in self.phases], self.ticks,
                                   self.member_rows, self.scenario.measure.settle)
+                if self.scenario.faults:
+                    self.manifest["faults"] = timeline.fault_recoveries(
+                        timeline.read_events(self.run_dir), self.ticks)
         except KeyboardInterrupt:
             outcome = "aborted"
             raise
@@ -134,19 +144,25 @@ class Controller:
                             for a in self.agents])
         endpoints = [m.amqp_url for m in members]
         queue = self.queue_spec
-        first_rate = self.phases[0].rate_per_sender
-        configs = [{"broker": self.topology.broker, "message_size": workload.message.size,
+        first = self.phases[0]
+        configs = [{"broker": self.topology.broker, "pattern": workload.pattern,
+                    "message_size": workload.message.size, "in_flight": workload.in_flight,
                     "destination": {"endpoints": endpoints, "queue": workload.queue,
                                     "persistent": workload.message.persistent,
                                     "confirms": workload.confirms, "prefetch": workload.prefetch,
-                                    "manual_ack": workload.ack == "manual"},
+                                    "manual_ack": workload.ack == "manual",
+                                    "reply_size": workload.reply_size or workload.message.size,
+                                    "reply_timeout_s": workload.reply_timeout},
                     "senders": [], "receivers": []} for _ in self.agents]
         for kind, total in (("r", workload.receivers), ("s", workload.senders)):
             for i in range(total):
                 agent, member = self.agents[i % count], members[i % len(members)]
-                worker = {"endpoint": member.amqp_url, "queue": queue.instance(member.index)}
+                slot = i * queue.count // total  # blocks: a sweep adds whole queues' workers
+                worker = {"endpoint": member.amqp_url, "queue": queue.instance(member.index, slot)}
                 if kind == "s":
-                    worker.update(producer_id=i + 1, rate=first_rate)
+                    worker.update(producer_id=i + 1, rate=first.rate_at(0.0),
+                                  limit=self.scenario.exit.messages_per_sender,
+                                  start_delay_s=workload.start_delay)
                 else:
                     worker.update(id=i + 1)
                 configs[agent.index]["senders" if kind == "s" else "receivers"].append(worker)
@@ -154,8 +170,9 @@ class Controller:
                     self.scaler.place((kind, i + 1), agent, member.index)
         self._all(lambda agent: agent.call("POST", "/configure", configs[agent.index]))
         self.state.step = 1
-        self._event("step", step=1, rate_per_sender=first_rate,
-                    target_rate=first_rate * workload.senders)
+        self._apply(0.0, first)
+        self._event("step", step=1, rate_per_sender=first.rate_per_sender,
+                    senders=self._active(first), target_rate=self._target(first, 0.0))
 
     def _all(self, function) -> list:
         with ThreadPoolExecutor(max(1, len(self.agents))) as pool:
@@ -181,13 +198,54 @@ class Controller:
             phase = plans.phase_at(self.phases, elapsed)
             if phase is None:
                 break
+            self.faults.tick(elapsed)
+            self._apply(elapsed, phase)
             if phase.index != current.index:
                 current = phase
-                body = {"rate_per_sender": phase.rate_per_sender}
-                self._all(lambda agent, body=body: agent.call("POST", "/rate", body))
                 self._event("step", step=phase.index, rate_per_sender=phase.rate_per_sender,
-                            target_rate=phase.rate_per_sender * self.scenario.workload.senders)
+                            senders=self._active(phase), target_rate=self._target(phase, elapsed))
             self._record(math, elapsed, current, metrics, "running")
+            if self._exit_reached(elapsed):
+                break
+
+    def _active(self, phase: plans.Phase) -> int:
+        """Senders publishing in ``phase``."""
+        return phase.senders or self.scenario.workload.senders
+
+    def _target(self, phase: plans.Phase, elapsed: float) -> float:
+        """The total rate the plan (times any publish spike) asks for at ``elapsed``."""
+        return phase.rate_at(elapsed) * self.faults.spike_factor() * self._active(phase)
+
+    def _apply(self, elapsed: float, phase: plans.Phase) -> None:
+        """Send the agents what changed since the last tick: rate, active senders, and the
+        consumers' processing time (profile or slowdown)."""
+        rate = {"rate_per_sender": round(phase.rate_at(elapsed) * self.faults.spike_factor(), 3),
+                "active": phase.senders}
+        if rate != self.applied.get("rate"):
+            self._all(lambda agent: agent.call("POST", "/rate", rate))
+            self.applied["rate"] = rate
+        delay = self.faults.consumer_delay_s()
+        delay = plans.value_at(self.delays, elapsed) if delay is None else delay
+        if delay != self.applied.get("delay", 0.0):
+            body = {"seconds": delay}
+            self._all(lambda agent: agent.call("POST", "/consumer_delay", body))
+            self.applied["delay"] = delay
+            self.state.last_event = f"consumer delay {delay * 1000:g} ms"
+
+    def _exit_reached(self, elapsed: float) -> bool:
+        """Whether an exit condition ends the load part early."""
+        last = self.ticks[-1]
+        exit_ = self.scenario.exit
+        if exit_.messages_per_sender and \
+                last["senders_done"] >= self.scenario.workload.senders:
+            self._event("exit", reason="every sender sent its messages", elapsed_s=elapsed)
+            return True
+        final = self.phases[-1]
+        if exit_.queue_empty and last["queue_depth"] == 0 and \
+                elapsed > final.start_s + self.scenario.measure.settle:
+            self._event("exit", reason="queues empty", elapsed_s=elapsed)
+            return True
+        return False
 
     def _record(self, math: TickMath, elapsed: float, phase: plans.Phase | None,
                 metrics: ControllerMetrics, label: str) -> Tick:
@@ -196,8 +254,7 @@ class Controller:
         agent_cpu = {a.index: _cpu_seconds(a.process) for a in self.agents}
         tick = math.step(elapsed, snapshots, broker, agent_cpu)
         now = time.time()
-        senders = self.scenario.workload.senders
-        target = phase.rate_per_sender * senders if phase else 0.0
+        target = self._target(phase, elapsed) if phase else 0.0
         depth = self._queue_depth(broker.queue_depths)
         running = sum(1 for m in broker.members if m.running)
         latency = tick.latency
@@ -207,6 +264,7 @@ class Controller:
                "receive_rate": tick.rates["received"], "confirm_rate": tick.rates["confirmed"],
                **{k: tick.totals[k] for k in ("sent", "received", "confirmed", "errors",
                                               "reconnects", "connections")},
+               "senders_done": sum(s.get("senders_done", 0) for s in snapshots),
                "members_running": running, "queue_depth": depth,
                "latency_p50_ms": latency.percentile(50) / 1000,
                "latency_p99_ms": latency.percentile(99) / 1000,
@@ -266,6 +324,7 @@ class Controller:
     def _finish(self, metrics: ControllerMetrics) -> Reconciliation:
         if self.scaler:
             self.scaler.wait()
+        self.faults.wait()
         self._event("senders_stop")
         self._all(lambda agent: agent.call("POST", "/stop_senders", {}, timeout_s=60))
         math = self.math
@@ -300,15 +359,21 @@ class Controller:
         result = reconcile(
             sent=sum(sent_per_producer.values()),
             confirmed=sum(s["confirmed"] for s in snapshots) if confirms else None,
-            nacked=sum(s["nacked"] for s in snapshots),
+            nacked=0,  # a nacked publish is published again, so it is not lost
             received_unique=merged.unique,
             duplicates=local_duplicates + merged.cross_duplicates,
             still_queued=queued)
         missing = {pid: merged.missing(pid, n) for pid, n in sent_per_producer.items()}
+        extras = {k: sum(s.get(k, 0) for s in snapshots)
+                  for k in ("out_of_order", "redelivered", "republished")}
+        extras["nacked_then_republished"] = sum(s["nacked"] for s in snapshots)
+        if self.scenario.workload.pattern == "request-reply":
+            extras.update({k: sum(s.get(k, 0) for s in snapshots)
+                           for k in ("served", "unmatched", "timeouts")},
+                          round_trips=sum(s["received"] for s in snapshots))
         self._event("accounting", **asdict(result), explain=result.explain(),
-                    out_of_order=sum(s["out_of_order"] for s in snapshots),
-                    redelivered=sum(s["redelivered"] for s in snapshots),
-                    producers_missing={k: v for k, v in missing.items() if v})
+                    producers_missing={k: v for k, v in missing.items() if v}, **extras)
+        self.manifest["accounting_details"] = extras
         return result
 
     # -- records ----------------------------------------------------------------------------

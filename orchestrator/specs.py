@@ -38,11 +38,15 @@ class Spec(BaseModel):
 
 
 class QueueSpec(Spec):
-    """A queue the provisioner declares once the cluster is up."""
+    """A queue the provisioner declares once the cluster is up: one queue, one per running
+    member (``per_member``), or a numbered pattern (``perf-test-%d`` with ``count``)."""
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, description="a name, or a pattern with %d and a count")
+    count: int = Field(1, ge=1, le=10000, description="queues perf-test-1 .. perf-test-<count> "
+                                                      "when the name holds %d")
     type: Literal["classic", "quorum"] = "classic"
     durable: bool = True
+    auto_delete: bool = False
     arguments: dict[str, Any] = Field(
         default_factory=dict, description="x-arguments, passed to the broker unchanged")
     per_member: bool = Field(
@@ -50,12 +54,37 @@ class QueueSpec(Spec):
                            "led by that member (like a cluster queue's instance on each queue "
                            "manager); workers use the instance of the member they connect to")
 
-    def instance(self, member_index: int) -> str:
-        """The queue name workers on member ``member_index`` use."""
-        return f"{self.name}.{member_index}" if self.per_member else self.name
+    @model_validator(mode="after")
+    def _one_way_to_multiply(self) -> QueueSpec:
+        if ("%d" in self.name) != (self.count > 1):
+            raise ValueError(f"a queue name with %d needs a count above 1 and a count needs %d "
+                             f"in the name (name {self.name!r}, count {self.count})")
+        if self.count > 1 and self.per_member:
+            raise ValueError("give either per_member or a %d pattern with a count, not both")
+        return self
+
+    @property
+    def names(self) -> list[str]:
+        """Every queue of a pattern (``perf-test-1`` ...), or the one name."""
+        if self.count == 1:
+            return [self.name]
+        return [self.name.replace("%d", str(i)) for i in range(1, self.count + 1)]
+
+    def instance(self, member_index: int, slot: int = 0) -> str:
+        """The queue a worker on member ``member_index`` uses; ``slot`` picks a queue of a
+        pattern."""
+        if self.per_member:
+            return f"{self.name}.{member_index}"
+        return self.names[slot % self.count]
 
     def owns(self, queue_name: str) -> bool:
-        """Whether ``queue_name`` is this queue or one of its per-member instances."""
+        """Whether ``queue_name`` is this queue, one of its per-member instances or of its
+        pattern."""
+        if self.count > 1:
+            prefix, _, suffix = self.name.partition("%d")
+            number = queue_name[len(prefix):len(queue_name) - len(suffix)]
+            return (queue_name.startswith(prefix) and queue_name.endswith(suffix)
+                    and number.isdigit() and 1 <= int(number) <= self.count)
         return queue_name == self.name or (
             self.per_member and queue_name.startswith(self.name + ".")
             and queue_name[len(self.name) + 1:].isdigit())
@@ -110,26 +139,132 @@ class MessageSpec(Spec):
 
 
 class WorkloadSpec(Spec):
-    """Who sends and receives what: the workers the agents host."""
+    """Who sends and receives what: the workers the agents host.
 
-    pattern: Literal["point-to-point"] = "point-to-point"
-    queue: str
-    senders: int = Field(ge=1, le=10000)
-    receivers: int = Field(ge=1, le=10000)
+    ``point-to-point``: senders put, receivers get. ``request-reply``: senders are requesters
+    (put a request, wait for the reply with the same correlation id on their own reply queue)
+    and receivers are responders (get a request, put its reply, then acknowledge it).
+    """
+
+    pattern: Literal["point-to-point", "request-reply"] = "point-to-point"
+    queue: str = Field(description="a queue of the topology; with a %d pattern, senders and "
+                                   "receivers are spread over its queues in blocks")
+    senders: int = Field(ge=1, le=10000, description="senders, or requesters")
+    receivers: int = Field(ge=1, le=10000, description="receivers, or responders")
     message: MessageSpec = Field(default_factory=MessageSpec)
-    confirms: bool = Field(False, description="publisher confirms (counted, not waited for)")
+    reply_size: Bytes | None = Field(None, description="bytes of a reply; default the "
+                                                       "request's size")
+    in_flight: int = Field(1, ge=1, le=10000, description="requests a requester may have "
+                                                           "waiting for replies")
+    reply_timeout: Seconds = Field(10.0, gt=0, description="a request unanswered this long "
+                                                           "counts as timed out")
+    confirms: bool = Field(False, description="publisher confirms; unconfirmed messages are "
+                                              "published again after a reconnect")
     prefetch: int = Field(200, ge=1, le=65535, description="unacknowledged messages per receiver")
     ack: Literal["auto", "manual"] = "manual"
+    start_delay: Seconds = Field(0.0, ge=0, description="each sender starts after a random "
+                                                        "delay up to this (PerfTest's "
+                                                        "--producer-random-start-delay)")
+
+    @model_validator(mode="after")
+    def _sizes_fit(self) -> WorkloadSpec:
+        if self.reply_size is not None and self.reply_size < 24:
+            raise ValueError("reply_size must be at least 24 bytes (the message header)")
+        return self
+
+
+def _shorthand(field: str):
+    """Accept ``"VALUE:SECONDS"`` (PerfTest's ``-vr`` / ``-vl`` form) for a step mapping."""
+    def parse(value: object) -> object:
+        if isinstance(value, str) and ":" in value:
+            amount, _, hold = value.partition(":")
+            return {field: amount.strip(), "hold": hold.strip()}
+        return value
+    return parse
 
 
 class StepSpec(Spec):
-    """One step of the load plan: a per-sender rate held for a while, perhaps repeated."""
+    """One step of the load plan: a per-sender rate held for a while, perhaps repeated; also
+    written ``"RATE:SECONDS"`` like PerfTest's ``-vr``."""
 
     rate_per_sender: RateChange = Field(
         description="msg/s per sender, absolute (50) or relative to the previous step ('+50', "
                     "'-25'); 0 = as fast as possible")
     hold: Seconds = Field(gt=0)
     repeat: int = Field(1, ge=1, le=10000)
+    ramp: bool = Field(False, description="move linearly from the previous step's rate to this "
+                                          "one over the hold, instead of jumping")
+    senders: int | list[int] | None = Field(
+        None, description="senders (requesters) active in this step; a list is a client-count "
+                          "sweep, one step per count, e.g. [1, 2, 4, 8]; default all")
+
+    @field_validator("senders")
+    @classmethod
+    def _sweep_counts(cls, value: int | list[int] | None) -> int | list[int] | None:
+        counts = value if isinstance(value, list) else [] if value is None else [value]
+        if isinstance(value, list) and not value:
+            raise ValueError("a sweep needs at least one client count, e.g. [1, 2, 4]")
+        if any(n < 1 for n in counts):
+            raise ValueError(f"client counts must be at least 1, got {counts}")
+        return value
+
+
+Step = Annotated[StepSpec, BeforeValidator(_shorthand("rate_per_sender"))]
+
+
+class DelayStep(Spec):
+    """One step of a consumer processing-time profile; also written ``"10ms:300s"`` like
+    PerfTest's ``-vl``."""
+
+    delay: Seconds = Field(ge=0, description="processing time per message, per receiver")
+    hold: Seconds = Field(gt=0)
+    ramp: bool = Field(False, description="move linearly from the previous delay to this one")
+
+
+Delay = Annotated[DelayStep, BeforeValidator(_shorthand("delay"))]
+
+
+class ExitSpec(Spec):
+    """When the load part of a run ends before its plan does."""
+
+    messages_per_sender: int | None = Field(
+        None, ge=1, description="each sender stops after this many messages; the run ends once "
+                                "all have (PerfTest's -C)")
+    queue_empty: bool = Field(False, description="end once the workload's queues are empty "
+                                                 "during the plan's last step (after its "
+                                                 "settle seconds): a drain step")
+
+
+FAULT_KINDS = ("kill_member", "stop_member", "rolling_restart", "consumer_slowdown",
+               "publish_spike")
+
+
+class FaultSpec(Spec):
+    """An adverse condition the controller applies at a time or at the start of a plan step."""
+
+    kind: Literal["kill_member", "stop_member", "rolling_restart", "consumer_slowdown",
+                  "publish_spike"] = Field(
+        description="kill_member: SIGKILL, restart after restart_after; stop_member: graceful "
+                    "stop and start; rolling_restart: each running member in turn; "
+                    "consumer_slowdown: receivers take `delay` per message for `duration`; "
+                    "publish_spike: senders publish `factor` x the plan rate for `duration`")
+    at: Seconds | None = Field(None, ge=0, description="seconds into the plan")
+    at_step: int | None = Field(None, ge=1, description="at the start of this plan step")
+    member: int | None = Field(None, ge=0, description="member index (kill_member, stop_member)")
+    restart_after: Seconds = Field(10.0, ge=0, description="seconds before the member starts "
+                                                           "again")
+    duration: Seconds = Field(30.0, gt=0, description="how long a slowdown or spike lasts")
+    delay: Seconds = Field(0.01, gt=0, description="consumer_slowdown: processing time per "
+                                                   "message")
+    factor: float = Field(2.0, gt=0, description="publish_spike: rate multiplier")
+
+    @model_validator(mode="after")
+    def _when_and_what(self) -> FaultSpec:
+        if (self.at is None) == (self.at_step is None):
+            raise ValueError("give either at (seconds) or at_step (a plan step)")
+        if self.kind in ("kill_member", "stop_member") and self.member is None:
+            raise ValueError(f"{self.kind} needs the member's index")
+        return self
 
 
 class MeasureSpec(Spec):
@@ -198,14 +333,42 @@ class ScalingSpec(Spec):
 
 
 class ScenarioSpec(Spec):
-    """A test: a topology, a workload and a plan of steps."""
+    """A test: a topology, a workload, a plan of steps, and what goes wrong on purpose."""
 
     name: str = Field(min_length=1)
     description: str = ""
     topology: Path
     workload: WorkloadSpec
-    plan: list[StepSpec] = Field(min_length=1)
+    plan: list[Step] = Field(min_length=1)
+    consumer_profile: list[Delay] = Field(
+        default_factory=list, description="receivers' processing time per message over time, "
+                                          "applied live; after its last step the last delay "
+                                          "stays")
+    exit: ExitSpec = Field(default_factory=ExitSpec)
+    faults: list[FaultSpec] = Field(default_factory=list)
     agents: int | None = Field(None, ge=1, le=64,
                                description="agent processes; default one per core")
     measure: MeasureSpec = Field(default_factory=MeasureSpec)
     scaling: ScalingSpec | None = None
+
+    @model_validator(mode="after")
+    def _plan_fits_workload(self) -> ScenarioSpec:
+        first = self.plan[0].rate_per_sender
+        if first[0] in "+-":
+            raise ValueError(f"plan.0.rate_per_sender: the first step needs an absolute rate "
+                             f"(got {first!r}); a rate cannot be negative")
+        for i, step in enumerate(self.plan):
+            counts = step.senders if isinstance(step.senders, list) else [step.senders or 1]
+            if max(counts) > self.workload.senders:
+                raise ValueError(f"plan.{i}.senders: {max(counts)} is more than the workload's "
+                                 f"{self.workload.senders} senders")
+        steps = sum(s.repeat * (len(s.senders) if isinstance(s.senders, list) else 1)
+                    for s in self.plan)
+        for i, fault in enumerate(self.faults):
+            if fault.at_step is not None and fault.at_step > steps:
+                raise ValueError(f"faults.{i}.at_step: the plan has {steps} steps")
+        slowed = self.consumer_profile or any(f.kind == "consumer_slowdown" for f in self.faults)
+        if slowed and self.workload.ack == "auto":
+            raise ValueError("a consumer_profile or consumer_slowdown needs workload.ack: manual "
+                             "(with auto ack the prefetch does not hold messages back)")
+        return self

@@ -25,7 +25,8 @@ def topology() -> TopologySpec:
         name="it3", members=4, start=3, cpu_per_member=1.0, port_base=7200,
         queues=[QueueSpec(name="perf", type="quorum",
                           arguments={"x-quorum-initial-group-size": 3}),
-                QueueSpec(name="plain", type="classic")])
+                QueueSpec(name="plain", type="classic"),
+                QueueSpec(name="pairs-%d", count=4)])
 
 
 @pytest.fixture(scope="session")

@@ -294,7 +294,8 @@ class LocalRabbitMQ:
         for queue in self.topology.queues:
             for index in members if queue.per_member else members[:1]:
                 api = Management(HOST, self.member(index).management_port)
-                api.declare_queue(queue, queue.instance(index))
+                for name in [queue.instance(index)] if queue.per_member else queue.names:
+                    api.declare_queue(queue, name)
 
     def _ensure_epmd(self, state: dict) -> None:
         if _alive(state.get("epmd_pid"), "epmd"):

@@ -46,7 +46,7 @@ class Management:
         arguments.setdefault("x-queue-type", queue.type)
         if queue.type == "quorum":
             arguments.setdefault("x-queue-leader-locator", "client-local")
-        body: dict[str, Any] = {"durable": queue.durable, "auto_delete": False,
+        body: dict[str, Any] = {"durable": queue.durable, "auto_delete": queue.auto_delete,
                                 "arguments": arguments}
         quoted = urllib.parse.quote(name or queue.name, safe="")
         self.request("PUT", f"/queues/%2F/{quoted}", body)
