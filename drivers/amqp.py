@@ -109,15 +109,19 @@ class _Link:
 
 
 class _SenderLink(_Link):
-    def __init__(self, driver: AmqpDriver, role: SenderRole, endpoint: str, queue: str):
-        super().__init__(driver, endpoint, queue)
+    def __init__(self, driver: AmqpDriver, role: SenderRole, endpoint: str,
+                 queue: str | list[str]):
+        routes = queue if isinstance(queue, list) else [queue]
+        super().__init__(driver, endpoint, routes[0])
+        self.routes = routes  # several: each message goes to the next (MQ's bind not-fixed)
+        self.next_route = 0
         self.role = role
         destination = driver.destination
         self.properties = pika.BasicProperties(delivery_mode=2 if destination.persistent else 1)
         self.timer = None
         self.last_tag = 0
         self.published = 0
-        self.template: amqp_wire.PublishTemplate | None = None
+        self.templates: list[amqp_wire.PublishTemplate] = []
         self.unconfirmed_batches: deque[list[int]] = deque()  # [first tag, first seq, count]
         self.resend: list[tuple[int, int]] = []  # (first seq, count) to publish again
 
@@ -126,11 +130,11 @@ class _SenderLink(_Link):
         destination = self.driver.destination
         if destination.confirms:
             channel.confirm_delivery(self._confirmed)
-        self.template = None
+        self.templates = []
         if destination.fast_path and amqp_wire.hooks_available(self.connection):
-            self.template = amqp_wire.PublishTemplate(
-                channel.channel_number, self.queue, self.role.size,
-                destination.persistent, self.connection.params.frame_max)
+            self.templates = [amqp_wire.PublishTemplate(
+                channel.channel_number, route, self.role.size, destination.persistent,
+                self.connection.params.frame_max) for route in self.routes]
         self._publish()
 
     def _publish(self) -> None:
@@ -156,14 +160,20 @@ class _SenderLink(_Link):
 
     def _emit(self, first_seq: int, n: int) -> None:
         """Publish messages ``first_seq`` .. ``first_seq + n - 1`` of this sender."""
-        role = self.role
-        if self.template is not None:
-            amqp_wire.emit(self.connection, self.template.batch(
+        role, routes = self.role, len(self.routes)
+        if len(self.templates) == 1:
+            amqp_wire.emit(self.connection, self.templates[0].batch(
                 n, role.producer_id, first_seq, time.time_ns()))
+        elif self.templates:
+            now, templates, start = time.time_ns(), self.templates, self.next_route
+            amqp_wire.emit(self.connection, b"".join(
+                templates[(start + i) % routes].batch(1, role.producer_id, first_seq + i, now)
+                for i in range(n)))
         else:
-            publish, queue, props = self.channel.basic_publish, self.queue, self.properties
-            for seq in range(first_seq, first_seq + n):
-                publish("", queue, role.body(seq), props)
+            publish, props = self.channel.basic_publish, self.properties
+            for i, seq in enumerate(range(first_seq, first_seq + n)):
+                publish("", self.routes[(self.next_route + i) % routes], role.body(seq), props)
+        self.next_route = (self.next_route + n) % routes
         if self.driver.destination.confirms:
             self.unconfirmed_batches.append([self.published + 1, first_seq, n])
         self.published += n
@@ -401,7 +411,8 @@ class AmqpDriver(Driver):
     def start(self) -> None:
         self.thread.start()
 
-    def add_sender(self, role: SenderRole, endpoint: str, queue: str | None = None) -> None:
+    def add_sender(self, role: SenderRole, endpoint: str, queue: str | list[str] | None = None
+                   ) -> None:
         kind = _RequesterLink if isinstance(role, RequesterRole) else _SenderLink
         link = kind(self, role, endpoint, queue or self.queue)
         self.senders.append(link)

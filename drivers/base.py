@@ -40,9 +40,11 @@ class Driver(ABC):
         """Start the driver's loop or threads; returns at once."""
 
     @abstractmethod
-    def add_sender(self, role: SenderRole, endpoint: str, queue: str | None = None) -> None:
+    def add_sender(self, role: SenderRole, endpoint: str, queue: str | list[str] | None = None
+                   ) -> None:
         """Connect a sender to ``endpoint`` and publish whatever its schedule says is due to
-        ``queue`` (default: the destination's)."""
+        ``queue`` (default: the destination's); given several queues, each message goes to
+        the next one in turn (MQ's bind not-fixed)."""
 
     @abstractmethod
     def add_receiver(self, role: ReceiverRole, endpoint: str, queue: str | None = None) -> None:

@@ -159,6 +159,9 @@ class Controller:
                 agent, member = self.agents[i % count], members[i % len(members)]
                 slot = i * queue.count // total  # blocks: a sweep adds whole queues' workers
                 worker = {"endpoint": member.amqp_url, "queue": queue.instance(member.index, slot)}
+                if kind == "s" and workload.bind == "not-fixed":
+                    worker["queue"] = [queue.instance(m.index, slot)
+                                       for m in members] if queue.per_member else queue.names
                 if kind == "s":
                     worker.update(producer_id=i + 1, rate=first.rate_at(0.0),
                                   limit=self.scenario.exit.messages_per_sender,

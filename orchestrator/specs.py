@@ -162,6 +162,10 @@ class WorkloadSpec(Spec):
                                               "published again after a reconnect")
     prefetch: int = Field(200, ge=1, le=65535, description="unacknowledged messages per receiver")
     ack: Literal["auto", "manual"] = "manual"
+    bind: Literal["on-open", "not-fixed"] = Field(
+        "on-open", description="on-open: a sender puts every message to one queue instance "
+                               "(its member's, or its slot of a pattern); not-fixed: each "
+                               "message goes to the next instance in turn (document 002)")
     start_delay: Seconds = Field(0.0, ge=0, description="each sender starts after a random "
                                                         "delay up to this (PerfTest's "
                                                         "--producer-random-start-delay)")

@@ -89,17 +89,20 @@ def step_rows(phases: list[dict], ticks: list[dict], members: list[dict],
     return out
 
 
-def as_text(rows: list[StepRow]) -> str:
-    """A fixed-width table for terminals and logs."""
+def as_text(rows: list[StepRow], unit: str = "msg/s") -> str:
+    """A fixed-width table for terminals and logs; ``unit`` names what the rates count (round
+    trips/s for request/reply, where "sent" counts requests and "received" matched replies). A
+    target of 0 is shown as "max": as fast as it goes."""
     members = sorted({m for row in rows for m in row.cpu_percent})
     short = [member_index(m) for m in members]
-    header = ["step", "target msg/s", "achieved msg/s", "sent msg/s", "received msg/s",
+    header = ["step", f"target {unit}", f"achieved {unit}", f"sent {unit}", f"received {unit}",
               "members",
               *[f"m{s} CPU%" for s in short], "host CPU%", "p50 ms", "p99 ms", "errors"]
     lines = [header]
     for row in rows:
         lines.append([
-            row.label, f"{row.target_rate:,.0f}", f"{row.achieved_rate:,.0f}",
+            row.label, f"{row.target_rate:,.0f}" if row.target_rate else "max",
+            f"{row.achieved_rate:,.0f}",
             f"{row.sent_rate:,.0f}", f"{row.received_rate:,.0f}", str(row.members),
             *[f"{row.cpu_percent[m]:.1f}" if m in row.cpu_percent else "-" for m in members],
             f"{row.host_cpu_percent:.1f}", f"{row.p50_ms:.2f}", f"{row.p99_ms:.2f}",

@@ -292,10 +292,12 @@ class LocalRabbitMQ:
     def _declare_queues(self, members: list[int]) -> None:
         """Declare shared queues (idempotent) and the per-member instances of ``members``."""
         for queue in self.topology.queues:
-            for index in members if queue.per_member else members[:1]:
-                api = Management(HOST, self.member(index).management_port)
-                for name in [queue.instance(index)] if queue.per_member else queue.names:
-                    api.declare_queue(queue, name)
+            if queue.per_member:
+                placed = [(index, queue.instance(index)) for index in members]
+            else:  # a pattern's queues are led by the members in turn
+                placed = [(members[i % len(members)], name) for i, name in enumerate(queue.names)]
+            for index, name in placed:
+                Management(HOST, self.member(index).management_port).declare_queue(queue, name)
 
     def _ensure_epmd(self, state: dict) -> None:
         if _alive(state.get("epmd_pid"), "epmd"):

@@ -1,0 +1,66 @@
+"""Worker roles: requesters match replies by correlation id within their in-flight window,
+senders pause for client-count sweeps and stop at their message limit."""
+
+import time
+
+from drivers.header import PayloadBuilder, decode
+from drivers.workers import Recorder, RequesterRole, ResponderRole, SenderRole
+
+
+def requester(rate=0.0, in_flight=2, limit=None):
+    recorder = Recorder()
+    return RequesterRole(7, rate, PayloadBuilder(64), recorder, in_flight=in_flight,
+                         limit=limit), recorder
+
+
+def test_closed_loop_requester_keeps_its_window_full_and_matches_replies():
+    role, recorder = requester(in_flight=2)
+    assert role.room() == 2
+    first, body = role.request()
+    second, _ = role.request()
+    assert (first, second) == ("7:0", "7:1") and decode(body)[:2] == (7, 0)
+    assert role.room() == 0
+    role.on_reply(second)
+    role.on_reply("7:99")  # nobody waits for it
+    assert recorder.received == 1 and recorder.unmatched == 1 and recorder.latency.count == 1
+    assert role.room() == 1
+
+
+def test_unanswered_requests_time_out_and_a_lost_connection_gives_up_on_all():
+    role, recorder = requester(in_flight=3)
+    for _ in range(role.room()):
+        role.request()
+    role.expire(timeout_s=60)
+    assert recorder.timeouts == 0
+    role.waiting["7:0"] -= int(61e9)
+    role.expire(timeout_s=60)
+    assert recorder.timeouts == 1 and len(role.waiting) == 2
+    role.lost_connection()
+    assert recorder.timeouts == 3 and not role.waiting
+
+
+def test_requester_stops_at_its_limit():
+    role, _ = requester(in_flight=5, limit=3)
+    assert role.room() == 3
+    for _ in range(3):
+        role.request()
+    assert role.done and role.room() == 0
+
+
+def test_paused_sender_sends_nothing_and_owes_nothing_after_the_pause():
+    recorder = Recorder()
+    sender = SenderRole(1, 1000.0, PayloadBuilder(64), recorder, now=time.monotonic() - 1)
+    sender.pause(True)
+    assert sender.due() == 0
+    assert recorder.snapshot()["target_rate"] == 0
+    time.sleep(0.05)
+    sender.pause(False)
+    assert sender.due() <= 2  # a fresh start, not the 50 messages of the pause
+
+
+def test_responder_tracks_requests_but_leaves_latency_to_the_requester():
+    recorder = Recorder()
+    responder = ResponderRole(recorder, 1)
+    responder.on_body(PayloadBuilder(64).build(3, 0, time.time_ns()))
+    assert recorder.served == 1 and recorder.received == 0 and recorder.latency.count == 0
+    assert recorder.tracker.unique == 1
