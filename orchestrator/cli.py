@@ -85,7 +85,8 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
                         metrics_port=metrics_port).run()
     typer.echo(f"\nrun {result.outcome}: {result.run_dir}")
     if result.steps:
-        typer.echo(as_text(result.steps))
+        request_reply = spec.workload.pattern == "request-reply"
+        typer.echo(as_text(result.steps, "round trips/s" if request_reply else "msg/s"))
     if result.accounting:
         color = typer.colors.GREEN if result.accounting.balanced else typer.colors.YELLOW
         typer.secho(result.accounting.explain(), fg=color)
@@ -150,6 +151,56 @@ def analyze(runs: Annotated[list[Path] | None, typer.Argument(
             return
         force = False
         time.sleep(interval)
+
+
+@app.command()
+@_surge_errors
+def campaign(file: Annotated[Path, typer.Argument(help="Campaign YAML, e.g. "
+                                                       "campaigns/smoke.yaml")],
+             campaigns_dir: Annotated[Path, typer.Option(
+                 help="Where campaign directories go: <dir>/<campaign name>/<cell id>/")]
+             = Path("campaigns-runs"),
+             analyze: Annotated[bool, typer.Option(
+                 help="Analyse the done cells with Spark at the end; the comparison and the "
+                      "ranking need it")] = True,
+             price_per_core_hour: Annotated[float | None, typer.Option(
+                 help="Price of one core for one hour, for the cost ranking (default: the "
+                      "campaign's price_per_core_hour, else surge analyze's)")] = None,
+             ) -> None:
+    """Run a campaign: a matrix of scenarios x parameters x repetitions, each cell one run,
+    ending in a comparison and a ranking by cost among the runs that met the requirement.
+
+    A cell is one run of one scenario with some overrides: every entry of the file's
+    `cells` (a scenario, `set` overrides for all its cells, a `matrix` of override values)
+    gives one cell per combination of its matrix values, `repetitions` times. Its id, e.g.
+    003-quickstart-members=5,size=2KiB-r1, is its run directory under the campaign directory.
+    Cells run grouped by topology: each topology is brought up before its cells, restarted
+    between them if a cell left it changed, and torn down after them. For example:
+
+      name: smoke                 # the campaign directory's name
+      repetitions: 2
+      requirement: {rate_within: 5%, lossless: true}   # each run passes or fails
+      cells:
+        - scenario: ../scenarios/quickstart.yaml       # relative to this file
+          set: {plan.0.hold: 5s}
+          matrix: {topology.members: [3, 5], workload.message.size: [2KiB, 20KiB]}
+
+    Resuming: run the same command again. Cells whose run completed are kept, not run again
+    (so once all are done it only prints the summary); a cell left interrupted or failed has
+    its directory renamed to <cell id>.attempt-<n> and runs again. Nothing is deleted.
+    campaign.json in the campaign directory holds every cell's status and verdict.
+
+    Ctrl-C once ends the running cell cleanly and starts no further one; twice forces. The
+    topology is torn down either way. Exit status: 0 when every cell is done (passing the
+    requirement or not), 1 when a cell failed to run, 130 when stopped by Ctrl-C.
+    """
+    from orchestrator.campaign import run_campaign
+    result = run_campaign(file, campaigns_dir, analyze=analyze,
+                          price_per_core_hour=price_per_core_hour, say=typer.echo)
+    if result.stopped:
+        raise typer.Exit(130)
+    if result.with_status("failed"):
+        raise typer.Exit(1)
 
 
 def _provisioner(topology_file: Path, overrides: list[str] | None):

@@ -55,22 +55,46 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None
             "workload.queue",
             f"queue {scenario.workload.queue!r} is not declared by topology {topology_path.name} "
             f"(declared: {', '.join(declared) or 'none'})")])
+    missing = [Problem(f"faults.{i}.member", f"member {f.member} does not exist: topology "
+                                             f"{topology.name} has members 0 to "
+                                             f"{topology.members - 1}")
+               for i, f in enumerate(scenario.faults)
+               if f.member is not None and f.member >= topology.members]
+    if missing:
+        raise SpecError(str(path), missing)
     return scenario, topology
 
 
 def load_any(path: str | Path) -> BaseModel:
-    """Validate a file as whichever spec it is (a scenario has ``plan``); for ``surge validate``."""
+    """Validate a file as whichever spec it is, for ``surge validate``: a campaign has
+    ``cells`` (and every scenario and matrix combination it names is validated too), a
+    scenario has ``plan``, anything else is a topology."""
     path = Path(path)
     document, _ = _read(path)
-    if isinstance(document, dict) and "plan" in document:
+    if "cells" in document:
+        from orchestrator.campaign import load_campaign  # the campaign module uses this one
+        return load_campaign(path).spec
+    if "plan" in document:
         return load_scenario(path)[0]
     return load_topology(path)
+
+
+def load_model(path: str | Path, model: type[BaseModel]) -> tuple[Any, dict[Loc, int]]:
+    """Read and validate ``path`` as ``model`` with this module's file/line errors; also return
+    the line of every field, so a caller can point problems found later at the file."""
+    path = Path(path)
+    document, lines = _read(path)
+    return _validate(path, model, document, lines), lines
 
 
 def _load(path: Path, model: type[BaseModel], overrides: list[str]):
     document, lines = _read(path)
     for override in overrides:
         _apply_override(path, document, override)
+    return _validate(path, model, document, lines)
+
+
+def _validate(path: Path, model: type[BaseModel], document: Any, lines: dict[Loc, int]):
     try:
         return model.model_validate(document)
     except ValidationError as error:

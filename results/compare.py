@@ -1,12 +1,13 @@
 """Runs side by side: at their final step (document 000's Table 2 shape), and, once analysed,
-statistics per figure and a ranking by cost among runs that met their requirement (the final
-step within 3% of its target)."""
+statistics per figure and a ranking by cost among runs that met their requirement (by default
+the final step within 3% of its target; a campaign says which of its runs met its own)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import statistics
+from collections.abc import Collection
 from pathlib import Path
 
 from orchestrator.errors import SurgeError
@@ -78,8 +79,11 @@ def statistics_text(run_dirs: list[Path]) -> str:
     return fixed_width(lines)
 
 
-def ranking_text(run_dirs: list[Path]) -> str:
-    """Runs whose final step met its target (within 3%), cheapest per 1,000 msg/s first."""
+def ranking_text(run_dirs: list[Path], passed: Collection[Path] | None = None) -> str:
+    """Runs that met their requirement, cheapest per 1,000 msg/s first. The requirement is
+    the final step within 3% of its target, unless ``passed`` names the runs that met one of
+    their own (a campaign's)."""
+    chosen = None if passed is None else {run_dir.resolve() for run_dir in passed}
     rows = []
     for run_dir in run_dirs:
         try:
@@ -89,11 +93,16 @@ def ranking_text(run_dirs: list[Path]) -> str:
         if not analysis["steps"]:
             continue
         last = analysis["steps"][-1]
-        ratio = last["achieved_rate"] / last["target_rate"] if last["target_rate"] else 1.0
         cost = analysis["cost"].get("broker_cost_per_1k_msg_s_month")
-        if ratio >= MET_RATIO and cost is not None:
+        met = _met_target(last) if chosen is None else run_dir.resolve() in chosen
+        if met and cost is not None:
             rows.append((cost, run_dir.name, last["achieved_rate"], last["members"]))
     lines = [["rank", "run", "achieved msg/s", "members", "cost per 1k msg/s/month"]]
     for rank, (cost, name, achieved, members) in enumerate(sorted(rows), start=1):
         lines.append([str(rank), name, f"{achieved:,.0f}", str(members), f"{cost:,.2f}"])
     return fixed_width(lines)
+
+
+def _met_target(step: dict) -> bool:
+    ratio = step["achieved_rate"] / step["target_rate"] if step["target_rate"] else 1.0
+    return ratio >= MET_RATIO

@@ -12,7 +12,9 @@ from results.steptable import fixed_width, member_index
 
 MARKED_EVENTS = {"member_started": ("member started", "tab:green"),
                  "member_stopped": ("member stopped", "tab:purple"),
-                 "fault": ("fault", "tab:red")}
+                 "fault": ("fault", "tab:red"),
+                 "fault_cleared": ("fault over", "tab:orange"),
+                 "member_restarted": ("member restarted", "tab:olive")}
 
 
 def write(analysis: RunAnalysis, ticks: list[dict], members: list[dict], events: list[dict],

@@ -108,7 +108,18 @@ def test_load_any_tells_kinds_apart(spec_dir):
     assert type(load_any(spec_dir / "topo.yaml")).__name__ == "TopologySpec"
 
 
+SHIPPED = ("scenarios/*.yaml", "campaigns/*.yaml", "topologies/*.yaml")
+
+
 def test_shipped_specs_are_valid():
     root = Path(__file__).resolve().parents[2]
-    for path in [*root.glob("scenarios/*.yaml"), *root.glob("topologies/*.yaml")]:
+    for path in [p for pattern in SHIPPED for p in root.glob(pattern)]:
         load_any(path)
+
+
+def test_readme_lists_every_scenario_and_campaign():
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text()
+    unlisted = [p.name for pattern in SHIPPED[:2] for p in root.glob(pattern)
+                if f"`{p.name}`" not in readme]
+    assert not unlisted, f"README does not list {unlisted}"
