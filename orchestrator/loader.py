@@ -55,13 +55,19 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None
             "workload.queue",
             f"queue {scenario.workload.queue!r} is not declared by topology {topology_path.name} "
             f"(declared: {', '.join(declared) or 'none'})")])
-    missing = [Problem(f"faults.{i}.member", f"member {f.member} does not exist: topology "
+    problems = [Problem(f"faults.{i}.member", f"member {f.member} does not exist: topology "
                                              f"{topology.name} has members 0 to "
                                              f"{topology.members - 1}")
                for i, f in enumerate(scenario.faults)
                if f.member is not None and f.member >= topology.members]
-    if missing:
-        raise SpecError(str(path), missing)
+    queue = topology.queue(scenario.workload.queue)
+    if queue.count > scenario.workload.receivers:
+        problems.append(Problem("workload.receivers", f"{scenario.workload.receivers} receivers "
+                               f"leave {queue.count - scenario.workload.receivers} of the "
+                               f"{queue.count} queues of {queue.name} without a consumer; give "
+                               f"at least {queue.count}"))
+    if problems:
+        raise SpecError(str(path), problems)
     return scenario, topology
 
 
@@ -72,7 +78,7 @@ def load_any(path: str | Path) -> BaseModel:
     path = Path(path)
     document, _ = _read(path)
     if "cells" in document:
-        from orchestrator.campaign import load_campaign  # the campaign module uses this one
+        from orchestrator.campaign_spec import load_campaign  # it imports this module
         return load_campaign(path).spec
     if "plan" in document:
         return load_scenario(path)[0]

@@ -10,25 +10,25 @@ from rich.console import Console
 
 from orchestrator.campaign import (
     CampaignRunner,
-    CampaignSpec,
     CellRecord,
-    Requirement,
-    cell_id,
-    eta_s,
-    expand_cells,
-    judge,
-    load_campaign,
-    override_text,
     recall,
-    recorded_overhead,
     set_aside,
-    short_names,
     summary_text,
     unfresh,
 )
+from orchestrator.campaign_spec import (
+    CampaignSpec,
+    cell_id,
+    expand_cells,
+    load_campaign,
+    override_text,
+    short_names,
+)
+from orchestrator.campaign_view import eta_s, recorded_overhead
 from orchestrator.errors import SpecError, SurgeError
 from orchestrator.liveview import ViewState
 from orchestrator.loader import load_any
+from orchestrator.requirement import Requirement, judge
 from results.compare import ranking_text
 
 TOPOLOGY = """\
@@ -208,7 +208,7 @@ def manifest(steps, accounting=BALANCED, outcome="completed"):
 def test_a_run_within_its_targets_and_balanced_passes():
     verdict = judge(Requirement(), manifest([step("1", 1000, 990), step("2", 2000, 2040)]))
     assert verdict.passed
-    assert verdict.reason == "within ±5% (worst +2.0% at step 2); balanced"
+    assert verdict.reason == "within ±5% (worst +2.0% at step 2); nothing lost"
 
 
 def test_a_step_out_of_tolerance_fails_with_the_worst_named():
@@ -225,8 +225,9 @@ def test_a_step_out_of_tolerance_fails_with_the_worst_named():
 def test_loss_latency_outcome_and_missing_steps_fail():
     lost = {**BALANCED, "balanced": False, "lost": 12}
     verdict = judge(Requirement(), manifest([step("1", 1000, 1000)], lost))
-    assert not verdict.passed and verdict.reason.startswith(
-        "accounting does not balance: lost 12")
+    assert not verdict.passed and verdict.reason.startswith("messages lost: lost 12")
+    redelivered = {**BALANCED, "balanced": False, "duplicates": 6}
+    assert judge(Requirement(), manifest([step("1", 1000, 1000)], redelivered)).passed
     assert judge(Requirement(lossless=False), manifest([step("1", 1000, 1000)], lost)).passed
     slow = judge(Requirement(p99_below="10ms"), manifest([step("1", 1000, 1000, p99=25.0)]))
     assert not slow.passed and "p99 25.0 ms" in slow.reason

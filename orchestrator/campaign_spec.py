@@ -1,0 +1,293 @@
+"""Campaign files: the spec models, the expansion of a matrix into cells with stable ids, and
+validation of every scenario a campaign names under every combination of its overrides.
+
+A campaign file (``campaigns/<name>.yaml``)::
+
+    name: smoke                    # the campaign directory: <campaign runs dir>/smoke/
+    description: quickstart on 3 and 5 members, small and large messages
+    repetitions: 2
+    requirement: {rate_within: 5%, lossless: true}
+    cells:
+      - scenario: ../scenarios/quickstart.yaml     # relative to the campaign file
+        set: {plan.0.hold: 5s}                      # overrides every cell of this entry gets
+        matrix:                                     # every combination of these values
+          topology.members: [3, 5]
+          workload.message.size: [2KiB, 20KiB]
+
+Every entry of ``cells`` expands into every combination of its matrix, repeated
+``repetitions`` times (all combinations once, then all again). The cell id
+(``003-quickstart-members=5,size=2KiB-r1``) depends only on the campaign file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import yaml
+from pydantic import BeforeValidator, Field, field_validator, model_validator
+
+from orchestrator import plan as plans
+from orchestrator.errors import SpecError
+from orchestrator.loader import PlusSigned, Problem, load_model, load_scenario
+from orchestrator.requirement import Requirement
+from orchestrator.specs import ScenarioSpec, Spec, TopologySpec
+
+_KEY = re.compile(r"^[A-Za-z_][\w-]*(\.[\w-]+)*$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
+_MAX_ID = 150
+
+
+def override_text(value: object) -> str:
+    """A YAML value as the text after ``=`` in an override that reads back as the same value:
+    ``3`` -> ``"3"``, ``+50`` stays ``"+50"``, the string ``"yes"`` becomes ``"'yes'"``."""
+    if isinstance(value, PlusSigned):
+        return str(value)
+    if isinstance(value, str) and _reads_back(value):
+        return value
+    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+
+
+def _reads_back(text: str) -> bool:
+    try:
+        return yaml.safe_load(text or "''") == text
+    except yaml.YAMLError:
+        return False
+
+
+OverrideValue = Annotated[str, BeforeValidator(override_text)]
+
+
+def _check_keys(keys: list[str]) -> None:
+    bad = [key for key in keys if not _KEY.match(key)]
+    if bad:
+        raise ValueError(f"expected field paths such as workload.senders or topology.members, "
+                         f"got {', '.join(map(repr, bad))}")
+
+
+class CellGroupSpec(Spec):
+    """One entry of ``cells``: a scenario, overrides all its cells get, and a matrix of
+    overrides whose every combination is a cell. Keys are ``--set`` paths (``topology.*``
+    goes to the topology); the key ``topology`` names a topology file (relative to the
+    campaign file) instead of the scenario's."""
+
+    scenario: Path = Field(description="scenario file, relative to the campaign file")
+    set: dict[str, OverrideValue] = Field(
+        default_factory=dict, description="overrides for every cell, e.g. {plan.0.hold: 5s}")
+    matrix: dict[str, list[OverrideValue]] = Field(
+        default_factory=dict, description="field path -> values; every combination is a cell")
+
+    @field_validator("set")
+    @classmethod
+    def _set_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        _check_keys(list(value))
+        return value
+
+    @field_validator("matrix")
+    @classmethod
+    def _matrix_keys(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        _check_keys(list(value))
+        empty = [key for key, values in value.items() if not values]
+        if empty:
+            raise ValueError(f"give at least one value for {', '.join(empty)}")
+        return value
+
+    @model_validator(mode="after")
+    def _set_or_matrix(self) -> CellGroupSpec:
+        both = sorted(set(self.set) & set(self.matrix))
+        if both:
+            raise ValueError(f"{', '.join(both)}: in both set and matrix; keep one")
+        return self
+
+
+class CampaignSpec(Spec):
+    """A campaign: cells to run, how often, and what each run must show."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                      description="the campaign directory's name")
+    description: str = Field("", description="what it compares and which document it follows")
+    repetitions: int = Field(1, ge=1, le=1000, description="runs of every combination")
+    price_per_core_hour: float | None = Field(
+        None, gt=0, description="for the cost ranking; default: surge analyze's")
+    requirement: Requirement = Field(default_factory=Requirement)
+    cells: list[CellGroupSpec] = Field(min_length=1)
+
+
+# -- expansion ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of a campaign: a scenario with overrides, one repetition of one combination."""
+
+    id: str
+    group: int  # index of its entry in ``cells``
+    scenario: Path
+    fixed: tuple[tuple[str, str], ...]  # the entry's ``set``
+    params: tuple[tuple[str, str], ...]  # this combination of the entry's ``matrix``
+    repetition: int
+
+    @property
+    def overrides(self) -> list[str]:
+        """The ``key=value`` overrides of this cell, as ``--set`` takes them."""
+        return [f"{key}={value}" for key, value in (*self.fixed, *self.params)]
+
+    @property
+    def combination(self) -> str:
+        """What the repetitions of one combination share: its entry, scenario and values."""
+        values = ",".join(f"{key}={value}" for key, value in self.params)
+        return f"cells.{self.group} {self.scenario.stem} {values}".rstrip()
+
+
+def short_names(keys: list[str]) -> dict[str, str]:
+    """The shortest dotted suffix of each key that no other key ends with:
+    ``workload.message.size`` is ``size``; ``plan.0.hold`` and ``plan.1.hold`` are
+    ``0.hold`` and ``1.hold``."""
+    names = {}
+    for key in keys:
+        parts = key.split(".")
+        suffixes = (".".join(parts[-n:]) for n in range(1, len(parts) + 1))
+        names[key] = next(s for s in suffixes if not any(
+            other != key and (other == s or other.endswith("." + s)) for other in keys))
+    return names
+
+
+def cell_id(number: int, scenario: str, labels: list[tuple[str, str]], repetition: int) -> str:
+    """``003-quickstart-members=5,size=2KiB-r1``: readable, sortable and safe as a directory
+    name (other characters become ``_``; a very long id is cut and keeps a digest)."""
+    label = ",".join(f"{name}={value}" for name, value in labels)
+    text = "-".join(part for part in (f"{number:03d}", scenario, label) if part)
+    text = _UNSAFE.sub("_", text)
+    if len(text) > _MAX_ID:
+        text = text[:_MAX_ID - 9] + "~" + hashlib.sha1(text.encode()).hexdigest()[:8]
+    return f"{text}-r{repetition}"
+
+
+def _label_value(key: str, value: str) -> str:
+    return Path(value).stem if key == "topology" else value
+
+
+def expand_cells(spec: CampaignSpec) -> list[Cell]:
+    """Every cell of a campaign in a fixed order: entry by entry; within an entry, repetition
+    by repetition, every matrix combination (the first key varies slowest)."""
+    cells: list[Cell] = []
+    for group_index, group in enumerate(spec.cells):
+        names = short_names(list(group.matrix))
+        combinations = list(itertools.product(
+            *[[(key, value) for value in values] for key, values in group.matrix.items()]))
+        for repetition in range(1, spec.repetitions + 1):
+            for combination in combinations:
+                labels = [(names[key], _label_value(key, value)) for key, value in combination]
+                cells.append(Cell(
+                    id=cell_id(len(cells) + 1, group.scenario.stem, labels, repetition),
+                    group=group_index, scenario=group.scenario,
+                    fixed=tuple(group.set.items()), params=tuple(combination),
+                    repetition=repetition))
+    return cells
+
+
+# -- loading and validation -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Campaign:
+    """A validated campaign: its file, spec, cells and each cell's resolved specs."""
+
+    path: Path
+    spec: CampaignSpec
+    cells: list[Cell]
+    specs: dict[str, tuple[ScenarioSpec, TopologySpec]]  # by cell id
+
+    def planned_s(self, cell: Cell) -> float:
+        """Seconds of load the cell's plan asks for."""
+        return plans.duration(plans.expand(self.specs[cell.id][0].plan))
+
+
+def load_campaign(path: str | Path) -> Campaign:
+    """Read a campaign and validate it with every scenario it names under every combination
+    of overrides; each problem names the campaign file and the field that caused it (e.g.
+    ``cells.0.matrix.workload.senders``) or, for a broken scenario, that scenario's file."""
+    path = Path(path)
+    spec, lines = load_model(path, CampaignSpec)
+    spec = _resolve_paths(spec, path.resolve().parent)
+    cells = expand_cells(spec)
+    loaded: dict[tuple, tuple[ScenarioSpec, TopologySpec]] = {}
+    own: dict[Path, list[tuple[str, Problem]]] = {}  # each scenario's problems without overrides
+    problems: dict[tuple[str, str], Problem] = {}  # one per campaign field and original message
+    for cell in cells:
+        key = (cell.scenario, tuple(cell.overrides))
+        if key in loaded or not _scenario_exists(cell, lines, problems):
+            continue
+        specs, found = _try_load(cell.scenario, cell.overrides)
+        if specs:
+            loaded[key] = specs
+            continue
+        if cell.scenario not in own:
+            own[cell.scenario] = _try_load(cell.scenario, [])[1]
+        for origin, problem in found:
+            blamed = _blame(origin, problem, cell, lines, (origin, problem) in own[cell.scenario])
+            problems.setdefault((blamed.field, problem.message), blamed)
+    if problems:
+        raise SpecError(str(path), sorted(problems.values(), key=lambda p: p.line or 0))
+    specs = {cell.id: loaded[(cell.scenario, tuple(cell.overrides))] for cell in cells}
+    return Campaign(path, spec, cells, specs)
+
+
+def _resolve_paths(spec: CampaignSpec, base: Path) -> CampaignSpec:
+    """Scenario files and ``topology`` values made absolute, relative to the campaign file."""
+    def resolve(key: str, value: str) -> str:
+        return str((base / value).resolve()) if key == "topology" else value
+    groups = [group.model_copy(update={
+        "scenario": (base / group.scenario).resolve(),
+        "set": {k: resolve(k, v) for k, v in group.set.items()},
+        "matrix": {k: [resolve(k, v) for v in vs] for k, vs in group.matrix.items()}})
+        for group in spec.cells]
+    return spec.model_copy(update={"cells": groups})
+
+
+def _scenario_exists(cell: Cell, lines: dict, problems: dict[tuple[str, str], Problem]
+                     ) -> bool:
+    if cell.scenario.is_file():
+        return True
+    where = ("cells", cell.group, "scenario")
+    problem = Problem(".".join(map(str, where)), f"file not found: {cell.scenario}",
+                      lines.get(where))
+    problems[(problem.field, problem.message)] = problem
+    return False
+
+
+def _try_load(scenario: Path, overrides: list[str]
+              ) -> tuple[tuple[ScenarioSpec, TopologySpec] | None, list[tuple[str, Problem]]]:
+    try:
+        return load_scenario(scenario, overrides), []
+    except SpecError as error:
+        return None, [(error.path, problem) for problem in error.problems]
+
+
+def _blame(path: str, problem: Problem, cell: Cell, lines: dict, intrinsic: bool) -> Problem:
+    """A problem of a scenario (or its topology, ``path``) loaded with a cell's overrides, as
+    a problem of the campaign file: at the ``scenario`` of the cell's entry if the scenario has
+    it without overrides too, otherwise at the override that caused it."""
+    def at(*where: str | int, message: str) -> Problem:
+        return Problem(".".join(map(str, where)), message, lines.get(where))
+    if intrinsic:
+        origin = f"{path}:{problem.line}" if problem.line else path
+        detail = f"{problem.field}: {problem.message}" if problem.field else problem.message
+        return at("cells", cell.group, "scenario", message=f"{origin}: {detail}")
+    field_ = problem.field if path == str(cell.scenario) else \
+        ".".join(p for p in ("topology", problem.field) if p)
+    pairs = [("set", key, value) for key, value in cell.fixed] + \
+            [("matrix", key, value) for key, value in cell.params]
+    culprit = next((pair for pair in pairs if field_ == pair[1] or field_.startswith(
+        pair[1] + ".") or pair[1].startswith(field_ + ".")), None)
+    if culprit:
+        kind, key, value = culprit
+        return at("cells", cell.group, kind, key, message=f"{problem.message} (scenario "
+                  f"{cell.scenario.name} with {key}={value})")
+    kind = "matrix" if cell.params else "set"
+    return at("cells", cell.group, kind, message=f"{field_}: {problem.message} (scenario "
+              f"{cell.scenario.name} with {', '.join(cell.overrides)})")
+
+

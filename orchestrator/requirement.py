@@ -1,0 +1,109 @@
+"""What every run of a campaign must show to pass (only runs that pass are ranked), and the
+verdict on one run from its ``run.json``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import Field
+
+from orchestrator.specs import Fraction, Seconds, Spec
+
+
+class Requirement(Spec):
+    """What every run of a campaign must show to pass; only runs that pass are ranked."""
+
+    rate_within: Fraction = Field(
+        0.05, ge=0, description="each considered step's achieved mean within this of its "
+                                "target ('5%'); a step with target 0 (as fast as possible) passes")
+    steps: Literal["all", "final"] = Field(
+        "all", description="which steps rate_within and p99_below apply to")
+    lossless: bool = Field(True, description="nothing lost and nothing unexplained in the "
+                                             "accounting; duplicates (redeliveries after a "
+                                             "broker failure) are at-least-once and allowed")
+    p99_below: Seconds | None = Field(
+        None, gt=0, description="each considered step's p99 latency below this ('200ms')")
+
+    def describe(self) -> str:
+        """The requirement in words, for the summary."""
+        which = "every step's" if self.steps == "all" else "the final step's"
+        parts = [f"{which} achieved rate within ±{self.rate_within:.0%} of its target"]
+        if self.p99_below is not None:
+            parts.append(f"p99 below {self.p99_below * 1000:g} ms")
+        if self.lossless:
+            parts.append("nothing lost (duplicates allowed: at least once)")
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a run met its campaign's requirement, and why in one line."""
+
+    passed: bool
+    reason: str
+
+
+def judge(requirement: Requirement, manifest: dict[str, Any]) -> Verdict:
+    """Judge one run from its ``run.json``: it must have completed, with a step table, every
+    considered step's achieved rate within ``rate_within`` of its target (and p99 below
+    ``p99_below``), and, if ``lossless``, nothing lost."""
+    outcome = manifest.get("outcome")
+    if outcome != "completed":
+        return Verdict(False, f"run not completed (outcome {outcome or 'unknown'})")
+    steps = manifest.get("steps") or []
+    if not steps:
+        return Verdict(False, "no step table (is every hold longer than measure.settle?)")
+    considered = steps if requirement.steps == "all" else steps[-1:]
+    problems = [problem for problem in (
+        _rate_problem(requirement.rate_within, considered),
+        _latency_problem(requirement.p99_below, considered),
+        _loss_problem(manifest.get("accounting")) if requirement.lossless else None) if problem]
+    if problems:
+        return Verdict(False, "; ".join(problems))
+    worst = max(considered, key=lambda s: abs(_deviation(s)))
+    return Verdict(True, f"within ±{requirement.rate_within:.0%} (worst {_deviation(worst):+.1%}"
+                         f" at step {_label(worst)})"
+                         + ("; nothing lost" if requirement.lossless else ""))
+
+
+def _deviation(step: dict) -> float:
+    target = step.get("target_rate") or 0.0
+    return step["achieved_rate"] / target - 1.0 if target else 0.0
+
+
+def _label(step: dict) -> str:
+    return str(step.get("label") or step.get("step", "?"))
+
+
+def _rate_problem(within: float, steps: list[dict]) -> str | None:
+    out = [s for s in steps if abs(_deviation(s)) > within + 1e-9]
+    if not out:
+        return None
+    worst = max(out, key=lambda s: abs(_deviation(s)))
+    more = f" (and {len(out) - 1} more step{'s' if len(out) > 2 else ''})" if len(out) > 1 else ""
+    return (f"step {_label(worst)}: achieved {worst['achieved_rate']:,.0f} of "
+            f"{worst['target_rate']:,.0f} msg/s ({_deviation(worst):+.1%}, allowed "
+            f"±{within:.0%}){more}")
+
+
+def _latency_problem(below_s: float | None, steps: list[dict]) -> str | None:
+    if below_s is None:
+        return None
+    out = [s for s in steps if s.get("p99_ms", 0.0) >= below_s * 1000]
+    if not out:
+        return None
+    worst = max(out, key=lambda s: s["p99_ms"])
+    return f"step {_label(worst)}: p99 {worst['p99_ms']:,.1f} ms (allowed below {below_s * 1000:g})"
+
+
+def _loss_problem(accounting: dict | None) -> str | None:
+    if not accounting:
+        return "no accounting"
+    if not accounting.get("lost") and not accounting.get("unexplained"):
+        return None
+    figures = ", ".join(f"{name} {accounting.get(name, '?')}"
+                        for name in ("lost", "duplicates", "unexplained"))
+    return f"messages lost: {figures}"
+
+
