@@ -42,9 +42,11 @@ def _surge_errors(command):
 
 @app.command()
 @_surge_errors
-def validate(files: Annotated[list[Path], typer.Argument(help="Topology or scenario YAML files")]
+def validate(files: Annotated[list[Path], typer.Argument(
+                 help="Topology, scenario or campaign YAML files")]
              ) -> None:
-    """Check spec files without running anything; every problem is listed with file and line."""
+    """Check spec files without running anything; every problem is listed with file and line.
+    A campaign is checked with every scenario it names under every combination of its matrix."""
     from orchestrator.errors import SpecError
     from orchestrator.loader import load_any
     failed = 0
