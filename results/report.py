@@ -121,10 +121,12 @@ def _plots(out: Path, ticks: list[dict], members: list[dict], events: list[dict]
         plt.close(fig)
         made.append(name)
 
-    figure("rate.png", "messages per second (msg/s)", "Target and achieved rate",
+    figure("rate.png", "messages per second (msg/s)", "Target, published and consumed rate",
            lambda ax: (ax.plot(x, [t["target_rate"] for t in ticks], label="target"),
-                       ax.plot(x, [min(t["send_rate"], t["receive_rate"]) for t in ticks],
-                               label="achieved (end to end)")))
+                       ax.plot(x, [t["send_rate"] for t in ticks], label="published",
+                               linewidth=1),
+                       ax.plot(x, [t["receive_rate"] for t in ticks], label="consumed",
+                               linewidth=1)))
 
     def cpu(ax) -> None:
         for name in sorted({m["member"] for m in members}):

@@ -83,3 +83,15 @@ def test_consumer_slowdown_grows_a_backlog_that_drains_afterwards(cluster, topol
 def _ticks(run_dir):
     from results.rundir import read_table
     return read_table(run_dir, "ticks").to_pylist()
+
+
+def test_message_count_ends_the_run_with_exactly_that_many_sent(cluster, topology, tmp_path):
+    spec = scenario(
+        workload={"queue": "plain", "senders": 4, "receivers": 2, "start_delay": "1s"},
+        plan=[{"rate_per_sender": 100, "hold": "60s"}],
+        exit={"messages_per_sender": 150})
+    result = Controller(spec, topology, tmp_path, live=False).run()
+    assert result.outcome == "completed"
+    assert result.accounting.sent == 600 and result.accounting.balanced
+    [ended] = events(result.run_dir, "exit")
+    assert ended["elapsed_s"] < 10, ended
