@@ -309,6 +309,8 @@ class _ReceiverLink(_Link):
         self.timer = None
         self.consumer_tag: str | None = None
         self.responds = isinstance(role, ResponderRole)
+        # get the request and put the reply in one transaction (MQ's syncpoint)
+        self.transactional = self.responds and self.manual and destination.unit_of_work
         self.pending: deque[tuple] = deque()  # deliveries waiting for the consumer delay
         self.pending_timer = None
         self.busy_until = 0.0  # a slowed receiver handles its next message from then
@@ -323,6 +325,8 @@ class _ReceiverLink(_Link):
                 and amqp_wire.hooks_available(self.connection):
             amqp_wire.install_decoder(self.connection, channel.channel_number, self._arrived)
         channel.basic_qos(prefetch_count=self.driver.destination.prefetch)
+        if self.transactional:
+            channel.tx_select()
         self.consumer_tag = channel.basic_consume(self.queue, self._delivered,
                                                   auto_ack=not self.manual)
         if self.manual:
@@ -363,7 +367,10 @@ class _ReceiverLink(_Link):
                 "", properties.reply_to, buffer[offset:offset + HEADER_SIZE] + self.padding,
                 pika.BasicProperties(delivery_mode=self.reply_mode,
                                      correlation_id=properties.correlation_id))
-        if self.manual:
+        if self.transactional:
+            self.channel.basic_ack(tag)
+            self.channel.tx_commit()
+        elif self.manual:
             self.last_tag = tag
             self.unacked += 1
             if self.unacked >= self.ack_every:

@@ -29,6 +29,7 @@ class Destination:
     manual_ack: bool = True
     reply_size: int = 0  # request-reply: bytes of each reply
     reply_timeout_s: float = 10.0  # request-reply: a request unanswered this long times out
+    unit_of_work: bool = False  # request-reply: a responder's get and put in one transaction
     fast_path: bool = True  # drivers may encode/decode frames themselves where they can
 
 

@@ -152,7 +152,8 @@ class Controller:
                                     "confirms": workload.confirms, "prefetch": workload.prefetch,
                                     "manual_ack": workload.ack == "manual",
                                     "reply_size": workload.reply_size or workload.message.size,
-                                    "reply_timeout_s": workload.reply_timeout},
+                                    "reply_timeout_s": workload.reply_timeout,
+                                    "unit_of_work": workload.unit_of_work},
                     "senders": [], "receivers": []} for _ in self.agents]
         for kind, total in (("r", workload.receivers), ("s", workload.senders)):
             for i in range(total):

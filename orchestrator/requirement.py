@@ -17,6 +17,10 @@ class Requirement(Spec):
     rate_within: Fraction = Field(
         0.05, ge=0, description="each considered step's achieved mean within this of its "
                                 "target ('5%'); a step with target 0 (as fast as possible) passes")
+    rate: Literal["achieved", "published"] = Field(
+        "achieved", description="achieved: end to end (what consumers got); published: what "
+                                "the senders put, whatever the consumers did (document 001: "
+                                "publishing must not suffer while consumers are slow)")
     steps: Literal["all", "final"] = Field(
         "all", description="which steps rate_within and p99_below apply to")
     lossless: bool = Field(True, description="nothing lost and nothing unexplained in the "
@@ -28,7 +32,7 @@ class Requirement(Spec):
     def describe(self) -> str:
         """The requirement in words, for the summary."""
         which = "every step's" if self.steps == "all" else "the final step's"
-        parts = [f"{which} achieved rate within ±{self.rate_within:.0%} of its target"]
+        parts = [f"{which} {self.rate} rate within ±{self.rate_within:.0%} of its target"]
         if self.p99_below is not None:
             parts.append(f"p99 below {self.p99_below * 1000:g} ms")
         if self.lossless:
@@ -56,34 +60,40 @@ def judge(requirement: Requirement, manifest: dict[str, Any]) -> Verdict:
         return Verdict(False, "no step table (is every hold longer than measure.settle?)")
     considered = steps if requirement.steps == "all" else steps[-1:]
     problems = [problem for problem in (
-        _rate_problem(requirement.rate_within, considered),
+        _rate_problem(requirement.rate_within, considered, _KEYS[requirement.rate]),
         _latency_problem(requirement.p99_below, considered),
         _loss_problem(manifest.get("accounting")) if requirement.lossless else None) if problem]
     if problems:
         return Verdict(False, "; ".join(problems))
-    worst = max(considered, key=lambda s: abs(_deviation(s)))
-    return Verdict(True, f"within ±{requirement.rate_within:.0%} (worst {_deviation(worst):+.1%}"
+    key = _KEYS[requirement.rate]
+    worst = max(considered, key=lambda s: abs(_deviation(s, key)))
+    return Verdict(True, f"within ±{requirement.rate_within:.0%} (worst "
+                         f"{_deviation(worst, key):+.1%}"
                          f" at step {_label(worst)})"
                          + ("; nothing lost" if requirement.lossless else ""))
 
 
-def _deviation(step: dict) -> float:
+_KEYS = {"achieved": "achieved_rate", "published": "sent_rate"}
+
+
+def _deviation(step: dict, key: str = "achieved_rate") -> float:
     target = step.get("target_rate") or 0.0
-    return step["achieved_rate"] / target - 1.0 if target else 0.0
+    return step[key] / target - 1.0 if target else 0.0
 
 
 def _label(step: dict) -> str:
     return str(step.get("label") or step.get("step", "?"))
 
 
-def _rate_problem(within: float, steps: list[dict]) -> str | None:
-    out = [s for s in steps if abs(_deviation(s)) > within + 1e-9]
+def _rate_problem(within: float, steps: list[dict], key: str) -> str | None:
+    out = [s for s in steps if abs(_deviation(s, key)) > within + 1e-9]
     if not out:
         return None
-    worst = max(out, key=lambda s: abs(_deviation(s)))
+    worst = max(out, key=lambda s: abs(_deviation(s, key)))
     more = f" (and {len(out) - 1} more step{'s' if len(out) > 2 else ''})" if len(out) > 1 else ""
-    return (f"step {_label(worst)}: achieved {worst['achieved_rate']:,.0f} of "
-            f"{worst['target_rate']:,.0f} msg/s ({_deviation(worst):+.1%}, allowed "
+    what = "achieved" if key == "achieved_rate" else "published"
+    return (f"step {_label(worst)}: {what} {worst[key]:,.0f} of "
+            f"{worst['target_rate']:,.0f} msg/s ({_deviation(worst, key):+.1%}, allowed "
             f"±{within:.0%}){more}")
 
 

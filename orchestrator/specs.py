@@ -158,6 +158,9 @@ class WorkloadSpec(Spec):
                                                            "waiting for replies")
     reply_timeout: Seconds = Field(10.0, gt=0, description="a request unanswered this long "
                                                            "counts as timed out")
+    unit_of_work: bool = Field(False, description="a responder acknowledges the request and "
+                                                  "puts the reply in one AMQP transaction "
+                                                  "(MQ's syncpoint; needs ack: manual)")
     confirms: bool = Field(False, description="publisher confirms; unconfirmed messages are "
                                               "published again after a reconnect")
     prefetch: int = Field(200, ge=1, le=65535, description="unacknowledged messages per receiver")

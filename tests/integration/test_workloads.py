@@ -29,7 +29,7 @@ def test_request_reply_matches_every_reply_over_a_sweep_of_queue_pairs(cluster, 
     spec = scenario(
         workload={"pattern": "request-reply", "queue": "pairs-%d", "senders": 4,
                   "receivers": 4, "message": {"size": "2KiB", "persistent": True},
-                  "reply_size": "1KiB"},
+                  "reply_size": "1KiB", "unit_of_work": True},
         plan=[{"rate_per_sender": 40, "hold": "5s", "senders": [2, 4]}])
     result = Controller(spec, topology, tmp_path, live=False).run()
     assert result.outcome == "completed"

@@ -192,9 +192,9 @@ def test_campaign_fields_are_checked(spec_dir):
 
 # -- the requirement ----------------------------------------------------------------------------
 
-def step(label, target, achieved, p99=5.0):
+def step(label, target, achieved, p99=5.0, sent=None):
     return {"step": int(label), "label": label, "target_rate": target, "achieved_rate": achieved,
-            "p99_ms": p99}
+            "sent_rate": target if sent is None else sent, "p99_ms": p99}
 
 
 BALANCED = {"balanced": True, "lost": 0, "duplicates": 0, "unexplained": 0,
@@ -218,6 +218,9 @@ def test_a_step_out_of_tolerance_fails_with_the_worst_named():
     assert verdict.reason == ("step 3: achieved 2,400 of 3,000 msg/s (-20.0%, allowed ±5%) "
                               "(and 1 more step)")
     assert not judge(Requirement(), manifest([step("1", 1000, 1100)])).passed  # above too
+    slow_consumers = manifest([step("1", 1000, 640, sent=1002)])
+    assert not judge(Requirement(), slow_consumers).passed
+    assert judge(Requirement(rate="published"), slow_consumers).passed
     final_only = Requirement(steps="final", rate_within="25%")
     assert judge(final_only, manifest([step("1", 1000, 500), step("2", 2000, 1800)])).passed
 
