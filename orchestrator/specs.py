@@ -9,13 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from orchestrator import units
-
-Bytes = Annotated[int, BeforeValidator(units.parse_size)]
-Seconds = Annotated[float, BeforeValidator(units.parse_duration)]
-Fraction = Annotated[float, BeforeValidator(units.parse_percent)]
+from orchestrator.mqspecs import MqSpec
+from orchestrator.specs_base import Bytes, Fraction, Seconds, Spec
 
 
 def _rate_change(value: object) -> str:
@@ -29,12 +26,6 @@ def _rate_change(value: object) -> str:
 
 
 RateChange = Annotated[str, BeforeValidator(_rate_change)]
-
-
-class Spec(BaseModel):
-    """Base of every spec model: unknown keys are errors, models are immutable."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class QueueSpec(Spec):
@@ -94,8 +85,11 @@ class TopologySpec(Spec):
     """The broker side: which broker, where, how many members, how big each is."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", description="used in node and cgroup names")
-    broker: Literal["rabbitmq"] = "rabbitmq"
-    placement: Literal["local"] = "local"
+    broker: Literal["rabbitmq", "ibmmq"] = "rabbitmq"
+    placement: Literal["local", "ssh", "kubernetes"] = Field(
+        "local", description="local: processes on this machine (rabbitmq); ssh: queue managers "
+                             "on ibmmq.hosts; kubernetes: ibmmq.native_ha through the MQ "
+                             "operator")
     members: int = Field(3, ge=1, le=32, description="size of the pool of members")
     start: int = Field(3, ge=1, description="members started at provisioning")
     cpu_per_member: float | None = Field(
@@ -112,11 +106,29 @@ class TopologySpec(Spec):
                           "started), so a scale-out only starts the application: seconds instead "
                           "of a full boot")
     queues: list[QueueSpec] = Field(default_factory=list)
+    ibmmq: MqSpec | None = Field(None, description="queue managers, cluster, CCDT (broker ibmmq)")
 
     @model_validator(mode="after")
     def _start_within_pool(self) -> TopologySpec:
         if self.start > self.members:
             raise ValueError(f"start ({self.start}) cannot exceed members ({self.members})")
+        return self
+
+    @model_validator(mode="after")
+    def _broker_fits_placement(self) -> TopologySpec:
+        if self.broker == "rabbitmq" and self.placement != "local":
+            raise ValueError(f"broker rabbitmq runs with placement local (got {self.placement})")
+        if self.broker == "ibmmq":
+            mq = self.ibmmq
+            if mq is None or self.placement == "local":
+                raise ValueError("broker ibmmq needs an ibmmq section and placement ssh or "
+                                 "kubernetes (MQ cannot be installed on this machine)")
+            on_hosts = sum(h.members for h in mq.hosts)
+            if self.placement == "ssh" and on_hosts != self.members:
+                raise ValueError(f"ibmmq.hosts hold {on_hosts} queue managers; members says "
+                                 f"{self.members}")
+            if self.placement == "kubernetes" and mq.native_ha is None:
+                raise ValueError("placement kubernetes needs ibmmq.native_ha")
         return self
 
     def queue(self, name: str) -> QueueSpec | None:
