@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 RABBIT := /usr/lib/rabbitmq/bin/rabbitmq-server
+SSHD   := /usr/sbin/sshd
 
 .PHONY: demo test deps java lint bench clean
 
@@ -19,7 +20,7 @@ bench: deps  ## driver efficiency and rate accuracy benchmarks (print figures)
 	$(BIN)/python bench/driver_efficiency.py
 	$(BIN)/python bench/rate_accuracy.py
 
-deps: $(RABBIT) java $(BIN)/surge
+deps: $(RABBIT) $(SSHD) java $(BIN)/surge
 
 java:  ## Spark (surge analyze) needs a Java runtime, 17 or later
 	@command -v java >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
@@ -29,6 +30,16 @@ $(RABBIT):
 	apt-get update -q
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
 		rabbitmq-server python3-venv python3-dev gcc
+
+# The SSH tests start their own sshd on loopback; the system's must not start on port 22, so
+# apt runs under a policy-rc.d that refuses every service start (ours only if none exists).
+$(SSHD):
+	@created=; if [ ! -e /usr/sbin/policy-rc.d ]; then \
+		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && created=1; \
+	fi; \
+	trap '[ -z "$$created" ] || rm -f /usr/sbin/policy-rc.d' EXIT; \
+	apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -q --no-install-recommends openssh-server openssh-client
 
 $(BIN)/surge: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -30,7 +30,7 @@ from orchestrator.requirement import Requirement, judge
 from orchestrator.specs import ScenarioSpec, TopologySpec
 
 if TYPE_CHECKING:
-    from topologies.rabbitmq.local import LocalRabbitMQ
+    from topologies.base import Provisioner
 
 STATE_FILE = "campaign.json"
 SUMMARY_FILE = "summary.md"
@@ -233,16 +233,16 @@ class CampaignRunner:
     def _clear_leftover(self) -> None:
         leftover = left_up(self.root)
         if leftover:
-            from topologies.rabbitmq.local import LocalRabbitMQ
+            from topologies.factory import provisioner_for
             self.view.say(f"topology {leftover.name} was left up by an earlier run of this "
                           f"campaign; stopping it")
-            self._down(LocalRabbitMQ(leftover))
+            self._down(provisioner_for(leftover))
 
     # -- topologies
 
     def _run_group(self, topology: TopologySpec, cells: list[Cell]) -> None:
-        from topologies.rabbitmq.local import LocalRabbitMQ
-        provisioner = LocalRabbitMQ(topology)
+        from topologies.factory import provisioner_for
+        provisioner = provisioner_for(topology)
         self._refuse_foreign(provisioner, cells[0])
         try:
             for index, cell in enumerate(cells):
@@ -263,7 +263,7 @@ class CampaignRunner:
         finally:
             self._down(provisioner)
 
-    def _refuse_foreign(self, provisioner: LocalRabbitMQ, cell: Cell) -> None:
+    def _refuse_foreign(self, provisioner: Provisioner, cell: Cell) -> None:
         if any(m.running or m.standby for m in provisioner.status()):
             topology_file = self.campaign.specs[cell.id][0].topology
             raise SurgeError(
@@ -272,7 +272,7 @@ class CampaignRunner:
                 f"runs on the topology it names. Stop it (surge down {topology_file}) and run "
                 f"the campaign again.")
 
-    def _prepare(self, provisioner: LocalRabbitMQ, previous: CellRecord | None) -> None:
+    def _prepare(self, provisioner: Provisioner, previous: CellRecord | None) -> None:
         """Bring the topology up for a group's first cell; before the others, restart it if
         the last cell failed or left it otherwise than a run starts (see :func:`unfresh`)."""
         if previous is None:
@@ -293,12 +293,12 @@ class CampaignRunner:
             self.view.finish(record, 0.0)
         self._save()
 
-    def _up(self, provisioner: LocalRabbitMQ) -> None:
+    def _up(self, provisioner: Provisioner) -> None:
         self.topology_up = provisioner.topology
         self._save()
         provisioner.up()
 
-    def _down(self, provisioner: LocalRabbitMQ) -> None:
+    def _down(self, provisioner: Provisioner) -> None:
         with _shielded(self.view.say):
             provisioner.down()
         self.topology_up = None

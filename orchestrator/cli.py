@@ -100,6 +100,20 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
         raise typer.Exit(1)
 
 
+@app.command("plan")
+@_surge_errors
+def plan_(scenario: Annotated[Path, typer.Argument(
+              help="Scenario YAML, e.g. scenarios/mq-uniform-cluster-scaling.yaml")],
+          overrides: SetOption = None) -> None:
+    """Print everything a run would do, in order, without touching anything: files and
+    commands per host (MQ uniform cluster), manifests (Native HA), members and queues
+    (RabbitMQ), then the load plan, consumer profile, faults and scaling rules."""
+    from orchestrator.dryrun import plan_text
+    from orchestrator.loader import load_scenario
+    spec, topology = load_scenario(scenario, overrides or [])
+    typer.echo(plan_text(spec, topology), nl=False)
+
+
 @app.command()
 @_surge_errors
 def compare(runs: Annotated[list[Path], typer.Argument(
@@ -207,8 +221,8 @@ def campaign(file: Annotated[Path, typer.Argument(help="Campaign YAML, e.g. "
 
 def _provisioner(topology_file: Path, overrides: list[str] | None):
     from orchestrator.loader import load_topology
-    from topologies.rabbitmq.local import LocalRabbitMQ
-    return LocalRabbitMQ(load_topology(topology_file, overrides or []))
+    from topologies.factory import provisioner_for
+    return provisioner_for(load_topology(topology_file, overrides or []))
 
 
 @app.command()

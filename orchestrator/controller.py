@@ -34,7 +34,7 @@ from orchestrator.specs import ScenarioSpec, TopologySpec
 from results import timeline
 from results.rundir import RunWriter, new_run_id
 from results.steptable import StepRow, step_rows
-from topologies.rabbitmq.local import LocalRabbitMQ
+from topologies.factory import provisioner_for
 
 
 @dataclass
@@ -61,7 +61,7 @@ class Controller:
         self.view = LiveView(enabled=live)
         self.keep_topology = keep_topology
         self.metrics_port = metrics_port
-        self.provisioner = LocalRabbitMQ(topology)
+        self.provisioner = provisioner_for(topology, record=self._remote_command)
         self.phases = plans.expand(scenario.plan)
         self.delays = plans.delay_phases(scenario.consumer_profile)
         self.applied: dict[str, Any] = {}
@@ -142,7 +142,7 @@ class Controller:
         self._event("agents_up", count=len(self.agents),
                     agents=[{"index": a.index, "pid": a.process.pid, "port": a.port}
                             for a in self.agents])
-        endpoints = [m.amqp_url for m in members]
+        endpoints = [m.endpoint for m in members]
         queue = self.queue_spec
         first = self.phases[0]
         configs = [{"broker": self.topology.broker, "pattern": workload.pattern,
@@ -159,7 +159,7 @@ class Controller:
             for i in range(total):
                 agent, member = self.agents[i % count], members[i % len(members)]
                 slot = i * queue.count // total  # blocks: a sweep adds whole queues' workers
-                worker = {"endpoint": member.amqp_url, "queue": queue.instance(member.index, slot)}
+                worker = {"endpoint": member.endpoint, "queue": queue.instance(member.index, slot)}
                 if kind == "s" and workload.bind == "not-fixed":
                     worker["queue"] = [queue.instance(m.index, slot)
                                        for m in members] if queue.per_member else queue.names
@@ -392,6 +392,12 @@ class Controller:
                 for k, v in fields.items() if k != "agents")
             self.state.last_event = f"{kind}: {text}"
             self.view.say(f"[dim]{time.strftime('%H:%M:%S')}[/] {kind}: {text}")
+
+    def _remote_command(self, result) -> None:
+        """Keep every command a provisioner ran on a host, with its exit status and output."""
+        self.writer.event("remote_command", host=result.host, command=result.command,
+                          status=result.status, seconds=round(result.seconds, 3),
+                          stdout=result.stdout[-2000:], stderr=result.stderr[-2000:])
 
     def _write_manifest(self, outcome: str, accounting: Reconciliation | None = None,
                         steps: list[StepRow] | None = None) -> None:

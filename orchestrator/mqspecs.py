@@ -39,6 +39,8 @@ class MqHostSpec(Spec):
     name: str = Field(min_length=1, description="the name in CONNAMEs, e.g. QMHost1")
     address: str | None = Field(None, description="where SSH connects; default the name")
     members: int = Field(ge=1, le=64, description="queue managers on this host")
+    cpus: int | None = Field(None, ge=1, description="the host's cores: the exporter publishes "
+                                                     "QM CPU as a share of the host")
     ssh: SshSpec | None = Field(None, description="default: ibmmq.ssh")
 
 

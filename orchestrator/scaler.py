@@ -132,7 +132,7 @@ class Scaler:
         for (agent_index, member_index), ids in batches.items():
             member = self.provisioner.member(member_index)
             agents[agent_index].call("POST", "/move", {
-                **ids, "endpoint": member.amqp_url, "queue": self.queue.instance(member_index)})
+                **ids, "endpoint": member.endpoint, "queue": self.queue.instance(member_index)})
         self.placement.update(moves)
         counts = defaultdict(int)
         for worker, member_index in self.placement.items():

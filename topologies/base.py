@@ -21,11 +21,18 @@ class Member:
     running: bool = False
     pid: int | None = None
     standby: bool = False  # booted and joined, broker application stopped (a warm pool member)
+    client_url: str | None = None  # how clients of a non-AMQP broker reach it (see endpoint)
 
     @property
     def amqp_url(self) -> str:
         """Connection URL for clients (credentials included; loopback only)."""
         return f"amqp://guest:guest@{self.host}:{self.amqp_port}/%2F"
+
+    @property
+    def endpoint(self) -> str:
+        """What a worker connects to: ``client_url`` where the provisioner set one (an MQ
+        queue manager), else the AMQP URL."""
+        return self.client_url or self.amqp_url
 
     @property
     def metrics_url(self) -> str:

@@ -1,0 +1,85 @@
+"""Document 000's uniform cluster rendered from topologies/mq-uc01-uniform.yaml: the crtmqm
+lines, the -ii and -ic files against the document's (tests/golden/uc01), and the JSON CCDT."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.loader import load_topology
+from topologies.mq import uniform
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden" / "uc01"
+
+
+@pytest.fixture(scope="module")
+def topology():
+    return load_topology(ROOT / "topologies" / "mq-uc01-uniform.yaml",
+                         ["queues=[{name: 'request%d', count: 2}]"])
+
+
+def commands(text: str) -> list[str]:
+    """Lines that are not comments (MQSC: '*', the document prints '#'), blanks dropped."""
+    return [line.strip() for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith(("*", "#"))]
+
+
+def test_crtmqm_lines_are_the_documents(topology):
+    qms = uniform.queue_managers(topology)
+    by_host = {}
+    for qm in qms:
+        by_host.setdefault(qm.host.name, []).append(uniform.crtmqm(topology, qm))
+    assert len(qms) == 12 and [qm.name for qm in qms][::6] == ["UC01QM01", "UC01QM07"]
+    assert by_host["MQHost1"][:3] == (GOLDEN / "crtmqm-QMHost1.txt").read_text().splitlines()
+    assert by_host["MQHost2"][:3] == (GOLDEN / "crtmqm-QMHost2.txt").read_text().splitlines()
+    assert by_host["MQHost1"][5].startswith("crtmqm -lc -p 1419 ") and \
+        by_host["MQHost1"][5].endswith("CONNAME=MQHost1(1419) UC01QM06")
+
+
+def test_ini_file_is_the_documents(topology):
+    ours, theirs = uniform.ini_text(topology), (GOLDEN / "uniclus.ini").read_text()
+    assert [line.lower() for line in commands(ours)] == [line.lower() for line in commands(theirs)]
+    assert "Repository1Conname=MQHost1(1414)" in ours
+
+
+def test_mqsc_file_is_the_documents(topology):
+    assert commands(uniform.mqsc_text(topology)) == \
+        commands((GOLDEN / "uniclus.mqsc").read_text())
+    assert all(line.startswith("*") for line in uniform.mqsc_text(topology).splitlines()
+               if not line.startswith(("define", "alter")))  # MQSC comments
+
+
+def test_start_stop_and_status_lines(topology):
+    qm = uniform.queue_managers(topology)[7]
+    assert (qm.name, qm.host.name, qm.port, qm.conname) == ("UC01QM08", "MQHost2", 1415,
+                                                            "MQHost2(1415)")
+    start = uniform.strmqm(topology, qm)
+    assert "mq-UC01QM08.slice CPUQuota=400%" in start and start.endswith("strmqm UC01QM08")
+    assert uniform.endmqm(qm) == "endmqm -r UC01QM08"
+    assert uniform.endmqm(qm, kill=True) == "endmqm -i UC01QM08"
+    assert uniform.parse_dspmq("QMNAME(UC01QM08)      STATUS(Running)\n") == "Running"
+    assert uniform.parse_dspmq("QMNAME(UC01QM08)      STATUS(Ended normally)") == \
+        "Ended normally"
+    assert uniform.parse_dspmq("AMQ7048E: The queue manager name is either not valid") is None
+
+
+def test_ccdt_has_one_documented_entry_per_queue_manager_of_the_group(topology):
+    document = json.loads(uniform.ccdt_text(topology))
+    entries = document["channel"]
+    assert set(document) == {"channel"} and len(entries) == 12
+    allowed = {"name", "type", "clientConnection", "connectionManagement"}
+    for entry, qm in zip(entries, uniform.queue_managers(topology)):
+        assert set(entry) <= allowed
+        assert entry["name"] == "PERF.APP.CHL" and entry["type"] == "clientConnection"
+        assert entry["clientConnection"] == {
+            "connection": [{"host": qm.host.name, "port": qm.port}], "queueManager": "UC01QM"}
+        assert set(entry["connectionManagement"]) <= {
+            "affinity", "clientWeight", "defaultReconnect", "sharingConversations"}
+        assert entry["connectionManagement"]["sharingConversations"] == 1
+
+
+def test_a_topology_that_does_not_add_up_is_refused():
+    from orchestrator.errors import SpecError
+    with pytest.raises(SpecError, match="ibmmq.hosts hold 12 queue managers; members says 10"):
+        load_topology(ROOT / "topologies" / "mq-uc01-uniform.yaml", ["members=10"])

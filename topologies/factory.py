@@ -1,0 +1,22 @@
+"""The provisioner for a topology: by broker and placement."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from orchestrator.specs import TopologySpec
+from topologies.base import Provisioner
+
+
+def provisioner_for(topology: TopologySpec, record: Callable[[object], None] | None = None
+                    ) -> Provisioner:
+    """RabbitMQ on loopback, an MQ uniform cluster over SSH, or MQ Native HA on Kubernetes;
+    ``record`` receives every remote command's result where there are remote commands."""
+    if topology.broker == "rabbitmq":
+        from topologies.rabbitmq.local import LocalRabbitMQ
+        return LocalRabbitMQ(topology)
+    if topology.placement == "ssh":
+        from topologies.mq.provision import UniformClusterProvisioner
+        return UniformClusterProvisioner(topology, record=record)
+    from topologies.mq.nativeha import NativeHaProvisioner
+    return NativeHaProvisioner(topology)

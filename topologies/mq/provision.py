@@ -1,0 +1,225 @@
+"""Provisioning document 000's uniform cluster on SSH hosts.
+
+``plan()`` lists every file and command per host in order; ``up()`` carries the same plan out
+over SSH (skipping queue managers that exist already), so what ``surge plan`` prints is what
+runs. Members of the pool beyond ``start`` are created but not started (the document's
+pre-created queue managers); a scale-out is one ``strmqm`` in the member's slice, a scale-in
+``endmqm -r`` so reconnectable clients move to the other members. Every remote command, its
+output and exit status go to ``record`` (the controller keeps them in the run directory); a
+failing command stops provisioning with the host, the command and its stderr.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from orchestrator.errors import ProvisionError
+from orchestrator.specs import TopologySpec
+from topologies.base import BrokerSample, Member, MemberSample
+from topologies.mq import metrics, uniform
+from topologies.mq.uniform import QueueManager
+
+START_TIMEOUT_S = 120.0
+QM_MISSING = "AMQ7048E"  # dspmq: the queue manager name is not valid or not known
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One thing provisioning does on one host: upload a file or run a command."""
+
+    host: str
+    what: str  # "upload" or "run"
+    text: str  # the remote path (upload) or the command (run)
+    content: str = ""  # what is uploaded
+    purpose: str = ""
+
+    def describe(self) -> str:
+        """The step as ``surge plan`` prints it."""
+        verb = "upload" if self.what == "upload" else "run   "
+        why = f"  # {self.purpose}" if self.purpose else ""
+        return f"[{self.host}] {verb} {self.text}{why}"
+
+
+def plan(topology: TopologySpec) -> list[PlanStep]:
+    """Everything ``up()`` does, in order: per host, the shared files, then every queue
+    manager's ``crtmqm``, then ``strmqm`` for the first ``start`` ones."""
+    files = uniform.file_paths(topology)
+    contents = {files["ini"]: uniform.ini_text(topology),
+                files["mqsc"]: uniform.mqsc_text(topology),
+                files["ccdt"]: uniform.ccdt_text(topology)}
+    purposes = {files["ini"]: "-ii: qm.ini attributes (AutoCluster, custom stanzas)",
+                files["mqsc"]: "-ic: MQSC run at every start",
+                files["ccdt"]: "JSON CCDT for clients (MQCCDTURL)"}
+    qms = uniform.queue_managers(topology)
+    steps: list[PlanStep] = []
+    for host in topology.ibmmq.hosts:
+        steps += [PlanStep(host.name, "upload", path, content, purposes[path])
+                  for path, content in contents.items()]
+        steps += [PlanStep(host.name, "run", uniform.crtmqm(topology, qm), purpose="create")
+                  for qm in qms if qm.host.name == host.name]
+    steps += [PlanStep(qm.host.name, "run", uniform.strmqm(topology, qm), purpose="start")
+              for qm in qms[:topology.start]]
+    return steps
+
+
+class UniformClusterProvisioner:
+    """The :class:`topologies.base.Provisioner` of an MQ uniform cluster on SSH hosts."""
+
+    def __init__(self, topology: TopologySpec, session: Callable[[str], object] | None = None,
+                 record: Callable[[object], None] | None = None):
+        self.topology = topology
+        self.qms = uniform.queue_managers(topology)
+        self.record = record
+        self._session_factory = session or self._ssh
+        self._sessions: dict[str, object] = {}
+        self._cpu_seconds: dict[str, float] = {}
+        self._last_sample: float | None = None
+
+    # -- the provisioner interface ------------------------------------------------------------
+
+    def member(self, index: int) -> Member:
+        """Queue manager ``index`` as a member: its listener and exporter, and the endpoint
+        workers use (``mq://HOST(PORT)/QMNAME?channel=...``)."""
+        qm = self.qms[index]
+        mq = self.topology.ibmmq
+        return Member(index, qm.name, qm.address, qm.port, 0, qm.exporter_port,
+                      client_url=f"mq://{qm.address}({qm.port})/{qm.name}?channel={mq.channel}")
+
+    def up(self) -> list[Member]:
+        """Upload the shared files to every host, create the queue managers that do not exist
+        yet, start the first ``start`` ones; returns the pool's status."""
+        for step in plan(self.topology):
+            if step.what == "upload":
+                self._on(step.host).upload(step.content, step.text)
+            elif step.purpose == "create":
+                qm = next(q for q in self.qms if step.text.endswith(" " + q.name))
+                if self._state(qm) is None:
+                    self._run(qm.host.name, step.text)
+        for qm in self.qms[:self.topology.start]:
+            self._start(qm)
+        return self.status()
+
+    def status(self) -> list[Member]:
+        """Every queue manager with whether ``dspmq`` says it is running."""
+        members = []
+        for qm in self.qms:
+            member = self.member(qm.index)
+            running = self._state(qm) == "Running"
+            members.append(Member(**{**member.__dict__, "running": running}))
+        return members
+
+    def start_member(self, index: int | None = None) -> Member:
+        """Start the next queue manager that is not running (or ``index``)."""
+        if index is None:
+            idle = [qm for qm in self.qms if self._state(qm) != "Running"]
+            if not idle:
+                raise ProvisionError(f"all {len(self.qms)} queue managers already run")
+            index = idle[0].index
+        self._start(self.qms[index])
+        return self.status()[index]
+
+    def stop_member(self, index: int, kill: bool = False) -> None:
+        """``endmqm -r`` (clients reconnect to the others), or ``endmqm -i`` with ``kill``."""
+        qm = self.qms[index]
+        self._run(qm.host.name, uniform.endmqm(qm, kill))
+
+    def sample(self) -> BrokerSample:
+        """CPU, connections and depths from each running queue manager's exporter; CPU is
+        integrated from the exporter's percentage into cumulative seconds."""
+        now = time.monotonic()
+        dt = 0.0 if self._last_sample is None else now - self._last_sample
+        self._last_sample = now
+        members, depths = [], {}
+        for qm in self.qms:
+            member = self.member(qm.index)
+            reading = metrics.scrape(f"http://{qm.address}:{qm.exporter_port}/metrics", qm.name)
+            cpu = reading.cpu_percent_of_core(qm.host.cpus) if reading else None
+            if cpu is not None:
+                self._cpu_seconds[qm.name] = self._cpu_seconds.get(qm.name, 0.0) + cpu / 100 * dt
+            if reading:
+                for queue, depth in reading.depths.items():
+                    depths[queue] = depths.get(queue, 0) + depth
+            members.append(MemberSample(
+                member.name, reading is not None, self._cpu_seconds.get(qm.name) if cpu is not
+                None else None, self.topology.cpu_per_member,
+                connections=reading.connections if reading else None))
+        return BrokerSample(members, depths)
+
+    def settled_queue_depths(self) -> dict[str, int]:
+        """Exact depths from ``runmqsc`` on every running queue manager (summed over the
+        cluster's instances of each queue)."""
+        names = [name for queue in self.topology.queues for name in queue.names]
+        depths = dict.fromkeys(names, 0)
+        script = "\n".join(f"DISPLAY QLOCAL({name}) CURDEPTH" for name in names) + "\n"
+        for qm in self.qms:
+            if self._state(qm) != "Running":
+                continue
+            result = self._run(qm.host.name, f"runmqsc -e {qm.name}", input_text=script)
+            upper = {name.upper(): name for name in names}  # MQSC folds unquoted names
+            for name, depth in _curdepths(result.stdout).items():
+                ours = upper.get(name, name)
+                depths[ours] = depths.get(ours, 0) + depth
+        return depths
+
+    def down(self) -> list[str]:
+        """End (immediately) and delete every queue manager of the pool; close the sessions."""
+        said = []
+        for qm in self.qms:
+            state = self._state(qm)
+            if state is None:
+                continue
+            if state == "Running":
+                self._run(qm.host.name, uniform.endmqm(qm, kill=True), check=False)
+            self._run(qm.host.name, uniform.dltmqm(qm), check=False)
+            said.append(f"deleted {qm.name} on {qm.host.name}")
+        for session in self._sessions.values():
+            session.close()
+        self._sessions.clear()
+        return said or [f"{self.topology.name}: nothing to delete"]
+
+    # -- remote work ----------------------------------------------------------------------------
+
+    def _start(self, qm: QueueManager) -> None:
+        if self._state(qm) == "Running":
+            return
+        self._run(qm.host.name, uniform.strmqm(self.topology, qm))
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while (state := self._state(qm)) != "Running":
+            if time.monotonic() > deadline:
+                raise ProvisionError(f"{qm.name} on {qm.host.name} did not reach Running in "
+                                     f"{START_TIMEOUT_S:.0f} s (dspmq says {state})")
+            time.sleep(1.0)
+
+    def _state(self, qm: QueueManager) -> str | None:
+        """``dspmq``'s STATUS of a queue manager; None if it does not exist."""
+        result = self._run(qm.host.name, uniform.dspmq(qm), check=False)
+        if QM_MISSING in result.stdout + result.stderr:
+            return None
+        return uniform.parse_dspmq(result.stdout)
+
+    def _run(self, host: str, command: str, check: bool = True, input_text: str | None = None):
+        return self._on(host).run(command, check=check, input_text=input_text)
+
+    def _on(self, host_name: str):
+        if host_name not in self._sessions:
+            self._sessions[host_name] = self._session_factory(host_name)
+        return self._sessions[host_name]
+
+    def _ssh(self, host_name: str):
+        from topologies.ssh import SshSession
+        mq = self.topology.ibmmq
+        host = next(h for h in mq.hosts if h.name == host_name)
+        return SshSession(host.address or host.name, host.ssh or mq.ssh, record=self.record)
+
+
+def _curdepths(runmqsc_output: str) -> dict[str, int]:
+    """``QUEUE(REQUEST) TYPE(QLOCAL) CURDEPTH(12)`` blocks -> {"REQUEST": 12}."""
+    depths, queue = {}, None
+    for token in runmqsc_output.replace("\n", " ").split():
+        if token.startswith("QUEUE(") and token.endswith(")"):
+            queue = token[6:-1]
+        elif token.startswith("CURDEPTH(") and token.endswith(")") and queue:
+            depths[queue] = int(token[9:-1])
+    return depths

@@ -1,0 +1,166 @@
+"""Document 000's uniform cluster as text: the ``-ii`` qm.ini fragment, the ``-ic`` MQSC file,
+the ``crtmqm`` / ``strmqm`` / ``endmqm`` / ``dspmq`` command lines and the JSON CCDT.
+
+Every queue manager is created from the same two files; only its name, host and port differ, so
+scaling out is one more ``crtmqm`` line. Pure functions of the topology: nothing here touches a
+host (:mod:`topologies.mq.provision` runs the commands).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+
+from orchestrator.mqspecs import MqHostSpec, MqSpec
+from orchestrator.specs import TopologySpec
+
+
+@dataclass(frozen=True)
+class QueueManager:
+    """One queue manager of the pool: its name, host, listener port and exporter port."""
+
+    index: int
+    name: str
+    host: MqHostSpec
+    port: int
+    exporter_port: int
+
+    @property
+    def conname(self) -> str:
+        """``MQHost1(1414)``: how other queue managers and clients reach it."""
+        return f"{self.host.name}({self.port})"
+
+    @property
+    def address(self) -> str:
+        """Where SSH (and the metrics scraper) reach its host."""
+        return self.host.address or self.host.name
+
+
+def queue_managers(topology: TopologySpec) -> list[QueueManager]:
+    """Every queue manager of the pool, hosts filled in blocks, ports counting up per host."""
+    mq = _mq(topology)
+    out = []
+    for index in range(topology.members):
+        host, position = mq.placement(index)
+        out.append(QueueManager(index, mq.qm_name(index), host, mq.port_base + position,
+                                mq.exporter_port_base + position))
+    return out
+
+
+def ini_text(topology: TopologySpec) -> str:
+    """The ``-ii`` file: the AutoCluster stanza naming the two full repositories, then the
+    custom stanzas (``Channels: MQIBindType=FASTPATH`` in document 000)."""
+    mq = _mq(topology)
+    qms = queue_managers(topology)
+    lines = ["AutoCluster:"]
+    for number, index in enumerate(mq.full_repositories(), start=1):
+        lines += [f"   Repository{number}Conname={qms[index].conname}",
+                  f"   Repository{number}Name={qms[index].name}"]
+    lines += [f"   ClusterName={mq.cluster}", "   Type=Uniform", "#", "# Custom entries"]
+    for stanza, entries in mq.ini.items():
+        lines.append(f"{stanza}:")
+        lines += [f"   {key}={value}" for key, value in entries.items()]
+    return "\n".join(lines) + "\n"
+
+
+def mqsc_text(topology: TopologySpec) -> str:
+    """The ``-ic`` file, run by every queue manager at each start: its cluster receiver channel
+    (from the built-in ``+AUTOCL+``/``+QMNAME+`` and the ``-iv`` ``+CONNAME+``), the listener
+    backlog, the SVRCONN channel with its conversation sharing, and the queues."""
+    mq = _mq(topology)
+    lines = [
+        "* Uniform cluster receiver channel",
+        "define channel('+AUTOCL+_+QMNAME+') chltype(clusrcvr) trptype(tcp) "
+        "conname('+CONNAME+') cluster('+AUTOCL+') replace",
+        "* Listener backlog",
+        f"alter LISTENER(SYSTEM.LISTENER.TCP.1) TRPTYPE(TCP) BACKLOG({mq.listener_backlog})",
+        "* Application channel",
+        f"define channel({mq.channel}) chltype(svrconn) trptype(tcp) replace",
+        f"alter channel({mq.channel}) chltype(SVRCONN) sharecnv({mq.sharecnv})",
+        "* Queues",
+    ]
+    lines += [f"define qlocal({name}) replace" for queue in topology.queues for name in queue.names]
+    return "\n".join(lines) + "\n"
+
+
+def file_paths(topology: TopologySpec) -> dict[str, str]:
+    """Where the ``-ii`` and ``-ic`` files and the CCDT live on every host."""
+    mq = _mq(topology)
+    directory = mq.files_dir.rstrip("/")
+    return {"ini": f"{directory}/{mq.ini_file}", "mqsc": f"{directory}/{mq.mqsc_file}",
+            "ccdt": f"{directory}/{mq.ccdt_file}"}
+
+
+def crtmqm(topology: TopologySpec, qm: QueueManager) -> str:
+    """``crtmqm -lc -p 1414 -ii /nfs1/uniclus.ini -ic /nfs1/uniclus.mqsc
+    -iv CONNAME=MQHost1(1414) UC01QM01``: linear logging, the listener port, the shared files
+    and this queue manager's own CONNAME."""
+    files = file_paths(topology)
+    return (f"crtmqm -lc -p {qm.port} -ii {files['ini']} -ic {files['mqsc']} "
+            f"-iv CONNAME={qm.conname} {qm.name}")
+
+
+def strmqm(topology: TopologySpec, qm: QueueManager) -> str:
+    """Start a queue manager in its own systemd slice capped at ``cpu_per_member`` cores (the
+    document's cgroup per QM); the slice's quota is set first, idempotently."""
+    if topology.cpu_per_member is None:
+        return f"strmqm {qm.name}"
+    slice_ = _mq(topology).cgroup_slice.format(qm=qm.name)
+    quota = f"CPUQuota={topology.cpu_per_member * 100:g}%"
+    return (f"systemctl set-property --runtime {slice_} {quota} && "
+            f"systemd-run --scope --slice={slice_} --unit={shlex.quote(qm.name + '-start')} "
+            f"strmqm {qm.name}")
+
+
+def endmqm(qm: QueueManager, kill: bool = False) -> str:
+    """``endmqm -r``: end and tell reconnectable clients to move to the other members (the
+    document's scale-in); ``kill``: ``endmqm -i`` (immediate, for fault injection)."""
+    return f"endmqm {'-i' if kill else '-r'} {qm.name}"
+
+
+def dspmq(qm: QueueManager) -> str:
+    """The status command whose ``STATUS(...)`` says whether the queue manager runs."""
+    return f"dspmq -m {qm.name}"
+
+
+def dltmqm(qm: QueueManager) -> str:
+    """Delete a queue manager (after ``endmqm -i``), for ``surge down``."""
+    return f"dltmqm {qm.name}"
+
+
+def parse_dspmq(output: str) -> str | None:
+    """``QMNAME(UC01QM01)   STATUS(Running)`` -> ``Running`` (None if there is no status)."""
+    marker = "STATUS("
+    start = output.find(marker)
+    if start < 0:
+        return None
+    end = output.find(")", start)
+    return output[start + len(marker):end] if end > start else None
+
+
+def ccdt(topology: TopologySpec) -> dict:
+    """The JSON CCDT: one ``clientConnection`` channel entry per queue manager, all with the
+    application channel's name and the QM group as ``queueManager`` (applications connect to
+    ``*UC01QM`` and any running member will do), with only the documented keys."""
+    mq = _mq(topology)
+    management = {"affinity": mq.affinity, "clientWeight": mq.client_weight,
+                  "defaultReconnect": mq.reconnect, "sharingConversations": mq.sharecnv}
+    return {"channel": [{
+        "name": mq.channel,
+        "type": "clientConnection",
+        "clientConnection": {"connection": [{"host": qm.host.name, "port": qm.port}],
+                             "queueManager": mq.qm_group},
+        "connectionManagement": management,
+    } for qm in queue_managers(topology)]}
+
+
+def ccdt_text(topology: TopologySpec) -> str:
+    """The CCDT as the file clients read (``MQCCDTURL=file:///nfs1/UC01.json``)."""
+    return json.dumps(ccdt(topology), indent=2) + "\n"
+
+
+def _mq(topology: TopologySpec) -> MqSpec:
+    if topology.ibmmq is None:
+        raise ValueError(f"topology {topology.name} has no ibmmq section")
+    return topology.ibmmq
