@@ -187,7 +187,10 @@ def _make_driver(broker: str, destination: Destination, recorder: Recorder) -> D
     if broker == "rabbitmq":
         from drivers.amqp import AmqpDriver
         return AmqpDriver(destination, recorder)
-    raise ValueError(f"no driver for broker {broker!r} (known: rabbitmq)")
+    if broker == "ibmmq":
+        from drivers.mq import MqDriver
+        return MqDriver(destination, recorder)
+    raise ValueError(f"no driver for broker {broker!r} (known: rabbitmq, ibmmq)")
 
 
 def _handler(agent: Agent, token: str, registry: CollectorRegistry, done: threading.Event):

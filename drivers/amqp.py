@@ -137,10 +137,16 @@ class _SenderLink(_Link):
                 self.connection.params.frame_max) for route in self.routes]
         self._publish()
 
+    @property
+    def publishing(self) -> bool:
+        """Whether this link still publishes for its role."""
+        role = self.role
+        return self.channel is not None and not self.closing and role.active and not role.done
+
     def _publish(self) -> None:
         self.timer = None
         role = self.role
-        if self.channel is None or self.closing or not role.active or role.done:
+        if not self.publishing:
             return
         if self._may_publish():
             for first, n in self.resend:
@@ -270,7 +276,7 @@ class _RequesterLink(_SenderLink):
     def _publish(self) -> None:
         self.timer = None
         role = self.role
-        if self.channel is None or self.closing or not role.active or role.done:
+        if not self.publishing:
             return
         role.expire(self.driver.destination.reply_timeout_s)
         self._send()

@@ -197,6 +197,8 @@ class RequesterRole(SenderRole):
 class ReceiverRole:
     """One receiver: reads headers, records latency and sequence numbers."""
 
+    serves_requests = False  # a responder: requests are counted as served, not received
+
     def __init__(self, recorder: Recorder, receiver_id: int = 0):
         self.receiver_id = receiver_id
         self.recorder = recorder
@@ -210,9 +212,12 @@ class ReceiverRole:
         except HeaderError:
             recorder.header_errors += 1
             return
-        recorder.latency.record((time.time_ns() - sent_ns) // 1000)
         self._track(producer_id, seq)
-        recorder.received += 1
+        if self.serves_requests:
+            recorder.served += 1
+        else:
+            recorder.latency.record((time.time_ns() - sent_ns) // 1000)
+            recorder.received += 1
         if redelivered:
             recorder.redelivered += 1
 
@@ -221,15 +226,4 @@ class ResponderRole(ReceiverRole):
     """A receiver of requests: tracks their sequence numbers (for loss accounting) and counts
     them as served; the round trip is measured by the requester."""
 
-    def on_body(self, body: bytes, offset: int = 0, redelivered: bool = False) -> None:
-        """Account for one request whose body starts at ``offset``."""
-        recorder = self.recorder
-        try:
-            producer_id, seq, _ = decode(body, offset)
-        except HeaderError:
-            recorder.header_errors += 1
-            return
-        self._track(producer_id, seq)
-        recorder.served += 1
-        if redelivered:
-            recorder.redelivered += 1
+    serves_requests = True

@@ -153,7 +153,8 @@ class Controller:
                                     "manual_ack": workload.ack == "manual",
                                     "reply_size": workload.reply_size or workload.message.size,
                                     "reply_timeout_s": workload.reply_timeout,
-                                    "unit_of_work": workload.unit_of_work},
+                                    "unit_of_work": workload.unit_of_work,
+                                    **_mq_destination(self.topology)},
                     "senders": [], "receivers": []} for _ in self.agents]
         for kind, total in (("r", workload.receivers), ("s", workload.senders)):
             for i in range(total):
@@ -421,6 +422,18 @@ class Controller:
         if steps:
             self.manifest["steps"] = [{**asdict(s), "ratio": s.ratio} for s in steps]
         self.writer.write_manifest(self.manifest)
+
+
+def _mq_destination(topology: TopologySpec) -> dict[str, Any]:
+    """The MQ driver's connection settings from an ``ibmmq`` topology (none for others)."""
+    mq = topology.ibmmq
+    if mq is None:
+        return {}
+    ccdt = f"file://{mq.files_dir.rstrip('/')}/{mq.ccdt_file}" if topology.placement == "ssh" \
+        else ""
+    return {"queue_manager": f"*{mq.qm_group}", "channel": mq.channel, "ccdt_url": ccdt,
+            "reconnect": mq.reconnect, "appltag_sender": mq.appltag_sender,
+            "appltag_receiver": mq.appltag_receiver}
 
 
 def _sleep_until(deadline: float, stop: threading.Event) -> None:

@@ -45,6 +45,7 @@ default keys in ``~/.ssh``.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import errno
 import io
 import logging
@@ -340,10 +341,8 @@ class _Lines:
 
     def _line(self, line: str, end: str) -> None:
         if self.marker is not None and line.startswith(self.marker):
-            try:
+            with contextlib.suppress(ValueError):
                 self.pid = int(line[len(self.marker):].strip())
-            except ValueError:
-                pass
             self.marker = None
             return
         self._chunks.append(line + end)
@@ -355,12 +354,12 @@ def kill_script(pid: int, grace_s: float = KILL_GRACE_S) -> str:
     """A shell command that ends process group ``pid``: SIGTERM, then SIGKILL after
     ``grace_s`` if anything of it is still there."""
     rounds = " ".join(str(i) for i in range(max(1, round(grace_s / 0.2))))
-    group = f"-{int(pid)}"
+    group = f"-{int(pid)}"  # no `--` before it: dash's kill takes that for a process id
     return ("sh -c '"
-            f"kill -TERM -- {group} 2>/dev/null || exit 0; "
+            f"kill -TERM {group} 2>/dev/null || exit 0; "
             f"for i in {rounds}; do sleep 0.2 2>/dev/null || sleep 1; "
-            f"kill -0 -- {group} 2>/dev/null || exit 0; done; "
-            f"kill -KILL -- {group} 2>/dev/null; exit 0'")
+            f"kill -0 {group} 2>/dev/null || exit 0; done; "
+            f"kill -KILL {group} 2>/dev/null; exit 0'")
 
 
 # --- the session ----------------------------------------------------------------------------
@@ -468,10 +467,8 @@ class SshSession:
         self._sftp = self._client = None
         for thing in (sftp, client):
             if thing is not None:
-                try:
+                with contextlib.suppress(Exception):  # closing a broken connection
                     thing.close()
-                except Exception:  # closing a broken connection
-                    pass
 
     def close(self) -> None:
         """Close the connection (idempotent). Commands still running get their channels
@@ -510,11 +507,14 @@ class SshSession:
         try:
             channel = transport.open_session(timeout=float(self.spec.connect_timeout))
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            spec = self.spec
-            raise SshConnectError(self.host, spec.port, spec.user,
+            raise SshConnectError(self.host, self.spec.port, self.spec.user,
                                   f"cannot open a channel for a command ({exc})") from exc
         try:
-            channel.exec_command(wrapped)
+            try:
+                channel.exec_command(wrapped)
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                raise SshConnectError(self.host, self.spec.port, self.spec.user,
+                                      f"the server refused to run a command ({exc})") from exc
             if not pending:
                 channel.shutdown_write()
             exited_at: float | None = None
@@ -578,9 +578,12 @@ class SshSession:
         try:
             channel = self._transport().open_session(timeout=float(self.spec.connect_timeout))
             try:
-                channel.settimeout(KILL_GRACE_S + float(self.spec.connect_timeout))
                 channel.exec_command(kill_script(pid))
                 channel.shutdown_write()
+                if not channel.status_event.wait(KILL_GRACE_S + 2 + float(
+                        self.spec.connect_timeout)):
+                    return f"killing its process group {pid} did not finish; the channel " \
+                           f"was closed"
                 status = channel.recv_exit_status()
             finally:
                 channel.close()
@@ -626,16 +629,12 @@ class SshSession:
                     try:
                         sftp.posix_rename(temporary, path)
                     except OSError:  # a server without the posix-rename extension
-                        try:
+                        with contextlib.suppress(OSError):
                             sftp.remove(path)
-                        except OSError:
-                            pass
                         sftp.rename(temporary, path)
                 except BaseException:
-                    try:
+                    with contextlib.suppress(Exception):  # best effort
                         sftp.remove(temporary)
-                    except Exception:  # best effort
-                        pass
                     raise
         except (OSError, paramiko.SSHException, EOFError) as exc:
             raise SshTransferError(self.host, "upload", remote_path, _why(exc)) from exc

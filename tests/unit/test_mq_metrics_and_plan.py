@@ -11,22 +11,19 @@ from topologies.mq import metrics, provision
 ROOT = Path(__file__).resolve().parents[2]
 
 EXPORTER_TEXT = """\
-# HELP ibmmq_qmgr_user_cpu_time_estimate_for_queue_manager_percentage User CPU time - percentage estimate for queue manager
 # TYPE ibmmq_qmgr_user_cpu_time_estimate_for_queue_manager_percentage gauge
-ibmmq_qmgr_user_cpu_time_estimate_for_queue_manager_percentage{platform="UNIX",qmgr="UC01QM01"} 12.5
-# HELP ibmmq_qmgr_system_cpu_time_estimate_for_queue_manager_percentage System CPU time - percentage estimate for queue manager
+ibmmq_qmgr_user_cpu_time_estimate_for_queue_manager_percentage{qmgr="UC01QM01"} 12.5
 # TYPE ibmmq_qmgr_system_cpu_time_estimate_for_queue_manager_percentage gauge
-ibmmq_qmgr_system_cpu_time_estimate_for_queue_manager_percentage{platform="UNIX",qmgr="UC01QM01"} 4.0
-# HELP ibmmq_qmgr_connection_count Connection count
+ibmmq_qmgr_system_cpu_time_estimate_for_queue_manager_percentage{qmgr="UC01QM01"} 4.0
 # TYPE ibmmq_qmgr_connection_count gauge
-ibmmq_qmgr_connection_count{platform="UNIX",qmgr="UC01QM01"} 362
+ibmmq_qmgr_connection_count{qmgr="UC01QM01"} 362
 # HELP ibmmq_queue_depth Queue depth
 # TYPE ibmmq_queue_depth gauge
-ibmmq_queue_depth{platform="UNIX",qmgr="UC01QM01",queue="REQUEST",usage="NORMAL"} 17
-ibmmq_queue_depth{platform="UNIX",qmgr="UC01QM02",queue="REQUEST",usage="NORMAL"} 99
+ibmmq_queue_depth{qmgr="UC01QM01",queue="REQUEST",usage="NORMAL"} 17
+ibmmq_queue_depth{qmgr="UC01QM02",queue="REQUEST",usage="NORMAL"} 99
 # HELP ibmmq_queue_mqget_count MQGET count
 # TYPE ibmmq_queue_mqget_count gauge
-ibmmq_queue_mqget_count{platform="UNIX",qmgr="UC01QM01",queue="REQUEST",usage="NORMAL"} 20700
+ibmmq_queue_mqget_count{qmgr="UC01QM01",queue="REQUEST",usage="NORMAL"} 20700
 """
 
 

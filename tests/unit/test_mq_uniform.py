@@ -83,3 +83,13 @@ def test_a_topology_that_does_not_add_up_is_refused():
     from orchestrator.errors import SpecError
     with pytest.raises(SpecError, match="ibmmq.hosts hold 12 queue managers; members says 10"):
         load_topology(ROOT / "topologies" / "mq-uc01-uniform.yaml", ["members=10"])
+
+
+def test_workers_reach_the_group_through_the_ccdt_as_perfharness_does(topology):
+    from drivers.base import Destination
+    from orchestrator.controller import _mq_destination
+    settings = _mq_destination(topology)
+    assert settings == {"queue_manager": "*UC01QM", "channel": "PERF.APP.CHL",
+                        "ccdt_url": "file:///nfs1/UC01.json", "reconnect": "yes",
+                        "appltag_sender": "mqperf.sender", "appltag_receiver": "mqperf.receiver"}
+    Destination(endpoints=(), queue="REQUEST", **settings)  # what the MQ driver is given
