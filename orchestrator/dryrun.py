@@ -14,6 +14,14 @@ from orchestrator.specs import ScenarioSpec, TopologySpec
 from results.steptable import fixed_width
 
 
+class _BlockDumper(yaml.SafeDumper):
+    """Writes multi-line strings (mqsc and ini files) as literal blocks, as people write them."""
+
+
+_BlockDumper.add_representer(str, lambda dumper, text: dumper.represent_scalar(
+    "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None))
+
+
 def plan_text(scenario: ScenarioSpec, topology: TopologySpec) -> str:
     """The whole plan as text: the topology's steps, then the load."""
     return "\n\n".join([_topology_text(topology), _load_text(scenario, topology)]) + "\n"
@@ -26,9 +34,10 @@ def _topology_text(topology: TopologySpec) -> str:
     if topology.broker == "ibmmq" and topology.placement == "ssh":
         return head + "\n\n" + _uniform_cluster_text(topology)
     if topology.broker == "ibmmq":
-        from topologies.mq import nativeha
-        manifests = yaml.safe_dump_all(nativeha.render(topology), sort_keys=False)
-        return head + "\n\n## Applied with the kubernetes client, in order\n\n" + manifests
+        from topologies.mq import manifests
+        rendered = yaml.dump_all(manifests.render(topology), Dumper=_BlockDumper,
+                                 sort_keys=False)
+        return head + "\n\n## Applied with the kubernetes client, in order\n\n" + rendered
     return head + "\n\n" + _local_rabbitmq_text(topology)
 
 

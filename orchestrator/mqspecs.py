@@ -76,6 +76,9 @@ class MqSpec(Spec):
     repositories: list[str] = Field(
         default_factory=list, max_length=2,
         description="the two full repositories; default the first QM of the first two hosts")
+    bin_dir: str = Field("", description="directory of the MQ commands (e.g. /opt/mqm/bin) "
+                                         "put first on PATH for every remote command; empty: "
+                                         "the login's PATH (setmqenv)")
     files_dir: str = Field("/nfs1", description="where the -ii/-ic files and the CCDT go on "
                                                 "every host (an NFS mount in document 000)")
     ini_file: str = "uniclus.ini"

@@ -87,3 +87,13 @@ def test_surge_plan_for_the_local_rabbitmq_cluster():
     assert "surge-local-3-2@localhost" in result.output
     assert "at 90 s: kill_member member 1" in result.output
     assert "declare quorum queue perf-test-10" in result.output
+
+
+def test_surge_plan_for_native_ha_prints_the_manifests():
+    result = CliRunner().invoke(app, ["plan", str(ROOT / "scenarios" /
+                                                   "mq-native-ha-requester-sweep.yaml")])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "kind: QueueManager" in out and "type: NativeHA" in out
+    assert "  queues.mqsc: |\n    define qlocal(queue) maxdepth(5000) replace" in out
+    assert "senders: [1, 2, 4" not in out and "   9 " in out  # nine requester counts

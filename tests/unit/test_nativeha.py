@@ -15,7 +15,7 @@ import yaml
 from orchestrator.errors import ProvisionError, SpecError
 from orchestrator.loader import load_topology
 from orchestrator.specs import TopologySpec
-from topologies.mq import nativeha
+from topologies.mq import manifests, nativeha
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPOLOGY = ROOT / "topologies" / "mq-native-ha.yaml"
@@ -47,7 +47,7 @@ def without_surge_metadata(document: dict) -> dict:
 # -- rendering against the document ----------------------------------------------------------
 
 def test_render_equals_the_documents_appendix_b():
-    rendered = nativeha.render(topology())
+    rendered = manifests.render(topology())
     golden = list(yaml.safe_load_all(GOLDEN.read_text()))
     assert [d["kind"] for d in rendered] == ["ConfigMap", "QueueManager"]  # start: 1
     for mine, theirs in zip(rendered, golden):
@@ -61,7 +61,7 @@ def test_render_equals_the_documents_appendix_b():
 
 
 def test_queue_manager_carries_what_appendix_b_sets():
-    qm = nativeha.render(topology())[1]
+    qm = manifests.render(topology())[1]
     spec = qm["spec"]
     assert qm["apiVersion"] == "mq.ibm.com/v1beta1" and qm["kind"] == "QueueManager"
     assert qm["metadata"]["name"] == "perf0"
@@ -90,7 +90,7 @@ def test_queue_manager_carries_what_appendix_b_sets():
 
 def test_configmap_defines_every_queue_of_the_topology_and_the_ini_stanzas():
     spec = topology()
-    data = nativeha.render(spec)[0]["data"]
+    data = manifests.render(spec)[0]["data"]
     names = [name for queue in spec.queues for name in queue.names]
     assert len(names) == 43
     assert data["queues.mqsc"].splitlines() == [
@@ -107,7 +107,7 @@ def test_topology_values_reach_the_files():
     spec = topology("ibmmq.native_ha.max_depth=100", "ibmmq.native_ha.image_log_length=0",
                     "ibmmq.native_ha.max_message_length=4194304", "ibmmq.channel=PERF.CHL",
                     "ibmmq.sharecnv=10", "ibmmq.ini={Channels: {MQIBindType: STANDARD}}")
-    data = nativeha.render(spec)[0]["data"]
+    data = manifests.render(spec)[0]["data"]
     assert "define qlocal(reply20) maxdepth(100) replace\n" in data["queues.mqsc"]
     assert data["nha.mqsc"] == "alter qmgr IMGLOGLN(0)\n"
     assert "alter channel(PERF.CHL) chltype(SVRCONN) sharecnv(10) mcauser('mqm') " \
@@ -118,7 +118,7 @@ def test_topology_values_reach_the_files():
 # -- schemas ------------------------------------------------------------------------------------
 
 def test_configmap_is_a_valid_core_v1_configmap():
-    configmap = nativeha.render(topology())[0]
+    configmap = manifests.render(topology())[0]
     validator("configmap-v1.json").validate(configmap)
     broken = copy.deepcopy(configmap)
     broken["data"]["queues.mqsc"] = 42
@@ -131,9 +131,9 @@ def test_configmap_is_a_valid_core_v1_configmap():
 def test_queue_managers_are_valid_for_the_operator_schema():
     spec = topology("start=2")
     check = validator("queuemanager-v1beta1.json")
-    for qm in nativeha.render(spec)[1:]:
+    for qm in manifests.render(spec)[1:]:
         check.validate(qm)
-    broken = nativeha.render_member(spec, 0)
+    broken = manifests.render_member(spec, 0)
     broken["spec"]["queueManager"]["availablity"] = {"type": "NativeHA"}  # misspelt
     broken["spec"]["license"]["accept"] = "yes"
     messages = [e.message for e in check.iter_errors(broken)]
@@ -151,17 +151,17 @@ def test_golden_file_is_valid_for_both_schemas():
 
 def test_scale_out_renders_the_next_queue_manager():
     spec = topology()
-    qm = nativeha.render_member(spec, 1)
+    qm = manifests.render_member(spec, 1)
     assert qm["metadata"]["name"] == "perf1"
     assert qm["spec"]["queueManager"]["name"] == "PERF1"
-    assert [d["metadata"]["name"] for d in nativeha.render(topology("start=2"))] == [
+    assert [d["metadata"]["name"] for d in manifests.render(topology("start=2"))] == [
         "perf-mqsc-ini", "perf0", "perf1"]
     with pytest.raises(ProvisionError, match="member 2 does not exist.*members 0 to 1"):
-        nativeha.render_member(spec, 2)
+        manifests.render_member(spec, 2)
 
 
 def test_without_a_tls_secret_there_is_no_pki_and_the_channel_needs_no_tls():
-    qm = nativeha.render(topology("ibmmq.native_ha.tls_secret=null"))[1]
+    qm = manifests.render(topology("ibmmq.native_ha.tls_secret=null"))[1]
     assert "pki" not in qm["spec"]
     assert qm["spec"]["queueManager"]["availability"] == {"type": "NativeHA"}
     assert qm["spec"]["queueManager"]["mqsc"][0]["configMap"]["items"][0] == "disable.mqsc"
@@ -170,22 +170,22 @@ def test_without_a_tls_secret_there_is_no_pki_and_the_channel_needs_no_tls():
 
 @pytest.mark.parametrize(("cpu", "quantity"), [("32", "32"), ("0.5", "500m"), ("1.25", "1250m")])
 def test_cpu_per_member_becomes_the_cpu_limit_and_request(cpu, quantity):
-    resources = nativeha.render(topology(f"cpu_per_member={cpu}"))[1]["spec"]["queueManager"][
+    resources = manifests.render(topology(f"cpu_per_member={cpu}"))[1]["spec"]["queueManager"][
         "resources"]
     assert resources["limits"]["cpu"] == resources["requests"]["cpu"] == quantity
 
 
 def test_unlimited_cpu_leaves_only_memory():
-    resources = nativeha.render(topology("cpu_per_member=null"))[1]["spec"]["queueManager"][
+    resources = manifests.render(topology("cpu_per_member=null"))[1]["spec"]["queueManager"][
         "resources"]
     assert resources == {"limits": {"memory": "16Gi"}, "requests": {"memory": "16Gi"}}
 
 
 def test_object_names_are_kubernetes_names():
-    assert nativeha.k8s_name("PERF0") == "perf0"
-    assert nativeha.k8s_name("UC01QM01") == "uc01qm01"
-    assert nativeha.k8s_name("QM_A.B%1") == "qm-a-b-1"
-    assert nativeha.k8s_name("0QM") == "qm-0qm"
+    assert manifests.k8s_name("PERF0") == "perf0"
+    assert manifests.k8s_name("UC01QM01") == "uc01qm01"
+    assert manifests.k8s_name("QM_A.B%1") == "qm-a-b-1"
+    assert manifests.k8s_name("0QM") == "qm-0qm"
 
 
 # -- bad topologies ------------------------------------------------------------------------------
@@ -201,10 +201,10 @@ def test_placement_kubernetes_without_native_ha_is_refused_when_loading(tmp_path
 def test_a_topology_that_is_not_native_ha_is_refused_by_the_renderer():
     rabbit = TopologySpec(name="r", broker="rabbitmq", members=1, start=1)
     with pytest.raises(ProvisionError, match="not an IBM MQ topology.*broker rabbitmq"):
-        nativeha.render(rabbit)
+        manifests.render(rabbit)
     uniform = load_topology(ROOT / "topologies" / "mq-uc01-uniform.yaml")
     with pytest.raises(ProvisionError, match="needs placement kubernetes.*placement ssh"):
-        nativeha.render(uniform)
+        manifests.render(uniform)
 
 
 @pytest.mark.parametrize(("override", "complaint"), [
@@ -215,7 +215,7 @@ def test_a_topology_that_is_not_native_ha_is_refused_by_the_renderer():
 ])
 def test_values_that_would_break_a_manifest_are_refused(override, complaint):
     with pytest.raises(ProvisionError, match=complaint):
-        nativeha.render(topology(override))
+        manifests.render(topology(override))
 
 
 # -- the template convention ----------------------------------------------------------------------
@@ -231,7 +231,7 @@ def test_fill_template_sections_blocks_and_scalars():
             "#% endif\n"
             "d: |\n"
             "  ${body}\n")
-    out = nativeha.fill_template(text, {"x": 1}, {"body": "one\n  two $HOME\n"},
+    out = manifests.fill_template(text, {"x": 1}, {"body": "one\n  two $HOME\n"},
                                  {"on": True, "off": False})
     assert out == "a: 1\nb: kept\nd: |\n  one\n    two $HOME\n"
     assert yaml.safe_load(out) == {"a": 1, "b": "kept", "d": "one\n  two $HOME\n"}
@@ -239,18 +239,18 @@ def test_fill_template_sections_blocks_and_scalars():
 
 def test_fill_template_refuses_what_it_cannot_fill():
     with pytest.raises(KeyError, match=r"\$\{y\}"):
-        nativeha.fill_template("a: ${y}\n", {})
+        manifests.fill_template("a: ${y}\n", {})
     with pytest.raises(KeyError, match="flag 'tls'"):
-        nativeha.fill_template("#% if tls\n#% endif\n", {})
+        manifests.fill_template("#% if tls\n#% endif\n", {})
     with pytest.raises(ValueError, match="without #% endif"):
-        nativeha.fill_template("#% if a\n", {}, flags={"a": True})
+        manifests.fill_template("#% if a\n", {}, flags={"a": True})
     with pytest.raises(ValueError, match="line break"):
-        nativeha.fill_template("a: ${v}\n", {"v": "x\ny"})
+        manifests.fill_template("a: ${v}\n", {"v": "x\ny"})
 
 
-@pytest.mark.parametrize("name", [nativeha.QUEUE_MANAGER_TEMPLATE, nativeha.CONFIGMAP_TEMPLATE])
+@pytest.mark.parametrize("name", [manifests.QUEUE_MANAGER_TEMPLATE, manifests.CONFIGMAP_TEMPLATE])
 def test_templates_are_yaml_even_before_filling(name):
-    document = yaml.safe_load((nativeha.TEMPLATES / name).read_text())
+    document = yaml.safe_load((manifests.TEMPLATES / name).read_text())
     assert document["metadata"]["name"].startswith("${")
 
 

@@ -11,6 +11,7 @@ failing command stops provisioning with the host, the command and its stderr.
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,9 +32,15 @@ class PlanStep:
 
     host: str
     what: str  # "upload" or "run"
-    text: str  # the remote path (upload) or the command (run)
+    text: str  # the remote path (upload) or the command as the documents print it (run)
     content: str = ""  # what is uploaded
     purpose: str = ""
+    shell: str = ""  # the command as a shell runs it, where quoting makes it differ from text
+
+    @property
+    def command(self) -> str:
+        """What is sent to the host's shell."""
+        return self.shell or self.text
 
     def describe(self) -> str:
         """The step as ``surge plan`` prints it."""
@@ -57,7 +64,8 @@ def plan(topology: TopologySpec) -> list[PlanStep]:
     for host in topology.ibmmq.hosts:
         steps += [PlanStep(host.name, "upload", path, content, purposes[path])
                   for path, content in contents.items()]
-        steps += [PlanStep(host.name, "run", uniform.crtmqm(topology, qm), purpose="create")
+        steps += [PlanStep(host.name, "run", uniform.crtmqm(topology, qm), purpose="create",
+                           shell=shlex.join(uniform.crtmqm_args(topology, qm)))
                   for qm in qms if qm.host.name == host.name]
     steps += [PlanStep(qm.host.name, "run", uniform.strmqm(topology, qm), purpose="start")
               for qm in qms[:topology.start]]
@@ -76,6 +84,7 @@ class UniformClusterProvisioner:
         self._sessions: dict[str, object] = {}
         self._cpu_seconds: dict[str, float] = {}
         self._last_sample: float | None = None
+        self._running: dict[int, bool] = {}  # what dspmq said last; sample() asks no host
 
     # -- the provisioner interface ------------------------------------------------------------
 
@@ -96,7 +105,7 @@ class UniformClusterProvisioner:
             elif step.purpose == "create":
                 qm = next(q for q in self.qms if step.text.endswith(" " + q.name))
                 if self._state(qm) is None:
-                    self._run(qm.host.name, step.text)
+                    self._run(qm.host.name, step.command)
         for qm in self.qms[:self.topology.start]:
             self._start(qm)
         return self.status()
@@ -106,8 +115,8 @@ class UniformClusterProvisioner:
         members = []
         for qm in self.qms:
             member = self.member(qm.index)
-            running = self._state(qm) == "Running"
-            members.append(Member(**{**member.__dict__, "running": running}))
+            self._running[qm.index] = self._state(qm) == "Running"
+            members.append(Member(**{**member.__dict__, "running": self._running[qm.index]}))
         return members
 
     def start_member(self, index: int | None = None) -> Member:
@@ -124,17 +133,21 @@ class UniformClusterProvisioner:
         """``endmqm -r`` (clients reconnect to the others), or ``endmqm -i`` with ``kill``."""
         qm = self.qms[index]
         self._run(qm.host.name, uniform.endmqm(qm, kill))
+        self._running[index] = False
 
     def sample(self) -> BrokerSample:
-        """CPU, connections and depths from each running queue manager's exporter; CPU is
-        integrated from the exporter's percentage into cumulative seconds."""
+        """CPU, connections and depths from each running queue manager's exporter (running as
+        dspmq last said, so a tick asks no host); CPU is integrated from the exporter's
+        percentage into cumulative seconds."""
         now = time.monotonic()
         dt = 0.0 if self._last_sample is None else now - self._last_sample
         self._last_sample = now
         members, depths = [], {}
         for qm in self.qms:
             member = self.member(qm.index)
-            reading = metrics.scrape(f"http://{qm.address}:{qm.exporter_port}/metrics", qm.name)
+            running = self._running.get(qm.index, False)
+            reading = metrics.scrape(f"http://{qm.address}:{qm.exporter_port}/metrics",
+                                     qm.name) if running else None
             cpu = reading.cpu_percent_of_core(qm.host.cpus) if reading else None
             if cpu is not None:
                 self._cpu_seconds[qm.name] = self._cpu_seconds.get(qm.name, 0.0) + cpu / 100 * dt
@@ -142,7 +155,7 @@ class UniformClusterProvisioner:
                 for queue, depth in reading.depths.items():
                     depths[queue] = depths.get(queue, 0) + depth
             members.append(MemberSample(
-                member.name, reading is not None, self._cpu_seconds.get(qm.name) if cpu is not
+                member.name, running, self._cpu_seconds.get(qm.name) if cpu is not
                 None else None, self.topology.cpu_per_member,
                 connections=reading.connections if reading else None))
         return BrokerSample(members, depths)
@@ -182,15 +195,15 @@ class UniformClusterProvisioner:
     # -- remote work ----------------------------------------------------------------------------
 
     def _start(self, qm: QueueManager) -> None:
-        if self._state(qm) == "Running":
-            return
-        self._run(qm.host.name, uniform.strmqm(self.topology, qm))
+        if self._state(qm) != "Running":
+            self._run(qm.host.name, uniform.strmqm(self.topology, qm))
         deadline = time.monotonic() + START_TIMEOUT_S
         while (state := self._state(qm)) != "Running":
             if time.monotonic() > deadline:
                 raise ProvisionError(f"{qm.name} on {qm.host.name} did not reach Running in "
                                      f"{START_TIMEOUT_S:.0f} s (dspmq says {state})")
             time.sleep(1.0)
+        self._running[qm.index] = True
 
     def _state(self, qm: QueueManager) -> str | None:
         """``dspmq``'s STATUS of a queue manager; None if it does not exist."""
@@ -200,7 +213,19 @@ class UniformClusterProvisioner:
         return uniform.parse_dspmq(result.stdout)
 
     def _run(self, host: str, command: str, check: bool = True, input_text: str | None = None):
-        return self._on(host).run(command, check=check, input_text=input_text)
+        """Run ``command`` on ``host`` (with ``bin_dir`` first on PATH); a failure becomes a
+        ProvisionError naming the host, the command as planned, its status and stderr."""
+        from topologies.ssh import RemoteCommandError
+        bin_dir = self.topology.ibmmq.bin_dir
+        sent = f"PATH={shlex.quote(bin_dir)}:$PATH; export PATH; {command}" if bin_dir \
+            else command
+        try:
+            return self._on(host).run(sent, check=check, input_text=input_text)
+        except RemoteCommandError as error:
+            result = error.result
+            stderr = "\n".join(result.stderr.strip().splitlines()[-5:])
+            raise ProvisionError(f"{host} ({result.host}): `{command}` exited with status "
+                                 f"{result.status}: {stderr or '(no stderr)'}") from None
 
     def _on(self, host_name: str):
         if host_name not in self._sessions:

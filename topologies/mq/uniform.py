@@ -92,13 +92,19 @@ def file_paths(topology: TopologySpec) -> dict[str, str]:
             "ccdt": f"{directory}/{mq.ccdt_file}"}
 
 
-def crtmqm(topology: TopologySpec, qm: QueueManager) -> str:
+def crtmqm_args(topology: TopologySpec, qm: QueueManager) -> list[str]:
     """``crtmqm -lc -p 1414 -ii /nfs1/uniclus.ini -ic /nfs1/uniclus.mqsc
-    -iv CONNAME=MQHost1(1414) UC01QM01``: linear logging, the listener port, the shared files
-    and this queue manager's own CONNAME."""
+    -iv CONNAME=MQHost1(1414) UC01QM01`` as arguments: linear logging, the listener port, the
+    shared files and this queue manager's own CONNAME."""
     files = file_paths(topology)
-    return (f"crtmqm -lc -p {qm.port} -ii {files['ini']} -ic {files['mqsc']} "
-            f"-iv CONNAME={qm.conname} {qm.name}")
+    return ["crtmqm", "-lc", "-p", str(qm.port), "-ii", files["ini"], "-ic", files["mqsc"],
+            "-iv", f"CONNAME={qm.conname}", qm.name]
+
+
+def crtmqm(topology: TopologySpec, qm: QueueManager) -> str:
+    """The ``crtmqm`` line as document 000 prints it (a shell needs the CONNAME quoted: run
+    ``shlex.join(crtmqm_args(...))``)."""
+    return " ".join(crtmqm_args(topology, qm))
 
 
 def strmqm(topology: TopologySpec, qm: QueueManager) -> str:

@@ -1,0 +1,110 @@
+"""Provisioning document 000's uniform cluster over SSH, against a real sshd on loopback.
+
+IBM MQ cannot be installed here, so the MQ control commands are stand-ins
+(tests/integration/mq_standin_bin, clearly named) that keep queue manager state in files and log
+their command lines; everything else is real: the SSH layer, uploads, the command sequence, the
+parsing of dspmq and runmqsc output, error reporting and the record of every remote command.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import SurgeError
+from orchestrator.specs import TopologySpec
+from tests.sshd import missing, running_sshd
+from topologies.mq import uniform
+from topologies.mq.provision import UniformClusterProvisioner
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(missing() is not None, reason=str(missing()))]
+
+STANDINS = Path(__file__).parent / "mq_standin_bin"
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    with running_sshd(tmp_path_factory.mktemp("sshd")) as server:
+        yield server
+
+
+def topology(sshd, root: Path, **changes) -> TopologySpec:
+    ssh = {"port": sshd.port, "user": sshd.user, "key_file": str(sshd.key_file),
+           "known_hosts": "strict", "known_hosts_file": str(sshd.known_hosts_file),
+           "connect_timeout": 5, "command_timeout": 30, "retries": 0}
+    spec = {
+        "name": "mq-it", "broker": "ibmmq", "placement": "ssh", "members": 4, "start": 1,
+        "queues": [{"name": "request%d", "count": 2}],
+        "ibmmq": {"hosts": [{"name": "QMHostA", "address": "127.0.0.1", "members": 2},
+                            {"name": "QMHostB", "address": "127.0.0.1", "members": 2}],
+                  "bin_dir": str(root / "bin"), "files_dir": str(root / "nfs1"), "ssh": ssh},
+        **changes}
+    return TopologySpec.model_validate(spec)
+
+
+@pytest.fixture
+def standins(tmp_path) -> Path:
+    shutil.copytree(STANDINS, tmp_path / "bin")
+    return tmp_path
+
+
+def calls(root: Path) -> list[str]:
+    log = root / "bin" / "state" / "calls.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_up_scale_out_scale_in_depths_and_down_over_ssh(sshd, standins):
+    spec = topology(sshd, standins)
+    recorded = []
+    provisioner = UniformClusterProvisioner(spec, record=recorded.append)
+    try:
+        members = provisioner.up()
+        files = uniform.file_paths(spec)
+        assert Path(files["ini"]).read_text() == uniform.ini_text(spec)
+        assert Path(files["mqsc"]).read_text() == uniform.mqsc_text(spec)
+        assert Path(files["ccdt"]).read_text() == uniform.ccdt_text(spec)
+        created = [c for c in calls(standins) if c.startswith("crtmqm")]
+        assert created == [uniform.crtmqm(spec, qm) for qm in uniform.queue_managers(spec)]
+        assert [m.running for m in members] == [True, False, False, False]
+        assert members[0].endpoint == "mq://127.0.0.1(1414)/UC01QM01?channel=PERF.APP.CHL"
+
+        assert provisioner.up()[0].running  # idempotent: nothing created twice
+        assert len([c for c in calls(standins) if c.startswith("crtmqm")]) == 4
+
+        started = provisioner.start_member()
+        assert (started.name, started.running) == ("UC01QM02", True)
+        provisioner.stop_member(1)
+        assert "endmqm -r UC01QM02" in calls(standins)
+        assert [m.running for m in provisioner.status()] == [True, False, False, False]
+        assert provisioner.settled_queue_depths() == {"request1": 3, "request2": 3}
+        sample = provisioner.sample()
+        assert [m.running for m in sample.members] == [True, False, False, False]
+
+        commands = [r.command for r in recorded]
+        assert all(r.status is not None and r.host == "127.0.0.1" for r in recorded)
+        assert any(c.endswith("strmqm UC01QM01") for c in commands)
+        assert any(c.endswith("dspmq -m UC01QM04") for c in commands)
+    finally:
+        said = provisioner.down()
+    assert said == [f"deleted UC01QM0{i} on QMHost{'AABB'[i - 1]}" for i in range(1, 5)]
+    assert not [c for c in (standins / "bin" / "state").iterdir() if c.name.startswith("UC01")]
+
+
+def test_a_failing_command_stops_provisioning_with_host_command_and_stderr(sshd, standins):
+    spec = topology(sshd, standins)
+    (standins / "bin" / "state").mkdir()
+    (standins / "bin" / "state" / "fail-crtmqm").write_text("UC01QM03\n")
+    provisioner = UniformClusterProvisioner(spec)
+    try:
+        with pytest.raises(SurgeError) as caught:
+            provisioner.up()
+        message = str(caught.value)
+        assert "127.0.0.1" in message and "UC01QM03" in message and "crtmqm" in message
+        assert "no space left on device" in message
+        assert not [c for c in calls(standins) if c.startswith(("crtmqm", "strmqm"))
+                    and "UC01QM04" in c]  # nothing after the failure
+    finally:
+        provisioner.down()
