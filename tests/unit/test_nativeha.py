@@ -15,6 +15,7 @@ import yaml
 from orchestrator.errors import ProvisionError, SpecError
 from orchestrator.loader import load_topology
 from orchestrator.specs import TopologySpec
+from topologies import templates
 from topologies.mq import manifests, nativeha
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -231,7 +232,7 @@ def test_fill_template_sections_blocks_and_scalars():
             "#% endif\n"
             "d: |\n"
             "  ${body}\n")
-    out = manifests.fill_template(text, {"x": 1}, {"body": "one\n  two $HOME\n"},
+    out = templates.fill_template(text, {"x": 1}, {"body": "one\n  two $HOME\n"},
                                  {"on": True, "off": False})
     assert out == "a: 1\nb: kept\nd: |\n  one\n    two $HOME\n"
     assert yaml.safe_load(out) == {"a": 1, "b": "kept", "d": "one\n  two $HOME\n"}
@@ -239,13 +240,13 @@ def test_fill_template_sections_blocks_and_scalars():
 
 def test_fill_template_refuses_what_it_cannot_fill():
     with pytest.raises(KeyError, match=r"\$\{y\}"):
-        manifests.fill_template("a: ${y}\n", {})
+        templates.fill_template("a: ${y}\n", {})
     with pytest.raises(KeyError, match="flag 'tls'"):
-        manifests.fill_template("#% if tls\n#% endif\n", {})
+        templates.fill_template("#% if tls\n#% endif\n", {})
     with pytest.raises(ValueError, match="without #% endif"):
-        manifests.fill_template("#% if a\n", {}, flags={"a": True})
+        templates.fill_template("#% if a\n", {}, flags={"a": True})
     with pytest.raises(ValueError, match="line break"):
-        manifests.fill_template("a: ${v}\n", {"v": "x\ny"})
+        templates.fill_template("a: ${v}\n", {"v": "x\ny"})
 
 
 @pytest.mark.parametrize("name", [manifests.QUEUE_MANAGER_TEMPLATE, manifests.CONFIGMAP_TEMPLATE])
