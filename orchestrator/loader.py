@@ -60,6 +60,15 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None
                                              f"{topology.members - 1}")
                for i, f in enumerate(scenario.faults)
                if f.member is not None and f.member >= topology.members]
+    load_hosts = {h.name for h in topology.hosts if "load" in h.roles}
+    for role in ("senders", "receivers"):
+        problems += [Problem(f"agents_on.{role}", f"{name!r} is not a host with role load in "
+                             f"topology {topology.name} (load hosts: "
+                             f"{', '.join(sorted(load_hosts)) or 'none'})")
+                     for name in getattr(scenario.agents_on, role) if name not in load_hosts]
+    if bool(scenario.agents_on.senders) != bool(scenario.agents_on.receivers):
+        problems.append(Problem("agents_on", "give load hosts for both senders and receivers, "
+                                             "or for neither (local agents)"))
     queue = topology.queue(scenario.workload.queue)
     if queue.count > scenario.workload.receivers:
         problems.append(Problem("workload.receivers", f"{scenario.workload.receivers} receivers "

@@ -33,6 +33,41 @@ class SshSpec(Spec):
     retries: int = Field(2, ge=0, le=10, description="connection attempts after the first")
 
 
+class HostSpec(Spec):
+    """A machine surge reaches over SSH, and what it runs there: broker members, load agents."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    address: str | None = Field(None, description="where SSH connects; default the name")
+    roles: list[Literal["broker", "load"]] = Field(min_length=1)
+    members: int = Field(0, ge=0, le=64, description="broker members on this host")
+    agents: int = Field(1, ge=0, le=64, description="surge agents on this host (role load)")
+    ssh: SshSpec = Field(default_factory=lambda: SshSpec(user="root"))
+    work_dir: str = Field("/var/tmp/surge", description="where members' data and agents' logs "
+                                                       "go on the host")
+    python: str = Field("python3", description="the interpreter with surge installed (agents)")
+    forward: bool = Field(False, description="reach the agents through SSH port forwarding "
+                                             "instead of connecting to their ports directly")
+
+    @property
+    def target(self) -> str:
+        """The address SSH and clients use."""
+        return self.address or self.name
+
+
+class RabbitKubernetesSpec(Spec):
+    """A RabbitMQ cluster run by the RabbitMQ cluster operator (``RabbitmqCluster``)."""
+
+    namespace: str = "surge"
+    image: str | None = Field(None, description="RabbitMQ image; default the operator's")
+    memory: str = "2Gi"
+    storage: str = "10Gi"
+    storage_class: str | None = None
+    additional_config: dict[str, str] = Field(
+        default_factory=dict, description="rabbitmq.additionalConfig lines (key = value)")
+    agent_image: str = Field("surge:latest", description="image with surge for agent pods")
+    ready_timeout: Seconds = Field(600.0, gt=0)
+
+
 class MqHostSpec(Spec):
     """A host that runs queue managers (document 000: QMHost1, QMHost2)."""
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from orchestrator.mqspecs import MqSpec
+from orchestrator.mqspecs import HostSpec, MqSpec, RabbitKubernetesSpec
 from orchestrator.specs_base import Bytes, Fraction, Seconds, Spec
 
 
@@ -107,6 +107,11 @@ class TopologySpec(Spec):
                           "of a full boot")
     queues: list[QueueSpec] = Field(default_factory=list)
     ibmmq: MqSpec | None = Field(None, description="queue managers, cluster, CCDT (broker ibmmq)")
+    hosts: list[HostSpec] = Field(
+        default_factory=list, description="SSH hosts: RabbitMQ members (role broker, placement "
+                                          "ssh) and load agents (role load, any placement)")
+    kubernetes: RabbitKubernetesSpec | None = Field(
+        None, description="RabbitMQ through the cluster operator (placement kubernetes)")
 
     @model_validator(mode="after")
     def _start_within_pool(self) -> TopologySpec:
@@ -116,8 +121,14 @@ class TopologySpec(Spec):
 
     @model_validator(mode="after")
     def _broker_fits_placement(self) -> TopologySpec:
-        if self.broker == "rabbitmq" and self.placement != "local":
-            raise ValueError(f"broker rabbitmq runs with placement local (got {self.placement})")
+        if self.broker == "rabbitmq" and self.placement == "ssh":
+            on_hosts = sum(h.members for h in self.hosts if "broker" in h.roles)
+            if on_hosts != self.members:
+                raise ValueError(f"hosts with role broker hold {on_hosts} members; members "
+                                 f"says {self.members}")
+        if self.broker == "rabbitmq" and self.placement == "kubernetes" and \
+                self.kubernetes is None:
+            raise ValueError("placement kubernetes needs a kubernetes section")
         if self.broker == "ibmmq":
             mq = self.ibmmq
             if mq is None or self.placement == "local":
@@ -351,6 +362,14 @@ class ScalingSpec(Spec):
     rebalance: bool = Field(True, description="move a fair share of workers to a new member")
 
 
+class AgentPlacementSpec(Spec):
+    """Which load hosts of the topology run which workers (document 000: senders on AppHost1,
+    receivers on AppHost2). Empty: agents run on this machine."""
+
+    senders: list[str] = Field(default_factory=list, description="host names (role load)")
+    receivers: list[str] = Field(default_factory=list, description="host names (role load)")
+
+
 class ScenarioSpec(Spec):
     """A test: a topology, a workload, a plan of steps, and what goes wrong on purpose."""
 
@@ -367,6 +386,7 @@ class ScenarioSpec(Spec):
     faults: list[FaultSpec] = Field(default_factory=list)
     agents: int | None = Field(None, ge=1, le=64,
                                description="agent processes; default one per core")
+    agents_on: AgentPlacementSpec = Field(default_factory=AgentPlacementSpec)
     measure: MeasureSpec = Field(default_factory=MeasureSpec)
     scaling: ScalingSpec | None = None
 
