@@ -12,6 +12,7 @@ Endpoints (JSON bodies; every one but ``/metrics`` needs ``Authorization: Bearer
 - ``POST /move``         ``{"senders": [ids], "receivers": [ids], "endpoint": url, "queue": q}``
 - ``POST /stop_senders`` stop publishing (waits for confirms)
 - ``GET /accounting``    per-producer sent counts and received-sequence bitmaps
+- ``GET /clock``         the agent host's wall clock in ns (for clock offsets between hosts)
 - ``POST /shutdown``     close every connection and exit
 
 The agent exits by itself when its parent dies or ``max_lifetime_s`` passes, so a crashed
@@ -197,6 +198,7 @@ def _handler(agent: Agent, token: str, registry: CollectorRegistry, done: thread
     routes = {
         ("GET", "/snapshot"): lambda body: agent.snapshot(),
         ("GET", "/accounting"): lambda body: agent.accounting(),
+        ("GET", "/clock"): lambda body: {"ns": time.time_ns()},
         ("POST", "/configure"): agent.configure,
         ("POST", "/rate"): lambda body: agent.set_rate(float(body["rate_per_sender"]),
                                                        body.get("active")),

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ class AgentHandle:
     port: int
     token: str
     process: subprocess.Popen | None = None
+    closer: Callable[[float], None] | None = None  # how a remote agent is stopped
 
     @property
     def url(self) -> str:
@@ -53,8 +55,13 @@ class AgentHandle:
             raise AgentError(f"agent {self.index} {method} {path}: {error}") from None
 
     def stop(self, timeout_s: float = 20.0) -> None:
-        """Ask the agent to shut down; terminate, then kill, its process if it lingers."""
-        if self.process is None or self.process.poll() is not None:
+        """Ask the agent to shut down; terminate, then kill, its process if it lingers (a
+        remote agent: its ``closer`` does the same over its own channel)."""
+        if self.process is None:
+            if self.closer is not None:
+                self.closer(timeout_s)
+            return
+        if self.process.poll() is not None:
             return
         try:
             self.call("POST", "/shutdown", {}, timeout_s=5.0)

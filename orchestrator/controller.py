@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import os
 import platform
+import secrets
 import signal
 import socket
 import threading
@@ -24,6 +25,7 @@ import psutil
 from drivers.accounting import Reconciliation, merge_exports, reconcile
 from orchestrator import plan as plans
 from orchestrator.agents import AgentHandle, spawn_local_agents
+from orchestrator.errors import SurgeError
 from orchestrator.exposition import ControllerMetrics
 from orchestrator.faults import FaultInjector
 from orchestrator.liveview import LiveView, ViewState
@@ -35,6 +37,8 @@ from results import timeline
 from results.rundir import RunWriter, new_run_id
 from results.steptable import StepRow, step_rows
 from topologies.factory import provisioner_for
+
+CLOCK_TOLERANCE_MS = 2.0  # host clocks possibly further apart: cross-host latency is unreliable
 
 
 @dataclass
@@ -66,6 +70,8 @@ class Controller:
         self.delays = plans.delay_phases(scenario.consumer_profile)
         self.applied: dict[str, Any] = {}
         self.agents: list[AgentHandle] = []
+        self.sessions: list = []  # SSH sessions to load hosts, closed after the agents
+        self.token = secrets.token_urlsafe(24)
         self.stop_requested = threading.Event()
         self.state = ViewState(scenario=scenario.name, run_id=self.run_id,
                                steps=len(self.phases), planned_s=plans.duration(self.phases))
@@ -112,6 +118,9 @@ class Controller:
         except KeyboardInterrupt:
             outcome = "aborted"
             raise
+        except SurgeError as error:
+            self._event("error", error=str(error))
+            raise
         finally:
             self._stop_agents()
             if metrics:
@@ -135,12 +144,18 @@ class Controller:
 
     def _start_agents(self, members) -> None:
         workload = self.scenario.workload
-        count = self.scenario.agents or os.cpu_count() or 1
-        count = max(1, min(count, workload.senders + workload.receivers))
-        self.agents = spawn_local_agents(count, self.run_dir / "agents",
-                                         max_lifetime_s=self.state.planned_s + 3600)
+        placement = self.scenario.agents_on
+        if placement.senders:
+            by_role = self._spawn_remote_agents(placement.senders, placement.receivers)
+        else:
+            count = self.scenario.agents or os.cpu_count() or 1
+            count = max(1, min(count, workload.senders + workload.receivers))
+            self.agents = spawn_local_agents(count, self.run_dir / "agents",
+                                             max_lifetime_s=self.state.planned_s + 3600)
+            by_role = {"s": self.agents, "r": self.agents}
         self._event("agents_up", count=len(self.agents),
-                    agents=[{"index": a.index, "pid": a.process.pid, "port": a.port}
+                    agents=[{"index": a.index, "host": a.host, "port": a.port,
+                             "pid": a.process.pid if a.process else None}
                             for a in self.agents])
         endpoints = [m.endpoint for m in members]
         queue = self.queue_spec
@@ -158,7 +173,8 @@ class Controller:
                     "senders": [], "receivers": []} for _ in self.agents]
         for kind, total in (("r", workload.receivers), ("s", workload.senders)):
             for i in range(total):
-                agent, member = self.agents[i % count], members[i % len(members)]
+                hosting = by_role[kind]
+                agent, member = hosting[i % len(hosting)], members[i % len(members)]
                 slot = i * queue.count // total  # blocks: a sweep adds whole queues' workers
                 worker = {"endpoint": member.endpoint, "queue": queue.instance(member.index, slot)}
                 if kind == "s" and workload.bind == "not-fixed":
@@ -179,6 +195,40 @@ class Controller:
         self._event("step", step=1, rate_per_sender=first.rate_per_sender,
                     senders=self._active(first), target_rate=self._target(first, 0.0))
 
+    def _spawn_remote_agents(self, sender_hosts: list[str], receiver_hosts: list[str]
+                             ) -> dict[str, list[AgentHandle]]:
+        """Start agents on the load hosts over SSH; senders' agents on their hosts, receivers'
+        on theirs. Measures each host's clock against ours: latency between two hosts is only
+        as good as their clocks agree, and the run says so."""
+        from orchestrator.remote_agents import clock_offset, spawn_ssh_agents
+        from topologies.ssh import SshSession
+        hosts = {h.name: h for h in self.topology.hosts}
+        by_host: dict[str, list[AgentHandle]] = {}
+        clocks = {}
+        for name in dict.fromkeys(sender_hosts + receiver_hosts):
+            host = hosts[name]
+            session = SshSession(host.target, host.ssh, record=self._remote_command)
+            self.sessions.append(session)
+            by_host[name] = spawn_ssh_agents(session, host, len(self.agents), self.token,
+                                             self.state.planned_s + 3600)
+            self.agents += by_host[name]
+            offset, uncertainty = clock_offset(by_host[name][0])
+            clocks[name] = {"offset_ms": round(offset, 3), "uncertainty_ms": round(uncertainty, 3)}
+        spread = max(c["offset_ms"] for c in clocks.values()) - \
+            min(c["offset_ms"] for c in clocks.values())
+        worst = max(c["uncertainty_ms"] for c in clocks.values())
+        bound = 0.0 if len(clocks) == 1 else spread + 2 * worst
+        reliable = bound <= CLOCK_TOLERANCE_MS
+        self.manifest["clocks"] = {"hosts": clocks, "latency_error_bound_ms": round(bound, 3),
+                                   "latency_reliable": reliable}
+        self._event("clocks", hosts=clocks, latency_error_bound_ms=round(bound, 3),
+                    latency_reliable=reliable,
+                    explain=f"host clocks agree within {bound:.1f} ms" if reliable else
+                    f"host clocks may differ by {bound:.1f} ms: latency across hosts is "
+                    f"unreliable")
+        return {"s": [a for n in sender_hosts for a in by_host[n]],
+                "r": [a for n in receiver_hosts for a in by_host[n]]}
+
     def _all(self, function) -> list:
         with ThreadPoolExecutor(max(1, len(self.agents))) as pool:
             return list(pool.map(function, self.agents))
@@ -187,6 +237,8 @@ class Controller:
         if self.agents:
             self._all(lambda agent: agent.stop())
             self._event("agents_down", agents=len(self.agents))
+        for session in self.sessions:
+            session.close()
 
     # -- ticking ----------------------------------------------------------------------------
 
@@ -387,7 +439,7 @@ class Controller:
         record = self.writer.event(kind, **fields)
         if kind in ("provision", "members_up", "agents_up", "step", "accounting", "teardown",
                     "scale_decision", "scale_failed", "member_started", "rebalanced",
-                    "member_draining", "member_stopped"):
+                    "member_draining", "member_stopped", "error", "clocks"):
             text = record.get("explain") or "; ".join(
                 ", ".join(map(str, v)) if isinstance(v, list) else f"{k}={v}"
                 for k, v in fields.items() if k != "agents")

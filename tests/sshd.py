@@ -102,8 +102,10 @@ def keygen(path: Path) -> None:
 
 
 @contextmanager
-def running_sshd(directory: Path, start_timeout_s: float = 10.0) -> Iterator[Sshd]:
-    """Start sshd on a free loopback port with keys in ``directory``; stop it afterwards."""
+def running_sshd(directory: Path, start_timeout_s: float = 10.0,
+                 address: str = "127.0.0.1") -> Iterator[Sshd]:
+    """Start sshd on a free port of a loopback ``address`` (127.0.0.1, or e.g. 127.0.1.2 to
+    stand for another host) with keys in ``directory``; stop it afterwards."""
     directory.mkdir(parents=True, exist_ok=True)
     host_key, client_key = directory / "host_ed25519", directory / "client_ed25519"
     keygen(host_key)
@@ -112,14 +114,14 @@ def running_sshd(directory: Path, start_timeout_s: float = 10.0) -> Iterator[Ssh
     authorized.write_text(client_key.with_suffix(".pub").read_text())
     port = free_port()
     key_type, key_data = host_key.with_suffix(".pub").read_text().split()[:2]
-    host_key_line = f"[127.0.0.1]:{port} {key_type} {key_data}"
+    host_key_line = f"[{address}]:{port} {key_type} {key_data}"
     known_hosts = directory / "known_hosts"
     known_hosts.write_text(host_key_line + "\n")
     config = directory / "sshd_config"
     token = secrets.token_hex(8)
     config.write_text(f"""\
 Port {port}
-ListenAddress 127.0.0.1
+ListenAddress {address}
 HostKey {host_key}
 PidFile {directory / "sshd.pid"}
 AuthorizedKeysFile {authorized}
@@ -140,7 +142,7 @@ LogLevel VERBOSE
     with log_file.open("wb") as log:
         process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL,
                                    stdout=log, stderr=subprocess.STDOUT)
-    server = Sshd("127.0.0.1", port, getpass.getuser(), client_key, known_hosts, host_key_line,
+    server = Sshd(address, port, getpass.getuser(), client_key, known_hosts, host_key_line,
                   process.pid, log_file, token)
     seen: dict[int, psutil.Process] = {}
     try:
@@ -150,7 +152,7 @@ LogLevel VERBOSE
                 raise RuntimeError(f"sshd exited with {process.returncode}:\n"
                                    f"{log_file.read_text(errors='replace')}")
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                socket.create_connection((address, port), timeout=1).close()
                 break
             except OSError:
                 if time.monotonic() > deadline:

@@ -12,7 +12,10 @@ def provisioner_for(topology: TopologySpec, record: Callable[[object], None] | N
                     ) -> Provisioner:
     """RabbitMQ on loopback, an MQ uniform cluster over SSH, or MQ Native HA on Kubernetes;
     ``record`` receives every remote command's result where there are remote commands."""
-    if topology.broker == "rabbitmq":
+    if topology.broker == "rabbitmq" and topology.placement == "ssh":
+        from topologies.rabbitmq.remote import SshRabbitMQ
+        return SshRabbitMQ(topology, record=record)
+    if topology.broker == "rabbitmq" and topology.placement == "local":
         from topologies.rabbitmq.local import LocalRabbitMQ
         return LocalRabbitMQ(topology)
     if topology.placement == "ssh":

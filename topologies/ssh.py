@@ -605,6 +605,21 @@ class SshSession:
                 channel.settimeout(float(self.spec.command_timeout))
         return self._sftp
 
+    def spawn(self, command: str, input_text: str | None = None) -> RemoteProcess:
+        """Start ``command`` and return at once; it runs as long as the returned process's
+        channel is open. ``input_text`` goes to its standard input (e.g. a secret that must not
+        show in the host's process list)."""
+        transport = self._transport()
+        try:
+            channel = transport.open_session(timeout=float(self.spec.connect_timeout))
+            channel.exec_command(command)
+            if input_text:
+                channel.sendall(input_text.encode())
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise SshConnectError(self.host, self.spec.port, self.spec.user,
+                                  f"cannot start a command ({exc})") from exc
+        return RemoteProcess(self.host, command, channel)
+
     def upload(self, data: bytes | str | Path, remote_path: str, mode: int = 0o644) -> None:
         """Write ``data`` (bytes, text as UTF-8, or a local file) to ``remote_path`` over SFTP.
 
@@ -650,6 +665,47 @@ class SshSession:
                     return f.read()
         except (OSError, paramiko.SSHException, EOFError) as exc:
             raise SshTransferError(self.host, "download", remote_path, _why(exc)) from exc
+
+
+class RemoteProcess:
+    """A long-running command on a host, tied to its SSH channel: it ends when the channel
+    closes (its parent, the session's sshd, goes away), so a lost controller leaves nothing."""
+
+    def __init__(self, host: str, command: str, channel: paramiko.Channel):
+        self.host = host
+        self.command = command
+        self.channel = channel
+        self._buffer = b""
+
+    def readline(self, timeout_s: float) -> str:
+        """The next line of its standard output ("" if none came within ``timeout_s`` or it
+        ended)."""
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            if self.channel.recv_ready():
+                self._buffer += self.channel.recv(_CHUNK)
+            elif self.channel.exit_status_ready() or time.monotonic() > deadline:
+                break
+            else:
+                time.sleep(0.01)
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode(errors="replace")
+
+    @property
+    def alive(self) -> bool:
+        """Whether the command still runs (its channel is open and it has not exited)."""
+        return not (self.channel.closed or self.channel.exit_status_ready())
+
+    def stderr_tail(self) -> str:
+        """What it wrote to standard error so far (the last lines)."""
+        data = b""
+        while self.channel.recv_stderr_ready():
+            data += self.channel.recv_stderr(_CHUNK)
+        return _tail(data.decode(errors="replace"))
+
+    def close(self) -> None:
+        """Close the channel; the command loses its parent and ends."""
+        self.channel.close()
 
 
 def _remote(path: str) -> str:

@@ -42,7 +42,13 @@ def write_files(member: Member, files: NodeFiles, seeds: list[str]) -> None:
     for directory in (files.mnesia, files.logs):
         directory.mkdir(parents=True, exist_ok=True)
     (files.root / "enabled_plugins").write_text(PLUGINS + "\n")
-    (files.root / "rabbitmq.conf").write_text("\n".join([
+    (files.root / "rabbitmq.conf").write_text(config_text(member, seeds))
+
+
+def config_text(member: Member, seeds: list[str]) -> str:
+    """The node's rabbitmq.conf: listeners on the member's address and ports, statistics once
+    a second, and classic peer discovery of ``seeds`` for a blank node."""
+    return "\n".join([
         f"listeners.tcp.1 = {member.host}:{member.amqp_port}",
         f"management.tcp.ip = {member.host}",
         f"management.tcp.port = {member.management_port}",
@@ -58,7 +64,7 @@ def write_files(member: Member, files: NodeFiles, seeds: list[str]) -> None:
         *[f"cluster_formation.classic_config.nodes.{i} = {seed}"
           for i, seed in enumerate(seeds, start=1)],
         "",
-    ]))
+    ])
 
 
 def node_env(member: Member, files: NodeFiles, dist_port: int, epmd_port: int) -> dict[str, str]:

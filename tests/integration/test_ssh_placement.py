@@ -1,0 +1,156 @@
+"""Members and agents on SSH hosts: a broker host and two load hosts, each a real sshd on its own
+loopback address (127.0.1.1, 127.0.1.2, 127.0.1.3), as document 000 runs its queue managers on
+QMHost1, its senders on AppHost1 and its receivers on AppHost2."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+
+from orchestrator.controller import Controller
+from orchestrator.errors import AgentError
+from orchestrator.specs import ScenarioSpec, TopologySpec
+from tests.sshd import missing, running_sshd
+from topologies.rabbitmq.remote import SshRabbitMQ
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(missing() is not None, reason=str(missing()))]
+
+ADDRESSES = {"brokers": "127.0.1.1", "senders": "127.0.1.2", "receivers": "127.0.1.3"}
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory):
+    servers = {}
+    try:
+        for role, address in ADDRESSES.items():
+            context = running_sshd(tmp_path_factory.mktemp(f"sshd-{role}"), address=address)
+            servers[role] = (context, context.__enter__())
+        yield {role: server for role, (_, server) in servers.items()}
+    finally:
+        for context, _ in servers.values():
+            context.__exit__(None, None, None)
+
+
+@pytest.fixture
+def topology(hosts, tmp_path) -> TopologySpec:
+    def host(role: str, **fields):
+        server = hosts[role]
+        return {"name": role, "address": server.host, "work_dir": str(tmp_path / role),
+                "python": sys.executable,
+                "ssh": {"port": server.port, "user": server.user, "key_file": str(server.key_file),
+                        "known_hosts_file": str(server.known_hosts_file), "retries": 0},
+                **fields}
+    return TopologySpec.model_validate({
+        "name": "ssh2", "placement": "ssh", "members": 2, "start": 1, "cpu_per_member": 1.0,
+        "port_base": 7700, "queues": [{"name": "q"}],
+        "hosts": [host("brokers", roles=["broker"], members=2),
+                  host("senders", roles=["load"]), host("receivers", roles=["load"])]})
+
+
+def scenario(hold: str) -> ScenarioSpec:
+    return ScenarioSpec.model_validate({
+        "name": "ssh-run", "topology": "unused.yaml",
+        "workload": {"queue": "q", "senders": 4, "receivers": 4},
+        "plan": [{"rate_per_sender": 50, "hold": hold}],
+        "agents_on": {"senders": ["senders"], "receivers": ["receivers"]},
+        "measure": {"settle": "2s", "drain": "20s"}})
+
+
+@pytest.fixture
+def provisioner(topology, tmp_path):
+    provisioner = SshRabbitMQ(topology, state_root=tmp_path / "state")
+    pids: set[int] = set()
+    try:
+        yield provisioner, pids
+    finally:
+        pids |= {m.pid for m in provisioner.status() if m.pid}
+        provisioner.down()
+        left = [p for p in pids if psutil.pid_exists(p)
+                and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        assert not left, f"broker processes left on the host: {left}"
+
+
+def agents_of(run_dir):
+    for line in (run_dir / "events.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        if event["kind"] == "agents_up":
+            return event["agents"]
+    return []
+
+
+def test_members_on_a_broker_host_and_agents_on_two_load_hosts(provisioner, topology,
+                                                                tmp_path):
+    ssh, pids = provisioner
+    members = ssh.up()
+    pids |= {m.pid for m in members if m.pid}
+    assert [m.running for m in members] == [True, False]
+    assert members[0].host == "127.0.1.1"
+    controller = Controller(scenario("6s"), topology, tmp_path / "runs", live=False)
+    controller.provisioner = ssh
+    result = controller.run()
+    assert result.outcome == "completed"
+    assert result.accounting.balanced and result.accounting.sent > 0.9 * 200 * 6
+    assert 0.95 <= result.steps[0].ratio <= 1.05, result.steps
+    hosts = sorted(a["host"] for a in agents_of(result.run_dir))
+    assert hosts == ["127.0.1.2", "127.0.1.3"]
+    manifest = json.loads((result.run_dir / "run.json").read_text())
+    assert manifest["clocks"]["latency_reliable"] is True  # one machine: the clocks agree
+    assert set(manifest["clocks"]["hosts"]) == {"senders", "receivers"}
+    assert not ssh.warnings  # the cgroup quota was written
+
+    started = ssh.start_member()
+    pids.add(started.pid)
+    assert started.running and [m.running for m in ssh.status()] == [True, True]
+    ssh.stop_member(1)
+    assert [m.running for m in ssh.status()] == [True, False]
+
+
+def test_a_lost_load_host_is_reported_and_the_run_ends_cleanly(provisioner, topology, hosts,
+                                                              tmp_path):
+    ssh, pids = provisioner
+    pids |= {m.pid for m in ssh.up() if m.pid}
+    controller = Controller(scenario("40s"), topology, tmp_path / "runs", live=False)
+    controller.provisioner = ssh
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = controller.run()
+        except AgentError as error:
+            outcome["error"] = error
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not controller.ticks and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(3)
+    sessions = hosts["receivers"].session_processes()
+    agent_pids = [p.pid for s in sessions for p in s.children(recursive=True)]
+    for session in sessions:  # the connection to the receivers' host drops
+        session.kill()
+    thread.join(60)
+    assert not thread.is_alive()
+    assert "error" in outcome, outcome
+    assert "127.0.1.3" in str(outcome["error"]) or "agent" in str(outcome["error"])
+    run_dir = controller.run_dir
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert manifest["outcome"] == "failed"
+    errors = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()
+              if '"kind": "error"' in line]
+    assert errors, "the lost host is reported in events.jsonl"
+    time.sleep(1)
+    assert not [p for p in agent_pids if psutil.pid_exists(p)
+                and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert not [a for a in agents_of(run_dir) if a["host"] == "127.0.1.2"
+                and _listening(a["port"])]
+
+
+def _listening(port: int) -> bool:
+    return any(c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN
+               for c in psutil.net_connections("tcp"))

@@ -1,0 +1,316 @@
+"""RabbitMQ members on SSH hosts (``placement: ssh``, hosts with role ``broker``).
+
+The same provisioner interface as the local one, run through :mod:`topologies.ssh`: each member
+is ``rabbitmq-server`` started in its own session on its host (under a private epmd, like the
+local provisioner), with its files under the host's ``work_dir``, joined by classic peer
+discovery, capped by a cgroup v1 CPU quota where the host allows it (a warning otherwise), and
+stopped by PID. Members fill the broker hosts in blocks; member *i* listens on
+``port_base + i`` like a local one, on its host's address. Clients, the management API and the
+scrapers reach it there. State (PIDs per host) is kept in a file beside the local provisioner's,
+so ``surge down`` works after a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from orchestrator.errors import ProvisionError
+from orchestrator.mqspecs import HostSpec
+from orchestrator.specs import TopologySpec
+from topologies.base import BrokerSample, Member, MemberSample
+from topologies.rabbitmq import node
+from topologies.rabbitmq.local import default_state_root
+from topologies.rabbitmq.management import Management
+
+START_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 30.0
+CGROUP_ROOT = "/sys/fs/cgroup/cpu"
+
+
+class SshRabbitMQ:
+    """RabbitMQ members on the broker hosts of a topology, reached over SSH."""
+
+    def __init__(self, topology: TopologySpec, record: Callable[[object], None] | None = None,
+                 state_root: Path | None = None):
+        self.topology = topology
+        self.record = record
+        self.placement: list[HostSpec] = [h for h in topology.hosts if "broker" in h.roles
+                                          for _ in range(h.members)]
+        self.epmd_port = topology.port_base + 30000
+        self.state_file = (state_root or default_state_root()) / f"{topology.name}.ssh.json"
+        self._sessions: dict[str, object] = {}
+        self._ticks: dict[str, int] = {}
+        self.warnings: list[str] = []
+
+    # -- the provisioner interface ------------------------------------------------------------
+
+    def member(self, index: int) -> Member:
+        """Member ``index`` on its host: node ``surge-<topology>-<i>@<host>`` (``@localhost`` for
+        a loopback address), ports as a local member's."""
+        host = self.placement[index]
+        node_host = "localhost" if host.target.startswith("127.") else host.name
+        base = self.topology.port_base
+        pid = self._state()["members"].get(str(index), {}).get("pid")
+        return Member(index, f"surge-{self.topology.name}-{index}@{node_host}", host.target,
+                      base + index, base + 10000 + index, base + 10100 + index, pid=pid)
+
+    def up(self) -> list[Member]:
+        """Start the first ``start`` members that do not run, one after the other (each later
+        one joins the running ones), and declare the queues."""
+        alive = self._alive_indexes()
+        for index in range(self.topology.start):
+            if index not in alive:
+                self._boot(index)
+        self._declare_queues()
+        return self.status()
+
+    def status(self) -> list[Member]:
+        """Every member of the pool with whether its process is alive on its host."""
+        alive = self._alive_indexes()
+        return [Member(**{**self.member(i).__dict__, "running": i in alive})
+                for i in range(self.topology.members)]
+
+    def start_member(self, index: int | None = None) -> Member:
+        """Boot the next member that does not run (or ``index``); it rejoins from its data."""
+        alive = self._alive_indexes()
+        if index is None:
+            idle = [i for i in range(self.topology.members) if i not in alive]
+            if not idle:
+                raise ProvisionError(f"all {self.topology.members} members already run")
+            index = idle[0]
+        if index not in alive:
+            self._boot(index)
+        self._declare_queues()
+        return self.status()[index]
+
+    def stop_member(self, index: int, kill: bool = False) -> None:
+        """Stop member ``index``: SIGTERM and wait (RabbitMQ shuts down cleanly), or SIGKILL."""
+        pid = self._state()["members"].get(str(index), {}).get("pid")
+        if pid:
+            self._stop_pid(self.placement[index], pid, kill)
+        self._save_member(index, pid=None)
+
+    def sample(self) -> BrokerSample:
+        """CPU seconds per member (from /proc on its host), connections, messages and depths
+        (from the management API)."""
+        members = self.status()
+        running = [m for m in members if m.running]
+        try:
+            api = Management(running[0].host, running[0].management_port) if running else None
+            connections = api.connections_per_node() if api else None
+            depths, messages = api.queues() if api else ({}, None)
+        except ProvisionError:
+            connections, depths, messages = None, {}, None
+        cpu = self._cpu_seconds(running)
+        samples = []
+        for member in members:
+            counts = messages.get(member.name, (0, 0)) if messages is not None and \
+                member.running else (None, None)
+            samples.append(MemberSample(
+                name=member.name, running=member.running, cpu_seconds=cpu.get(member.index),
+                cpu_quota_cores=self.topology.cpu_per_member,
+                connections=connections.get(member.name, 0) if connections is not None else None,
+                messages_in=counts[0], messages_out=counts[1]))
+        return BrokerSample(samples, depths)
+
+    def settled_queue_depths(self) -> dict[str, int]:
+        """Exact depths from ``rabbitmqctl list_queues`` on a running member's host."""
+        running = [m for m in self.status() if m.running]
+        if not running:
+            return {}
+        output = self._ctl(running[0], "list_queues", "name", "messages", "-q",
+                           "--no-table-headers")
+        depths = {}
+        for line in output.splitlines():
+            name, _, count = line.rpartition("\t")
+            if name and count.strip().isdigit():
+                depths[name] = int(count)
+        return depths
+
+    def down(self) -> list[str]:
+        """Stop every member and epmd this topology started (by PID), remove their files and
+        cgroups on the hosts, and the state."""
+        state = self._state()
+        said = []
+        for key, entry in state["members"].items():
+            host = self.placement[int(key)]
+            if entry.get("pid"):
+                self._stop_pid(host, entry["pid"], kill=False)
+                said.append(f"stopped {self.member(int(key)).name} (pid {entry['pid']}) on "
+                            f"{host.name}")
+        for host in self._broker_hosts():
+            pid = state["epmd"].get(host.name)
+            if pid:
+                self._run(host, f"kill {int(pid)} 2>/dev/null; true")
+            self._run(host, f"rm -rf {shlex.quote(self._root(host))}; "
+                            f"rmdir {CGROUP_ROOT}/surge-ssh-{self.topology.name}-* 2>/dev/null; "
+                            "true")
+        self.state_file.unlink(missing_ok=True)
+        for session in self._sessions.values():
+            session.close()
+        self._sessions.clear()
+        return said or [f"{self.topology.name}: nothing to stop"]
+
+    # -- members on hosts ----------------------------------------------------------------------
+
+    def _boot(self, index: int) -> None:
+        member, host = self.member(index), self.placement[index]
+        self._ensure_epmd(host)
+        directory = f"{self._root(host)}/member-{index}"
+        joined = self._state()["members"].get(str(index), {}).get("joined")
+        seeds = [] if joined else [self.member(i).name for i in self._alive_indexes()
+                                   if i != index]
+        session = self._on(host)
+        session.upload(node.config_text(member, seeds), f"{directory}/rabbitmq.conf")
+        session.upload(node.PLUGINS + "\n", f"{directory}/enabled_plugins")
+        env = {"RABBITMQ_NODENAME": member.name, "RABBITMQ_NODE_PORT": member.amqp_port,
+               "RABBITMQ_DIST_PORT": self.topology.port_base + 20000 + index,
+               "RABBITMQ_MNESIA_BASE": f"{directory}/mnesia",
+               "RABBITMQ_LOG_BASE": f"{directory}/log",
+               "RABBITMQ_ENABLED_PLUGINS_FILE": f"{directory}/enabled_plugins",
+               "RABBITMQ_CONFIG_FILE": f"{directory}/rabbitmq",
+               "ERL_EPMD_PORT": self.epmd_port, "RUNNING_UNDER_SYSTEMD": 1}
+        assignments = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items())
+        pid = int(self._run(host, (
+            f"mkdir -p {shlex.quote(directory)}/mnesia {shlex.quote(directory)}/log; "
+            f"env {assignments} setsid {node.RABBITMQ_BIN}/rabbitmq-server "
+            f"> {shlex.quote(directory)}/console.log 2>&1 < /dev/null & echo $!")).strip())
+        self._save_member(index, pid=pid)
+        self._cap(host, index, pid)
+        self._await(member, host, pid, directory)
+        self._save_member(index, pid=pid, joined=True)
+
+    def _await(self, member: Member, host: HostSpec, pid: int, directory: str) -> None:
+        api = Management(member.host, member.management_port, timeout_s=2.0)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                if (api.request("GET", "/overview") or {}).get("node") == member.name:
+                    return
+            except ProvisionError:
+                pass
+            if not self._pids_alive(host, [pid]):
+                tail = self._run(host, f"tail -n 5 {shlex.quote(directory)}/console.log; true")
+                raise ProvisionError(f"{member.name} on {host.name} exited: "
+                                     + " | ".join(tail.strip().splitlines()))
+            time.sleep(0.5)
+        raise ProvisionError(f"{member.name} on {host.name} did not start within "
+                             f"{START_TIMEOUT_S:.0f} s; see {directory}/console.log there")
+
+    def _cap(self, host: HostSpec, index: int, pid: int) -> None:
+        """A cgroup v1 CPU quota for the member, where the host lets us write one."""
+        cores = self.topology.cpu_per_member
+        if cores is None:
+            return
+        group = f"{CGROUP_ROOT}/surge-ssh-{self.topology.name}-{index}"
+        done = self._run(host, f"mkdir -p {group} && echo 100000 > {group}/cpu.cfs_period_us && "
+                               f"echo {int(cores * 100000)} > {group}/cpu.cfs_quota_us && "
+                               f"echo {pid} > {group}/cgroup.procs && echo ok", check=False)
+        if done.strip() != "ok":
+            self.warnings.append(f"{host.name}: cannot write {group}; member {index} runs "
+                                 "without a CPU quota")
+
+    def _ensure_epmd(self, host: HostSpec) -> None:
+        state = self._state()
+        pid = state["epmd"].get(host.name)
+        if pid and self._pids_alive(host, [pid]):
+            return
+        pid = int(self._run(host, f"setsid epmd -port {self.epmd_port} > /dev/null 2>&1 "
+                                  "< /dev/null & echo $!").strip())
+        state["epmd"][host.name] = pid
+        self._write(state)
+
+    def _declare_queues(self) -> None:
+        running = [m for m in self.status() if m.running]
+        for queue in self.topology.queues:
+            names = [queue.instance(m.index) for m in running] if queue.per_member \
+                else queue.names
+            for i, name in enumerate(names):
+                member = running[i % len(running)]
+                Management(member.host, member.management_port).declare_queue(queue, name)
+
+    def _alive_indexes(self) -> set[int]:
+        members = self._state()["members"]
+        alive = set()
+        for host in self._broker_hosts():
+            pids = {int(k): e["pid"] for k, e in members.items()
+                    if e.get("pid") and self.placement[int(k)].name == host.name}
+            living = self._pids_alive(host, list(pids.values()))
+            alive |= {i for i, pid in pids.items() if pid in living}
+        return alive
+
+    def _pids_alive(self, host: HostSpec, pids: list[int]) -> set[int]:
+        if not pids:
+            return set()
+        listed = " ".join(str(int(p)) for p in pids)
+        out = self._run(host, f"for p in {listed}; do kill -0 $p 2>/dev/null && echo $p; done; "
+                              "true")
+        return {int(p) for p in out.split()}
+
+    def _cpu_seconds(self, running: list[Member]) -> dict[int, float]:
+        """utime + stime of each running member's VM, from /proc on its host."""
+        cpu = {}
+        for host in self._broker_hosts():
+            mine = [m for m in running if self.placement[m.index].name == host.name and m.pid]
+            if not mine:
+                continue
+            ticks = self._ticks.get(host.name) or int(self._run(host, "getconf CLK_TCK"))
+            self._ticks[host.name] = ticks
+            listed = " ".join(str(m.pid) for m in mine)
+            out = self._run(host, f"for p in {listed}; do echo $p $(cut -d' ' -f14,15 "
+                                  f"/proc/$p/stat 2>/dev/null); done")
+            by_pid = {int(f[0]): (int(f[1]) + int(f[2])) / ticks
+                      for f in (line.split() for line in out.splitlines()) if len(f) == 3}
+            cpu.update({m.index: by_pid[m.pid] for m in mine if m.pid in by_pid})
+        return cpu
+
+    def _stop_pid(self, host: HostSpec, pid: int, kill: bool) -> None:
+        self._run(host, f"kill -{'KILL' if kill else 'TERM'} {int(pid)} 2>/dev/null; true")
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while self._pids_alive(host, [pid]):
+            if time.monotonic() > deadline:
+                self._run(host, f"kill -KILL {int(pid)} 2>/dev/null; true")
+                break
+            time.sleep(0.5)
+
+    def _ctl(self, member: Member, *args: str) -> str:
+        host = self.placement[member.index]
+        quoted = " ".join(shlex.quote(a) for a in args)
+        return self._run(host, f"ERL_EPMD_PORT={self.epmd_port} {node.RABBITMQ_BIN}/rabbitmqctl "
+                               f"-n {shlex.quote(member.name)} {quoted}")
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _run(self, host: HostSpec, command: str, check: bool = True) -> str:
+        return self._on(host).run(command, check=check).stdout
+
+    def _on(self, host: HostSpec):
+        if host.name not in self._sessions:
+            from topologies.ssh import SshSession
+            self._sessions[host.name] = SshSession(host.target, host.ssh, record=self.record)
+        return self._sessions[host.name]
+
+    def _broker_hosts(self) -> list[HostSpec]:
+        return [h for h in self.topology.hosts if "broker" in h.roles]
+
+    def _root(self, host: HostSpec) -> str:
+        return f"{host.work_dir.rstrip('/')}/{self.topology.name}"
+
+    def _state(self) -> dict:
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return {"members": {}, "epmd": {}}
+
+    def _write(self, state: dict) -> None:
+        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        self.state_file.write_text(json.dumps(state, indent=2))
+
+    def _save_member(self, index: int, **fields: object) -> None:
+        state = self._state()
+        state["members"].setdefault(str(index), {}).update(fields)
+        self._write(state)
