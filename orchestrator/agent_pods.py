@@ -27,7 +27,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -254,21 +253,15 @@ def render_agents(count: int, topology: TopologySpec, run_id: str, token: str,
 
 # -- start and stop ------------------------------------------------------------------------------
 
-@dataclass
-class PodAgentHandle(AgentHandle):
-    """An agent in a pod: ``process`` is None; ``stop`` asks it to shut down (its pod then
-    completes and the Job does not restart it) and closes its port-forward."""
-
-    pod: str = ""
-    namespace: str = ""
-    forwarder: PortForwarder | None = None
-
-    def stop(self, timeout_s: float = 20.0) -> None:
-        """Ask the agent to shut down (best effort) and close the port-forward."""
+def _closer(handle: AgentHandle, forwarder: PortForwarder | None) -> Callable[[float], None]:
+    """``AgentHandle.closer`` of an agent pod: ask the agent to shut down (best effort; its pod
+    then completes and the Job does not restart it), then close its port-forward."""
+    def close(timeout_s: float) -> None:
         with contextlib.suppress(AgentError):
-            self.call("POST", "/shutdown", {}, timeout_s=min(5.0, timeout_s))
-        if self.forwarder is not None:
-            self.forwarder.close()
+            handle.call("POST", "/shutdown", {}, timeout_s=min(5.0, timeout_s))
+        if forwarder is not None:
+            forwarder.close()
+    return close
 
 
 def start_agent_pods(count: int, topology: TopologySpec, run_id: str, token: str,
@@ -330,8 +323,8 @@ def start_agent_pods(count: int, topology: TopologySpec, run_id: str, token: str
 
 def stop_agent_pods(handles: list[AgentHandle], topology: TopologySpec, run_id: str, *,
                     core: Any = None, batch: Any = None) -> list[str]:
-    """Shut the agents down, close their port-forwards and delete the run's Job (its pods with
-    it), Secret and Service; says what it deleted."""
+    """Shut the agents down (``handle.stop()``: their ``closer``), close their port-forwards and
+    delete the run's Job (its pods with it), Secret and Service; says what it deleted."""
     for handle in handles:
         handle.stop()
     if topology.kubernetes is None:
@@ -389,12 +382,14 @@ def _index(pod: Any, default: int = 1 << 30) -> int:
 
 
 def _handle(pod: Any, position: int, namespace: str, token: str, reach: str,
-            streams: Any) -> PodAgentHandle:
-    name, index = dig(pod, "metadata", "name"), _index(pod, position)
+            streams: Any) -> AgentHandle:
+    """The handle of one Ready agent pod (``process`` None, ``closer`` set)."""
+    name, index, forwarder = dig(pod, "metadata", "name"), _index(pod, position), None
     if reach == "direct":
-        return PodAgentHandle(index, dig(pod, "status", "pod_ip"), AGENT_PORT, token,
-                              pod=name, namespace=namespace)
-    forwarder = PortForwarder(lambda: open_portforward(streams, name, namespace, AGENT_PORT),
-                              AGENT_PORT, f"{namespace}/{name}")
-    return PodAgentHandle(index, "127.0.0.1", forwarder.port, token, pod=name,
-                          namespace=namespace, forwarder=forwarder)
+        handle = AgentHandle(index, dig(pod, "status", "pod_ip"), AGENT_PORT, token)
+    else:
+        forwarder = PortForwarder(lambda: open_portforward(streams, name, namespace, AGENT_PORT),
+                                  AGENT_PORT, f"{namespace}/{name}")
+        handle = AgentHandle(index, "127.0.0.1", forwarder.port, token)
+    handle.closer = _closer(handle, forwarder)
+    return handle

@@ -4,7 +4,8 @@ Each agent is ``surge agent`` started through its own SSH channel with ``exec``,
 is the session's sshd: when the controller goes away, the connection closes, the agent's
 parent dies and the agent exits by itself, as local agents do. The per-run token travels on
 the channel's standard input, never on a command line. The controller then talks to the agent
-over HTTP exactly as to a local one.
+over HTTP exactly as to a local one: directly, or (``forward: true``, when the agents' ports are
+not reachable) through SSH port forwarding to an agent that listens on the host's loopback only.
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ def spawn_ssh_agents(session: SshSession, host: HostSpec, first_index: int, toke
 def _spawn(session: SshSession, host: HostSpec, index: int, token: str,
            max_lifetime_s: float) -> AgentHandle:
     work = shlex.quote(host.work_dir)
+    listen = "127.0.0.1" if host.forward else host.target  # forwarded: only sshd reaches it
     command = (f"read -r SURGE_AGENT_TOKEN; export SURGE_AGENT_TOKEN; mkdir -p {work}; "
                f"exec {shlex.quote(host.python)} -m orchestrator.cli agent "
-               f"--host {shlex.quote(host.target)} --port 0 "
+               f"--host {shlex.quote(listen)} --port 0 "
                f"--max-lifetime {int(max_lifetime_s)} 2>>{work}/agent-{index}.log")
     process = session.spawn(command, input_text=token + "\n")
     line = process.readline(AGENT_START_TIMEOUT_S)
@@ -53,7 +55,11 @@ def _spawn(session: SshSession, host: HostSpec, index: int, token: str,
         process.close()
         raise AgentError(f"agent {index} on {host.name} ({host.target}) did not start: "
                          f"{line or 'no answer'}; {detail}") from None
-    handle = AgentHandle(index, host.target, int(hello["port"]), token)
+    port = int(hello["port"])
+    if host.forward:
+        handle = AgentHandle(index, "127.0.0.1", session.forward("127.0.0.1", port), token)
+    else:
+        handle = AgentHandle(index, host.target, port, token)
     handle.closer = _closer(handle, process)
     return handle
 

@@ -10,11 +10,15 @@ from topologies.base import Provisioner
 
 def provisioner_for(topology: TopologySpec, record: Callable[[object], None] | None = None
                     ) -> Provisioner:
-    """RabbitMQ on loopback, an MQ uniform cluster over SSH, or MQ Native HA on Kubernetes;
-    ``record`` receives every remote command's result where there are remote commands."""
+    """RabbitMQ on loopback, on SSH hosts or through the cluster operator on Kubernetes, an MQ
+    uniform cluster over SSH, or MQ Native HA on Kubernetes; ``record`` receives every remote
+    command's result where there are remote commands."""
     if topology.broker == "rabbitmq" and topology.placement == "ssh":
         from topologies.rabbitmq.remote import SshRabbitMQ
         return SshRabbitMQ(topology, record=record)
+    if topology.broker == "rabbitmq" and topology.placement == "kubernetes":
+        from topologies.rabbitmq.kubernetes import RabbitKubernetesProvisioner
+        return RabbitKubernetesProvisioner(topology)
     if topology.broker == "rabbitmq" and topology.placement == "local":
         from topologies.rabbitmq.local import LocalRabbitMQ
         return LocalRabbitMQ(topology)

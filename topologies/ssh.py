@@ -620,6 +620,49 @@ class SshSession:
                                   f"cannot start a command ({exc})") from exc
         return RemoteProcess(self.host, command, channel)
 
+    def forward(self, remote_host: str, remote_port: int) -> int:
+        """Forward a free local loopback port to ``remote_host:remote_port`` as the host sees
+        it (``ssh -L``); returns the local port. Each accepted connection gets its own
+        ``direct-tcpip`` channel; the forwarding ends with the session."""
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        transport = self._transport()
+
+        def pipe(connection: socket.socket) -> None:
+            try:
+                channel = transport.open_channel("direct-tcpip", (remote_host, remote_port),
+                                                 connection.getpeername())
+            except (paramiko.SSHException, OSError):
+                connection.close()
+                return
+            with connection, channel:
+                while True:
+                    ready, _, _ = select.select([connection, channel], [], [], 1.0)
+                    if not transport.is_active():
+                        return
+                    for source, target in ((connection, channel), (channel, connection)):
+                        if source in ready:
+                            data = source.recv(_CHUNK)
+                            if not data:
+                                return
+                            target.sendall(data)
+
+        def accept() -> None:
+            with listener:
+                while transport.is_active():
+                    listener.settimeout(1.0)
+                    try:
+                        connection, _ = listener.accept()
+                    except TimeoutError:
+                        continue
+                    except OSError:
+                        return
+                    threading.Thread(target=pipe, args=(connection,), daemon=True).start()
+
+        threading.Thread(target=accept, name=f"forward-{remote_port}", daemon=True).start()
+        return listener.getsockname()[1]
+
     def upload(self, data: bytes | str | Path, remote_path: str, mode: int = 0o644) -> None:
         """Write ``data`` (bytes, text as UTF-8, or a local file) to ``remote_path`` over SFTP.
 

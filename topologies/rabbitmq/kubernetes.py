@@ -1,0 +1,507 @@
+"""RabbitMQ on Kubernetes through the RabbitMQ Cluster Operator (``placement: kubernetes``).
+
+:func:`render` fills ``k8s/rabbitmq/rabbitmqcluster.yaml`` into a ``RabbitmqCluster``
+(rabbitmq.com/v1beta1) and :class:`RabbitKubernetesProvisioner` applies it with the official
+``kubernetes`` client (the ``k8s`` extra, imported only when a cluster is asked). What the
+operator makes of a cluster named N in namespace S (its ``rabbitmqcluster_types.go``, resource
+builders and "Using the RabbitMQ Cluster Kubernetes Operator" guide): a StatefulSet ``N-server``
+whose pods are ``N-server-<i>``, reached as ``N-server-<i>.N-nodes.S`` through the headless
+Service ``N-nodes`` and named ``rabbit@N-server-<i>.N-nodes.S`` as RabbitMQ nodes; a client Service
+``N`` (AMQP 5672, management 15672, Prometheus 15692); the Secret ``N-default-user`` with the
+generated administrator's ``username`` and ``password`` (there is no guest user to fall back on);
+pods labelled ``app.kubernetes.io/name=N``; and on the object the status conditions
+AllReplicasReady, ClusterAvailable, NoWarnings and ReconcileSuccess.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from orchestrator.agent_pods import (
+    EXISTS,
+    MISSING,
+    STREAM_LOCK,
+    PortForwarder,
+    api_call,
+    dig,
+    load_kubernetes,
+    open_portforward,
+    pod_ready,
+    pod_trouble,
+    stream_core,
+)
+from orchestrator.errors import ProvisionError
+from orchestrator.mqspecs import RabbitKubernetesSpec
+from orchestrator.specs import TopologySpec
+from topologies.base import BrokerSample, Member, MemberSample
+from topologies.rabbitmq.management import Management
+from topologies.templates import render_file
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "k8s" / "rabbitmq"
+TEMPLATE = "rabbitmqcluster.yaml"
+GROUP, VERSION, PLURAL = "rabbitmq.com", "v1beta1", "rabbitmqclusters"
+AMQP_PORT, MANAGEMENT_PORT, PROMETHEUS_PORT = 5672, 15672, 15692
+READY = "AllReplicasReady"
+POLL_INTERVAL_S = 5.0
+MAX_NAME = 45  # N-server must leave room for the StatefulSet's controller-revision-hash label
+MAX_ADDITIONAL_CONFIG = 2000  # the CRD's maxLength of spec.rabbitmq.additionalConfig
+WAL_DEFAULT_BYTES = 512 * 1024 ** 2
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
+_CONF_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+_SUFFIX = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50,
+           "Ei": 2 ** 60, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
+           "E": 1e18}
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+def kubernetes_of(topology: TopologySpec) -> RabbitKubernetesSpec:
+    """The topology's ``kubernetes`` section; a ProvisionError if it is not a RabbitMQ
+    topology with ``placement: kubernetes``."""
+    if topology.broker != "rabbitmq" or topology.placement != "kubernetes" or \
+            topology.kubernetes is None:
+        raise ProvisionError(f"topology {topology.name} is not RabbitMQ on Kubernetes (broker "
+                             f"{topology.broker}, placement {topology.placement}, kubernetes "
+                             f"section {'set' if topology.kubernetes else 'missing'})")
+    return topology.kubernetes
+
+
+def cluster_name(topology: TopologySpec) -> str:
+    """The RabbitmqCluster's name: the topology's, starting with a letter (it names the client
+    Service, an RFC 1035 label)."""
+    name = topology.name.strip("-")
+    return name if name[:1].isalpha() else f"rmq-{name}"
+
+
+def quantity_bytes(text: str) -> float:
+    """A Kubernetes quantity (``2Gi``, ``500M``, ``1.5Gi``) as a number of bytes."""
+    match = _QUANTITY.match(text)
+    if not match:
+        raise ProvisionError(f"{text!r} is not a Kubernetes quantity such as 2Gi")
+    return float(match[1]) * _SUFFIX.get(match[2] or "", 1)
+
+
+def cpu_quantity(cores: float) -> str:
+    """Cores as a CPU quantity: ``2`` for 2.0, ``500m`` for 0.5."""
+    return str(int(cores)) if float(cores).is_integer() else f"{round(cores * 1000)}m"
+
+
+def config_defaults(spec: RabbitKubernetesSpec) -> dict[str, str]:
+    """What surge adds to rabbitmq.conf before the topology's ``additional_config``:
+
+    - ``collect_statistics_interval = 1000``: management statistics once a second (default 5 s),
+      as the local provisioner sets it, so that the controller's 1 Hz samples see fresh
+      connection and queue figures.
+    - ``raft.wal_max_size_bytes``: at most a quarter of the memory RabbitMQ gets (the operator
+      hands it the memory limit less 20%, at most 2 GiB less), never above the 512 MiB default.
+      RabbitMQ's quorum queue guide: every quorum queue's messages sit in the WAL's memory table
+      until it reaches this size, so a node should have at least 3 times, and for high
+      throughput 4 times, the WAL limit in memory; the default 512 MiB needs a 2.5 GiB limit.
+
+    The operator's own defaults already give quorum queues what they need otherwise
+    (``cluster_partition_handling = pause_minority``)."""
+    limit = quantity_bytes(spec.memory)
+    available = limit - 2 * 2 ** 30 if limit / 5 > 2 * 2 ** 30 else limit - limit / 5
+    wal = int(min(WAL_DEFAULT_BYTES, available // 4))
+    return {"collect_statistics_interval": "1000", "raft.wal_max_size_bytes": str(wal)}
+
+
+def additional_config(spec: RabbitKubernetesSpec) -> str:
+    """``spec.rabbitmq.additionalConfig``: surge's defaults overridden key by key by the
+    topology's ``additional_config``, one ``key = value`` line each."""
+    merged = {**config_defaults(spec), **{k: str(v) for k, v in spec.additional_config.items()}}
+    return "".join(f"{key} = {value}\n" for key, value in merged.items())
+
+
+def render(topology: TopologySpec, replicas: int | None = None, plugins: Sequence[str] = (),
+           templates: Path = TEMPLATES) -> dict[str, Any]:
+    """The RabbitmqCluster of ``topology`` with ``replicas`` members (default ``start``) and
+    ``plugins`` enabled beyond the operator's essential ones."""
+    spec = kubernetes_of(topology)
+    replicas = topology.start if replicas is None else replicas
+    _check(topology, spec, replicas, plugins)
+    values = {"name": cluster_name(topology), "namespace": spec.namespace,
+              "topology": topology.name, "replicas": replicas, "image": spec.image or "",
+              "cpu": cpu_quantity(topology.cpu_per_member) if topology.cpu_per_member else "",
+              "memory": spec.memory, "storage": spec.storage,
+              "storage_class": spec.storage_class or ""}
+    flags = {"image": bool(spec.image), "cpu": topology.cpu_per_member is not None,
+             "storage_class": bool(spec.storage_class), "plugins": bool(plugins)}
+    blocks = {"additional_config": additional_config(spec),
+              "plugins": "".join(f"- {plugin}\n" for plugin in plugins)}
+    return render_file(templates / TEMPLATE, values, blocks, flags)
+
+
+def _check(topology: TopologySpec, spec: RabbitKubernetesSpec, replicas: int,
+           plugins: Sequence[str]) -> None:
+    """Every value that goes into the manifest, checked before it is substituted verbatim."""
+    name, conf = cluster_name(topology), spec.additional_config
+    keys_ok = all(_CONF_KEY.match(k) and "\n" not in str(v) and str(v).strip()
+                  for k, v in conf.items())
+    size = len(additional_config(spec)) if keys_ok else 0
+    problems = [what for ok, what in [
+        (len(name) <= MAX_NAME, f"cluster name {name!r} is over {MAX_NAME} characters"),
+        (_LABEL_VALUE.match(topology.name), f"name {topology.name!r} is not a label value"),
+        (_DNS_LABEL.match(spec.namespace), f"namespace {spec.namespace!r} is not a namespace"),
+        (_QUANTITY.match(spec.memory), f"memory {spec.memory!r} is not a quantity"),
+        (_QUANTITY.match(spec.storage), f"storage {spec.storage!r} is not a quantity"),
+        (_DNS_SUBDOMAIN.match(spec.storage_class or "x"),
+         f"storage_class {spec.storage_class!r} is not a StorageClass name"),
+        (_IMAGE.match(spec.image or "x"), f"image {spec.image!r} is not an image reference"),
+        (0 <= replicas <= topology.members, f"replicas {replicas} is not in the pool"),
+        (all(re.match(r"^\w{1,100}$", p) for p in plugins), f"{list(plugins)}: not plugins"),
+        (keys_ok, "additional_config needs rabbitmq.conf keys and one-line values"),
+        (size <= MAX_ADDITIONAL_CONFIG, f"rabbitmq.additionalConfig would be {size} characters; "
+                                        f"the operator takes {MAX_ADDITIONAL_CONFIG}"),
+    ] if not ok]
+    if problems:
+        raise ProvisionError(f"topology {topology.name} cannot be rendered as a RabbitmqCluster: "
+                             + "; ".join(problems))
+
+
+class OperatorManagement(Management):
+    """The management API client with the operator's generated administrator instead of guest
+    (which the operator's clusters do not have)."""
+
+    def __init__(self, host: str, port: int, username: str, password: str,
+                 timeout_s: float = 5.0):
+        super().__init__(host, port, timeout_s)
+        self._auth = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        """One API call; JSON in and out. Raises ``ProvisionError`` (temporary) on failure."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("Authorization", self._auth)
+        req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as response:
+                payload = response.read()
+        except (urllib.error.URLError, OSError) as error:
+            raise ProvisionError(f"management API {method} {path} at {self.base}: {error}",
+                                 temporary=True) from None
+        return json.loads(payload) if payload else None
+
+
+# -- the provisioner ----------------------------------------------------------------------------
+
+class RabbitKubernetesProvisioner:
+    """A RabbitMQ cluster run by the cluster operator (a :class:`topologies.base.Provisioner`).
+
+    The pool is the StatefulSet's ordinals: members ``0 .. spec.replicas-1`` run, a scale-out
+    raises ``spec.replicas`` by one (the operator then runs ``rabbitmq-queues rebalance all``).
+    Scaling in is not possible: the operator refuses to lower ``spec.replicas``.
+
+    ``custom``/``core`` are a ``CustomObjectsApi`` and ``CoreV1Api``, ``streams`` a CoreV1Api kept
+    for port-forward and exec streams; by default all come from the kubeconfig when first needed.
+    ``reach`` says how the management API of member *i* is reached: ``direct`` at
+    ``N-server-<i>.N-nodes.S:15672`` (surge runs in the cluster), ``port-forward`` through the API
+    server to that pod, or ``auto`` (direct where ``$KUBERNETES_SERVICE_HOST`` is set).
+    ``management(host, port, username, password)`` makes the API clients; ``exec_command(pod,
+    argv)`` runs a command in a member's container; ``clock``/``sleep`` are for tests.
+    """
+
+    def __init__(self, topology: TopologySpec, custom: Any = None, core: Any = None,
+                 streams: Any = None, reach: str = "auto",
+                 management: Callable[[str, int, str, str], Management] = OperatorManagement,
+                 exec_command: Callable[[str, list[str]], str] | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep,
+                 poll_interval_s: float = POLL_INTERVAL_S, templates: Path = TEMPLATES):
+        self.topology, self.spec = topology, kubernetes_of(topology)
+        self.namespace, self.name = self.spec.namespace, cluster_name(topology)
+        self._custom, self._core, self._streams = custom, core, streams
+        if reach == "auto":
+            reach = "direct" if os.environ.get("KUBERNETES_SERVICE_HOST") else "port-forward"
+        self.reach = reach
+        self._management, self._exec = management, exec_command or self._exec_in_pod
+        self._clock, self._sleep, self.poll_interval_s = clock, sleep, poll_interval_s
+        self.templates = templates
+        self._credentials: tuple[str, str] | None = None
+        self._forwarders: dict[tuple[int, int], PortForwarder] = {}
+
+    # -- the pool ---------------------------------------------------------------------------------
+
+    def member(self, index: int) -> Member:
+        """Member ``index``: pod ``N-server-<index>`` through the headless Service ``N-nodes``.
+        Its ``client_url`` carries the operator's credentials once up/status has read them."""
+        host = f"{self.name}-server-{index}.{self.name}-nodes.{self.namespace}"
+        url = None
+        if self._credentials:
+            user, password = (urllib.parse.quote(part, safe="") for part in self._credentials)
+            url = f"amqp://{user}:{password}@{host}:{AMQP_PORT}/%2F"
+        return Member(index=index, name=f"rabbit@{host}", host=host, amqp_port=AMQP_PORT,
+                      management_port=MANAGEMENT_PORT, prometheus_port=PROMETHEUS_PORT,
+                      client_url=url)
+
+    def up(self) -> list[Member]:
+        """Apply the RabbitmqCluster with ``start`` replicas (an existing one keeps a larger
+        count: the operator would refuse fewer), wait until AllReplicasReady, declare the
+        queues; returns the pool's status."""
+        current = self._cluster()
+        replicas = max(self.topology.start, dig(current, "spec", "replicas") or 0)
+        body = render(self.topology, replicas, templates=self.templates)
+        if api_call(self.custom.create_namespaced_custom_object, GROUP, VERSION, self.namespace,
+                    PLURAL, body, exists_ok=True, hint404=self._hint404()) is EXISTS:
+            current = current or self._cluster() or {}
+            body["metadata"]["resourceVersion"] = dig(current, "metadata", "resourceVersion")
+            api_call(self.custom.replace_namespaced_custom_object, GROUP, VERSION,
+                     self.namespace, PLURAL, self.name, body)
+        self._wait_ready(replicas)
+        self._declare_queues(list(range(replicas)))
+        return self.status()
+
+    def status(self) -> list[Member]:
+        """Every member of the pool: running when below ``spec.replicas`` and its pod is Ready."""
+        cluster = self._cluster()
+        replicas = (dig(cluster, "spec", "replicas") or 0) if cluster else 0
+        ready = self._ready_pods()[0] if cluster else set()
+        if cluster and self._credentials is None:
+            self._read_credentials()
+        return [dataclasses.replace(self.member(i), running=i < replicas and i in ready)
+                for i in range(self.topology.members)]
+
+    def start_member(self, index: int | None = None) -> Member:
+        """Raise ``spec.replicas`` by one and wait until the new pod is Ready; its per-member
+        queues are declared through it. ``index`` may only be the next ordinal (or one that
+        runs). Even member counts are allowed, though the operator's guide discourages them."""
+        cluster = self._cluster()
+        if cluster is None:
+            raise ProvisionError(f"RabbitmqCluster {self.namespace}/{self.name} does not exist; "
+                                 f"run up first")
+        replicas = dig(cluster, "spec", "replicas") or 0
+        if index is not None and index < replicas:
+            self._wait_ready(replicas)
+            return self.status()[index]
+        if replicas >= self.topology.members:
+            raise ProvisionError(f"all {self.topology.members} members of {self.topology.name} "
+                                 f"run already (spec.replicas {replicas})")
+        if index is not None and index != replicas:
+            raise ProvisionError(f"member {index} cannot start before member {replicas}: the "
+                                 f"StatefulSet {self.name}-server adds pods in order")
+        api_call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, self.namespace,
+                 PLURAL, self.name, {"spec": {"replicas": replicas + 1}})
+        self._wait_ready(replicas + 1)
+        self._declare_queues([replicas])
+        return self.status()[replicas]
+
+    def stop_member(self, index: int, kill: bool = False) -> None:
+        """Not supported gracefully: the RabbitMQ cluster operator does not scale down (it
+        refuses to lower ``spec.replicas``; since 2.16.0 it only scales to zero and back), so
+        this raises a ProvisionError. With ``kill`` (fault injection) the member's pod is
+        deleted with no grace period; its StatefulSet starts it again, like a crashed node that
+        restarts."""
+        if not kill:
+            raise ProvisionError(
+                f"cannot stop member {index} of RabbitmqCluster {self.namespace}/{self.name}: "
+                f"the RabbitMQ cluster operator does not support scaling down (it refuses to "
+                f"lower spec.replicas); kill the member's pod instead (a fault: the StatefulSet "
+                f"restarts it) or take the whole cluster down")
+        api_call(self.core.delete_namespaced_pod, f"{self.name}-server-{index}", self.namespace,
+                 grace_period_seconds=0, missing_ok=True)
+
+    def sample(self) -> BrokerSample:
+        """Which members run, and from the management API (where a member answers) connections
+        and messages moved per member and queue depths. ``cpu_seconds`` is None: the pods' CPU
+        is the kubelet's to report (metrics-server, Prometheus), not the API server's."""
+        members = self.status()
+        running = [m for m in members if m.running]
+        try:
+            if not running:
+                raise ProvisionError("no member runs", temporary=True)
+            api = self._api(running[0].index)
+            connections, (depths, messages) = api.connections_per_node(), api.queues()
+        except ProvisionError:
+            connections, depths, messages = None, {}, None
+        samples = []
+        for m in members:
+            counts = messages.get(m.name, (0, 0)) if messages is not None and m.running \
+                else (None, None)
+            samples.append(MemberSample(
+                name=m.name, running=m.running, cpu_seconds=None,
+                cpu_quota_cores=self.topology.cpu_per_member,
+                connections=connections.get(m.name, 0) if connections is not None else None,
+                messages_in=counts[0], messages_out=counts[1]))
+        return BrokerSample(samples, depths)
+
+    def settled_queue_depths(self) -> dict[str, int]:
+        """Messages per queue from the queue processes themselves (``rabbitmqctl list_queues``
+        run in a Ready member's container): the management figures lag behind."""
+        running = [m for m in self.status() if m.running]
+        if not running:
+            raise ProvisionError(f"no member of {self.topology.name} runs", temporary=True)
+        listing = self._exec(f"{self.name}-server-{running[0].index}",
+                             ["rabbitmqctl", "list_queues", "-q", "--no-table-headers", "name",
+                              "messages"])
+        depths = {}
+        for line in listing.splitlines():
+            name, _, count = line.rpartition("\t")
+            if name and count.strip().isdigit():
+                depths[name] = int(count)
+        return depths
+
+    def down(self) -> list[str]:
+        """Delete the RabbitmqCluster (the operator's StatefulSet, Services and Secrets go with
+        it), wait until it is gone, and delete its pods' volume claims
+        ``persistence-N-server-<i>`` so that the next up starts blank; says what it did."""
+        for forwarder in self._forwarders.values():
+            forwarder.close()
+        self._forwarders.clear()
+        done = []
+        if api_call(self.custom.delete_namespaced_custom_object, GROUP, VERSION, self.namespace,
+                    PLURAL, self.name, missing_ok=True) is not MISSING:
+            done.append(f"deleted RabbitmqCluster {self.namespace}/{self.name}")
+        deadline = self._clock() + self.spec.ready_timeout
+        while self._cluster() is not None:
+            if self._clock() >= deadline:
+                raise ProvisionError(f"RabbitmqCluster {self.namespace}/{self.name} still exists "
+                                     f"{self.spec.ready_timeout:g}s after its deletion",
+                                     temporary=True)
+            self._sleep(self.poll_interval_s)
+        for index in range(self.topology.members):
+            claim = f"persistence-{self.name}-server-{index}"
+            if api_call(self.core.delete_namespaced_persistent_volume_claim, claim,
+                        self.namespace, missing_ok=True) is not MISSING:
+                done.append(f"deleted PersistentVolumeClaim {self.namespace}/{claim}")
+        self._credentials = None
+        return done
+
+    # -- internals -------------------------------------------------------------------------------
+
+    @property
+    def custom(self) -> Any:
+        """The CustomObjectsApi (from the kubeconfig on first use)."""
+        if self._custom is None:
+            self._custom = load_kubernetes().CustomObjectsApi()
+        return self._custom
+
+    @property
+    def core(self) -> Any:
+        """The CoreV1Api (from the kubeconfig on first use)."""
+        if self._core is None:
+            self._core = load_kubernetes().CoreV1Api()
+        return self._core
+
+    @property
+    def streams(self) -> Any:
+        """The CoreV1Api for port-forward and exec streams (its own ApiClient)."""
+        if self._streams is None:
+            self._streams = stream_core(load_kubernetes())
+        return self._streams
+
+    def _hint404(self) -> str:
+        return (f"does the namespace {self.namespace} exist, and is the RabbitMQ cluster "
+                f"operator (CRD rabbitmqclusters.rabbitmq.com) installed?")
+
+    def _cluster(self) -> dict | None:
+        found = api_call(self.custom.get_namespaced_custom_object, GROUP, VERSION,
+                         self.namespace, PLURAL, self.name, missing_ok=True,
+                         hint404=self._hint404())
+        return None if found is MISSING else found
+
+    def _ready_pods(self) -> tuple[set[int], list[str]]:
+        """Ordinals of this cluster's Ready pods, and what keeps any pod from starting."""
+        listing = api_call(self.core.list_namespaced_pod, self.namespace,
+                           label_selector=f"app.kubernetes.io/name={self.name}")
+        ready, trouble, prefix = set(), [], f"{self.name}-server-"
+        for pod in dig(listing, "items") or []:
+            name = dig(pod, "metadata", "name") or ""
+            ordinal = name.removeprefix(prefix)
+            if name.startswith(prefix) and ordinal.isdigit() and pod_ready(pod):
+                ready.add(int(ordinal))
+            if (problem := pod_trouble(pod)) is not None:
+                trouble.append(f"pod {name}: {problem}")
+        return ready, trouble
+
+    def _wait_ready(self, replicas: int) -> None:
+        """Until AllReplicasReady is True for the current generation and pods 0..replicas-1
+        are Ready; a timeout (or a pod that cannot start) names the object and its conditions."""
+        deadline, last = self._clock() + self.spec.ready_timeout, "not reported yet"
+        while True:
+            cluster = self._cluster()
+            conditions = {dig(c, "type"): c for c in dig(cluster, "status", "conditions") or []}
+            observed = dig(cluster, "status", "observedGeneration")
+            current = observed is None or observed >= (dig(cluster, "metadata", "generation")
+                                                       or 0)
+            ready, trouble = self._ready_pods()
+            last = "; ".join(f"{kind} {dig(c, 'status')} ({dig(c, 'reason') or ''}"
+                             f"{': ' + dig(c, 'message') if dig(c, 'message') else ''})"
+                             for kind, c in conditions.items()) or "no conditions yet"
+            if cluster is not None and dig(conditions.get(READY), "status") == "True" \
+                    and current and set(range(replicas)) <= ready:
+                self._read_credentials()
+                return
+            where = f"RabbitmqCluster {self.namespace}/{self.name}"
+            see = f"see `kubectl describe rabbitmqcluster -n {self.namespace} {self.name}`"
+            if cluster is not None and trouble:
+                raise ProvisionError(f"{where} cannot become ready: {'; '.join(trouble)} "
+                                     f"(conditions: {last}); {see}")
+            if self._clock() >= deadline:
+                raise ProvisionError(
+                    f"{where} not ready with {replicas} replicas after "
+                    f"{self.spec.ready_timeout:g}s: {'missing' if cluster is None else last}; "
+                    f"Ready pods {sorted(ready)}; {see}", temporary=True)
+            self._sleep(self.poll_interval_s)
+
+    def _read_credentials(self) -> None:
+        secret = api_call(self.core.read_namespaced_secret, f"{self.name}-default-user",
+                          self.namespace, missing_ok=True)
+        data = dig(secret, "data") if secret is not MISSING else None
+        if data and data.get("username") and data.get("password"):
+            self._credentials = (base64.b64decode(data["username"]).decode(),
+                                 base64.b64decode(data["password"]).decode())
+
+    def _api(self, index: int) -> Management:
+        """The management API of member ``index``, with the operator's credentials."""
+        if self._credentials is None:
+            self._read_credentials()
+        if self._credentials is None:
+            raise ProvisionError(f"no credentials in Secret {self.namespace}/{self.name}-default-"
+                                 f"user yet", temporary=True)
+        host, port = self.member(index).host, MANAGEMENT_PORT
+        if self.reach == "port-forward":
+            key = (index, MANAGEMENT_PORT)
+            if key not in self._forwarders:
+                pod = f"{self.name}-server-{index}"
+                self._forwarders[key] = PortForwarder(
+                    lambda: open_portforward(self.streams, pod, self.namespace, MANAGEMENT_PORT),
+                    MANAGEMENT_PORT, f"{self.namespace}/{pod}")
+            host, port = "127.0.0.1", self._forwarders[key].port
+        return self._management(host, port, *self._credentials)
+
+    def _declare_queues(self, members: list[int]) -> None:
+        """Declare shared queues and the per-member instances of ``members``, each through the
+        member that is to lead it (as the local provisioner does)."""
+        apis: dict[int, Management] = {}
+        for queue in self.topology.queues:
+            if queue.per_member:
+                placed = [(index, queue.instance(index)) for index in members]
+            else:
+                placed = [(members[i % len(members)], name) for i, name in enumerate(queue.names)]
+            for index, name in placed:
+                if index not in apis:
+                    apis[index] = self._api(index)
+                apis[index].declare_queue(queue, name)
+
+    def _exec_in_pod(self, pod: str, argv: list[str]) -> str:
+        from kubernetes.stream import stream
+        with STREAM_LOCK:
+            return stream(self.streams.connect_get_namespaced_pod_exec, pod, self.namespace,
+                          command=argv, container="rabbitmq", stderr=True, stdin=False,
+                          stdout=True, tty=False)
