@@ -24,7 +24,7 @@ import pika
 from pika.adapters.select_connection import IOLoop
 
 from drivers import amqp_wire
-from drivers.base import Destination, Driver
+from drivers.base import Destination, Driver, rotation
 from drivers.header import HEADER_SIZE
 from drivers.workers import ReceiverRole, RequesterRole, ResponderRole, SenderRole
 
@@ -43,7 +43,7 @@ class _Link:
     def __init__(self, driver: AmqpDriver, endpoint: str, queue: str):
         self.driver = driver
         self.queue = queue
-        self.endpoints = _rotation(driver.destination.endpoints, endpoint)
+        self.endpoints = rotation(driver.destination.endpoints, endpoint)
         self.attempt = 0
         self.connection: pika.SelectConnection | None = None
         self.channel = None
@@ -502,12 +502,3 @@ class AmqpDriver(Driver):
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and not self.call(condition):
             time.sleep(0.02)
-
-
-def _rotation(endpoints: tuple[str, ...], first: str) -> list[str]:
-    """Endpoints in the order a worker tries them, starting with its own."""
-    items = list(endpoints)
-    if first not in items:
-        return [first, *items]
-    start = items.index(first)
-    return items[start:] + items[:start]

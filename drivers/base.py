@@ -90,3 +90,12 @@ class Driver(ABC):
     @abstractmethod
     def stop(self, timeout_s: float = 10.0) -> None:
         """Acknowledge what was received, close every connection and end the loop."""
+
+
+def rotation(endpoints: tuple[str, ...], first: str) -> list[str]:
+    """Endpoints in the order a worker tries them, starting with its own."""
+    items = list(endpoints)
+    if first not in items:
+        return [first, *items]
+    start = items.index(first)
+    return items[start:] + items[:start]

@@ -132,15 +132,6 @@ def environment(values: dict[str, str]) -> Iterator[None]:
                     os.environ[key] = value
 
 
-def rotation(endpoints: tuple[str, ...], first: str) -> list[str]:
-    """Endpoints in the order a worker tries them, starting with its own."""
-    items = list(endpoints)
-    if first not in items:
-        return [first, *items]
-    start = items.index(first)
-    return items[start:] + items[:start]
-
-
 def text_of(field: bytes | str) -> str:
     """An MQCHAR field as text (blank or NUL padded)."""
     if isinstance(field, bytes):

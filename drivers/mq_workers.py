@@ -10,6 +10,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from drivers.base import rotation
 from drivers.header import HEADER_SIZE
 from drivers.mq_client import (
     BACKOFF_S,
@@ -20,7 +21,6 @@ from drivers.mq_client import (
     MqEndpoint,
     Session,
     reply_queue_name,
-    rotation,
     text_of,
 )
 from drivers.workers import ReceiverRole, RequesterRole, ResponderRole, SenderRole

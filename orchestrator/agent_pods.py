@@ -4,7 +4,8 @@
 templates in ``k8s/agents/`` (why a Job and not a Deployment is said in ``job.yaml``), applies
 them with the official ``kubernetes`` client (the ``k8s`` extra, imported only here and only when
 a cluster is asked), waits until ``count`` agent pods are Ready and returns handles the controller
-calls like local agents.
+calls like local agents (``process`` None; their ``closer`` asks the agent to shut down and closes
+the port-forward). ``stop_agent_pods`` deletes the run's objects.
 
 How the controller reaches a pod: inside the cluster (``$KUBERNETES_SERVICE_HOST`` set, the
 controller itself a pod) directly at the pod's IP, port 7070. Outside it, pod IPs are usually not

@@ -154,7 +154,7 @@ def _check(topology: TopologySpec, spec: RabbitKubernetesSpec, replicas: int,
     name, conf = cluster_name(topology), spec.additional_config
     keys_ok = all(_CONF_KEY.match(k) and "\n" not in str(v) and str(v).strip()
                   for k, v in conf.items())
-    size = len(additional_config(spec)) if keys_ok else 0
+    size = len(additional_config(spec)) if keys_ok and _QUANTITY.match(spec.memory) else 0
     problems = [what for ok, what in [
         (len(name) <= MAX_NAME, f"cluster name {name!r} is over {MAX_NAME} characters"),
         (_LABEL_VALUE.match(topology.name), f"name {topology.name!r} is not a label value"),

@@ -25,10 +25,10 @@ import psutil
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs import TopologySpec
-from topologies.base import BrokerSample, Member, MemberSample
+from topologies.base import BrokerSample, Member
 from topologies.cgroups import BOOT_SHARES, CpuCgroup
 from topologies.rabbitmq import node
-from topologies.rabbitmq.management import Management
+from topologies.rabbitmq.management import Management, broker_sample
 
 log = logging.getLogger(__name__)
 
@@ -166,26 +166,15 @@ class LocalRabbitMQ:
         members = self.status(state)
         try:
             api = self.management(members)
-            connections = api.connections_per_node()
-            depths, messages = api.queues()
         except ProvisionError:
-            connections, depths, messages = None, {}, None
-        samples = []
-        for member in members:
+            api = None
+
+        def cpu(member: Member) -> float | None:
             entry = state["members"].get(str(member.index), {})
             group = CpuCgroup.at(entry["cgroup"]) if entry.get("cgroup") else None
-            # A serving member that leads no queue has moved no messages; unknown if unasked.
-            counts = messages.get(member.name, (0, 0)) if messages is not None and \
-                member.running else (None, None)
-            cpu = group.cpu_seconds() if group and member.running else None
-            if cpu is None and member.running:
-                cpu = _tree_cpu_seconds(member.pid)
-            samples.append(MemberSample(
-                name=member.name, running=member.running, cpu_seconds=cpu,
-                cpu_quota_cores=self.topology.cpu_per_member,
-                connections=connections.get(member.name, 0) if connections is not None else None,
-                messages_in=counts[0], messages_out=counts[1]))
-        return BrokerSample(samples, depths)
+            seconds = group.cpu_seconds() if group else None
+            return seconds if seconds is not None else _tree_cpu_seconds(member.pid)
+        return broker_sample(members, api, cpu, self.topology.cpu_per_member)
 
     def settled_queue_depths(self) -> dict[str, int]:
         """Messages (ready + unacknowledged) per queue, asked of the queue processes themselves:

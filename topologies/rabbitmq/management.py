@@ -8,10 +8,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs import QueueSpec
+from topologies.base import BrokerSample, Member, MemberSample
 
 _AUTH = "Basic " + base64.b64encode(b"guest:guest").decode()
 
@@ -75,3 +77,29 @@ class Management:
         """Names of the cluster's members that are running."""
         rows = self.request("GET", "/nodes?columns=name,running") or []
         return [row["name"] for row in rows if row.get("running")]
+
+
+def broker_sample(members: list[Member], api: Management | None,
+                  cpu_seconds: Callable[[Member], float | None],
+                  quota_cores: float | None) -> BrokerSample:
+    """One sample of a RabbitMQ cluster: per member its CPU seconds (``cpu_seconds`` of a
+    running member), connections and the messages the queues it leads moved, from the
+    management API of a running member; queue depths. The API being unreachable leaves those
+    figures unknown instead of failing the tick."""
+    try:
+        connections = api.connections_per_node() if api else None
+        depths, messages = api.queues() if api else ({}, None)
+    except ProvisionError:
+        connections, depths, messages = None, {}, None
+    samples = []
+    for member in members:
+        # A serving member that leads no queue has moved no messages; unknown if unasked.
+        counts = messages.get(member.name, (0, 0)) if messages is not None and member.running \
+            else (None, None)
+        samples.append(MemberSample(
+            name=member.name, running=member.running,
+            cpu_seconds=cpu_seconds(member) if member.running else None,
+            cpu_quota_cores=quota_cores,
+            connections=connections.get(member.name, 0) if connections is not None else None,
+            messages_in=counts[0], messages_out=counts[1]))
+    return BrokerSample(samples, depths)

@@ -21,10 +21,10 @@ from pathlib import Path
 from orchestrator.errors import ProvisionError
 from orchestrator.mqspecs import HostSpec
 from orchestrator.specs import TopologySpec
-from topologies.base import BrokerSample, Member, MemberSample
+from topologies.base import BrokerSample, Member
 from topologies.rabbitmq import node
 from topologies.rabbitmq.local import default_state_root
-from topologies.rabbitmq.management import Management
+from topologies.rabbitmq.management import Management, broker_sample
 
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
@@ -99,23 +99,10 @@ class SshRabbitMQ:
         (from the management API)."""
         members = self.status()
         running = [m for m in members if m.running]
-        try:
-            api = Management(running[0].host, running[0].management_port) if running else None
-            connections = api.connections_per_node() if api else None
-            depths, messages = api.queues() if api else ({}, None)
-        except ProvisionError:
-            connections, depths, messages = None, {}, None
+        api = Management(running[0].host, running[0].management_port) if running else None
         cpu = self._cpu_seconds(running)
-        samples = []
-        for member in members:
-            counts = messages.get(member.name, (0, 0)) if messages is not None and \
-                member.running else (None, None)
-            samples.append(MemberSample(
-                name=member.name, running=member.running, cpu_seconds=cpu.get(member.index),
-                cpu_quota_cores=self.topology.cpu_per_member,
-                connections=connections.get(member.name, 0) if connections is not None else None,
-                messages_in=counts[0], messages_out=counts[1]))
-        return BrokerSample(samples, depths)
+        return broker_sample(members, api, lambda m: cpu.get(m.index),
+                             self.topology.cpu_per_member)
 
     def settled_queue_depths(self) -> dict[str, int]:
         """Exact depths from ``rabbitmqctl list_queues`` on a running member's host."""

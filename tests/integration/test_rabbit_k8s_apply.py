@@ -1,0 +1,121 @@
+"""RabbitMQ through the RabbitMQ cluster operator, and agents as pods, on a real cluster: up with
+one member, scale out to two, two agent pods answering /snapshot, scale-in refused, down.
+
+Runs only where ``KUBECONFIG`` names a kubeconfig whose cluster serves the operator's CRD
+(rabbitmqclusters.rabbitmq.com) and has the test namespace; skipped otherwise, with the reason.
+The agent pods need an image with surge installed that the cluster can run. With kind::
+
+    kind create cluster --name surge
+    kubectl apply -f https://github.com/rabbitmq/cluster-operator/releases/latest/download/cluster-operator.yml
+    kubectl -n rabbitmq-system rollout status deployment/rabbitmq-cluster-operator
+    kubectl create namespace surge
+    docker build -t surge:dev -f - . <<'EOF'
+    FROM python:3.11-slim
+    COPY . /src
+    RUN pip install --no-cache-dir /src
+    EOF
+    kind load docker-image surge:dev --name surge
+    KUBECONFIG=~/.kube/config SURGE_TEST_AGENT_IMAGE=surge:dev \\
+        .venv/bin/pytest tests/integration/test_rabbit_k8s_apply.py -v
+
+With k3d the same, with ``k3d cluster create surge`` and ``k3d image import surge:dev -c surge``
+instead of the two kind commands. Both come with a default StorageClass; elsewhere set
+``SURGE_TEST_K8S_STORAGE_CLASS``. Other variables: ``SURGE_TEST_K8S_NAMESPACE`` (default
+``surge``), ``SURGE_TEST_RABBITMQ_IMAGE`` (default: the operator's), ``SURGE_TEST_AGENT_IMAGE``
+(default ``surge:dev``). The test runs outside the cluster, so it reaches the members' management
+API and the agents through the API server's port-forward.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import pytest
+
+from orchestrator.agent_pods import start_agent_pods, stop_agent_pods
+from orchestrator.errors import ProvisionError
+from orchestrator.mqspecs import RabbitKubernetesSpec
+from orchestrator.specs import QueueSpec, TopologySpec
+from topologies.rabbitmq.kubernetes import RabbitKubernetesProvisioner
+
+CRD = "rabbitmqclusters.rabbitmq.com"
+NAMESPACE = os.environ.get("SURGE_TEST_K8S_NAMESPACE", "surge")
+
+
+def _cluster_with_operator() -> str | None:
+    """Why the test cannot run here, or None when it can."""
+    path = os.environ.get("KUBECONFIG")
+    if not path:
+        return "KUBECONFIG is not set"
+    if not all(Path(p).is_file() for p in path.split(os.pathsep) if p):
+        return f"KUBECONFIG {path} is not a file"
+    try:
+        from kubernetes import client, config
+    except ImportError:
+        return "the kubernetes package (the k8s extra) is not installed"
+    try:
+        config.load_kube_config(config_file=path)
+        client.ApiextensionsV1Api().read_custom_resource_definition(CRD, _request_timeout=10)
+    except Exception as error:  # any failure means: no usable cluster here
+        if getattr(error, "status", None) == 404:
+            return f"the cluster of {path} has no {CRD} (the RabbitMQ operator is not installed)"
+        return f"the cluster of {path} cannot be asked for {CRD}: {error}"
+    try:
+        client.CoreV1Api().read_namespace(NAMESPACE, _request_timeout=10)
+    except Exception as error:
+        return f"namespace {NAMESPACE} is not there (kubectl create namespace {NAMESPACE}): {error}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def topology() -> TopologySpec:
+    reason = _cluster_with_operator()
+    if reason:
+        pytest.skip(reason)
+    env = os.environ.get
+    return TopologySpec(
+        name="surge-it", broker="rabbitmq", placement="kubernetes", members=2, start=1,
+        cpu_per_member=0.5,
+        queues=[QueueSpec(name="perf", type="quorum", per_member=True)],
+        kubernetes=RabbitKubernetesSpec(
+            namespace=NAMESPACE, memory="1Gi", storage="1Gi",
+            storage_class=env("SURGE_TEST_K8S_STORAGE_CLASS"),
+            image=env("SURGE_TEST_RABBITMQ_IMAGE"),
+            agent_image=env("SURGE_TEST_AGENT_IMAGE", "surge:dev"), ready_timeout=600))
+
+
+def test_up_scale_out_agent_pods_down(topology):
+    provisioner = RabbitKubernetesProvisioner(topology)
+    done: list[str] = []
+    try:
+        members = provisioner.up()
+        assert [m.running for m in members] == [True, False]
+        assert members[0].host == f"surge-it-server-0.surge-it-nodes.{NAMESPACE}"
+        assert members[0].client_url and members[0].client_url.startswith("amqp://")
+
+        added = provisioner.start_member()
+        assert (added.index, added.running) == (1, True)
+        assert [m.running for m in provisioner.status()] == [True, True]
+        sample = provisioner.sample()
+        assert [m.running for m in sample.members] == [True, True]
+        assert {"perf.0", "perf.1"} <= set(provisioner.settled_queue_depths())
+
+        with pytest.raises(ProvisionError, match="does not support scaling down"):
+            provisioner.stop_member(1)
+
+        run_id = "it-" + secrets.token_hex(4)
+        handles = start_agent_pods(2, topology, run_id, secrets.token_urlsafe(24), 300)
+        try:
+            assert sorted(h.index for h in handles) == [0, 1]
+            for handle in handles:
+                snapshot = handle.call("GET", "/snapshot")
+                assert isinstance(snapshot, dict)
+        finally:
+            deleted = stop_agent_pods(handles, topology, run_id)
+        assert any(line.startswith("deleted Job") for line in deleted)
+    finally:
+        done = provisioner.down()
+    assert f"deleted RabbitmqCluster {NAMESPACE}/surge-it" in done
+    assert [m.running for m in provisioner.status()] == [False, False]
