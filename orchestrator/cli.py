@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 import time
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -225,12 +226,32 @@ def _provisioner(topology_file: Path, overrides: list[str] | None):
     return provisioner_for(load_topology(topology_file, overrides or []))
 
 
+class Via(str, Enum):
+    """Who provisions for ``surge up``."""
+
+    surge = "surge"
+    ansible = "ansible"
+
+
 @app.command()
 @_surge_errors
 def up(topology: TopologyArg,
-       overrides: SetOption = None) -> None:
+       overrides: SetOption = None,
+       via: Annotated[Via, typer.Option(
+           help="surge: surge's own provisioners; ansible: the playbooks in ansible/ through "
+                "ansible-runner (placement ssh or local; needs the ansible extra)")] = Via.surge,
+       ) -> None:
     """Start a topology's members (idempotent: running members are kept) and declare queues."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if via is Via.ansible:
+        from orchestrator.ansible_up import up as ansible_up
+        from orchestrator.loader import load_topology
+        spec = load_topology(topology, overrides or [])
+        ansible_up(spec, say=typer.echo)
+        if spec.placement == "local":  # the nodes are recorded like surge's own
+            for member in _provisioner(topology, overrides).status():
+                _print_member(member)
+        return
     for member in _provisioner(topology, overrides).up():
         _print_member(member)
 

@@ -147,6 +147,11 @@ class Controller:
         placement = self.scenario.agents_on
         if placement.senders:
             by_role = self._spawn_remote_agents(placement.senders, placement.receivers)
+        elif placement.pods:
+            from orchestrator.agent_pods import start_agent_pods
+            self.agents = start_agent_pods(placement.pods, self.topology, self.run_id,
+                                           self.token, self.state.planned_s + 3600)
+            by_role = {"s": self.agents, "r": self.agents}
         else:
             count = self.scenario.agents or os.cpu_count() or 1
             count = max(1, min(count, workload.senders + workload.receivers))
@@ -234,7 +239,11 @@ class Controller:
             return list(pool.map(function, self.agents))
 
     def _stop_agents(self) -> None:
-        if self.agents:
+        if self.agents and self.scenario.agents_on.pods:
+            from orchestrator.agent_pods import stop_agent_pods
+            said = stop_agent_pods(self.agents, self.topology, self.run_id)
+            self._event("agents_down", agents=len(self.agents), deleted=said)
+        elif self.agents:
             self._all(lambda agent: agent.stop())
             self._event("agents_down", agents=len(self.agents))
         for session in self.sessions:

@@ -33,12 +33,16 @@ def _topology_text(topology: TopologySpec) -> str:
             + (f", {topology.cpu_per_member:g} cores each" if topology.cpu_per_member else ""))
     if topology.broker == "ibmmq" and topology.placement == "ssh":
         return head + "\n\n" + _uniform_cluster_text(topology)
-    if topology.broker == "ibmmq":
-        from topologies.mq import manifests
-        rendered = yaml.dump_all(manifests.render(topology), Dumper=_BlockDumper,
-                                 sort_keys=False)
+    if topology.placement == "kubernetes":
+        if topology.broker == "ibmmq":
+            from topologies.mq.manifests import render
+            objects = render(topology)
+        else:
+            from topologies.rabbitmq.manifests import render
+            objects = [render(topology)]
+        rendered = yaml.dump_all(objects, Dumper=_BlockDumper, sort_keys=False)
         return head + "\n\n## Applied with the kubernetes client, in order\n\n" + rendered
-    return head + "\n\n" + _local_rabbitmq_text(topology)
+    return head + "\n\n" + _rabbitmq_members_text(topology)
 
 
 def _uniform_cluster_text(topology: TopologySpec) -> str:
@@ -56,13 +60,14 @@ def _uniform_cluster_text(topology: TopologySpec) -> str:
     return "\n".join(lines)
 
 
-def _local_rabbitmq_text(topology: TopologySpec) -> str:
-    from topologies.rabbitmq.local import LocalRabbitMQ
-    provisioner = LocalRabbitMQ(topology)
-    rows = [["member", "amqp", "management", "prometheus", "cpu quota", "at start"]]
+def _rabbitmq_members_text(topology: TopologySpec) -> str:
+    from topologies.factory import provisioner_for
+    provisioner = provisioner_for(topology)
+    rows = [["member", "host", "amqp", "management", "prometheus", "cpu quota", "at start"]]
     for index in range(topology.members):
         member = provisioner.member(index)
-        rows.append([member.name, str(member.amqp_port), str(member.management_port),
+        rows.append([member.name, member.host, str(member.amqp_port),
+                     str(member.management_port),
                      str(member.prometheus_port),
                      f"{topology.cpu_per_member:g} cores" if topology.cpu_per_member
                      else "unlimited",
@@ -71,7 +76,8 @@ def _local_rabbitmq_text(topology: TopologySpec) -> str:
     queues = [f"declare {q.type} queue {name}" + (f" {dict(q.arguments)}" if q.arguments else "")
               for q in topology.queues for name in (q.names if not q.per_member else
                                                     [f"{q.name}.<member>"])]
-    return "\n".join(["## Members (rabbitmq-server on loopback, one cgroup each)", "",
+    where = "over SSH" if topology.placement == "ssh" else "on loopback"
+    return "\n".join([f"## Members (rabbitmq-server {where}, one cgroup each)", "",
                       fixed_width(rows), "", "## Queues (management API)", "", *queues])
 
 

@@ -66,6 +66,10 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None
                              f"topology {topology.name} (load hosts: "
                              f"{', '.join(sorted(load_hosts)) or 'none'})")
                      for name in getattr(scenario.agents_on, role) if name not in load_hosts]
+    if scenario.agents_on.pods and topology.kubernetes is None:
+        problems.append(Problem("agents_on.pods", f"agent pods need a topology with a "
+                                                  f"kubernetes section ({topology.name} has "
+                                                  f"none)"))
     if bool(scenario.agents_on.senders) != bool(scenario.agents_on.receivers):
         problems.append(Problem("agents_on", "give load hosts for both senders and receivers, "
                                              "or for neither (local agents)"))

@@ -368,6 +368,8 @@ class AgentPlacementSpec(Spec):
 
     senders: list[str] = Field(default_factory=list, description="host names (role load)")
     receivers: list[str] = Field(default_factory=list, description="host names (role load)")
+    pods: int | None = Field(None, ge=1, le=256, description="agents as pods of a Job in the "
+                                                             "topology's Kubernetes namespace")
 
 
 class ScenarioSpec(Spec):

@@ -26,6 +26,7 @@ from orchestrator.mqspecs import RabbitKubernetesSpec
 from orchestrator.specs import QueueSpec, TopologySpec
 from topologies.factory import provisioner_for
 from topologies.rabbitmq import kubernetes as rk
+from topologies.rabbitmq import manifests as rm
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "tests" / "schemas"
 TOKEN = "tok-" + "x" * 28
@@ -54,7 +55,7 @@ def test_rabbitmqcluster_carries_the_topology():
     spec = topology(kubernetes={"image": "rabbitmq:4.1-management", "memory": "4Gi",
                                 "storage": "20Gi", "storage_class": "fast-ssd",
                                 "additional_config": {"channel_max": "1050"}})
-    cluster = rk.render(spec)
+    cluster = rm.render(spec)
     validator("rabbitmqcluster-v1beta1.json").validate(cluster)
     assert cluster["apiVersion"] == "rabbitmq.com/v1beta1" and cluster["kind"] == "RabbitmqCluster"
     assert cluster["metadata"] == {"name": "rmq-k8s", "namespace": "perf", "labels": {
@@ -72,7 +73,7 @@ def test_rabbitmqcluster_carries_the_topology():
 
 
 def test_defaults_leave_out_what_the_topology_does_not_set():
-    body = rk.render(topology(cpu_per_member=None))["spec"]
+    body = rm.render(topology(cpu_per_member=None))["spec"]
     validator("rabbitmqcluster-v1beta1.json").validate({"apiVersion": "rabbitmq.com/v1beta1",
                                                         "kind": "RabbitmqCluster",
                                                         "metadata": {"name": "x"}, "spec": body})
@@ -87,7 +88,7 @@ def test_defaults_leave_out_what_the_topology_does_not_set():
     ("16Gi", 512 * 2 ** 20),  # 14 GiB for RabbitMQ (2 GiB headroom at most): the default
 ])
 def test_wal_limit_is_a_quarter_of_rabbitmqs_memory_at_most_the_default(memory, wal):
-    config = rk.render(topology(kubernetes={"memory": memory}))["spec"]["rabbitmq"][
+    config = rm.render(topology(kubernetes={"memory": memory}))["spec"]["rabbitmq"][
         "additionalConfig"]
     assert f"raft.wal_max_size_bytes = {wal}\n" in config
 
@@ -95,12 +96,12 @@ def test_wal_limit_is_a_quarter_of_rabbitmqs_memory_at_most_the_default(memory, 
 def test_additional_config_overrides_surges_defaults_key_by_key():
     spec = topology(kubernetes={"additional_config": {"collect_statistics_interval": "5000",
                                                       "raft.wal_max_size_bytes": "64000000"}})
-    assert rk.render(spec)["spec"]["rabbitmq"]["additionalConfig"] == (
+    assert rm.render(spec)["spec"]["rabbitmq"]["additionalConfig"] == (
         "collect_statistics_interval = 5000\nraft.wal_max_size_bytes = 64000000\n")
 
 
 def test_replicas_and_plugins_can_be_asked_for():
-    cluster = rk.render(topology(), replicas=4, plugins=["rabbitmq_top", "rabbitmq_shovel"])
+    cluster = rm.render(topology(), replicas=4, plugins=["rabbitmq_top", "rabbitmq_shovel"])
     validator("rabbitmqcluster-v1beta1.json").validate(cluster)
     assert cluster["spec"]["replicas"] == 4
     assert cluster["spec"]["rabbitmq"]["additionalPlugins"] == ["rabbitmq_top",
@@ -108,7 +109,7 @@ def test_replicas_and_plugins_can_be_asked_for():
 
 
 def test_schema_refuses_what_the_operator_would_not_take():
-    cluster = rk.render(topology())
+    cluster = rm.render(topology())
     broken = copy.deepcopy(cluster)
     broken["spec"]["replica"] = 3  # misspelt
     broken["spec"]["rabbitmq"]["additionalConfig"] = "x = 1\n" * 400
@@ -132,17 +133,17 @@ def test_schema_refuses_what_the_operator_would_not_take():
 ])
 def test_values_that_would_break_the_manifest_are_refused(override, complaint):
     with pytest.raises(ProvisionError, match=complaint):
-        rk.render(topology(**override))
+        rm.render(topology(**override))
 
 
 def test_a_topology_that_is_not_rabbitmq_on_kubernetes_is_refused():
     with pytest.raises(ProvisionError, match="not RabbitMQ on Kubernetes.*placement local"):
-        rk.render(TopologySpec(name="r", members=1, start=1))
-    assert rk.cluster_name(topology(name="3-nodes")) == "rmq-3-nodes"
+        rm.render(TopologySpec(name="r", members=1, start=1))
+    assert rm.cluster_name(topology(name="3-nodes")) == "rmq-3-nodes"
 
 
 def test_template_is_yaml_before_filling():
-    document = yaml.safe_load((rk.TEMPLATES / rk.TEMPLATE).read_text())
+    document = yaml.safe_load((rm.TEMPLATES / rm.TEMPLATE).read_text())
     assert document["kind"] == "RabbitmqCluster"
 
 
