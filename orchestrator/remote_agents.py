@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from orchestrator.agents import AGENT_START_TIMEOUT_S, AgentHandle
 from orchestrator.errors import AgentError
-from orchestrator.mqspecs import HostSpec
+from orchestrator.hostspecs import HostSpec
 from topologies.ssh import RemoteProcess, SshSession
 
 SHUTDOWN_WAIT_S = 10.0

@@ -11,7 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from orchestrator.mqspecs import HostSpec, MqSpec, RabbitKubernetesSpec
+from orchestrator.hostspecs import HostSpec, RabbitKubernetesSpec
+from orchestrator.mqspecs import MqSpec
 from orchestrator.specs_base import Bytes, Fraction, Seconds, Spec
 
 

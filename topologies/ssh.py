@@ -64,7 +64,7 @@ from types import TracebackType
 import paramiko
 
 from orchestrator.errors import SurgeError
-from orchestrator.mqspecs import SshSpec
+from orchestrator.hostspecs import SshSpec
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ import pytest
 
 from orchestrator.agent_pods import start_agent_pods, stop_agent_pods
 from orchestrator.errors import ProvisionError
-from orchestrator.mqspecs import RabbitKubernetesSpec
+from orchestrator.hostspecs import RabbitKubernetesSpec
 from orchestrator.specs import QueueSpec, TopologySpec
 from topologies.rabbitmq.kubernetes import RabbitKubernetesProvisioner
 

@@ -22,7 +22,7 @@ import yaml
 from orchestrator import agent_pods
 from orchestrator.agents import AgentHandle
 from orchestrator.errors import AgentError, ProvisionError
-from orchestrator.mqspecs import RabbitKubernetesSpec
+from orchestrator.hostspecs import RabbitKubernetesSpec
 from orchestrator.specs import QueueSpec, TopologySpec
 from topologies.factory import provisioner_for
 from topologies.rabbitmq import kubernetes as rk

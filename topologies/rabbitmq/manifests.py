@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ProvisionError
-from orchestrator.mqspecs import RabbitKubernetesSpec
+from orchestrator.hostspecs import RabbitKubernetesSpec
 from orchestrator.specs import TopologySpec
 from topologies.templates import render_file
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.errors import ProvisionError
-from orchestrator.mqspecs import HostSpec
+from orchestrator.hostspecs import HostSpec
 from orchestrator.specs import TopologySpec
 from topologies.base import BrokerSample, Member
 from topologies.rabbitmq import node
