@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from orchestrator.errors import ProvisionError
-from orchestrator.mqspecs import SshSpec
+from orchestrator.hostspecs import SshSpec
 from orchestrator.specs import TopologySpec
 
 #: The playbook of each broker, and the one for load agents, relative to the ansible directory.
@@ -127,7 +127,8 @@ def rabbitmq_inventory(topology: TopologySpec, base_dir: Path | None = None,
     """The inventory of a RabbitMQ topology: this machine for placement local (process mode,
     loopback, surge's state directory ``base_dir`` and surge's own Erlang cookie, so ``surge
     status``/``down`` see the nodes), or the hosts with role broker for placement ssh (systemd
-    units, members in blocks in host order, the shared ``cookie``). The first ``start``
+    units, members in blocks in host order, node names and directories as surge's SSH
+    provisioner makes them, the shared ``cookie``). The first ``start``
     members run; scaling out to the rest of the pool stays surge's job."""
     started = list(range(topology.start))
     common = {"rabbitmq_topology": topology.name, "rabbitmq_port_base": topology.port_base,
@@ -151,10 +152,13 @@ def rabbitmq_inventory(topology: TopologySpec, base_dir: Path | None = None,
     for spec in (h for h in topology.hosts if "broker" in h.roles):
         members = [i for i in range(first, first + spec.members) if i < topology.start]
         first += spec.members
-        if members:
+        loopback = spec.target.startswith("127.")
+        if members:  # node names and directories as topologies/rabbitmq/remote.py makes them
             hosts[spec.name] = {
                 **ssh_vars(spec.target, spec.ssh), "rabbitmq_members": members,
                 "rabbitmq_become": spec.ssh.user != "root",
+                "rabbitmq_node_host": "localhost" if loopback else spec.name,
+                "rabbitmq_bind_address": spec.target if loopback else None,
                 "rabbitmq_base_dir": f"{spec.work_dir.rstrip('/')}/{topology.name}"}
     if not hosts:
         raise ProvisionError(f"topology {topology.name} has no host with role broker")
@@ -175,20 +179,21 @@ def mq_inventory(topology: TopologySpec, files_dir: Path) -> dict[str, Any]:
     hosts = {}
     for spec in mq.hosts:
         ssh = spec.ssh or mq.ssh
-        hosts[spec.name] = {**ssh_vars(spec.address or spec.name, ssh),
-                            "mq_user": ssh.user, "mq_become": ssh.user != "root",
-                            "mq_queue_managers": [
-                                {"name": qm.name, "index": qm.index, "port": qm.port,
-                                 "conname": qm.conname,
-                                 "crtmqm": uniform.crtmqm_args(topology, qm),
-                                 "slice": mq.cgroup_slice.format(qm=qm.name),
-                                 "start": qm.index < topology.start}
-                                for qm in qms if qm.host.name == spec.name]}
+        hosts[spec.name] = {
+            **ssh_vars(spec.address or spec.name, ssh),
+            "mq_uniform_user": ssh.user, "mq_uniform_become": ssh.user != "root",
+            "mq_uniform_queue_managers": [
+                {"name": qm.name, "index": qm.index, "port": qm.port, "conname": qm.conname,
+                 "crtmqm": uniform.crtmqm_args(topology, qm),
+                 "slice": mq.cgroup_slice.format(qm=qm.name), "start": qm.index < topology.start}
+                for qm in qms if qm.host.name == spec.name]}
     files = uniform.file_paths(topology)
-    common = {"mq_files_src_dir": str(files_dir), "mq_files_dir": mq.files_dir.rstrip("/"),
-              "mq_ini_file": Path(files["ini"]).name, "mq_mqsc_file": Path(files["mqsc"]).name,
-              "mq_ccdt_file": Path(files["ccdt"]).name, "mq_bin_dir": mq.bin_dir,
-              "mq_cpu_cores": topology.cpu_per_member, "mq_topology": topology.name}
+    common = {"mq_uniform_topology": topology.name, "mq_uniform_files_src_dir": str(files_dir),
+              "mq_uniform_files_dir": mq.files_dir.rstrip("/"),
+              "mq_uniform_ini_file": Path(files["ini"]).name,
+              "mq_uniform_mqsc_file": Path(files["mqsc"]).name,
+              "mq_uniform_ccdt_file": Path(files["ccdt"]).name,
+              "mq_uniform_bin_dir": mq.bin_dir, "mq_uniform_cpu_cores": topology.cpu_per_member}
     return _inventory({GROUPS["ibmmq"]: hosts}, common)
 
 
@@ -378,7 +383,7 @@ def failure_message(playbook: str, status: str, rc: int, events: Iterable[dict],
         if host in failures:
             continue  # the item's message is more precise than its loop task's
         res = data.get("res") or {}
-        item = res.get("item", res.get("_ansible_item_label"))
+        item = res.get("_ansible_item_label", res.get("item"))
         what = "unreachable" if event["event"] == "runner_on_unreachable" else \
             f"task '{data.get('task', '?')}'" + (f" (item {item})" if item is not None else "")
         failures[host] = f"{what}: {_result_message(res)}"
