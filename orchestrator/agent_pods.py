@@ -34,6 +34,7 @@ from typing import Any
 from orchestrator.agents import AgentHandle
 from orchestrator.errors import AgentError, ProvisionError
 from orchestrator.specs import TopologySpec
+from topologies.kube import load_kubernetes
 from topologies.templates import render_file
 
 log = logging.getLogger(__name__)
@@ -56,32 +57,6 @@ EXISTS, MISSING = object(), object()
 
 
 # -- the cluster ------------------------------------------------------------------------------
-
-def load_kubernetes() -> Any:
-    """The ``kubernetes.client`` module, configured from ``$KUBECONFIG`` (or ``~/.kube/config``)
-    or, inside a pod, from its service account."""
-    try:
-        from kubernetes import client, config
-    except ImportError:
-        raise ProvisionError("talking to Kubernetes needs the kubernetes package: pip install "
-                             "'surge[k8s]'") from None
-    kubeconfig = os.environ.get("KUBECONFIG")
-    default = Path("~/.kube/config").expanduser()
-    try:
-        if kubeconfig:
-            config.load_kube_config(config_file=kubeconfig)
-        elif default.exists():
-            config.load_kube_config(config_file=str(default))
-        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config()
-        else:
-            raise ProvisionError("no Kubernetes configuration: set KUBECONFIG, create "
-                                 "~/.kube/config, or run surge inside the cluster")
-    except (config.ConfigException, OSError, ValueError) as error:
-        raise ProvisionError(f"cannot load the Kubernetes configuration from "
-                             f"{kubeconfig or default}: {error}") from None
-    return client
-
 
 def stream_core(client: Any) -> Any:
     """A CoreV1Api on its own ApiClient, for port-forward and exec streams only: the client's

@@ -10,13 +10,10 @@ deletes one.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs import TopologySpec
@@ -46,27 +43,8 @@ from topologies.mq.manifests import (
 def kubernetes_clients() -> tuple[Any, Any]:
     """``(CustomObjectsApi, CoreV1Api)`` for the cluster of ``$KUBECONFIG`` (or
     ``~/.kube/config``), or the cluster this process runs in."""
-    try:
-        from kubernetes import client, config
-    except ImportError:
-        raise ProvisionError("Native HA needs the kubernetes package: pip install "
-                             "'surge[k8s]'") from None
-    kubeconfig = os.environ.get("KUBECONFIG")
-    default = Path("~/.kube/config").expanduser()
-    try:
-        if kubeconfig:
-            config.load_kube_config(config_file=kubeconfig)
-        elif default.exists():
-            config.load_kube_config(config_file=str(default))
-        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config()
-        else:
-            raise ProvisionError("no Kubernetes configuration: set KUBECONFIG, create "
-                                 "~/.kube/config, or run surge inside the cluster")
-    except (config.ConfigException, OSError, yaml.YAMLError) as error:
-        where = kubeconfig or (default if default.exists() else "the in-cluster service account")
-        raise ProvisionError(f"cannot load the Kubernetes configuration from {where}: "
-                             f"{error}") from None
+    from topologies.kube import load_kubernetes
+    client = load_kubernetes()
     return client.CustomObjectsApi(), client.CoreV1Api()
 
 

@@ -34,7 +34,6 @@ from orchestrator.agent_pods import (
     PortForwarder,
     api_call,
     dig,
-    load_kubernetes,
     open_portforward,
     pod_ready,
     pod_trouble,
@@ -43,6 +42,8 @@ from orchestrator.agent_pods import (
 from orchestrator.errors import ProvisionError
 from orchestrator.specs import TopologySpec
 from topologies.base import BrokerSample, Member
+from topologies.kube import load_kubernetes
+from topologies.rabbitmq import node
 from topologies.rabbitmq.management import Management, broker_sample
 from topologies.rabbitmq.manifests import (
     AMQP_PORT,
@@ -219,15 +220,8 @@ class RabbitKubernetesProvisioner:
         running = [m for m in self.status() if m.running]
         if not running:
             raise ProvisionError(f"no member of {self.topology.name} runs", temporary=True)
-        listing = self._exec(f"{self.name}-server-{running[0].index}",
-                             ["rabbitmqctl", "list_queues", "-q", "--no-table-headers", "name",
-                              "messages"])
-        depths = {}
-        for line in listing.splitlines():
-            name, _, count = line.rpartition("\t")
-            if name and count.strip().isdigit():
-                depths[name] = int(count)
-        return depths
+        return node.parse_queue_listing(self._exec(f"{self.name}-server-{running[0].index}",
+                                                   ["rabbitmqctl", *node.LIST_QUEUES]))
 
     def down(self) -> list[str]:
         """Delete the RabbitmqCluster (the operator's StatefulSet, Services and Secrets go with

@@ -182,14 +182,8 @@ class LocalRabbitMQ:
         running = self.running()
         if not running:
             raise ProvisionError(f"no member of {self.topology.name} runs", temporary=True)
-        listing = node.rabbitmqctl(running[0].name, self.epmd_port, "list_queues", "-q",
-                                   "--no-table-headers", "name", "messages")
-        depths = {}
-        for line in listing.splitlines():
-            name, _, count = line.rpartition("\t")
-            if name and count.strip().isdigit():
-                depths[name] = int(count)
-        return depths
+        return node.parse_queue_listing(
+            node.rabbitmqctl(running[0].name, self.epmd_port, *node.LIST_QUEUES))
 
     # -- internals --------------------------------------------------------------------------
 

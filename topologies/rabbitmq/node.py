@@ -123,3 +123,16 @@ def rabbitmqctl(node: str, epmd_port: int, *args: str, timeout_s: float = 120.0,
         raise ProvisionError(f"rabbitmqctl {' '.join(args)} on {node} failed: "
                              f"{' '.join(output[-3:])}", temporary=True)
     return done.stdout
+
+
+LIST_QUEUES = ("list_queues", "-q", "--no-table-headers", "name", "messages")
+
+
+def parse_queue_listing(listing: str) -> dict[str, int]:
+    """``rabbitmqctl list_queues`` output (``LIST_QUEUES``) as messages per queue."""
+    depths = {}
+    for line in listing.splitlines():
+        name, _, count = line.rpartition("\t")
+        if name and count.strip().isdigit():
+            depths[name] = int(count)
+    return depths

@@ -109,14 +109,7 @@ class SshRabbitMQ:
         running = [m for m in self.status() if m.running]
         if not running:
             return {}
-        output = self._ctl(running[0], "list_queues", "name", "messages", "-q",
-                           "--no-table-headers")
-        depths = {}
-        for line in output.splitlines():
-            name, _, count = line.rpartition("\t")
-            if name and count.strip().isdigit():
-                depths[name] = int(count)
-        return depths
+        return node.parse_queue_listing(self._ctl(running[0], *node.LIST_QUEUES))
 
     def down(self) -> list[str]:
         """Stop every member and epmd this topology started (by PID), remove their files and
