@@ -37,8 +37,10 @@ def hosts(tmp_path_factory):
             context.__exit__(None, None, None)
 
 
-@pytest.fixture
-def topology(hosts, tmp_path) -> TopologySpec:
+@pytest.fixture(scope="module")
+def topology(hosts, tmp_path_factory) -> TopologySpec:
+    tmp_path = tmp_path_factory.mktemp("hosts")
+
     def host(role: str, **fields):
         server = hosts[role]
         return {"name": role, "address": server.host, "work_dir": str(tmp_path / role),
@@ -63,9 +65,10 @@ def scenario(hold: str) -> ScenarioSpec:
         "measure": {"settle": "2s", "drain": "20s"}})
 
 
-@pytest.fixture
-def provisioner(topology, tmp_path):
-    provisioner = SshRabbitMQ(topology, state_root=tmp_path / "state")
+@pytest.fixture(scope="module")
+def provisioner(topology, tmp_path_factory):
+    """One broker host for the module: booting members is the slow part."""
+    provisioner = SshRabbitMQ(topology, state_root=tmp_path_factory.mktemp("state"))
     pids: set[int] = set()
     try:
         yield provisioner, pids

@@ -72,11 +72,13 @@ def test_consumer_slowdown_grows_a_backlog_that_drains_afterwards(cluster, topol
     result = Controller(spec, topology, tmp_path, live=False).run()
     assert result.outcome == "completed"
     ticks = [t for t in _ticks(result.run_dir) if t["phase"]]
-    backlog = timeline.backlog(ticks)
-    # 200 msg/s offered, 4 receivers x 20 msg/s taken while slowed: about 120 msg/s builds up
-    assert backlog["peak"] > 300, backlog
-    assert 6 <= backlog["peak_at_s"] <= 12, backlog
-    assert backlog["drain_s"] is not None and ticks[-1]["queue_depth"] < 50, backlog
+    # Exact backlog from the counts (the management API's depth lags by seconds): 200 msg/s
+    # offered, 4 receivers x 20 msg/s taken while slowed, about 120 msg/s builds up for 6 s.
+    backlog = [(t["elapsed_s"], t["sent"] - t["received"]) for t in ticks]
+    peak_at, peak = max(backlog, key=lambda point: point[1])
+    assert peak > 400 and 7 <= peak_at <= 11, backlog
+    assert backlog[-1][1] < 50, backlog  # drained well before the end of the plan
+    assert timeline.backlog(ticks)["peak"] > 0  # the broker saw it too
     assert result.accounting.balanced and result.accounting.lost == 0
 
 
