@@ -34,7 +34,7 @@ from typing import Any
 from orchestrator.agents import AgentHandle
 from orchestrator.errors import AgentError, ProvisionError
 from orchestrator.specs import TopologySpec
-from topologies.kube import load_kubernetes
+from topologies.kube import EXISTS, MISSING, api_call, load_kubernetes
 from topologies.templates import render_file
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,6 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
 _TOKEN = re.compile(r"^[A-Za-z0-9._~+/=-]{16,}$")
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
-EXISTS, MISSING = object(), object()
 
 
 # -- the cluster ------------------------------------------------------------------------------
@@ -71,35 +70,6 @@ def open_portforward(core: Any, pod: str, namespace: str, port: int) -> Any:
     with STREAM_LOCK:
         return portforward(core.connect_get_namespaced_pod_portforward, pod, namespace,
                            ports=str(port))
-
-
-def api_status(error: BaseException) -> int | None:
-    """The HTTP status of a kubernetes ``ApiException`` (None for anything else)."""
-    status = getattr(error, "status", None)
-    return status if isinstance(status, int) else None
-
-
-def api_call(method: Callable[..., Any], *args: Any, exists_ok: bool = False,
-             missing_ok: bool = False, hint404: str = "", **kwargs: Any) -> Any:
-    """Call the API; 409 and 404 become ``EXISTS``/``MISSING`` where expected, every other API
-    error a ProvisionError naming the call (temporary for 429 and 5xx)."""
-    try:
-        return method(*args, **{k: v for k, v in kwargs.items() if v is not None})
-    except Exception as error:
-        status = api_status(error)
-        if status is None:
-            raise
-        if status == 409 and exists_ok:
-            return EXISTS
-        if status == 404 and missing_ok:
-            return MISSING
-        hint = {401: "the kubeconfig's credentials were refused",
-                403: "the kubeconfig's user may not do this in the namespace",
-                404: hint404}.get(status, "")
-        raise ProvisionError(f"Kubernetes API {getattr(method, '__name__', method)} failed: "
-                             f"{status} {getattr(error, 'reason', '') or ''}".rstrip()
-                             + (f" ({hint})" if hint else ""),
-                             temporary=status >= 500 or status in (0, 429)) from None
 
 
 def dig(obj: Any, *path: str) -> Any:

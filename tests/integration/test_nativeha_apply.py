@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.loader import load_topology
+from tests.kube import cluster_with_operator
 from topologies.mq.nativeha import NativeHaProvisioner
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "mq-native-ha.yaml"
@@ -28,25 +29,7 @@ CRD = "queuemanagers.mq.ibm.com"
 
 
 def _cluster_with_operator() -> str | None:
-    """Why the test cannot run here, or None when it can."""
-    path = os.environ.get("KUBECONFIG")
-    if not path:
-        return "KUBECONFIG is not set"
-    if not all(Path(p).is_file() for p in path.split(os.pathsep) if p):
-        return f"KUBECONFIG {path} is not a file"
-    try:
-        from kubernetes import client, config
-    except ImportError:
-        return "the kubernetes package (the k8s extra) is not installed"
-    try:
-        config.load_kube_config(config_file=path)
-        client.ApiextensionsV1Api().read_custom_resource_definition(CRD, _request_timeout=10)
-    except Exception as error:  # any failure means: no usable cluster here
-        status = getattr(error, "status", None)
-        if status == 404:
-            return f"the cluster of {path} has no {CRD} (the IBM MQ operator is not installed)"
-        return f"the cluster of {path} cannot be asked for {CRD}: {error}"
-    return None
+    return cluster_with_operator(CRD, "IBM MQ operator")
 
 
 def _default_storage_class() -> str | None:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import secrets
-from pathlib import Path
 
 import pytest
 
@@ -38,6 +37,7 @@ from orchestrator.agent_pods import start_agent_pods, stop_agent_pods
 from orchestrator.errors import ProvisionError
 from orchestrator.hostspecs import RabbitKubernetesSpec
 from orchestrator.specs import QueueSpec, TopologySpec
+from tests.kube import cluster_with_operator
 from topologies.rabbitmq.kubernetes import RabbitKubernetesProvisioner
 
 CRD = "rabbitmqclusters.rabbitmq.com"
@@ -45,28 +45,7 @@ NAMESPACE = os.environ.get("SURGE_TEST_K8S_NAMESPACE", "surge")
 
 
 def _cluster_with_operator() -> str | None:
-    """Why the test cannot run here, or None when it can."""
-    path = os.environ.get("KUBECONFIG")
-    if not path:
-        return "KUBECONFIG is not set"
-    if not all(Path(p).is_file() for p in path.split(os.pathsep) if p):
-        return f"KUBECONFIG {path} is not a file"
-    try:
-        from kubernetes import client, config
-    except ImportError:
-        return "the kubernetes package (the k8s extra) is not installed"
-    try:
-        config.load_kube_config(config_file=path)
-        client.ApiextensionsV1Api().read_custom_resource_definition(CRD, _request_timeout=10)
-    except Exception as error:  # any failure means: no usable cluster here
-        if getattr(error, "status", None) == 404:
-            return f"the cluster of {path} has no {CRD} (the RabbitMQ operator is not installed)"
-        return f"the cluster of {path} cannot be asked for {CRD}: {error}"
-    try:
-        client.CoreV1Api().read_namespace(NAMESPACE, _request_timeout=10)
-    except Exception as error:
-        return f"namespace {NAMESPACE} is not there (kubectl create namespace {NAMESPACE}): {error}"
-    return None
+    return cluster_with_operator(CRD, "RabbitMQ operator")
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import yaml
 from orchestrator.errors import ProvisionError, SpecError
 from orchestrator.loader import load_topology
 from orchestrator.specs import TopologySpec
+from tests.kube import FakeApiError, FakeClock
 from topologies import templates
 from topologies.mq import manifests, nativeha
 
@@ -256,25 +257,6 @@ def test_templates_are_yaml_even_before_filling(name):
 
 
 # -- the provisioner against a fake API -----------------------------------------------------------
-
-class FakeApiError(Exception):
-    """Shaped like kubernetes.client.ApiException: status and reason."""
-
-    def __init__(self, status: int, reason: str = ""):
-        super().__init__(f"({status}) {reason}")
-        self.status, self.reason = status, reason
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
 
 class FakeCustomObjects:
     """QueueManagers in one namespace; each reports the phases in ``script`` in turn on reads

@@ -24,6 +24,7 @@ from orchestrator.agents import AgentHandle
 from orchestrator.errors import AgentError, ProvisionError
 from orchestrator.hostspecs import RabbitKubernetesSpec
 from orchestrator.specs import QueueSpec, TopologySpec
+from tests.kube import FakeApiError, FakeClock
 from topologies.factory import provisioner_for
 from topologies.rabbitmq import kubernetes as rk
 from topologies.rabbitmq import manifests as rm
@@ -148,25 +149,6 @@ def test_template_is_yaml_before_filling():
 
 
 # -- a fake operator ------------------------------------------------------------------------------
-
-class FakeApiError(Exception):
-    """Shaped like kubernetes.client.ApiException: status and reason."""
-
-    def __init__(self, status: int, reason: str = ""):
-        super().__init__(f"({status}) {reason}")
-        self.status, self.reason = status, reason
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
 
 def fake_pod(name: str, ready: bool, waiting: str | None = None, index: int | None = None,
              ip: str = "10.0.0.1") -> SimpleNamespace:

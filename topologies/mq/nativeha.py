@@ -18,6 +18,7 @@ from typing import Any
 from orchestrator.errors import ProvisionError
 from orchestrator.specs import TopologySpec
 from topologies.base import BrokerSample, Member, MemberSample
+from topologies.kube import EXISTS, MISSING, api_call, api_status, load_kubernetes
 from topologies.mq.manifests import (
     GROUP,
     LISTENER_PORT,
@@ -43,15 +44,8 @@ from topologies.mq.manifests import (
 def kubernetes_clients() -> tuple[Any, Any]:
     """``(CustomObjectsApi, CoreV1Api)`` for the cluster of ``$KUBECONFIG`` (or
     ``~/.kube/config``), or the cluster this process runs in."""
-    from topologies.kube import load_kubernetes
     client = load_kubernetes()
     return client.CustomObjectsApi(), client.CoreV1Api()
-
-
-def _api_status(error: BaseException) -> int | None:
-    """The HTTP status of a kubernetes client ``ApiException`` (None for anything else)."""
-    status = getattr(error, "status", None)
-    return status if isinstance(status, int) else None
 
 
 class NativeHaProvisioner:
@@ -130,11 +124,11 @@ class NativeHaProvisioner:
         ``kill``, a grace period of 0 for the object and its three pods (fault injection)."""
         name = object_name(self.topology, index)
         grace = 0 if kill else None
-        self._call(self.custom.delete_namespaced_custom_object, GROUP, VERSION, self.namespace,
+        self._api(self.custom.delete_namespaced_custom_object, GROUP, VERSION, self.namespace,
                    PLURAL, name, grace_period_seconds=grace, propagation_policy="Background",
                    missing_ok=True)
         if kill:
-            self._call(self.core.delete_collection_namespaced_pod, self.namespace,
+            self._api(self.core.delete_collection_namespaced_pod, self.namespace,
                        label_selector=POD_SELECTOR.format(name=name), grace_period_seconds=0)
 
     def sample(self) -> BrokerSample:
@@ -157,13 +151,13 @@ class NativeHaProvisioner:
         of the queue managers' pods are left to the operator and the storage class."""
         done = []
         for name in sorted(self._phases()):
-            self._call(self.custom.delete_namespaced_custom_object, GROUP, VERSION,
+            self._api(self.custom.delete_namespaced_custom_object, GROUP, VERSION,
                        self.namespace, PLURAL, name, propagation_policy="Background",
                        missing_ok=True)
             done.append(f"deleted QueueManager {self.namespace}/{name}")
         configmap = configmap_name(self.topology)
-        if self._call(self.core.delete_namespaced_config_map, configmap, self.namespace,
-                      missing_ok=True) is not _MISSING:
+        if self._api(self.core.delete_namespaced_config_map, configmap, self.namespace,
+                      missing_ok=True) is not MISSING:
             done.append(f"deleted ConfigMap {self.namespace}/{configmap}")
         self._wait_gone()
         return done
@@ -187,25 +181,25 @@ class NativeHaProvisioner:
     def _apply_configmap(self) -> None:
         body = render_configmap(self.topology, self.templates)
         name = body["metadata"]["name"]
-        if self._call(self.core.create_namespaced_config_map, self.namespace, body,
-                      exists_ok=True) is _EXISTS:
-            self._call(self.core.replace_namespaced_config_map, name, self.namespace, body)
+        if self._api(self.core.create_namespaced_config_map, self.namespace, body,
+                      exists_ok=True) is EXISTS:
+            self._api(self.core.replace_namespaced_config_map, name, self.namespace, body)
 
     def _apply_member(self, index: int) -> str:
         body = render_member(self.topology, index, self.templates)
         name = body["metadata"]["name"]
-        if self._call(self.custom.create_namespaced_custom_object, GROUP, VERSION,
-                      self.namespace, PLURAL, body, exists_ok=True) is _EXISTS:
-            current = self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION,
+        if self._api(self.custom.create_namespaced_custom_object, GROUP, VERSION,
+                      self.namespace, PLURAL, body, exists_ok=True) is EXISTS:
+            current = self._api(self.custom.get_namespaced_custom_object, GROUP, VERSION,
                                  self.namespace, PLURAL, name)
             body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            self._call(self.custom.replace_namespaced_custom_object, GROUP, VERSION,
+            self._api(self.custom.replace_namespaced_custom_object, GROUP, VERSION,
                        self.namespace, PLURAL, name, body)
         return name
 
     def _phases(self) -> dict[str, str | None]:
         """Phase of every QueueManager of this topology, by object name."""
-        listing = self._call(self.custom.list_namespaced_custom_object, GROUP, VERSION,
+        listing = self._api(self.custom.list_namespaced_custom_object, GROUP, VERSION,
                              self.namespace, PLURAL, label_selector=self._selector())
         return {item["metadata"]["name"]: (item.get("status") or {}).get("phase")
                 for item in listing.get("items", [])}
@@ -221,9 +215,9 @@ class NativeHaProvisioner:
                         GROUP, VERSION, self.namespace, PLURAL, name)
                     last[name] = (found.get("status") or {}).get("phase") or "no phase yet"
                 except Exception as error:
-                    if _api_status(error) is None:
+                    if api_status(error) is None:
                         raise
-                    last[name] = f"API error {_api_status(error)} {getattr(error, 'reason', '')}"
+                    last[name] = f"API error {api_status(error)} {getattr(error, 'reason', '')}"
                 if last[name] == RUNNING:
                     waiting.remove(name)
             if not waiting:
@@ -248,32 +242,12 @@ class NativeHaProvisioner:
     def _with_running(self, index: int, phase: str | None) -> Member:
         return dataclasses.replace(self.member(index), running=phase == RUNNING)
 
+    def _api(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """:func:`topologies.kube.api_call`, with this operator's 404 hint."""
+        return api_call(method, *args, hint404=f"does the namespace {self.namespace} exist, and "
+                        "is the MQ operator (CRD queuemanagers.mq.ibm.com) installed?", **kwargs)
+
     def _selector(self) -> str:
         return f"{MANAGED_BY}=surge,{PART_OF}={self.topology.name}"
 
-    def _call(self, method: Callable[..., Any], *args: Any, exists_ok: bool = False,
-              missing_ok: bool = False, **kwargs: Any) -> Any:
-        """Call the API; 409 (exists) and 404 (missing) become markers where they are expected,
-        every other API error a ProvisionError naming the call."""
-        try:
-            return method(*args, **{k: v for k, v in kwargs.items() if v is not None})
-        except Exception as error:
-            status = _api_status(error)
-            if status is None:
-                raise
-            if status == 409 and exists_ok:
-                return _EXISTS
-            if status == 404 and missing_ok:
-                return _MISSING
-            reason = getattr(error, "reason", "") or ""
-            hint = {401: "the kubeconfig's credentials were refused",
-                    403: "the kubeconfig's user may not do this in the namespace",
-                    404: f"does the namespace {self.namespace} exist, and is the MQ operator "
-                         f"(CRD queuemanagers.mq.ibm.com) installed?"}.get(status, "")
-            raise ProvisionError(f"Kubernetes API {method.__name__} failed: {status} {reason}"
-                                 + (f" ({hint})" if hint else ""),
-                                 temporary=status >= 500 or status == 429) from None
 
-
-_EXISTS = object()
-_MISSING = object()

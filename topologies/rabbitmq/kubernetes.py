@@ -28,11 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.agent_pods import (
-    EXISTS,
-    MISSING,
     STREAM_LOCK,
     PortForwarder,
-    api_call,
     dig,
     open_portforward,
     pod_ready,
@@ -42,7 +39,7 @@ from orchestrator.agent_pods import (
 from orchestrator.errors import ProvisionError
 from orchestrator.specs import TopologySpec
 from topologies.base import BrokerSample, Member
-from topologies.kube import load_kubernetes
+from topologies.kube import EXISTS, MISSING, api_call, load_kubernetes
 from topologies.rabbitmq import node
 from topologies.rabbitmq.management import Management, broker_sample
 from topologies.rabbitmq.manifests import (

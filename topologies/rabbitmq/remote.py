@@ -48,13 +48,13 @@ class SshRabbitMQ:
 
     # -- the provisioner interface ------------------------------------------------------------
 
-    def member(self, index: int) -> Member:
+    def member(self, index: int, state: dict | None = None) -> Member:
         """Member ``index`` on its host: node ``surge-<topology>-<i>@<host>`` (``@localhost`` for
-        a loopback address), ports as a local member's."""
+        a loopback address), ports as a local member's (``state``: the state file, if read)."""
         host = self.placement[index]
         node_host = "localhost" if host.target.startswith("127.") else host.name
         base = self.topology.port_base
-        pid = self._state()["members"].get(str(index), {}).get("pid")
+        pid = (state or self._state())["members"].get(str(index), {}).get("pid")
         return Member(index, f"surge-{self.topology.name}-{index}@{node_host}", host.target,
                       base + index, base + 10000 + index, base + 10100 + index, pid=pid)
 
@@ -70,8 +70,9 @@ class SshRabbitMQ:
 
     def status(self) -> list[Member]:
         """Every member of the pool with whether its process is alive on its host."""
-        alive = self._alive_indexes()
-        return [Member(**{**self.member(i).__dict__, "running": i in alive})
+        state = self._state()
+        alive = self._alive_indexes(state)
+        return [Member(**{**self.member(i, state).__dict__, "running": i in alive})
                 for i in range(self.topology.members)]
 
     def start_member(self, index: int | None = None) -> Member:
@@ -213,8 +214,8 @@ class SshRabbitMQ:
                 member = running[i % len(running)]
                 Management(member.host, member.management_port).declare_queue(queue, name)
 
-    def _alive_indexes(self) -> set[int]:
-        members = self._state()["members"]
+    def _alive_indexes(self, state: dict | None = None) -> set[int]:
+        members = (state or self._state())["members"]
         alive = set()
         for host in self._broker_hosts():
             pids = {int(k): e["pid"] for k, e in members.items()
