@@ -113,7 +113,9 @@ def merge_exports(exports: Iterable[Mapping[int, bytes]]) -> MergedCounts:
 
 @dataclass(frozen=True)
 class Reconciliation:
-    """End-of-run balance: sent = received + still_queued + lost, lost ideally == nacked."""
+    """End-of-run balance: sent = received + still_queued + lost, lost ideally == nacked (the
+    publishes the broker nacked and that were never published again). ``still_queued`` is
+    ``None`` where the queues could not be read; then ``lost`` is unknown too, never guessed."""
 
     sent: int
     confirmed: int | None
@@ -121,25 +123,30 @@ class Reconciliation:
     received: int
     """Unique messages received."""
     duplicates: int
-    still_queued: int
-    lost: int
+    still_queued: int | None
+    lost: int | None
     """sent - received - still_queued, floored at 0."""
-    unexplained: int
+    unexplained: int | None
     """|sent - nacked - received - still_queued|: messages the counts cannot account for."""
     balanced: bool
 
     def explain(self) -> str:
         """One line saying whether the books balance and, if not, where they don't."""
+        if self.still_queued is None:
+            return (f"sent {self.sent}, received {self.received}, nacked and not republished "
+                    f"{self.nacked}; still queued unknown (the queues could not be read), so "
+                    f"loss is unknown" + (f"; {self.duplicates} duplicate deliveries"
+                                          if self.duplicates else ""))
         surplus = self.received + self.still_queued > self.sent
         if surplus:
             head = (
                 f"sent {self.sent} < received {self.received} + queued {self.still_queued}"
-                f" (broker nacked {self.nacked})"
+                f" (nacked, not republished {self.nacked})"
             )
         else:
             head = (
                 f"sent {self.sent} = received {self.received} + queued {self.still_queued}"
-                f" + lost {self.lost} (broker nacked {self.nacked})"
+                f" + lost {self.lost} (nacked, not republished {self.nacked})"
             )
         problems = []
         if surplus:
@@ -167,7 +174,7 @@ def reconcile(
     nacked: int,
     received_unique: int,
     duplicates: int,
-    still_queued: int,
+    still_queued: int | None,
 ) -> Reconciliation:
     """Balance what was sent against what was received, left queued and nacked by the broker.
 
@@ -180,12 +187,16 @@ def reconcile(
         ("nacked", nacked),
         ("received_unique", received_unique),
         ("duplicates", duplicates),
-        ("still_queued", still_queued),
+        ("still_queued", still_queued or 0),
     ):
         if value < 0:
             raise ValueError(f"{name} must be >= 0, got {value}")
     if confirmed is not None and confirmed < 0:
         raise ValueError(f"confirmed must be >= 0, got {confirmed}")
+    if still_queued is None:
+        return Reconciliation(sent=sent, confirmed=confirmed, nacked=nacked,
+                              received=received_unique, duplicates=duplicates, still_queued=None,
+                              lost=None, unexplained=None, balanced=False)
     balance = sent - received_unique - still_queued
     unexplained = abs(balance - nacked)
     return Reconciliation(

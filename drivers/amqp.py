@@ -123,7 +123,7 @@ class _SenderLink(_Link):
         self.published = 0
         self.templates: list[amqp_wire.PublishTemplate] = []
         self.unconfirmed_batches: deque[list[int]] = deque()  # [first tag, first seq, count]
-        self.resend: list[tuple[int, int]] = []  # (first seq, count) to publish again
+        self.resend: list[tuple[int, int, bool]] = []  # (first seq, count, nacked) to resend
 
     def ready(self, channel) -> None:
         self.published = self.last_tag = 0
@@ -149,9 +149,10 @@ class _SenderLink(_Link):
         if not self.publishing:
             return
         if self._may_publish():
-            for first, n in self.resend:
+            for first, n, nacked in self.resend:
                 self._emit(first, n)
                 self.recorder.republished += n
+                self.recorder.nacks_republished += n if nacked else 0
             self.resend.clear()
             n = role.due()
             if n:
@@ -209,7 +210,7 @@ class _SenderLink(_Link):
             first_tag, first_seq, n = batches[0]
             settled = min(n, tag - first_tag + 1)
             if resend:
-                self.resend.append((first_seq, settled))
+                self.resend.append((first_seq, settled, True))
             if settled == n:
                 batches.popleft()
             else:
@@ -217,7 +218,7 @@ class _SenderLink(_Link):
 
     def _closed(self, connection, reason) -> None:
         if not self.closing:
-            self.resend.extend((seq, n) for _, seq, n in self.unconfirmed_batches)
+            self.resend.extend((seq, n, False) for _, seq, n in self.unconfirmed_batches)
         self.unconfirmed_batches.clear()
         super()._closed(connection, reason)
 
@@ -326,7 +327,7 @@ class _ReceiverLink(_Link):
 
     def ready(self, channel) -> None:
         self.unacked = 0
-        self.pending.clear()
+        self._drop_pending()
         if self.driver.destination.fast_path and not self.responds \
                 and amqp_wire.hooks_available(self.connection):
             amqp_wire.install_decoder(self.connection, channel.channel_number, self._arrived)
@@ -345,6 +346,7 @@ class _ReceiverLink(_Link):
                  properties=None) -> None:
         if self.driver.consumer_delay_s > 0 or self.pending:
             self.pending.append((buffer, offset, tag, redelivered, properties))
+            self.driver.recorder.held += 1
             if self.pending_timer is None:
                 self.pending_timer = self.driver.ioloop.call_later(
                     max(0.0, self.busy_until - time.monotonic()), self._work_pending)
@@ -358,6 +360,7 @@ class _ReceiverLink(_Link):
             return
         delay = self.driver.consumer_delay_s
         while self.pending:
+            self.driver.recorder.held -= 1
             self._process(*self.pending.popleft())
             if delay > 0:
                 self.busy_until = time.monotonic() + delay
@@ -383,6 +386,10 @@ class _ReceiverLink(_Link):
                 self.channel.basic_ack(tag, multiple=True)
                 self.unacked = 0
 
+    def _drop_pending(self) -> None:
+        self.driver.recorder.held -= len(self.pending)
+        self.pending.clear()
+
     def flush(self) -> None:
         if self.unacked and self.channel is not None and self.channel.is_open:
             self.channel.basic_ack(self.last_tag, multiple=True)
@@ -398,7 +405,7 @@ class _ReceiverLink(_Link):
             self.close()
 
     def _closed_out(self) -> None:
-        self.pending.clear()  # never processed nor acknowledged: back to the queue on close
+        self._drop_pending()  # never processed nor acknowledged: back to the queue on close
         self.flush()
         self.close()
 

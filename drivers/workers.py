@@ -23,7 +23,8 @@ class Recorder:
     def __init__(self) -> None:
         self.sent = 0
         self.confirmed = 0
-        self.nacked = 0
+        self.nacked = 0  # publishes the broker nacked (each is published again)
+        self.nacks_republished = 0
         self.received = 0
         self.redelivered = 0
         self.errors = 0
@@ -34,6 +35,7 @@ class Recorder:
         self.served = 0
         self.unmatched = 0
         self.timeouts = 0
+        self.held = 0  # deliveries a slowed receiver holds, not yet handled (nor counted)
         self.last_error = ""
         self.latency = LatencyHistogram()
         self.total_latency = LatencyHistogram()
@@ -46,12 +48,16 @@ class Recorder:
         self.last_error = message
 
     def snapshot(self) -> dict[str, Any]:
-        """Cumulative counters plus the latency histogram of the interval since the last call."""
+        """Cumulative counters plus the latency histogram of the interval since the last call,
+        stamped with this process's monotonic clock and its CPU time at that instant."""
         interval = self.latency
         self.latency = LatencyHistogram()
         self.total_latency.merge(interval)
         return {
+            "monotonic_s": time.monotonic(), "cpu_seconds": time.process_time(),
             "sent": self.sent, "confirmed": self.confirmed, "nacked": self.nacked,
+            "nacks_republished": self.nacks_republished,
+            "held": self.held,
             "received": self.received, "redelivered": self.redelivered,
             "duplicates": self.tracker.duplicates, "out_of_order": self.tracker.out_of_order,
             "errors": self.errors, "reconnects": self.reconnects,

@@ -89,7 +89,9 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
     typer.echo(f"\nrun {result.outcome}: {result.run_dir}")
     if result.steps:
         request_reply = spec.workload.pattern == "request-reply"
-        typer.echo(as_text(result.steps, "round trips/s" if request_reply else "msg/s"))
+        rows = result.steps + ([result.drain] if result.drain else [])
+        typer.echo(as_text(rows, "round trips/s" if request_reply else "msg/s",
+                           settle_s=spec.measure.settle))
     if result.accounting:
         color = typer.colors.GREEN if result.accounting.balanced else typer.colors.YELLOW
         typer.secho(result.accounting.explain(), fg=color)

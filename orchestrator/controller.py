@@ -7,6 +7,7 @@ cleanly (senders stop, queues drain briefly, accounting is written), a second on
 from __future__ import annotations
 
 import base64
+import math
 import os
 import platform
 import secrets
@@ -23,22 +24,28 @@ from typing import Any
 import psutil
 
 from drivers.accounting import Reconciliation, merge_exports, reconcile
+from drivers.depth import depth_probe
 from orchestrator import plan as plans
 from orchestrator.agents import AgentHandle, spawn_local_agents
+from orchestrator.collector import Collector, Failed
 from orchestrator.errors import SurgeError
 from orchestrator.exposition import ControllerMetrics
 from orchestrator.faults import FaultInjector
 from orchestrator.liveview import LiveView, ViewState
 from orchestrator.policy import Observation
-from orchestrator.sampling import Tick, TickMath
+from orchestrator.sampling import AgentReading, DepthReading, Tick, TickMath, Timeliness
 from orchestrator.scaler import Scaler
 from orchestrator.specs import ScenarioSpec, TopologySpec
 from results import timeline
 from results.rundir import RunWriter, new_run_id
-from results.steptable import StepRow, step_rows
+from results.steptable import StepRow, drain_row, step_rows
+from topologies.base import BrokerSample, CpuReading
 from topologies.factory import provisioner_for
 
 CLOCK_TOLERANCE_MS = 2.0  # host clocks possibly further apart: cross-host latency is unreliable
+TICK_DEADLINE_S = 0.6  # readings not in by then are missing for this second
+SCRAPE_TIMEOUT_S = 5.0  # an agent's snapshot that takes longer fails (the tick has moved on)
+CONTROLLER_HOST = "controller"  # the hosts-table name of the machine running the controller
 
 
 @dataclass
@@ -49,6 +56,7 @@ class RunResult:
     outcome: str
     steps: list[StepRow]
     accounting: Reconciliation | None
+    drain: StepRow | None = None
 
 
 class Controller:
@@ -77,8 +85,14 @@ class Controller:
                                steps=len(self.phases), planned_s=plans.duration(self.phases))
         self.ticks: list[dict] = []
         self.member_rows: list[dict] = []
+        self.host_rows: list[dict] = []
         self.manifest: dict[str, Any] = {}
         self.math = TickMath()
+        self.lateness = Timeliness()
+        self.broker: BrokerSample | None = None
+        self.depth: DepthReading | None = None
+        self.tick_broker: BrokerSample | None = None  # this tick's sample (None: missed)
+        self.depth_probe = None
         self.queue_spec = topology.queue(scenario.workload.queue)
         scaling = scenario.scaling
         self.scaler = Scaler(
@@ -94,7 +108,7 @@ class Controller:
         """Run the scenario to the end (or to Ctrl-C); always leaves a readable run directory."""
         previous = signal.signal(signal.SIGINT, self._interrupt) \
             if threading.current_thread() is threading.main_thread() else None
-        outcome, accounting, steps = "failed", None, []
+        outcome, accounting, steps, drain = "failed", None, [], None
         started_topology = not any(m.running for m in self.provisioner.status())
         metrics = None
         self._write_manifest(outcome="running")
@@ -110,8 +124,12 @@ class Controller:
                 self._tick_through_plan(metrics)
                 outcome = "interrupted" if self.stop_requested.is_set() else "completed"
                 accounting = self._finish(metrics)
-                steps = step_rows([asdict(p) for p in self.phases], self.ticks,
-                                  self.member_rows, self.scenario.measure.settle)
+                phases = [asdict(p) for p in self.phases]
+                steps = step_rows(phases, self.ticks, self.member_rows,
+                                  self.scenario.measure.settle, self.host_rows)
+                drain = drain_row(phases, self.ticks, self.member_rows, self.host_rows)
+                if drain is not None:
+                    self.manifest["drain"] = asdict(drain)
                 if self.scenario.faults:
                     self.manifest["faults"] = timeline.fault_recoveries(
                         timeline.read_events(self.run_dir), self.ticks)
@@ -132,7 +150,7 @@ class Controller:
             self.writer.close()
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
-        return RunResult(self.run_dir, outcome, steps, accounting)
+        return RunResult(self.run_dir, outcome, steps, accounting, drain)
 
     def _interrupt(self, signum, frame) -> None:
         if self.stop_requested.is_set():
@@ -252,15 +270,17 @@ class Controller:
     # -- ticking ----------------------------------------------------------------------------
 
     def _tick_through_plan(self, metrics: ControllerMetrics) -> None:
-        math = self.math
         self.t0 = time.monotonic()
-        psutil.cpu_percent()
+        self.sampler = self._sampler()
+        self.sampler.start()
+        self._fold(self.sampler.collect(self.t0 + TICK_DEADLINE_S))  # first readings: no rates
         current = self.phases[0]
-        next_tick = self.t0 + 1.0
+        planned = self.t0
         while not self.stop_requested.is_set():
-            _sleep_until(next_tick, self.stop_requested)
-            next_tick += 1.0
-            elapsed = time.monotonic() - self.t0
+            planned = self._next_tick(planned)
+            started = time.monotonic()
+            self.sampler.start()
+            elapsed = started - self.t0
             phase = plans.phase_at(self.phases, elapsed)
             if phase is None:
                 break
@@ -270,9 +290,58 @@ class Controller:
                 current = phase
                 self._event("step", step=phase.index, rate_per_sender=phase.rate_per_sender,
                             senders=self._active(phase), target_rate=self._target(phase, elapsed))
-            self._record(math, elapsed, current, metrics, "running")
+            self._record(planned, started, current, metrics, "running")
             if self._exit_reached(elapsed):
                 break
+
+    def _next_tick(self, previous: float) -> float:
+        """Sleep until the next whole second after ``previous`` on the run's grid; a tick that
+        is more than a second late skips the seconds it missed rather than firing at once."""
+        planned = previous + 1.0
+        now = time.monotonic()
+        if now > planned + 1.0:
+            missed = int(now - planned)
+            self.lateness.skipped += missed
+            planned += missed
+        _sleep_until(planned, self.stop_requested)
+        return planned
+
+    def _sampler(self) -> Collector:
+        """Every source of one tick, read at once: each agent, the broker, the queues' depth
+        (exact, from the queues themselves where the broker allows it) and this host's CPU."""
+        sources: dict[str, Any] = {
+            f"agent:{agent.index}": lambda agent=agent: AgentReading.from_snapshot(
+                agent.index, agent.call("GET", "/snapshot", timeout_s=SCRAPE_TIMEOUT_S),
+                time.monotonic())
+            for agent in self.agents}
+        sources["broker"] = self.provisioner.sample
+        sources["host"] = _host_cpu
+        self.depth_probe = depth_probe(self.topology.broker, [
+            m.endpoint for m in self.provisioner.status()], self._queue_names())
+        if self.depth_probe is not None:
+            sources["depth"] = lambda: DepthReading(*self.depth_probe.read())
+        return Collector(sources)
+
+    def _queue_names(self) -> list[str]:
+        """Every queue of the workload: its per-member instances or pattern, or the one."""
+        queue = self.queue_spec
+        if queue.per_member:
+            return [queue.instance(i) for i in range(self.topology.members)]
+        return queue.names
+
+    def _fold(self, results: dict[str, Any]) -> Tick:
+        """Turn one tick's collected results into figures (missing and failed reads as
+        ``None``), keeping the broker sample and depth that arrived for the rows."""
+        agents = {a.index: _ok(results.get(f"agent:{a.index}")) for a in self.agents}
+        broker = _ok(results.get("broker"))
+        self.tick_broker = broker
+        if broker is not None:
+            self.broker = broker
+        self.depth = _ok(results.get("depth"))
+        host = _ok(results.get("host"))
+        hosts = {CONTROLLER_HOST: host, **(broker.hosts if broker else {})}
+        members = broker.members if broker else []
+        return self.math.step(time.monotonic() - self.t0, agents, members, hosts)
 
     def _active(self, phase: plans.Phase) -> int:
         """Senders publishing in ``phase``."""
@@ -313,73 +382,118 @@ class Controller:
             return True
         return False
 
-    def _record(self, math: TickMath, elapsed: float, phase: plans.Phase | None,
+    def _record(self, planned: float, started: float, phase: plans.Phase | None,
                 metrics: ControllerMetrics, label: str) -> Tick:
-        snapshots = self._all(lambda agent: agent.call("GET", "/snapshot"))
-        broker = self.provisioner.sample()
-        agent_cpu = {a.index: _cpu_seconds(a.process) for a in self.agents}
-        tick = math.step(elapsed, snapshots, broker, agent_cpu)
-        now = time.time()
+        """Collect the tick's readings (until its deadline), write its rows, update the views
+        and feed the scaler."""
+        results = self.sampler.collect(planned + TICK_DEADLINE_S)
+        tick = self._fold(results)
+        now, elapsed = time.time(), started - self.t0
+        lateness = started - planned
         target = self._target(phase, elapsed) if phase else 0.0
-        depth = self._queue_depth(broker.queue_depths)
-        running = sum(1 for m in broker.members if m.running)
+        broker = self.tick_broker
+        running = sum(1 for m in self.broker.members if m.running) if self.broker else 0
+        depth, age = self._queue_depth_now(tick)
+        self.lateness.add(lateness, age)
         latency = tick.latency
         buckets = latency.to_sparse()
-        row = {"t": now, "elapsed_s": elapsed, "phase": phase.index if phase else 0,
-               "target_rate": target, "send_rate": tick.rates["sent"],
-               "receive_rate": tick.rates["received"], "confirm_rate": tick.rates["confirmed"],
-               **{k: tick.totals[k] for k in ("sent", "received", "confirmed", "errors",
-                                              "reconnects", "connections")},
-               "senders_done": sum(s.get("senders_done", 0) for s in snapshots),
-               "members_running": running, "queue_depth": depth,
-               "latency_p50_ms": latency.percentile(50) / 1000,
-               "latency_p99_ms": latency.percentile(99) / 1000,
-               "host_cpu_percent": psutil.cpu_percent(),
+        totals, rates = tick.totals, tick.rates
+        stamp = {"t": now, "elapsed_s": elapsed, "phase": phase.index if phase else 0}
+        row = {**stamp, "lateness_s": lateness, "target_rate": target,
+               "send_rate": rates["sent"], "receive_rate": rates["received"],
+               "confirm_rate": rates["confirmed"], "skip_rate": rates["skipped"],
+               **{k: totals[k] for k in ("sent", "received", "confirmed", "nacked", "skipped",
+                                         "errors", "reconnects", "connections", "held",
+                                         "senders_done")},
+               "members_running": running, "queue_depth": depth, "depth_age_s": age,
+               "agents_missing": tick.agents_missing, "read_span_s": self._read_span(tick),
+               "broker_missing": broker is None,
+               "latency_p50_ms": latency.percentile(50) / 1000 if latency.count else None,
+               "latency_p99_ms": latency.percentile(99) / 1000 if latency.count else None,
+               "host_cpu_percent": tick.host_cpu_percent.get(CONTROLLER_HOST),
                "latency_buckets": list(buckets), "latency_counts": list(buckets.values())}
         self.ticks.append(row)
         self.writer.row("ticks", row)
-        for member in broker.members:
-            member_row = {"t": now, "elapsed_s": elapsed, "member": member.name,
-                          "running": member.running,
+        for member in self.broker.members if self.broker else []:
+            member_row = {**stamp, "member": member.name, "running": member.running,
                           "cpu_percent": tick.member_cpu_percent.get(member.name),
+                          "cpu_interval_s": tick.member_cpu_interval_s.get(member.name),
                           "cpu_quota_cores": member.cpu_quota_cores,
-                          "connections": member.connections,
-                          "messages_in": member.messages_in,
-                          "messages_out": member.messages_out}
+                          **({"connections": member.connections,
+                              "messages_in": member.messages_in,
+                              "messages_out": member.messages_out} if broker else {})}
             self.member_rows.append(member_row)
             self.writer.row("members", member_row)
-        for agent, snapshot in zip(self.agents, snapshots):
+        for host, percent in tick.host_cpu_percent.items():
+            host_row = {**stamp, "host": host, "cpu_percent": percent,
+                        "cpu_interval_s": tick.host_cpu_interval_s.get(host)}
+            self.host_rows.append(host_row)
+            self.writer.row("hosts", host_row)
+        for index, reading in self.math.agents.items():
+            if reading.seen < started:  # this agent missed the tick: no new row
+                continue
             self.writer.row("agents", {
-                "t": now, "elapsed_s": elapsed, "agent": agent.index, "sent": snapshot["sent"],
-                "received": snapshot["received"], "errors": snapshot["errors"],
-                "reconnects": snapshot["reconnects"],
-                "cpu_percent": tick.agent_cpu_percent.get(agent.index),
-                "cpu_seconds": agent_cpu.get(agent.index),
-                "latency_buckets": [int(k) for k in snapshot["latency"]["buckets"]],
-                "latency_counts": list(snapshot["latency"]["buckets"].values())})
-        errors = [s["last_error"] for s in snapshots if s.get("last_error")]
-        self.state.__dict__.update(
-            step=phase.index if phase else self.state.step, elapsed_s=elapsed,
-            target_rate=target, send_rate=row["send_rate"], receive_rate=row["receive_rate"],
-            members_running=running, queue_depth=depth, p99_ms=row["latency_p99_ms"],
-            errors=row["errors"], reconnects=row["reconnects"], phase=label,
-            member_cpu={m.name: tick.member_cpu_percent.get(m.name) if m.running else None
-                        for m in broker.members})
-        if errors and row["errors"]:
-            self.state.last_event = f"last error: {errors[-1]}"
-        if self.scaler and phase is not None:
+                **stamp, "agent": index, "monotonic_s": reading.at,
+                **{k: reading.counters[k] for k in ("sent", "received", "errors", "reconnects",
+                                                    "skipped")},
+                "cpu_percent": tick.agent_cpu_percent.get(index),
+                "cpu_seconds": reading.cpu_seconds,
+                "latency_buckets": list(reading.latency.to_sparse()),
+                "latency_counts": list(reading.latency.to_sparse().values())})
+        self._show(row, tick, label)
+        metrics.update(self.scenario.name, self.state)
+        if self.scaler and phase is not None and None not in (row["send_rate"],
+                                                              row["receive_rate"]):
             self.scaler.observe(Observation(
                 elapsed_s=elapsed, target_rate=target,
                 achieved_rate=min(row["send_rate"], row["receive_rate"]),
                 member_cpu=tuple(
                     tick.member_cpu_percent[m.name] / 100 / (m.cpu_quota_cores or 1.0)
-                    for m in broker.members
+                    for m in self.broker.members
                     if m.running and tick.member_cpu_percent.get(m.name) is not None),
-                queue_depth=depth, p99_s=row["latency_p99_ms"] / 1000),
-                running=[i for i, m in enumerate(broker.members) if m.running])
-        self.view.update(self.state)
-        metrics.update(self.scenario.name, self.state)
+                queue_depth=depth or 0, p99_s=(row["latency_p99_ms"] or 0.0) / 1000),
+                running=[i for i, m in enumerate(self.broker.members) if m.running])
         return tick
+
+    def _read_span(self, tick: Tick) -> float | None:
+        """Seconds between the first and the last of this tick's agent and depth readings
+        (controller clock): how far apart in time the figures of one row were taken."""
+        times = [r.seen for r in self.math.agents.values()]
+        if self.depth is not None:
+            times.append(self.depth.at)
+        return max(times) - min(times) if len(times) > 1 else tick.read_span_s
+
+    def _queue_depth_now(self, tick: Tick) -> tuple[int | None, float | None]:
+        """Messages in the workload's queues as RabbitMQ counts them, ready plus unacknowledged:
+        the ready count read from the queues this tick, and the deliveries awaiting an ack from
+        each member's own counters in the same tick; and the age of the queues' reading in
+        seconds. Unknown (``None``) when either was not read in time."""
+        if self.depth is not None:
+            ready = sum(n for name, n in self.depth.ready.items() if self.queue_spec.owns(name))
+            unacked = [m.unacknowledged for m in self.tick_broker.members if m.running] \
+                if self.tick_broker else [None]
+            if None in unacked:
+                return None, None
+            return ready + sum(unacked), time.monotonic() - self.depth.at
+        depths = self.tick_broker.queue_depths if self.tick_broker else None
+        if self.depth_probe is None and depths is not None:  # the broker's own metrics
+            return self._queue_depth(depths), None
+        return None, None
+
+    def _show(self, row: dict, tick: Tick, label: str) -> None:
+        """The live view's state from one tick row."""
+        self.state.__dict__.update(
+            step=row["phase"] or self.state.step, elapsed_s=row["elapsed_s"],
+            target_rate=row["target_rate"], send_rate=row["send_rate"],
+            receive_rate=row["receive_rate"], members_running=row["members_running"],
+            queue_depth=row["queue_depth"], p99_ms=row["latency_p99_ms"],
+            errors=row["errors"], reconnects=row["reconnects"], phase=label,
+            missing=row["agents_missing"] + (1 if row["broker_missing"] else 0),
+            member_cpu={m.name: tick.member_cpu_percent.get(m.name) if m.running else None
+                        for m in (self.broker.members if self.broker else [])})
+        errors = [r.last_error for r in self.math.agents.values() if r.last_error]
+        if errors and row["errors"]:
+            self.state.last_event = f"last error: {errors[-1]}"
 
     # -- the end ----------------------------------------------------------------------------
 
@@ -388,28 +502,31 @@ class Controller:
         return sum(n for name, n in depths.items() if self.queue_spec.owns(name))
 
     def _finish(self, metrics: ControllerMetrics) -> Reconciliation:
+        """Stop the senders, keep ticking (phase 0, "draining") until every message sent was
+        received and the queues are empty or ``measure.drain`` passes, then stop receiving."""
         if self.scaler:
             self.scaler.wait()
         self.faults.wait()
         self._event("senders_stop")
         self._all(lambda agent: agent.call("POST", "/stop_senders", {}, timeout_s=60))
-        math = self.math
-        deadline = time.monotonic() + self.scenario.measure.drain
-        snapshots = self._all(lambda agent: agent.call("GET", "/snapshot"))
-        sent = sum(s["sent"] for s in snapshots)
+        stopped = time.monotonic()
+        deadline = stopped + self.scenario.measure.drain
+        planned = max(self.t0 + math.floor(stopped - self.t0), self.t0)
         depth = None
         while time.monotonic() < deadline:
-            elapsed = time.monotonic() - self.t0
-            tick = self._record(math, elapsed, None, metrics, "draining")
+            planned = self._next_tick(planned)
+            tick = self._record(planned, time.monotonic(), None, metrics, "draining")
             depth = self.ticks[-1]["queue_depth"]
-            if tick.totals["received"] >= sent and depth == 0:
+            settled = all(r.seen > stopped for r in self.math.agents.values())
+            if settled and tick.totals["received"] >= tick.totals["sent"] and depth == 0:
                 break
-            if self.stop_requested.is_set() and time.monotonic() > deadline - \
-                    self.scenario.measure.drain + 5:
+            if self.stop_requested.is_set() and time.monotonic() > stopped + 5:
                 break
-            time.sleep(1.0)
         self._event("drained", queue_depth=depth)
         self._all(lambda agent: agent.call("POST", "/stop_receivers", {}, timeout_s=60))
+        self.sampler.close()
+        if self.depth_probe is not None:
+            self.depth_probe.close()
         return self._account()
 
     def _account(self) -> Reconciliation:
@@ -420,19 +537,23 @@ class Controller:
         sent_per_producer = {int(k): v for r in reports for k, v in r["sent"].items()}
         snapshots = self._all(lambda agent: agent.call("GET", "/snapshot"))
         local_duplicates = sum(s["duplicates"] for s in snapshots)
-        queued = self._queue_depth(self.provisioner.settled_queue_depths())
+        settled = self.provisioner.settled_queue_depths()
+        queued = None if settled is None else self._queue_depth(settled)
         confirms = self.scenario.workload.confirms
+        nacked = sum(s["nacked"] for s in snapshots)
         result = reconcile(
             sent=sum(sent_per_producer.values()),
             confirmed=sum(s["confirmed"] for s in snapshots) if confirms else None,
-            nacked=0,  # a nacked publish is published again, so it is not lost
+            nacked=nacked - sum(s.get("nacks_republished", 0) for s in snapshots),
             received_unique=merged.unique,
             duplicates=local_duplicates + merged.cross_duplicates,
             still_queued=queued)
         missing = {pid: merged.missing(pid, n) for pid, n in sent_per_producer.items()}
         extras = {k: sum(s.get(k, 0) for s in snapshots)
                   for k in ("out_of_order", "redelivered", "republished")}
-        extras["nacked_then_republished"] = sum(s["nacked"] for s in snapshots)
+        extras["nacked_total"] = nacked
+        extras["nacked_then_republished"] = sum(s.get("nacks_republished", 0) for s in snapshots)
+        extras["skipped_sends"] = sum(s.get("skipped", 0) for s in snapshots)
         if self.scenario.workload.pattern == "request-reply":
             extras.update({k: sum(s.get(k, 0) for s in snapshots)
                            for k in ("served", "unmatched", "timeouts")},
@@ -482,6 +603,9 @@ class Controller:
             self.manifest["accounting"] = {**asdict(accounting), "explain": accounting.explain()}
         if steps:
             self.manifest["steps"] = [{**asdict(s), "ratio": s.ratio} for s in steps]
+        if self.lateness.lateness_s:
+            self.manifest["sampling"] = {**self.lateness.summary(),
+                                         "deadline_s": TICK_DEADLINE_S}
         self.writer.write_manifest(self.manifest)
 
 
@@ -503,12 +627,17 @@ def _sleep_until(deadline: float, stop: threading.Event) -> None:
         stop.wait(delay)
 
 
-def _cpu_seconds(process) -> float:
-    try:
-        times = psutil.Process(process.pid).cpu_times()
-        return times.user + times.system
-    except (psutil.NoSuchProcess, AttributeError):
-        return 0.0
+def _ok(result: Any) -> Any:
+    """A collected result, or ``None`` for a read that failed or has not arrived."""
+    return None if result is None or isinstance(result, Failed) else result
+
+
+def _host_cpu() -> CpuReading:
+    """This host's busy and total CPU seconds over all cores, now."""
+    times = psutil.cpu_times()
+    total = sum(times)
+    idle = times.idle + getattr(times, "iowait", 0.0)
+    return CpuReading(total - idle, time.monotonic(), total)
 
 
 def _versions() -> dict[str, str]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
+NAN = float("nan")  # Prometheus' value for "unknown this scrape"
+
 # gauge name -> (help, the ViewState attribute it shows, scale to the unit in the name)
 GAUGES = {
     "surge_target_rate": ("planned msg/s, all senders", "target_rate", 1.0),
@@ -29,11 +31,12 @@ class ControllerMetrics:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
 
     def update(self, scenario: str, state) -> None:
-        """Copy a :class:`orchestrator.liveview.ViewState` into the gauges."""
+        """Copy a :class:`orchestrator.liveview.ViewState` into the gauges (NaN where unknown)."""
         for name, (_, attribute, scale) in GAUGES.items():
-            self.gauges[name].labels(scenario).set(getattr(state, attribute) * scale)
+            value = getattr(state, attribute)
+            self.gauges[name].labels(scenario).set(NAN if value is None else value * scale)
         for member, cpu in state.member_cpu.items():
-            self.member_cpu.labels(scenario, member).set(cpu if cpu is not None else 0.0)
+            self.member_cpu.labels(scenario, member).set(NAN if cpu is None else cpu)
 
     def close(self) -> None:
         """Stop serving."""

@@ -23,12 +23,13 @@ class ViewState:
     elapsed_s: float = 0.0
     planned_s: float = 0.0
     target_rate: float = 0.0
-    send_rate: float = 0.0
-    receive_rate: float = 0.0
+    send_rate: float | None = 0.0  # None: a source missed this second (shown as "-")
+    receive_rate: float | None = 0.0
     members_running: int = 0
     member_cpu: dict[str, float | None] = field(default_factory=dict)
-    queue_depth: int = 0
-    p99_ms: float = 0.0
+    queue_depth: int | None = 0
+    p99_ms: float | None = 0.0
+    missing: int = 0  # sources whose reading missed this second's deadline
     errors: int = 0
     reconnects: int = 0
     phase: str = "starting"
@@ -71,13 +72,20 @@ class LiveView:
             self.console.print(message)
 
 
+def figure(value: float | None, spec: str = ",.0f") -> str:
+    """A number for the view, or "-" where it is unknown this second."""
+    return "-" if value is None else format(value, spec)
+
+
 def plain_line(s: ViewState) -> str:
     """One line of progress with units."""
-    cpu = " ".join(f"{v:.0f}%" if v is not None else "-" for v in s.member_cpu.values())
+    cpu = " ".join(figure(v) + "%" if v is not None else "-" for v in s.member_cpu.values())
+    missing = f"  ({s.missing} sources missing)" if s.missing else ""
     return (f"[{s.elapsed_s:6.0f}/{s.planned_s:.0f} s] {s.phase} step {s.step}/{s.steps} "
-            f"target {s.target_rate:,.0f} msg/s  sent {s.send_rate:,.0f} msg/s  "
-            f"received {s.receive_rate:,.0f} msg/s  members {s.members_running} "
-            f"(CPU {cpu})  depth {s.queue_depth:,}  p99 {s.p99_ms:.1f} ms  errors {s.errors}")
+            f"target {s.target_rate:,.0f} msg/s  sent {figure(s.send_rate)} msg/s  "
+            f"received {figure(s.receive_rate)} msg/s  members {s.members_running} "
+            f"(CPU {cpu})  depth {figure(s.queue_depth)}  p99 {figure(s.p99_ms, '.1f')} ms  "
+            f"errors {s.errors}{missing}")
 
 
 def render(s: ViewState):
@@ -88,11 +96,13 @@ def render(s: ViewState):
     for column in ("step", "target msg/s", "sent msg/s", "received msg/s", "achieved",
                    "members", "queue depth", "p99 ms", "errors", "reconnects"):
         table.add_column(column, justify="right")
-    ratio = s.send_rate / s.target_rate if s.target_rate else 1.0
-    style = "green" if ratio >= 0.98 else "yellow" if ratio >= 0.9 else "red"
-    table.add_row(f"{s.step}/{s.steps}", f"{s.target_rate:,.0f}", f"{s.send_rate:,.0f}",
-                  f"{s.receive_rate:,.0f}", Text(f"{ratio:.1%}", style=style),
-                  str(s.members_running), f"{s.queue_depth:,}", f"{s.p99_ms:.1f}",
+    ratio = None if s.send_rate is None else s.send_rate / s.target_rate if s.target_rate \
+        else 1.0
+    style = "dim" if ratio is None else "green" if ratio >= 0.98 else "yellow" \
+        if ratio >= 0.9 else "red"
+    table.add_row(f"{s.step}/{s.steps}", f"{s.target_rate:,.0f}", figure(s.send_rate),
+                  figure(s.receive_rate), Text(figure(ratio, ".1%"), style=style),
+                  str(s.members_running), figure(s.queue_depth), figure(s.p99_ms, ".1f"),
                   str(s.errors), str(s.reconnects))
     cpu = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     names = list(s.member_cpu)
@@ -100,6 +110,8 @@ def render(s: ViewState):
         cpu.add_column(f"{name.split('@')[0]} CPU%", justify="right")
     cpu.add_row(*[f"{v:.1f}" if v is not None else "stopped" for v in s.member_cpu.values()])
     footer = Text(f"{s.last_event}", style="dim")
+    if s.missing:
+        footer.append(f"   {s.missing} sources missed this second", style="yellow")
     if s.metrics_url:
         footer.append(f"   controller metrics: {s.metrics_url}", style="dim")
     return Group(head, table, cpu, footer)

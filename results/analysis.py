@@ -16,7 +16,7 @@ from typing import Any
 from drivers.histogram import LatencyHistogram
 from results.rundir import FORMAT_VERSION, readable_parts
 
-READABLE_VERSIONS = (FORMAT_VERSION - 1, FORMAT_VERSION)
+READABLE_VERSIONS = tuple(range(1, FORMAT_VERSION + 1))
 PERCENTILES = {"p50_ms": 50.0, "p95_ms": 95.0, "p99_ms": 99.0, "p999_ms": 99.9}
 HOURS_PER_MONTH = 730.0
 

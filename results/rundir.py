@@ -22,29 +22,43 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-FORMAT_VERSION = 2  # 2: members carry messages_in and messages_out; 1 had neither
+FORMAT_VERSION = 3
+"""3: every reading is timed at its source: ticks carry lateness_s, depth_age_s, agents_missing,
+read_span_s, broker_missing, skipped/skip_rate, nacked, held; rates and percentiles are null when
+unknown; members carry phase and cpu_interval_s (the interval the CPU% is over) and null (not 0)
+for figures a member did not report; a hosts table holds each host's CPU; agents carry
+monotonic_s. 2: members carry messages_in and messages_out. 1 had neither."""
 
 _HISTOGRAM = [("latency_buckets", pa.list_(pa.int32())), ("latency_counts", pa.list_(pa.int64()))]
+_WHEN = [("t", pa.float64()), ("elapsed_s", pa.float64()), ("phase", pa.int32())]
 
 SCHEMAS: dict[str, pa.Schema] = {
     "ticks": pa.schema([
-        ("t", pa.float64()), ("elapsed_s", pa.float64()), ("phase", pa.int32()),
+        *_WHEN, ("lateness_s", pa.float64()),
         ("target_rate", pa.float64()), ("send_rate", pa.float64()),
         ("receive_rate", pa.float64()), ("confirm_rate", pa.float64()),
+        ("skip_rate", pa.float64()),
         ("sent", pa.int64()), ("received", pa.int64()), ("confirmed", pa.int64()),
+        ("nacked", pa.int64()), ("skipped", pa.int64()),
         ("errors", pa.int64()), ("reconnects", pa.int64()), ("connections", pa.int64()),
+        ("held", pa.int64()), ("senders_done", pa.int64()),
         ("members_running", pa.int32()), ("queue_depth", pa.int64()),
+        ("depth_age_s", pa.float64()), ("agents_missing", pa.int32()),
+        ("read_span_s", pa.float64()), ("broker_missing", pa.bool_()),
         ("latency_p50_ms", pa.float64()), ("latency_p99_ms", pa.float64()),
         ("host_cpu_percent", pa.float64()), *_HISTOGRAM]),
     "members": pa.schema([
-        ("t", pa.float64()), ("elapsed_s", pa.float64()), ("member", pa.string()),
-        ("running", pa.bool_()), ("cpu_percent", pa.float64()),
+        *_WHEN, ("member", pa.string()),
+        ("running", pa.bool_()), ("cpu_percent", pa.float64()), ("cpu_interval_s", pa.float64()),
         ("cpu_quota_cores", pa.float64()), ("connections", pa.int64()),
         ("messages_in", pa.int64()), ("messages_out", pa.int64())]),
+    "hosts": pa.schema([
+        *_WHEN, ("host", pa.string()), ("cpu_percent", pa.float64()),
+        ("cpu_interval_s", pa.float64())]),
     "agents": pa.schema([
-        ("t", pa.float64()), ("elapsed_s", pa.float64()), ("agent", pa.int32()),
+        *_WHEN, ("agent", pa.int32()), ("monotonic_s", pa.float64()),
         ("sent", pa.int64()), ("received", pa.int64()), ("errors", pa.int64()),
-        ("reconnects", pa.int64()), ("cpu_percent", pa.float64()),
+        ("reconnects", pa.int64()), ("skipped", pa.int64()), ("cpu_percent", pa.float64()),
         ("cpu_seconds", pa.float64()), *_HISTOGRAM]),
 }
 

@@ -41,24 +41,41 @@ class Member:
 
 
 @dataclass(frozen=True)
+class CpuReading:
+    """Cumulative CPU seconds of a member (or busy seconds of a host) at ``at``, a monotonic
+    time on the clock of the host that took the reading; for hosts, ``capacity`` is the CPU
+    seconds available up to ``at`` over all cores, so a busy delta over a capacity delta is a
+    share of the whole host."""
+
+    seconds: float
+    at: float
+    capacity: float | None = None
+
+
+@dataclass(frozen=True)
 class MemberSample:
-    """A member's counters at one instant; rates are derived by the controller."""
+    """What was read about one member in one tick; ``None`` is unknown (not asked, not answered
+    in time, or left out by the broker), never zero. Rates are derived by the controller."""
 
     name: str
     running: bool
-    cpu_seconds: float | None
+    cpu: CpuReading | None
     cpu_quota_cores: float | None
     connections: int | None = None
-    messages_in: int | None = None  # published to the queues it leads, cumulative
-    messages_out: int | None = None  # delivered from the queues it leads, cumulative
+    messages_in: int | None = None  # published through this member, cumulative
+    messages_out: int | None = None  # delivered through this member, cumulative
+    unacknowledged: int | None = None  # its channels' deliveries awaiting an ack, now
 
 
 @dataclass(frozen=True)
 class BrokerSample:
-    """One scrape of the whole cluster."""
+    """One scrape of the whole cluster: its members, the CPU of the hosts they run on (SSH
+    placements; empty where the members share the controller's host), and queue depths where
+    the broker's own metrics give them (``None``: not from this source)."""
 
     members: list[MemberSample]
-    queue_depths: dict[str, int] = field(default_factory=dict)
+    queue_depths: dict[str, int] | None = None
+    hosts: dict[str, CpuReading | None] = field(default_factory=dict)
 
 
 class Provisioner(Protocol):
@@ -83,10 +100,12 @@ class Provisioner(Protocol):
         (fault injection)."""
 
     def sample(self) -> BrokerSample:
-        """CPU, connections and queue depths now (depths may lag by a statistics interval)."""
+        """Member CPU (each reading stamped when it was taken), connections and messages per
+        member, broker hosts' CPU; fast, and never blocked by one slow member for long."""
 
-    def settled_queue_depths(self) -> dict[str, int]:
-        """Exact messages per queue, read from the queues themselves, for the final accounting."""
+    def settled_queue_depths(self) -> dict[str, int] | None:
+        """Exact messages per queue, read from the queues themselves, for the final accounting;
+        ``None`` where this placement has no way to read them (unknown, not empty)."""
 
     def down(self) -> list[str]:
         """Stop everything this provisioner started and remove its state; says what it did."""

@@ -133,7 +133,7 @@ def test_export_is_compressed_little_endian_bitmap():
     assert len(export[4]) < 5000 // 8
 
 
-_HEAD = "sent 1000 = received {} + queued {} + lost {} (broker nacked {})"
+_HEAD = "sent 1000 = received {} + queued {} + lost {} (nacked, not republished {})"
 
 
 # inputs: (sent, confirmed, nacked, received_unique, duplicates, still_queued)
@@ -169,7 +169,7 @@ _HEAD = "sent 1000 = received {} + queued {} + lost {} (broker nacked {})"
         (
             (1000, None, 0, 1000, 0, 3),
             (0, 3, False),
-            "sent 1000 < received 1000 + queued 3 (broker nacked 0): "
+            "sent 1000 < received 1000 + queued 3 (nacked, not republished 0): "
             "3 more messages received or queued than sent and not nacked",
         ),
         (
@@ -190,7 +190,7 @@ _HEAD = "sent 1000 = received {} + queued {} + lost {} (broker nacked {})"
         (
             (0, 0, 0, 0, 0, 0),
             (0, 0, True),
-            "sent 0 = received 0 + queued 0 + lost 0 (broker nacked 0): balanced",
+            "sent 0 = received 0 + queued 0 + lost 0 (nacked, not republished 0): balanced",
         ),
     ],
 )
@@ -207,7 +207,8 @@ def test_reconcile_spec_example():
         sent=1000, confirmed=None, nacked=0, received_unique=990, duplicates=0, still_queued=5
     )
     assert r.explain() == (
-        "sent 1000 = received 990 + queued 5 + lost 5 (broker nacked 0): 5 messages unaccounted for"
+        "sent 1000 = received 990 + queued 5 + lost 5 (nacked, not republished 0): "
+        "5 messages unaccounted for"
     )
 
 
@@ -216,7 +217,7 @@ def test_reconcile_combines_problems():
         sent=100, confirmed=90, nacked=0, received_unique=95, duplicates=2, still_queued=0
     )
     assert r.explain() == (
-        "sent 100 = received 95 + queued 0 + lost 5 (broker nacked 0): "
+        "sent 100 = received 95 + queued 0 + lost 5 (nacked, not republished 0): "
         "5 messages unaccounted for; 2 duplicate deliveries; 10 sends neither confirmed nor nacked"
     )
 
@@ -229,3 +230,9 @@ def test_reconcile_rejects_negative(field):
     args[field] = -1
     with pytest.raises(ValueError, match=field):
         reconcile(**args)
+
+
+def test_unknown_queue_depths_leave_loss_unknown():
+    r = reconcile(100, None, 0, 90, 0, None)
+    assert (r.still_queued, r.lost, r.balanced) == (None, None, False)
+    assert "still queued unknown" in r.explain() and "loss is unknown" in r.explain()

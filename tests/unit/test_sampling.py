@@ -1,37 +1,120 @@
+"""The tick arithmetic with fake time: every rate is its source's delta over its own interval."""
+
 import pytest
 
 from drivers.histogram import LatencyHistogram
-from orchestrator.sampling import TickMath
-from topologies.base import BrokerSample, MemberSample
+from orchestrator.sampling import AgentReading, TickMath, Timeliness, quantiles, rate
+from topologies.base import CpuReading, MemberSample
 
 
-def snap(sent, received, latencies=()):
+def agent(index, at, sent, received, latencies=(), seen=None, cpu=None):
     histogram = LatencyHistogram()
     for value in latencies:
         histogram.record(value)
-    return {"sent": sent, "received": received, "confirmed": 0, "errors": 0, "reconnects": 0,
-            "connections": 2, "latency": histogram.to_dict()}
+    snapshot = {"monotonic_s": at, "sent": sent, "received": received, "connections": 2,
+                "latency": histogram.to_dict(), "cpu_seconds": cpu}
+    return AgentReading.from_snapshot(index, snapshot, seen if seen is not None else at)
 
 
-def broker(cpu):
-    return BrokerSample([MemberSample("m0", cpu is not None, cpu, 0.5)], {"q": 0})
+def member(cpu_seconds, at, running=True, name="m0"):
+    reading = CpuReading(cpu_seconds, at) if cpu_seconds is not None else None
+    return MemberSample(name, running, reading, 0.5)
 
 
-def test_rates_from_cumulative_counters_across_agents():
+def test_rates_are_each_agents_delta_over_its_own_interval():
     math = TickMath()
-    math.step(1.0, [snap(100, 90), snap(100, 100)], broker(1.0), {0: 1.0})
-    tick = math.step(3.0, [snap(500, 400, [1000, 2000]), snap(300, 300, [3000])],
-                     broker(2.0), {0: 1.5})
-    assert tick.rates["sent"] == pytest.approx((800 - 200) / 2)
-    assert tick.rates["received"] == pytest.approx((700 - 190) / 2)
-    assert tick.member_cpu_percent["m0"] == pytest.approx(50.0)
-    assert tick.agent_cpu_percent[0] == pytest.approx(25.0)
-    assert tick.latency.count == 3
-    assert tick.totals["connections"] == 4
+    math.step(1.0, {0: agent(0, 10.0, 100, 90), 1: agent(1, 500.0, 100, 100)})
+    # agent 0 was read 1.25 s after its previous reading, agent 1 only 0.5 s after
+    tick = math.step(2.0, {0: agent(0, 11.25, 600, 590, [1000, 2000]),
+                           1: agent(1, 500.5, 300, 300, [3000])})
+    assert tick.rates["sent"] == pytest.approx(500 / 1.25 + 200 / 0.5)
+    assert tick.rates["received"] == pytest.approx(500 / 1.25 + 200 / 0.5)
+    assert tick.totals["sent"] == 900 and tick.totals["connections"] == 4
+    assert tick.latency.count == 3 and tick.agents_missing == 0
 
 
-def test_stopped_member_has_no_cpu_figure():
+def test_a_late_tick_does_not_inflate_the_rate():
+    """The old bug: a tick firing 0.16 s after a slow one divided a whole second's messages by
+    0.16 s. Readings timed at the source give the true rate whatever the tick times."""
     math = TickMath()
-    math.step(1.0, [snap(0, 0)], broker(1.0), {})
-    assert math.step(2.0, [snap(0, 0)], broker(None), {}).member_cpu_percent["m0"] is None
-    assert math.step(3.0, [snap(0, 0)], broker(5.0), {}).member_cpu_percent["m0"] is None
+    math.step(64.0, {0: agent(0, 100.00, 0, 0)})
+    math.step(65.94, {0: agent(0, 100.95, 4000, 4000)})  # the scrape itself was on time
+    tick = math.step(66.10, {0: agent(0, 101.95, 8000, 8000)})
+    assert tick.rates["received"] == pytest.approx(4000.0)
+
+
+def test_a_missing_agent_makes_the_total_unknown_then_spans_the_gap():
+    math = TickMath()
+    math.step(1.0, {0: agent(0, 1.0, 0, 0), 1: agent(1, 1.0, 0, 0)})
+    missed = math.step(2.0, {0: agent(0, 2.0, 1000, 1000), 1: None})
+    assert missed.rates["sent"] is None and missed.agents_missing == 1
+    assert missed.totals["sent"] == 1000  # the last known counts, flagged by agents_missing
+    back = math.step(3.0, {0: agent(0, 3.0, 2000, 2000), 1: agent(1, 3.05, 2050, 2050)})
+    assert back.rates["sent"] == pytest.approx(1000 + 2050 / 2.05)
+
+
+def test_jittered_readings_still_sum_to_the_true_rate():
+    math = TickMath()
+    true_rate, at = 1500.0, 0.0
+    math.step(0.0, {0: agent(0, 0.0, 0, 0)})
+    for k, jitter in enumerate([0.3, -0.2, 0.45, 0.05, -0.4], start=1):
+        at_next = k + jitter * 0.5
+        tick = math.step(float(k), {0: agent(0, at_next, int(true_rate * at_next),
+                                             int(true_rate * at_next))})
+        assert tick.rates["sent"] == pytest.approx(true_rate, rel=0.01)
+        at = at_next
+    assert at > 0
+
+
+def test_member_cpu_is_over_the_reading_interval_and_never_above_the_quota():
+    math = TickMath()
+    math.step(1.0, {}, [member(10.0, 100.0)])
+    # a quarter-core member read 1.6 s later (its host was busy): 0.4 s CPU is 25 %, not 40 %
+    tick = math.step(2.0, {}, [member(10.4, 101.6)])
+    assert tick.member_cpu_percent["m0"] == pytest.approx(25.0)
+    assert tick.member_cpu_interval_s["m0"] == pytest.approx(1.6)
+
+
+def test_member_cpu_unknown_when_unread_stopped_or_restarted():
+    math = TickMath()
+    math.step(1.0, {}, [member(5.0, 1.0)])
+    assert math.step(2.0, {}, [member(None, 2.0)]).member_cpu_percent["m0"] is None
+    # the next reading spans the gap over its true length
+    assert math.step(3.0, {}, [member(6.0, 3.0)]).member_cpu_percent["m0"] == pytest.approx(50)
+    assert math.step(4.0, {}, [member(7.0, 4.0, running=False)]).member_cpu_percent["m0"] is None
+    assert math.step(5.0, {}, [member(0.2, 5.0)]).member_cpu_percent["m0"] is None  # restarted
+
+
+def test_host_cpu_is_busy_over_capacity_of_the_whole_host():
+    math = TickMath()
+    math.step(1.0, {}, hosts={"h": CpuReading(100.0, 50.0, 400.0)})
+    tick = math.step(2.0, {}, hosts={"h": CpuReading(101.0, 51.0, 402.0), "g": None})
+    assert tick.host_cpu_percent == {"h": pytest.approx(50.0), "g": None}
+
+
+def test_agent_cpu_from_its_own_process_time():
+    math = TickMath()
+    math.step(1.0, {0: agent(0, 10.0, 0, 0, cpu=3.0)})
+    tick = math.step(2.0, {0: agent(0, 12.0, 0, 0, cpu=4.0)})
+    assert tick.agent_cpu_percent[0] == pytest.approx(50.0)
+
+
+@pytest.mark.parametrize("previous, previous_at, now, at, expected", [
+    (None, None, 5, 1.0, (None, None)),       # no earlier reading
+    (10, 1.0, 20, 1.0005, (None, None)),     # too close to divide
+    (10, 1.0, 5, 2.0, (None, None)),         # the counter restarted
+    (10, 1.0, 30, 3.0, (10.0, 2.0)),
+])
+def test_rate_table(previous, previous_at, now, at, expected):
+    assert rate(previous, previous_at, now, at) == expected
+
+
+def test_timeliness_summary():
+    timeliness = Timeliness()
+    for late, age in [(0.001, 0.1), (0.002, None), (0.5, 0.3)]:
+        timeliness.add(late, age)
+    timeliness.skipped = 1
+    summary = timeliness.summary()
+    assert summary["tick_lateness_s"] == {"count": 3, "p50": 0.002, "p99": 0.5, "max": 0.5}
+    assert summary["depth_age_s"]["count"] == 2 and summary["ticks_skipped"] == 1
+    assert quantiles([])["p50"] is None

@@ -134,16 +134,16 @@ class NativeHaProvisioner:
     def sample(self) -> BrokerSample:
         """Which members run now. CPU, connections and queue depths are not read here: they
         come from IBM's ``mq_prometheus`` exporter of each queue manager
-        (:mod:`topologies.mq.metrics`), so ``cpu_seconds`` is None and there are no depths."""
-        return BrokerSample([MemberSample(name=m.name, running=m.running, cpu_seconds=None,
+        (:mod:`topologies.mq.metrics`), so CPU and depths are unknown here."""
+        return BrokerSample([MemberSample(name=m.name, running=m.running, cpu=None,
                                           cpu_quota_cores=self.topology.cpu_per_member)
                              for m in self.status()])
 
-    def settled_queue_depths(self) -> dict[str, int]:
-        """Empty: the Kubernetes API knows nothing of queue depths, and without the exporter (or
-        an MQI connection to each active instance) there is nowhere to read them from, so the
-        final accounting reports the messages still queued as unknown."""
-        return {}
+    def settled_queue_depths(self) -> dict[str, int] | None:
+        """Unknown (``None``): the Kubernetes API knows nothing of queue depths, and without the
+        exporter (or an MQI connection to each active instance) there is nowhere to read them
+        from, so the final accounting reports the messages still queued as unknown."""
+        return None
 
     def down(self) -> list[str]:
         """Delete the QueueManagers this topology labelled as its own and the ConfigMap, then

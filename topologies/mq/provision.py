@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs import TopologySpec
-from topologies.base import BrokerSample, Member, MemberSample
+from topologies.base import BrokerSample, CpuReading, Member, MemberSample
 from topologies.mq import metrics, uniform
 from topologies.mq.uniform import QueueManager
 
@@ -155,8 +155,8 @@ class UniformClusterProvisioner:
                 for queue, depth in reading.depths.items():
                     depths[queue] = depths.get(queue, 0) + depth
             members.append(MemberSample(
-                member.name, running, self._cpu_seconds.get(qm.name) if cpu is not
-                None else None, self.topology.cpu_per_member,
+                member.name, running, CpuReading(self._cpu_seconds[qm.name], now)
+                if cpu is not None else None, self.topology.cpu_per_member,
                 connections=reading.connections if reading else None))
         return BrokerSample(members, depths)
 

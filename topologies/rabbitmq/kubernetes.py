@@ -41,7 +41,7 @@ from orchestrator.specs import TopologySpec
 from topologies.base import BrokerSample, Member
 from topologies.kube import EXISTS, MISSING, api_call, load_kubernetes
 from topologies.rabbitmq import node
-from topologies.rabbitmq.management import Management, broker_sample
+from topologies.rabbitmq.management import Management, management_stats
 from topologies.rabbitmq.manifests import (
     AMQP_PORT,
     GROUP,
@@ -56,6 +56,7 @@ from topologies.rabbitmq.manifests import (
     kubernetes_of,
     render,
 )
+from topologies.rabbitmq.sample import broker_sample
 
 
 class OperatorManagement(Management):
@@ -201,7 +202,7 @@ class RabbitKubernetesProvisioner:
 
     def sample(self) -> BrokerSample:
         """Which members run, and from the management API (where a member answers) connections
-        and messages moved per member and queue depths. ``cpu_seconds`` is None: the pods' CPU
+        and messages moved per member. CPU is unknown: the pods' CPU
         is the kubelet's to report (metrics-server, Prometheus), not the API server's."""
         members = self.status()
         running = [m for m in members if m.running]
@@ -209,7 +210,8 @@ class RabbitKubernetesProvisioner:
             api = self._api(running[0].index) if running else None
         except ProvisionError:
             api = None
-        return broker_sample(members, api, lambda member: None, self.topology.cpu_per_member)
+        return broker_sample(members, lambda member: None, self.topology.cpu_per_member,
+                             stats=management_stats(api))
 
     def settled_queue_depths(self) -> dict[str, int]:
         """Messages per queue from the queue processes themselves (``rabbitmqctl list_queues``

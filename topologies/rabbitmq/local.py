@@ -25,10 +25,11 @@ import psutil
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs import TopologySpec
-from topologies.base import BrokerSample, Member
+from topologies.base import BrokerSample, CpuReading, Member
 from topologies.cgroups import BOOT_SHARES, CpuCgroup
 from topologies.rabbitmq import node
-from topologies.rabbitmq.management import Management, broker_sample
+from topologies.rabbitmq.management import Management
+from topologies.rabbitmq.sample import broker_sample
 
 log = logging.getLogger(__name__)
 
@@ -161,20 +162,18 @@ class LocalRabbitMQ:
         return Management(HOST, running[0].management_port)
 
     def sample(self) -> BrokerSample:
-        """CPU seconds, connections and messages moved per member, and queue depths, now."""
+        """Per member its CPU seconds (its cgroup's, else its processes'), stamped when read,
+        and its connections and messages from its own Prometheus endpoint."""
         state = self._read_state()
-        members = self.status(state)
-        try:
-            api = self.management(members)
-        except ProvisionError:
-            api = None
 
-        def cpu(member: Member) -> float | None:
+        def cpu(member: Member) -> CpuReading | None:
             entry = state["members"].get(str(member.index), {})
             group = CpuCgroup.at(entry["cgroup"]) if entry.get("cgroup") else None
             seconds = group.cpu_seconds() if group else None
-            return seconds if seconds is not None else _tree_cpu_seconds(member.pid)
-        return broker_sample(members, api, cpu, self.topology.cpu_per_member)
+            if seconds is None:
+                seconds = _tree_cpu_seconds(member.pid)
+            return None if seconds is None else CpuReading(seconds, time.monotonic())
+        return broker_sample(self.status(state), cpu, self.topology.cpu_per_member)
 
     def settled_queue_depths(self) -> dict[str, int]:
         """Messages (ready + unacknowledged) per queue, asked of the queue processes themselves:

@@ -13,7 +13,8 @@ from typing import Any
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs import QueueSpec
-from topologies.base import BrokerSample, Member, MemberSample
+from topologies.base import Member
+from topologies.rabbitmq.prometheus import NodeStats
 
 _AUTH = "Basic " + base64.b64encode(b"guest:guest").decode()
 
@@ -79,27 +80,21 @@ class Management:
         return [row["name"] for row in rows if row.get("running")]
 
 
-def broker_sample(members: list[Member], api: Management | None,
-                  cpu_seconds: Callable[[Member], float | None],
-                  quota_cores: float | None) -> BrokerSample:
-    """One sample of a RabbitMQ cluster: per member its CPU seconds (``cpu_seconds`` of a
-    running member), connections and the messages the queues it leads moved, from the
-    management API of a running member; queue depths. The API being unreachable leaves those
-    figures unknown instead of failing the tick."""
+def management_stats(api: Management | None) -> Callable[[Member], NodeStats | None]:
+    """Per member its connections and the messages the queues it leads moved, from one call of
+    the management API of a running member (unacknowledged deliveries are not known per node
+    there: ``None``). A member the answer leaves out (its statistics not
+    in yet, or busy) is unknown, never zero; so is every member if the API does not answer."""
     try:
         connections = api.connections_per_node() if api else None
-        depths, messages = api.queues() if api else ({}, None)
+        _, messages = api.queues() if api else ({}, None)
     except ProvisionError:
-        connections, depths, messages = None, {}, None
-    samples = []
-    for member in members:
-        # A serving member that leads no queue has moved no messages; unknown if unasked.
-        counts = messages.get(member.name, (0, 0)) if messages is not None and member.running \
-            else (None, None)
-        samples.append(MemberSample(
-            name=member.name, running=member.running,
-            cpu_seconds=cpu_seconds(member) if member.running else None,
-            cpu_quota_cores=quota_cores,
-            connections=connections.get(member.name, 0) if connections is not None else None,
-            messages_in=counts[0], messages_out=counts[1]))
-    return BrokerSample(samples, depths)
+        connections, messages = None, None
+
+    def stats(member: Member) -> NodeStats | None:
+        if connections is None or messages is None or member.name not in connections \
+                or member.name not in messages:
+            return None
+        published, delivered = messages[member.name]
+        return NodeStats(connections[member.name], published, delivered, None)
+    return stats

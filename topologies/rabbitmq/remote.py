@@ -21,10 +21,11 @@ from pathlib import Path
 from orchestrator.errors import ProvisionError
 from orchestrator.hostspecs import HostSpec
 from orchestrator.specs import TopologySpec
-from topologies.base import BrokerSample, Member
+from topologies.base import BrokerSample, CpuReading, Member
 from topologies.rabbitmq import node
 from topologies.rabbitmq.local import default_state_root
-from topologies.rabbitmq.management import Management, broker_sample
+from topologies.rabbitmq.management import Management
+from topologies.rabbitmq.sample import broker_sample
 
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
@@ -43,7 +44,6 @@ class SshRabbitMQ:
         self.epmd_port = topology.port_base + 30000
         self.state_file = (state_root or default_state_root()) / f"{topology.name}.ssh.json"
         self._sessions: dict[str, object] = {}
-        self._ticks: dict[str, int] = {}
         self.warnings: list[str] = []
 
     # -- the provisioner interface ------------------------------------------------------------
@@ -96,14 +96,13 @@ class SshRabbitMQ:
         self._save_member(index, pid=None)
 
     def sample(self) -> BrokerSample:
-        """CPU seconds per member (from /proc on its host), connections, messages and depths
-        (from the management API)."""
+        """Per member its CPU seconds and per broker host its CPU (from /proc on the host,
+        stamped with the host's uptime clock), connections and messages from each member's
+        Prometheus endpoint."""
         members = self.status()
-        running = [m for m in members if m.running]
-        api = Management(running[0].host, running[0].management_port) if running else None
-        cpu = self._cpu_seconds(running)
-        return broker_sample(members, api, lambda m: cpu.get(m.index),
-                             self.topology.cpu_per_member)
+        cpu, hosts = self._cpu_readings([m for m in members if m.running])
+        return broker_sample(members, lambda m: cpu.get(m.index), self.topology.cpu_per_member,
+                             hosts=hosts)
 
     def settled_queue_depths(self) -> dict[str, int]:
         """Exact depths from ``rabbitmqctl list_queues`` on a running member's host."""
@@ -232,22 +231,32 @@ class SshRabbitMQ:
                               "true")
         return {int(p) for p in out.split()}
 
-    def _cpu_seconds(self, running: list[Member]) -> dict[int, float]:
-        """utime + stime of each running member's VM, from /proc on its host."""
-        cpu = {}
+    def _cpu_readings(self, running: list[Member]
+                      ) -> tuple[dict[int, CpuReading], dict[str, CpuReading | None]]:
+        """utime + stime of each running member's VM, and each broker host's busy and total
+        CPU time, with the host's uptime as the time of the reading: one command per host."""
+        cpu: dict[int, CpuReading] = {}
+        hosts: dict[str, CpuReading | None] = {}
         for host in self._broker_hosts():
             mine = [m for m in running if self.placement[m.index].name == host.name and m.pid]
-            if not mine:
-                continue
-            ticks = self._ticks.get(host.name) or int(self._run(host, "getconf CLK_TCK"))
-            self._ticks[host.name] = ticks
             listed = " ".join(str(m.pid) for m in mine)
-            out = self._run(host, f"for p in {listed}; do echo $p $(cut -d' ' -f14,15 "
-                                  f"/proc/$p/stat 2>/dev/null); done")
+            try:
+                out = self._run(host, "getconf CLK_TCK; cut -d' ' -f1 /proc/uptime; "
+                                      "head -1 /proc/stat; "
+                                      f"for p in {listed}; do echo $p $(cut -d' ' -f14,15 "
+                                      f"/proc/$p/stat 2>/dev/null); done")
+                lines = out.splitlines()
+                ticks, at = int(lines[0]), float(lines[1])
+                fields = [int(v) for v in lines[2].split()[1:9]]  # user .. steal
+            except (ProvisionError, ValueError, IndexError):
+                hosts[host.name] = None
+                continue
+            idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+            hosts[host.name] = CpuReading((sum(fields) - idle) / ticks, at, sum(fields) / ticks)
             by_pid = {int(f[0]): (int(f[1]) + int(f[2])) / ticks
-                      for f in (line.split() for line in out.splitlines()) if len(f) == 3}
-            cpu.update({m.index: by_pid[m.pid] for m in mine if m.pid in by_pid})
-        return cpu
+                      for f in (line.split() for line in lines[3:]) if len(f) == 3}
+            cpu.update({m.index: CpuReading(by_pid[m.pid], at) for m in mine if m.pid in by_pid})
+        return cpu, hosts
 
     def _stop_pid(self, host: HostSpec, pid: int, kill: bool) -> None:
         self._run(host, f"kill -{'KILL' if kill else 'TERM'} {int(pid)} 2>/dev/null; true")

@@ -1,0 +1,24 @@
+"""The controller's reader of exact queue depths, for the brokers that offer one."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class DepthProbe(Protocol):
+    """Reads the messages ready in each queue from the queues themselves."""
+
+    def read(self) -> tuple[dict[str, int], float]:
+        """``({queue: ready messages}, monotonic time of the reading)``."""
+
+    def close(self) -> None:
+        """Let go of the connection."""
+
+
+def depth_probe(broker: str, endpoints: list[str], queues: list[str]) -> DepthProbe | None:
+    """A probe for ``broker`` (RabbitMQ: passive declares over AMQP), or ``None`` where the
+    depths come from the broker's own metrics instead (IBM MQ's exporter)."""
+    if broker == "rabbitmq":
+        from drivers.amqp_probe import QueueDepthProbe
+        return QueueDepthProbe(endpoints, queues)
+    return None

@@ -1,0 +1,63 @@
+"""A member's own figures from its ``rabbitmq_prometheus`` endpoint.
+
+Each member answers for itself, from counters it keeps current (not from the management
+statistics database, which is refreshed every few seconds and leaves out nodes that are slow to
+report), so one member's silence makes only that member's figures unknown.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+SCRAPE_TIMEOUT_S = 0.5
+_WANTED = {"rabbitmq_connections": "connections",
+           "rabbitmq_global_messages_received": "received",
+           "rabbitmq_global_messages_delivered": "delivered",
+           "rabbitmq_global_messages_delivered_consume_manual_ack": "manual",
+           "rabbitmq_global_messages_delivered_get_manual_ack": "manual",
+           "rabbitmq_global_messages_acknowledged": "acknowledged"}
+
+
+@dataclass(frozen=True)
+class NodeStats:
+    """One member's client connections, the messages published into and delivered out of it
+    (cumulative, summed over protocols and queue types), and the deliveries its channels made
+    that wait for an acknowledgement now. A delivery requeued by a closed channel stays in
+    ``unacknowledged`` (the broker keeps no counter of requeues), so after reconnects it is an
+    upper bound."""
+
+    connections: int
+    received: int
+    delivered: int
+    unacknowledged: int | None
+
+
+def node_stats(url: str, timeout_s: float = SCRAPE_TIMEOUT_S) -> NodeStats | None:
+    """Scrape ``url`` (a member's ``/metrics``); ``None`` if it does not answer in time or
+    lacks the figures (unknown, not zero)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            text = response.read().decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    return parse_node_stats(text)
+
+
+def parse_node_stats(text: str) -> NodeStats | None:
+    """The figures of :class:`NodeStats` from Prometheus text; ``None`` if any is absent."""
+    found: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        key = _WANTED.get(family.name)
+        if key is None:
+            continue
+        for sample in family.samples:
+            if sample.name in (family.name, family.name + "_total"):
+                found[key] = found.get(key, 0.0) + sample.value
+    if set(found) != set(_WANTED.values()):
+        return None
+    return NodeStats(int(found["connections"]), int(found["received"]), int(found["delivered"]),
+                     max(0, int(found["manual"] - found["acknowledged"])))
