@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from orchestrator.specs import ScenarioSpec, TopologySpec
 from results import timeline
 from results.rundir import RunWriter, new_run_id
 from results.steptable import StepRow, drain_row, step_rows
-from topologies.base import BrokerSample, CpuReading
+from topologies.base import BrokerSample, CpuReading, MemberSample
 from topologies.factory import provisioner_for
 
 CLOCK_TOLERANCE_MS = 2.0  # host clocks possibly further apart: cross-host latency is unreliable
@@ -92,6 +92,7 @@ class Controller:
         self.broker: BrokerSample | None = None
         self.depth: DepthReading | None = None
         self.tick_broker: BrokerSample | None = None  # this tick's sample (None: missed)
+        self.tick_members: list[MemberSample] = []  # this tick's view of each member
         self.depth_probe = None
         self.queue_spec = topology.queue(scenario.workload.queue)
         scaling = scenario.scaling
@@ -315,6 +316,10 @@ class Controller:
                 time.monotonic())
             for agent in self.agents}
         sources["broker"] = self.provisioner.sample
+        member_stats = getattr(self.provisioner, "member_stats", None)
+        if member_stats is not None:
+            sources.update({f"stats:{i}": lambda i=i: member_stats(self.provisioner.member(i))
+                            for i in range(self.topology.members)})
         sources["host"] = _host_cpu
         self.depth_probe = depth_probe(self.topology.broker, [
             m.endpoint for m in self.provisioner.status()], self._queue_names())
@@ -337,11 +342,34 @@ class Controller:
         self.tick_broker = broker
         if broker is not None:
             self.broker = broker
+        self.tick_members = self._members_now(broker, results)
         self.depth = _ok(results.get("depth"))
         host = _ok(results.get("host"))
         hosts = {CONTROLLER_HOST: host, **(broker.hosts if broker else {})}
-        members = broker.members if broker else []
-        return self.math.step(time.monotonic() - self.t0, agents, members, hosts)
+        return self.math.step(time.monotonic() - self.t0, agents, self.tick_members, hosts)
+
+    def _members_now(self, broker: BrokerSample | None, results: dict[str, Any]
+                     ) -> list[MemberSample]:
+        """Each member as this tick saw it: from this tick's broker sample (or, if it missed,
+        the last one's running flags with every figure unknown), with the figures each member
+        gave of itself this tick where the provisioner asks members one by one."""
+        if broker is not None:
+            members = broker.members
+        elif self.broker is not None:
+            members = [MemberSample(m.name, m.running, None, m.cpu_quota_cores)
+                       for m in self.broker.members]
+        else:
+            return []
+        if not any(key.startswith("stats:") for key in self.sampler.sources):
+            return members
+        out = []
+        for index, member in enumerate(members):
+            stats = _ok(results.get(f"stats:{index}")) if member.running else None
+            out.append(replace(member, connections=stats.connections if stats else None,
+                               messages_in=stats.messages_in if stats else None,
+                               messages_out=stats.messages_out if stats else None,
+                               unacknowledged=stats.unacknowledged if stats else None))
+        return out
 
     def _active(self, phase: plans.Phase) -> int:
         """Senders publishing in ``phase``."""
@@ -406,6 +434,7 @@ class Controller:
                                          "errors", "reconnects", "connections", "held",
                                          "senders_done")},
                "members_running": running, "queue_depth": depth, "depth_age_s": age,
+               "backlog": totals["sent"] - totals["received"],
                "agents_missing": tick.agents_missing, "read_span_s": self._read_span(tick),
                "broker_missing": broker is None,
                "latency_p50_ms": latency.percentile(50) / 1000 if latency.count else None,
@@ -414,14 +443,13 @@ class Controller:
                "latency_buckets": list(buckets), "latency_counts": list(buckets.values())}
         self.ticks.append(row)
         self.writer.row("ticks", row)
-        for member in self.broker.members if self.broker else []:
+        for member in self.tick_members:
             member_row = {**stamp, "member": member.name, "running": member.running,
                           "cpu_percent": tick.member_cpu_percent.get(member.name),
                           "cpu_interval_s": tick.member_cpu_interval_s.get(member.name),
                           "cpu_quota_cores": member.cpu_quota_cores,
-                          **({"connections": member.connections,
-                              "messages_in": member.messages_in,
-                              "messages_out": member.messages_out} if broker else {})}
+                          "connections": member.connections, "messages_in": member.messages_in,
+                          "messages_out": member.messages_out}
             self.member_rows.append(member_row)
             self.writer.row("members", member_row)
         for host, percent in tick.host_cpu_percent.items():
@@ -470,8 +498,7 @@ class Controller:
         seconds. Unknown (``None``) when either was not read in time."""
         if self.depth is not None:
             ready = sum(n for name, n in self.depth.ready.items() if self.queue_spec.owns(name))
-            unacked = [m.unacknowledged for m in self.tick_broker.members if m.running] \
-                if self.tick_broker else [None]
+            unacked = [m.unacknowledged for m in self.tick_members if m.running] or [None]
             if None in unacked:
                 return None, None
             return ready + sum(unacked), time.monotonic() - self.depth.at
@@ -518,7 +545,7 @@ class Controller:
             tick = self._record(planned, time.monotonic(), None, metrics, "draining")
             depth = self.ticks[-1]["queue_depth"]
             settled = all(r.seen > stopped for r in self.math.agents.values())
-            if settled and tick.totals["received"] >= tick.totals["sent"] and depth == 0:
+            if settled and tick.totals["received"] >= tick.totals["sent"] and not depth:
                 break
             if self.stop_requested.is_set() and time.monotonic() > stopped + 5:
                 break

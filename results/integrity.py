@@ -5,10 +5,13 @@ Pure functions of recorded rows (ticks and members as dicts), so the controller,
 
 - **CPU above quota**: a serving member's CPU% above its cgroup quota by more than the CFS
   period can explain (``QUOTA_SLACK`` x quota + ``QUOTA_POINTS`` points).
-- **Received more than was there**: between two ticks, receivers got more messages than the
-  queue held at the first tick plus what senders sent in between (counts, not rates), beyond
+- **Received more than was there**: between two ticks, receivers got more messages than were
+  there at the first tick plus what senders sent in between (counts, not rates), beyond
   what the time between the first tick's readings allows (``receive rate x read span``: the
-  depth and the counters of one tick are read concurrently, not at one instant).
+  depth and the counters of one tick are read concurrently, not at one instant). What was there
+  is the larger of the queue's own count (ready + unacknowledged) and the backlog (sent -
+  received): a broker applying flow control holds published messages in its ingress and the
+  network, where no queue counts them yet, and a depth that over-reports shows up here.
 - **Frozen depth**: the same non-zero queue depth of at least ``FROZEN_MIN_DEPTH`` messages in
   ``FROZEN_TICKS`` or more consecutive ticks while more messages than that went through.
 """
@@ -31,6 +34,9 @@ class Suspects:
     received_more_than_available: int = 0
     frozen_depth_runs: int = 0
     worst_cpu_ratio: float | None = None
+    # informational, not a suspect: ticks receiving more than the queue's own count at the
+    # previous tick plus what was sent (the rest was in flight, see the module's docstring)
+    received_more_than_queued: int = 0
     examples: list[str] = field(default_factory=list)
 
     @property
@@ -46,8 +52,10 @@ class Suspects:
         """One line for a report."""
         worst = f" (worst {self.worst_cpu_ratio:.2f}x quota)" if self.worst_cpu_ratio else ""
         return (f"suspect samples: {self.cpu_over_quota} member CPU above quota{worst}, "
-                f"{self.received_more_than_available} ticks received more than was queued "
-                f"plus sent, {self.frozen_depth_runs} runs of a frozen queue depth")
+                f"{self.received_more_than_available} ticks received more than was there "
+                f"plus sent, {self.frozen_depth_runs} runs of a frozen queue depth "
+                f"({self.received_more_than_queued} ticks received more than the queues held "
+                f"plus sent: the rest was in flight)")
 
     def _example(self, text: str) -> None:
         if len(self.examples) < 10:
@@ -82,13 +90,15 @@ def _received_more_than_available(ticks: list[dict], found: Suspects) -> None:
                 before.get("agents_missing"):
             continue
         received = after["received"] - before["received"]
-        available = before["queue_depth"] + after["sent"] - before["sent"]
+        sent = after["sent"] - before["sent"]
+        there = max(before["queue_depth"], before["sent"] - before["received"])
         allowance = (after.get("receive_rate") or 0.0) * (before.get("read_span_s") or 0.0)
-        if received > available + allowance:
+        if received > before["queue_depth"] + sent + allowance:
+            found.received_more_than_queued += 1
+        if received > there + sent + allowance:
             found.received_more_than_available += 1
             found._example(f"tick at {after['elapsed_s']:.2f} s received {received:,} with "
-                           f"{before['queue_depth']:,} queued and "
-                           f"{after['sent'] - before['sent']:,} sent")
+                           f"{there:,} there and {sent:,} sent")
 
 
 def _frozen_depth(ticks: list[dict], found: Suspects) -> None:

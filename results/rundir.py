@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from datetime import datetime, timezone
@@ -23,7 +24,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 FORMAT_VERSION = 3
-"""3: every reading is timed at its source: ticks carry lateness_s, depth_age_s, agents_missing,
+"""3: every reading is timed at its source: ticks carry lateness_s, depth_age_s, backlog (sent -
+received: messages in queues and in flight to or from them), agents_missing,
 read_span_s, broker_missing, skipped/skip_rate, nacked, held; rates and percentiles are null when
 unknown; members carry phase and cpu_interval_s (the interval the CPU% is over) and null (not 0)
 for figures a member did not report; a hosts table holds each host's CPU; agents carry
@@ -43,7 +45,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("errors", pa.int64()), ("reconnects", pa.int64()), ("connections", pa.int64()),
         ("held", pa.int64()), ("senders_done", pa.int64()),
         ("members_running", pa.int32()), ("queue_depth", pa.int64()),
-        ("depth_age_s", pa.float64()), ("agents_missing", pa.int32()),
+        ("depth_age_s", pa.float64()), ("backlog", pa.int64()), ("agents_missing", pa.int32()),
         ("read_span_s", pa.float64()), ("broker_missing", pa.bool_()),
         ("latency_p50_ms", pa.float64()), ("latency_p99_ms", pa.float64()),
         ("host_cpu_percent", pa.float64()), *_HISTOGRAM]),
@@ -64,8 +66,11 @@ SCHEMAS: dict[str, pa.Schema] = {
 
 
 def new_run_id(scenario_name: str) -> str:
-    """``<UTC timestamp>-<scenario>``: sorts by time, says what ran."""
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{scenario_name}"
+    """``<UTC timestamp>-<scenario>``: sorts by time, says what ran. The name is made safe as
+    one directory name whatever it holds (``/``, ``..``, line breaks become ``_``; at most 64
+    characters), so a run never writes outside its runs directory."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", scenario_name)[:64] or "run"
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{name}"
 
 
 class RunWriter:

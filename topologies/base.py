@@ -53,6 +53,18 @@ class CpuReading:
 
 
 @dataclass(frozen=True)
+class MemberStats:
+    """A member's own figures, asked of the member itself: client connections, messages
+    published into and delivered out of it (cumulative), and its channels' deliveries waiting
+    for an acknowledgement now (``None`` where the source does not know them)."""
+
+    connections: int
+    messages_in: int
+    messages_out: int
+    unacknowledged: int | None = None
+
+
+@dataclass(frozen=True)
 class MemberSample:
     """What was read about one member in one tick; ``None`` is unknown (not asked, not answered
     in time, or left out by the broker), never zero. Rates are derived by the controller."""
@@ -100,8 +112,11 @@ class Provisioner(Protocol):
         (fault injection)."""
 
     def sample(self) -> BrokerSample:
-        """Member CPU (each reading stamped when it was taken), connections and messages per
-        member, broker hosts' CPU; fast, and never blocked by one slow member for long."""
+        """Member CPU (each reading stamped when it was taken) and broker hosts' CPU, plus
+        connections and messages per member where one call gives them all. Provisioners whose
+        members answer for themselves offer ``member_stats(member) -> MemberStats | None``
+        instead, so that the controller asks each member on its own and one slow member
+        leaves only its own figures unknown."""
 
     def settled_queue_depths(self) -> dict[str, int] | None:
         """Exact messages per queue, read from the queues themselves, for the final accounting;

@@ -25,10 +25,11 @@ import psutil
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs import TopologySpec
-from topologies.base import BrokerSample, CpuReading, Member
+from topologies.base import BrokerSample, CpuReading, Member, MemberStats
 from topologies.cgroups import BOOT_SHARES, CpuCgroup
 from topologies.rabbitmq import node
 from topologies.rabbitmq.management import Management
+from topologies.rabbitmq.prometheus import node_stats
 from topologies.rabbitmq.sample import broker_sample
 
 log = logging.getLogger(__name__)
@@ -162,8 +163,8 @@ class LocalRabbitMQ:
         return Management(HOST, running[0].management_port)
 
     def sample(self) -> BrokerSample:
-        """Per member its CPU seconds (its cgroup's, else its processes'), stamped when read,
-        and its connections and messages from its own Prometheus endpoint."""
+        """Per member its CPU seconds (its cgroup's, else its processes'), stamped when read
+        (connections and messages: :meth:`member_stats`)."""
         state = self._read_state()
 
         def cpu(member: Member) -> CpuReading | None:
@@ -174,6 +175,11 @@ class LocalRabbitMQ:
                 seconds = _tree_cpu_seconds(member.pid)
             return None if seconds is None else CpuReading(seconds, time.monotonic())
         return broker_sample(self.status(state), cpu, self.topology.cpu_per_member)
+
+    def member_stats(self, member: Member) -> MemberStats | None:
+        """Connections, messages and unacknowledged deliveries, from the member's own
+        Prometheus endpoint (``None``: it did not answer in time, or does not run)."""
+        return node_stats(member.metrics_url)
 
     def settled_queue_depths(self) -> dict[str, int]:
         """Messages (ready + unacknowledged) per queue, asked of the queue processes themselves:

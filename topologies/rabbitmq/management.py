@@ -13,8 +13,7 @@ from typing import Any
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs import QueueSpec
-from topologies.base import Member
-from topologies.rabbitmq.prometheus import NodeStats
+from topologies.base import Member, MemberStats
 
 _AUTH = "Basic " + base64.b64encode(b"guest:guest").decode()
 
@@ -80,7 +79,7 @@ class Management:
         return [row["name"] for row in rows if row.get("running")]
 
 
-def management_stats(api: Management | None) -> Callable[[Member], NodeStats | None]:
+def management_stats(api: Management | None) -> Callable[[Member], MemberStats | None]:
     """Per member its connections and the messages the queues it leads moved, from one call of
     the management API of a running member (unacknowledged deliveries are not known per node
     there: ``None``). A member the answer leaves out (its statistics not
@@ -91,10 +90,10 @@ def management_stats(api: Management | None) -> Callable[[Member], NodeStats | N
     except ProvisionError:
         connections, messages = None, None
 
-    def stats(member: Member) -> NodeStats | None:
+    def stats(member: Member) -> MemberStats | None:
         if connections is None or messages is None or member.name not in connections \
                 or member.name not in messages:
             return None
         published, delivered = messages[member.name]
-        return NodeStats(connections[member.name], published, delivered, None)
+        return MemberStats(connections[member.name], published, delivered)
     return stats

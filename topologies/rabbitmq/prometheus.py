@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from topologies.base import MemberStats
 
 SCRAPE_TIMEOUT_S = 0.5
 _WANTED = {"rabbitmq_connections": "connections",
@@ -22,21 +23,7 @@ _WANTED = {"rabbitmq_connections": "connections",
            "rabbitmq_global_messages_acknowledged": "acknowledged"}
 
 
-@dataclass(frozen=True)
-class NodeStats:
-    """One member's client connections, the messages published into and delivered out of it
-    (cumulative, summed over protocols and queue types), and the deliveries its channels made
-    that wait for an acknowledgement now. A delivery requeued by a closed channel stays in
-    ``unacknowledged`` (the broker keeps no counter of requeues), so after reconnects it is an
-    upper bound."""
-
-    connections: int
-    received: int
-    delivered: int
-    unacknowledged: int | None
-
-
-def node_stats(url: str, timeout_s: float = SCRAPE_TIMEOUT_S) -> NodeStats | None:
+def node_stats(url: str, timeout_s: float = SCRAPE_TIMEOUT_S) -> MemberStats | None:
     """Scrape ``url`` (a member's ``/metrics``); ``None`` if it does not answer in time or
     lacks the figures (unknown, not zero)."""
     try:
@@ -47,8 +34,11 @@ def node_stats(url: str, timeout_s: float = SCRAPE_TIMEOUT_S) -> NodeStats | Non
     return parse_node_stats(text)
 
 
-def parse_node_stats(text: str) -> NodeStats | None:
-    """The figures of :class:`NodeStats` from Prometheus text; ``None`` if any is absent."""
+def parse_node_stats(text: str) -> MemberStats | None:
+    """A member's figures from Prometheus text (summed over protocols and queue types);
+    ``None`` if any is absent. Unacknowledged is deliveries needing an ack less acks; a
+    delivery requeued by a closed channel stays counted (the broker keeps no counter of
+    requeues), so after reconnects it is an upper bound."""
     found: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         key = _WANTED.get(family.name)
@@ -59,5 +49,6 @@ def parse_node_stats(text: str) -> NodeStats | None:
                 found[key] = found.get(key, 0.0) + sample.value
     if set(found) != set(_WANTED.values()):
         return None
-    return NodeStats(int(found["connections"]), int(found["received"]), int(found["delivered"]),
-                     max(0, int(found["manual"] - found["acknowledged"])))
+    unacknowledged = max(0, int(found["manual"] - found["acknowledged"]))
+    return MemberStats(int(found["connections"]), int(found["received"]),
+                       int(found["delivered"]), unacknowledged)

@@ -21,10 +21,11 @@ from pathlib import Path
 from orchestrator.errors import ProvisionError
 from orchestrator.hostspecs import HostSpec
 from orchestrator.specs import TopologySpec
-from topologies.base import BrokerSample, CpuReading, Member
+from topologies.base import BrokerSample, CpuReading, Member, MemberStats
 from topologies.rabbitmq import node
 from topologies.rabbitmq.local import default_state_root
 from topologies.rabbitmq.management import Management
+from topologies.rabbitmq.prometheus import node_stats
 from topologies.rabbitmq.sample import broker_sample
 
 START_TIMEOUT_S = 120.0
@@ -97,12 +98,16 @@ class SshRabbitMQ:
 
     def sample(self) -> BrokerSample:
         """Per member its CPU seconds and per broker host its CPU (from /proc on the host,
-        stamped with the host's uptime clock), connections and messages from each member's
-        Prometheus endpoint."""
+        stamped with the host's uptime clock); connections and messages: :meth:`member_stats`."""
         members = self.status()
         cpu, hosts = self._cpu_readings([m for m in members if m.running])
         return broker_sample(members, lambda m: cpu.get(m.index), self.topology.cpu_per_member,
                              hosts=hosts)
+
+    def member_stats(self, member: Member) -> MemberStats | None:
+        """Connections, messages and unacknowledged deliveries, from the member's own
+        Prometheus endpoint (``None``: it did not answer in time, or does not run)."""
+        return node_stats(member.metrics_url)
 
     def settled_queue_depths(self) -> dict[str, int]:
         """Exact depths from ``rabbitmqctl list_queues`` on a running member's host."""

@@ -1,37 +1,26 @@
-"""One sample of a RabbitMQ cluster, its members read concurrently and each stamped."""
+"""One sample of a RabbitMQ cluster: its members' CPU, each reading stamped when taken."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
-from topologies.base import BrokerSample, CpuReading, Member, MemberSample
-from topologies.rabbitmq.prometheus import NodeStats, node_stats
-
-
-def prometheus_stats(member: Member) -> NodeStats | None:
-    """A running member's figures from its own Prometheus endpoint (``None``: no answer)."""
-    return node_stats(member.metrics_url)
+from topologies.base import BrokerSample, CpuReading, Member, MemberSample, MemberStats
 
 
 def broker_sample(members: list[Member], cpu: Callable[[Member], CpuReading | None],
                   quota_cores: float | None,
-                  stats: Callable[[Member], NodeStats | None] = prometheus_stats,
+                  stats: Callable[[Member], MemberStats | None] | None = None,
                   hosts: dict[str, CpuReading | None] | None = None) -> BrokerSample:
-    """Per member its CPU reading (running members only) and its connections and messages
-    from ``stats``, asked of all running members at once; a member that does not answer is
-    unknown for this sample. Queue depths are left to the controller's own probe."""
-    running = [m for m in members if m.running]
-    with ThreadPoolExecutor(max(1, len(running))) as pool:
-        answers = dict(zip((m.name for m in running), pool.map(stats, running)))
+    """Per member its CPU reading (running members only), and where ``stats`` is given (one
+    call answering for every member) its connections and messages; unknown otherwise."""
     samples = []
     for member in members:
-        figures = answers.get(member.name)
+        figures = stats(member) if stats and member.running else None
         samples.append(MemberSample(
             name=member.name, running=member.running,
             cpu=cpu(member) if member.running else None, cpu_quota_cores=quota_cores,
             connections=figures.connections if figures else None,
-            messages_in=figures.received if figures else None,
-            messages_out=figures.delivered if figures else None,
+            messages_in=figures.messages_in if figures else None,
+            messages_out=figures.messages_out if figures else None,
             unacknowledged=figures.unacknowledged if figures else None))
     return BrokerSample(samples, hosts=hosts or {})
