@@ -73,9 +73,11 @@ def _spark_agrees_with_the_controller(result):
         assert spark_row["p99_ms"] == pytest.approx(row.p99_ms)
         assert spark_row["cpu_percent"] == pytest.approx(row.cpu_percent)
     assert analysis["cost"]["broker_us_per_msg"] > 0
-    # One quorum queue: its leader's member delivers every message, the others none.
-    shares = sorted(m["message_share"] for m in analysis["members"])
-    assert shares[-1] > 0.99 and sum(shares) == pytest.approx(1.0), analysis["members"]
+    # Deliveries count where the receiver's channel is: receivers are spread over the three
+    # serving members, so each carries a share of the one quorum queue's messages.
+    shares = sorted(m["message_share"] for m in analysis["members"] if m["message_share"])
+    assert len(shares) == 3 and shares[0] > 0.15, analysis["members"]
+    assert sum(shares) == pytest.approx(1.0), analysis["members"]
     assert (result.run_dir / "analysis" / "rate.png").stat().st_size > 10_000
 
 
