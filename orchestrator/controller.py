@@ -28,7 +28,7 @@ from drivers.depth import depth_probe
 from orchestrator import plan as plans
 from orchestrator.agents import AgentHandle, spawn_local_agents
 from orchestrator.collector import Collector, Failed
-from orchestrator.errors import SurgeError
+from orchestrator.errors import AgentError, SurgeError
 from orchestrator.exposition import ControllerMetrics
 from orchestrator.faults import FaultInjector
 from orchestrator.liveview import LiveView, ViewState
@@ -45,6 +45,7 @@ from topologies.factory import provisioner_for
 CLOCK_TOLERANCE_MS = 2.0  # host clocks possibly further apart: cross-host latency is unreliable
 TICK_DEADLINE_S = 0.6  # readings not in by then are missing for this second
 SCRAPE_TIMEOUT_S = 5.0  # an agent's snapshot that takes longer fails (the tick has moved on)
+AGENT_FAILURES = 3  # consecutive failed reads that make an agent lost
 CONTROLLER_HOST = "controller"  # the hosts-table name of the machine running the controller
 
 
@@ -93,6 +94,7 @@ class Controller:
         self.depth: DepthReading | None = None
         self.tick_broker: BrokerSample | None = None  # this tick's sample (None: missed)
         self.tick_members: list[MemberSample] = []  # this tick's view of each member
+        self.agent_failures: dict[int, int] = {}
         self.depth_probe = None
         self.queue_spec = topology.queue(scenario.workload.queue)
         scaling = scenario.scaling
@@ -123,8 +125,8 @@ class Controller:
                 self._event("members_up", members=[m.name for m in members if m.running])
                 self._start_agents([m for m in members if m.running])
                 self._tick_through_plan(metrics)
-                outcome = "interrupted" if self.stop_requested.is_set() else "completed"
                 accounting = self._finish(metrics)
+                outcome = "interrupted" if self.stop_requested.is_set() else "completed"
                 phases = [asdict(p) for p in self.phases]
                 steps = step_rows(phases, self.ticks, self.member_rows,
                                   self.scenario.measure.settle, self.host_rows)
@@ -338,6 +340,7 @@ class Controller:
         """Turn one tick's collected results into figures (missing and failed reads as
         ``None``), keeping the broker sample and depth that arrived for the rows."""
         agents = {a.index: _ok(results.get(f"agent:{a.index}")) for a in self.agents}
+        self._check_agents_alive(results)
         broker = _ok(results.get("broker"))
         self.tick_broker = broker
         if broker is not None:
@@ -347,6 +350,20 @@ class Controller:
         host = _ok(results.get("host"))
         hosts = {CONTROLLER_HOST: host, **(broker.hosts if broker else {})}
         return self.math.step(time.monotonic() - self.t0, agents, self.tick_members, hosts)
+
+    def _check_agents_alive(self, results: dict[str, Any]) -> None:
+        """An agent whose reads fail (refused, reset: not merely slow) ``AGENT_FAILURES`` ticks
+        in a row is lost: the run ends with an error naming it rather than measuring on
+        without its workers."""
+        for agent in self.agents:
+            result = results.get(f"agent:{agent.index}")
+            if isinstance(result, Failed):
+                self.agent_failures[agent.index] = self.agent_failures.get(agent.index, 0) + 1
+                if self.agent_failures[agent.index] >= AGENT_FAILURES:
+                    raise AgentError(f"agent {agent.index} on {agent.host} lost: its last "
+                                     f"{AGENT_FAILURES} reads failed ({result.error})")
+            elif result is not None:
+                self.agent_failures.pop(agent.index, None)
 
     def _members_now(self, broker: BrokerSample | None, results: dict[str, Any]
                      ) -> list[MemberSample]:

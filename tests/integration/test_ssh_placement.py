@@ -8,6 +8,7 @@ import json
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from orchestrator.controller import Controller
 from orchestrator.errors import AgentError
 from orchestrator.specs import ScenarioSpec, TopologySpec
+from results.rundir import read_table
 from tests.sshd import missing, running_sshd
 from topologies.rabbitmq.remote import SshRabbitMQ
 
@@ -58,7 +60,7 @@ def topology(hosts, tmp_path_factory) -> TopologySpec:
 
 def scenario(hold: str) -> ScenarioSpec:
     return ScenarioSpec.model_validate({
-        "name": "ssh-run", "topology": "unused.yaml",
+        "name": "ssh-run", "topology": Path("unused.yaml"),
         "workload": {"queue": "q", "senders": 4, "receivers": 4},
         "plan": [{"rate_per_sender": 50, "hold": hold}],
         "agents_on": {"senders": ["senders"], "receivers": ["receivers"]},
@@ -110,6 +112,16 @@ def test_members_on_a_broker_host_and_agents_on_two_load_hosts(provisioner, topo
         assert abs(clock["offset_ms"]) <= clock["uncertainty_ms"] + 0.5, clocks
     assert clocks["latency_reliable"] == (clocks["latency_error_bound_ms"] <= 2.0)
     assert not ssh.warnings  # the cgroup quota was written
+    # the broker host's CPU is sampled beside the controller's, and shown in the step table
+    host_rows = read_table(result.run_dir, "hosts").to_pylist()
+    assert {r["host"] for r in host_rows} == {"controller", "brokers"}
+    broker_cpu = [r["cpu_percent"] for r in host_rows if r["host"] == "brokers"]
+    assert sum(1 for c in broker_cpu if c is not None and 0 < c <= 100) >= len(broker_cpu) - 2
+    assert "brokers" in result.steps[0].hosts_cpu_percent
+    members = read_table(result.run_dir, "members").to_pylist()
+    serving = [r for r in members if r["running"] and r["phase"] == 1]
+    assert serving and all(r["cpu_percent"] is None or r["cpu_percent"] <= 115 + 5
+                           for r in serving)
 
     started = ssh.start_member()
     pids.add(started.pid)
