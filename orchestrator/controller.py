@@ -43,7 +43,7 @@ from topologies.base import BrokerSample, CpuReading, MemberSample
 from topologies.factory import provisioner_for
 
 CLOCK_TOLERANCE_MS = 2.0  # host clocks possibly further apart: cross-host latency is unreliable
-TICK_DEADLINE_S = 0.6  # readings not in by then are missing for this second
+TICK_DEADLINE_S = 0.8  # readings not in by then are missing for this second
 SCRAPE_TIMEOUT_S = 5.0  # an agent's snapshot that takes longer fails (the tick has moved on)
 AGENT_FAILURES = 3  # consecutive failed reads that make an agent lost
 CONTROLLER_HOST = "controller"  # the hosts-table name of the machine running the controller
@@ -385,7 +385,8 @@ class Controller:
             out.append(replace(member, connections=stats.connections if stats else None,
                                messages_in=stats.messages_in if stats else None,
                                messages_out=stats.messages_out if stats else None,
-                               unacknowledged=stats.unacknowledged if stats else None))
+                               unacknowledged=stats.unacknowledged if stats else None,
+                               stats_at=stats.at if stats else None))
         return out
 
     def _active(self, phase: plans.Phase) -> int:
@@ -515,10 +516,12 @@ class Controller:
         seconds. Unknown (``None``) when either was not read in time."""
         if self.depth is not None:
             ready = sum(n for name, n in self.depth.ready.items() if self.queue_spec.owns(name))
-            unacked = [m.unacknowledged for m in self.tick_members if m.running] or [None]
+            running = [m for m in self.tick_members if m.running]
+            unacked = [m.unacknowledged for m in running] or [None]
             if None in unacked:
                 return None, None
-            return ready + sum(unacked), time.monotonic() - self.depth.at
+            oldest = min([self.depth.at] + [m.stats_at for m in running if m.stats_at])
+            return ready + sum(unacked), time.monotonic() - oldest
         depths = self.tick_broker.queue_depths if self.tick_broker else None
         if self.depth_probe is None and depths is not None:  # the broker's own metrics
             return self._queue_depth(depths), None

@@ -62,6 +62,7 @@ class MemberStats:
     messages_in: int
     messages_out: int
     unacknowledged: int | None = None
+    at: float | None = None  # when the member answered (the reader's monotonic clock)
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class MemberSample:
     messages_in: int | None = None  # published through this member, cumulative
     messages_out: int | None = None  # delivered through this member, cumulative
     unacknowledged: int | None = None  # its channels' deliveries awaiting an ack, now
+    stats_at: float | None = None  # when the member gave those figures (controller clock)
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,16 @@ report), so one member's silence makes only that member's figures unknown.
 
 from __future__ import annotations
 
+import time
 import urllib.error
 import urllib.request
+from dataclasses import replace
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from topologies.base import MemberStats
 
-SCRAPE_TIMEOUT_S = 0.5
+SCRAPE_TIMEOUT_S = 2.0  # a member at its CPU quota answers slowly; late is kept, not lost
 _WANTED = {"rabbitmq_connections": "connections",
            "rabbitmq_global_messages_received": "received",
            "rabbitmq_global_messages_delivered": "delivered",
@@ -27,11 +29,13 @@ def node_stats(url: str, timeout_s: float = SCRAPE_TIMEOUT_S) -> MemberStats | N
     """Scrape ``url`` (a member's ``/metrics``); ``None`` if it does not answer in time or
     lacks the figures (unknown, not zero)."""
     try:
+        start = time.monotonic()
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
             text = response.read().decode("utf-8", "replace")
     except (urllib.error.URLError, OSError, ValueError):
         return None
-    return parse_node_stats(text)
+    stats = parse_node_stats(text)
+    return replace(stats, at=(start + time.monotonic()) / 2) if stats else None
 
 
 def parse_node_stats(text: str) -> MemberStats | None:
