@@ -497,7 +497,8 @@ class Controller:
                     tick.member_cpu_percent[m.name] / 100 / (m.cpu_quota_cores or 1.0)
                     for m in self.broker.members
                     if m.running and tick.member_cpu_percent.get(m.name) is not None),
-                queue_depth=depth or 0, p99_s=(row["latency_p99_ms"] or 0.0) / 1000),
+                queue_depth=depth, p99_s=None if row["latency_p99_ms"] is None
+                else row["latency_p99_ms"] / 1000),
                 running=[i for i, m in enumerate(self.broker.members) if m.running])
         return tick
 

@@ -29,8 +29,8 @@ class Observation:
     target_rate: float
     achieved_rate: float
     member_cpu: tuple[float, ...] = ()  # running members' CPU as a share of their quota
-    queue_depth: int = 0
-    p99_s: float = 0.0
+    queue_depth: int | None = 0  # None: not read this second (a condition on it cannot hold)
+    p99_s: float | None = 0.0
 
 
 @dataclass(frozen=True)
@@ -47,15 +47,15 @@ class Decision:
         return f"scale-{self.action}: {' and '.join(self.triggers)} ({shown})"
 
 
-def value_of(condition: str, observation: Observation) -> float:
-    """The figure a condition compares against its threshold."""
+def value_of(condition: str, observation: Observation) -> float | None:
+    """The figure a condition compares against its threshold (``None``: unknown this second)."""
     if condition == "shortfall":
         target = observation.target_rate
         return max(0.0, 1.0 - observation.achieved_rate / target) if target > 0 else 0.0
     if condition in ("member_cpu", "member_cpu_below"):
         return max(observation.member_cpu, default=0.0)
     if condition in ("queue_depth", "queue_depth_below"):
-        return float(observation.queue_depth)
+        return None if observation.queue_depth is None else float(observation.queue_depth)
     if condition == "latency_p99":
         return observation.p99_s
     raise ValueError(f"unknown condition {condition!r}")
@@ -66,6 +66,8 @@ def holds(trigger: Trigger, observation: Observation) -> bool:
     condition = trigger.condition
     value = value_of(condition, observation)
     threshold = getattr(trigger, condition)
+    if value is None:
+        return False
     if condition == "member_cpu_below":
         return bool(observation.member_cpu) and value < threshold
     if condition == "queue_depth_below":
@@ -73,10 +75,12 @@ def holds(trigger: Trigger, observation: Observation) -> bool:
     return value > threshold
 
 
-def window_value(trigger: Trigger, window: Sequence[Observation]) -> float:
-    """The figure a trigger judges over its window: the median for scale-out conditions, the
-    worst second (the highest) for scale-in ones."""
-    values = [value_of(trigger.condition, observation) for observation in window]
+def window_value(trigger: Trigger, window: Sequence[Observation]) -> float | None:
+    """The figure a trigger judges over its window's known seconds: the median for scale-out
+    conditions, the worst second (the highest) for scale-in ones; ``None`` if none is known."""
+    values = [v for v in (value_of(trigger.condition, o) for o in window) if v is not None]
+    if not values:
+        return None
     return max(values) if trigger.condition.endswith("_below") else statistics.median(values)
 
 
@@ -88,7 +92,8 @@ def fired(trigger: Trigger, history: Sequence[Observation]) -> bool:
     window = history[-needed:]
     if trigger.condition.endswith("_below"):
         return all(holds(trigger, observation) for observation in window)
-    return window_value(trigger, window) > getattr(trigger, trigger.condition)
+    value = window_value(trigger, window)
+    return value is not None and value > getattr(trigger, trigger.condition)
 
 
 def rule_fires(rule: ScaleRule, history: Sequence[Observation]) -> list[Trigger]:

@@ -100,3 +100,16 @@ def test_scale_in_needs_every_second_of_the_window_idle():
     assert decide(SPEC, idle, 3, pool=4, minimum=1, last_action_s=None).action == "in"
     assert decide(SPEC, idle + busy_second + after, 3, pool=4, minimum=1,
                   last_action_s=None) is None
+
+
+def test_an_unknown_depth_never_satisfies_a_depth_condition():
+    from orchestrator.policy import Observation, fired
+    from orchestrator.specs import Trigger
+    below = Trigger.model_validate({"queue_depth_below": 100, "for": "3s"})
+    above = Trigger.model_validate({"queue_depth": 100, "for": "3s"})
+    unknown = [Observation(elapsed_s=t, target_rate=1, achieved_rate=1, queue_depth=None)
+               for t in range(3)]
+    assert not fired(below, unknown) and not fired(above, unknown)
+    mixed = unknown[:2] + [Observation(elapsed_s=3, target_rate=1, achieved_rate=1,
+                                       queue_depth=500)]
+    assert fired(above, mixed) and not fired(below, mixed)  # judged on the known second
