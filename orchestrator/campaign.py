@@ -25,9 +25,10 @@ from rich.console import Console
 
 from orchestrator.campaign_spec import Campaign, Cell, load_campaign
 from orchestrator.campaign_view import CampaignView, recorded_overhead
-from orchestrator.errors import SurgeError
+from orchestrator.errors import FileError, SurgeError
 from orchestrator.requirement import Requirement, judge
 from orchestrator.specs import ScenarioSpec, TopologySpec
+from results.jsonfile import read_object
 
 if TYPE_CHECKING:
     from topologies.base import Provisioner
@@ -66,8 +67,8 @@ def read_manifest(run_dir: Path) -> dict[str, Any] | None:
     if not run_dir.exists():
         return None
     try:
-        return json.loads((run_dir / "run.json").read_text())
-    except (OSError, ValueError):
+        return read_object(run_dir / "run.json")
+    except FileError:
         return {}
 
 
@@ -131,11 +132,13 @@ def write_state(root: Path, campaign: Campaign, records: list[CellRecord],
 
 def left_up(root: Path) -> TopologySpec | None:
     """The topology an earlier invocation of this campaign brought up and never tore down."""
+    path = root / STATE_FILE
+    spec = read_object(path).get("topology_up") if path.exists() else None
     try:
-        spec = json.loads((root / STATE_FILE).read_text()).get("topology_up")
-    except (OSError, ValueError):
-        return None
-    return TopologySpec.model_validate(spec) if spec else None
+        return TopologySpec.model_validate(spec) if spec else None
+    except ValueError:  # a pydantic ValidationError
+        raise FileError(f"{path}: topology_up is not a valid topology; a damaged campaign "
+                        "state?") from None
 
 
 def by_topology(cells: list[Cell], specs: dict[str, tuple[ScenarioSpec, TopologySpec]]

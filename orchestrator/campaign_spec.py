@@ -29,15 +29,22 @@ from pathlib import Path
 from typing import Annotated
 
 import yaml
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator
 
 from orchestrator import plan as plans
+from orchestrator import yamlsafe
 from orchestrator.errors import SpecError
 from orchestrator.loader import PlusSigned, Problem, load_model, load_scenario
 from orchestrator.requirement import Requirement
 from orchestrator.specs import ScenarioSpec, Spec, TopologySpec
+from orchestrator.specs_base import FilePath, Loc, SafeName
 
-_KEY = re.compile(r"^[A-Za-z_][\w-]*(\.[\w-]+)*$")
+MAX_CELLS = 10_000
+"""Most cells (runs) a campaign may have, repetitions included; counted before expanding."""
+MAX_MATRIX_KEYS = 32
+"""Most keys one matrix may vary."""
+
+_KEY = re.compile(r"[A-Za-z_][\w-]*(\.[\w-]+)*")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
 _MAX_ID = 150
 
@@ -54,8 +61,8 @@ def override_text(value: object) -> str:
 
 def _reads_back(text: str) -> bool:
     try:
-        return yaml.safe_load(text or "''") == text
-    except yaml.YAMLError:
+        return yamlsafe.parse_value(text or "''") == text
+    except ValueError:
         return False
 
 
@@ -63,7 +70,7 @@ OverrideValue = Annotated[str, BeforeValidator(override_text)]
 
 
 def _check_keys(keys: list[str]) -> None:
-    bad = [key for key in keys if not _KEY.match(key)]
+    bad = [key for key in keys if not _KEY.fullmatch(key)]
     if bad:
         raise ValueError(f"expected field paths such as workload.senders or topology.members, "
                          f"got {', '.join(map(repr, bad))}")
@@ -75,11 +82,12 @@ class CellGroupSpec(Spec):
     goes to the topology); the key ``topology`` names a topology file (relative to the
     campaign file) instead of the scenario's."""
 
-    scenario: Path = Field(description="scenario file, relative to the campaign file")
+    scenario: FilePath = Field(description="scenario file, relative to the campaign file")
     set: dict[str, OverrideValue] = Field(
         default_factory=dict, description="overrides for every cell, e.g. {plan.0.hold: 5s}")
     matrix: dict[str, list[OverrideValue]] = Field(
-        default_factory=dict, description="field path -> values; every combination is a cell")
+        default_factory=dict, max_length=MAX_MATRIX_KEYS,
+        description="field path -> values; every combination is a cell")
 
     @field_validator("set")
     @classmethod
@@ -96,25 +104,46 @@ class CellGroupSpec(Spec):
             raise ValueError(f"give at least one value for {', '.join(empty)}")
         return value
 
-    @model_validator(mode="after")
-    def _set_or_matrix(self) -> CellGroupSpec:
-        both = sorted(set(self.set) & set(self.matrix))
-        if both:
-            raise ValueError(f"{', '.join(both)}: in both set and matrix; keep one")
-        return self
+    def cross_problems(self) -> list[tuple[Loc, str]]:
+        """A key is in ``set`` or in ``matrix``, not both."""
+        return [(("matrix", key), "in both set and matrix; keep one")
+                for key in sorted(set(self.set) & set(self.matrix))]
+
+    def combinations(self) -> int:
+        """How many combinations the matrix has, computed (capped just above
+        :data:`MAX_CELLS`), never expanded."""
+        count = 1
+        for values in self.matrix.values():
+            count = min(count * len(values), MAX_CELLS + 1)
+        return count
 
 
 class CampaignSpec(Spec):
     """A campaign: cells to run, how often, and what each run must show."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
-                      description="the campaign directory's name")
+    name: SafeName = Field(description="the campaign directory's name")
     description: str = Field("", description="what it compares and which document it follows")
     repetitions: int = Field(1, ge=1, le=1000, description="runs of every combination")
     price_per_core_hour: float | None = Field(
         None, gt=0, description="for the cost ranking; default: surge analyze's")
     requirement: Requirement = Field(default_factory=Requirement)
     cells: list[CellGroupSpec] = Field(min_length=1)
+
+    def cross_problems(self) -> list[tuple[Loc, str]]:
+        """At most :data:`MAX_CELLS` cells, counted before any is built: at the entry of
+        ``cells`` that goes past the limit."""
+        total = 0
+        for index, group in enumerate(self.cells):
+            cells = group.combinations() * self.repetitions
+            if total + cells > MAX_CELLS:
+                where = ("cells", index, "matrix") if group.matrix else ("cells", index)
+                exact = group.combinations() <= MAX_CELLS
+                size = f"{cells:,}" if exact else f"more than {MAX_CELLS:,}"
+                return [(where, f"the campaign comes to more than {MAX_CELLS:,} cells here "
+                                f"(this entry: {size}, with {self.repetitions} repetitions); "
+                                f"split it or narrow the matrix")]
+            total += cells
+        return []
 
 
 # -- expansion ----------------------------------------------------------------------------------
@@ -211,7 +240,7 @@ def load_campaign(path: str | Path) -> Campaign:
     ``cells.0.matrix.workload.senders``) or, for a broken scenario, that scenario's file."""
     path = Path(path)
     spec, lines = load_model(path, CampaignSpec)
-    spec = _resolve_paths(spec, path.resolve().parent)
+    spec = _resolve_paths(spec, yamlsafe.resolve(path).parent)
     cells = expand_cells(spec)
     loaded: dict[tuple, tuple[ScenarioSpec, TopologySpec]] = {}
     own: dict[Path, list[tuple[str, Problem]]] = {}  # each scenario's problems without overrides
@@ -230,7 +259,7 @@ def load_campaign(path: str | Path) -> Campaign:
             blamed = _blame(origin, problem, cell, lines, (origin, problem) in own[cell.scenario])
             problems.setdefault((blamed.field, problem.message), blamed)
     if problems:
-        raise SpecError(str(path), sorted(problems.values(), key=lambda p: p.line or 0))
+        raise SpecError(str(path), list(problems.values()))
     specs = {cell.id: loaded[(cell.scenario, tuple(cell.overrides))] for cell in cells}
     return Campaign(path, spec, cells, specs)
 
@@ -238,9 +267,9 @@ def load_campaign(path: str | Path) -> Campaign:
 def _resolve_paths(spec: CampaignSpec, base: Path) -> CampaignSpec:
     """Scenario files and ``topology`` values made absolute, relative to the campaign file."""
     def resolve(key: str, value: str) -> str:
-        return str((base / value).resolve()) if key == "topology" else value
+        return str(yamlsafe.resolve(base / value)) if key == "topology" else value
     groups = [group.model_copy(update={
-        "scenario": (base / group.scenario).resolve(),
+        "scenario": yamlsafe.resolve(base / group.scenario),
         "set": {k: resolve(k, v) for k, v in group.set.items()},
         "matrix": {k: [resolve(k, v) for v in vs] for k, vs in group.matrix.items()}})
         for group in spec.cells]
@@ -249,11 +278,11 @@ def _resolve_paths(spec: CampaignSpec, base: Path) -> CampaignSpec:
 
 def _scenario_exists(cell: Cell, lines: dict, problems: dict[tuple[str, str], Problem]
                      ) -> bool:
-    if cell.scenario.is_file():
+    why = yamlsafe.unreadable(cell.scenario)
+    if why is None:
         return True
     where = ("cells", cell.group, "scenario")
-    problem = Problem(".".join(map(str, where)), f"file not found: {cell.scenario}",
-                      lines.get(where))
+    problem = Problem(".".join(map(str, where)), f"{why}: {cell.scenario}", lines.get(where))
     problems[(problem.field, problem.message)] = problem
     return False
 

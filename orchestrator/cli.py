@@ -44,16 +44,18 @@ def _surge_errors(command):
 @app.command()
 @_surge_errors
 def validate(files: Annotated[list[Path], typer.Argument(
-                 help="Topology, scenario or campaign YAML files")]
+                 help="Topology, scenario or campaign YAML files")],
+             overrides: SetOption = None,
              ) -> None:
     """Check spec files without running anything; every problem is listed with file and line.
-    A campaign is checked with every scenario it names under every combination of its matrix."""
+    A campaign is checked with every scenario it names under every combination of its matrix.
+    --set applies to each scenario or topology as in surge run or surge up."""
     from orchestrator.errors import SpecError
     from orchestrator.loader import load_any
     failed = 0
     for path in files:
         try:
-            spec = load_any(path)
+            spec = load_any(path, overrides or [])
             typer.echo(f"{path}: ok ({type(spec).__name__.removesuffix('Spec').lower()})")
         except SpecError as error:
             typer.secho(str(error), fg=typer.colors.RED, err=True)
@@ -155,7 +157,10 @@ def analyze(runs: Annotated[list[Path] | None, typer.Argument(
     from orchestrator.units import parse_duration
     from results.catalog import run_dirs
     from results.pipeline import analyze as analyze_runs
-    interval = parse_duration(watch) if watch else None
+    try:
+        interval = parse_duration(watch) if watch else None
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--watch") from None
     while True:
         dirs = list(runs) if runs else run_dirs(runs_dir)
         summary = analyze_runs(dirs, price_per_core_hour, force, typer.echo, spark_master)

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a spec: where it is and what was expected."""
+
+    field: str
+    message: str
+    line: int | None = None
 
 
 class SurgeError(Exception):
@@ -12,23 +21,44 @@ class SurgeError(Exception):
 
 
 class SpecError(SurgeError):
-    """A spec file (or a ``--set`` override) is invalid; lists every problem found."""
+    """A spec file (or a ``--set`` override) is invalid; lists every problem found, in the
+    order of their lines."""
 
     exit_code = 2
+    shown = 50  # problems rendered; the rest are counted
 
-    def __init__(self, path: str, problems: list[Any]):
+    def __init__(self, path: str, problems: list[Problem]):
         self.path = path
-        self.problems = problems
+        self.problems = sorted(problems, key=lambda p: p.line or 0)
         super().__init__(self.render())
 
     def render(self) -> str:
         """One line per problem: ``file:line: field: what was expected``."""
         out = []
-        for problem in self.problems:
+        for problem in self.problems[:self.shown]:
             where = f"{self.path}:{problem.line}" if problem.line else self.path
             field = f" {problem.field}:" if problem.field else ""
-            out.append(f"{where}:{field} {problem.message}")
+            out.append(one_line(f"{where}:{field} {problem.message}"))
+        if len(self.problems) > self.shown:
+            out.append(one_line(f"{self.path}: ... and {len(self.problems) - self.shown:,} "
+                                f"more problems"))
         return "\n".join(out)
+
+
+class FileError(SurgeError):
+    """A file surge reads (a run's ``run.json``, say) is missing, unreadable or not what it
+    should be; the message names it."""
+
+    exit_code = 2
+
+
+def one_line(text: str, limit: int = 1000) -> str:
+    """``text`` as one readable line: line breaks and other control characters escaped (a file
+    name or value with a newline cannot split a problem over lines), and cut in the middle to
+    ``limit`` characters (a huge value cannot flood the terminal)."""
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    half = (limit - 9) // 2
+    return text if len(text) <= limit else f"{text[:half]} [...] {text[-half:]}"
 
 
 class ProvisionError(SurgeError):

@@ -2,37 +2,32 @@
 
 ``--set a.b=value`` overrides are applied to the parsed document before validation, so they
 are checked exactly like the file. Unknown keys get a did-you-mean from the model's fields.
+Files and ``--set`` values are read by :mod:`orchestrator.yamlsafe` (size, encoding, repeated
+keys, alias and depth limits); every problem between fields is reported at its own line.
 """
 
 from __future__ import annotations
 
 import difflib
 import typing
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from orchestrator.errors import SpecError
+from orchestrator import yamlsafe
+from orchestrator.errors import Problem, SpecError
 from orchestrator.specs import ScenarioSpec, TopologySpec
+from orchestrator.specs_base import COLLECT, Loc, Spec, cross_problems
+from orchestrator.yamlsafe import PlusSigned
 
-Loc = tuple[str | int, ...]
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a spec: where it is and what was expected."""
-
-    field: str
-    message: str
-    line: int | None = None
+__all__ = ["PlusSigned", "Problem", "load_any", "load_model", "load_scenario", "load_topology"]
 
 
 def load_topology(path: str | Path, overrides: list[str] | None = None) -> TopologySpec:
     """Read and validate a topology file (plus ``key=value`` overrides)."""
-    return _load(Path(path), TopologySpec, overrides or [])
+    return _load(Path(path), TopologySpec, overrides or [])[0]
 
 
 def load_scenario(path: str | Path, overrides: list[str] | None = None
@@ -41,61 +36,70 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None
     path = Path(path)
     own = [o for o in overrides or [] if not o.startswith("topology.")]
     for_topology = [o.removeprefix("topology.") for o in overrides or [] if o not in own]
-    scenario = _load(path, ScenarioSpec, own)
-    topology_path = scenario.topology
-    if not topology_path.is_absolute():
-        topology_path = (path.parent / topology_path).resolve()
-    if not topology_path.exists():
-        raise SpecError(str(path), [Problem("topology", f"file not found: {topology_path}")])
+    scenario, lines = _load(path, ScenarioSpec, own)
+
+    def at(*loc: str | int, message: str) -> Problem:
+        return Problem(".".join(map(str, loc)), message, _line_of(loc, lines))
+
+    topology_path = yamlsafe.resolve(path.parent / scenario.topology)
+    why = yamlsafe.unreadable(topology_path)
+    if why:
+        raise SpecError(str(path), [at("topology", message=f"{why}: {topology_path}")])
     scenario = scenario.model_copy(update={"topology": topology_path})
     topology = load_topology(topology_path, for_topology)
-    if topology.queue(scenario.workload.queue) is None:
+    queue = topology.queue(scenario.workload.queue)
+    if queue is None:
         declared = [q.name for q in topology.queues]
-        raise SpecError(str(path), [Problem(
-            "workload.queue",
-            f"queue {scenario.workload.queue!r} is not declared by topology {topology_path.name} "
-            f"(declared: {', '.join(declared) or 'none'})")])
-    problems = [Problem(f"faults.{i}.member", f"member {f.member} does not exist: topology "
-                                             f"{topology.name} has members 0 to "
-                                             f"{topology.members - 1}")
-               for i, f in enumerate(scenario.faults)
-               if f.member is not None and f.member >= topology.members]
+        raise SpecError(str(path), [at(
+            "workload", "queue",
+            message=f"queue {scenario.workload.queue!r} is not declared by topology "
+                    f"{topology_path.name} (declared: {', '.join(declared) or 'none'})")])
+    problems = [at("faults", i, "member", message=f"member {f.member} does not exist: topology "
+                                                  f"{topology.name} has members 0 to "
+                                                  f"{topology.members - 1}")
+                for i, f in enumerate(scenario.faults)
+                if f.member is not None and f.member >= topology.members]
     load_hosts = {h.name for h in topology.hosts if "load" in h.roles}
     for role in ("senders", "receivers"):
-        problems += [Problem(f"agents_on.{role}", f"{name!r} is not a host with role load in "
-                             f"topology {topology.name} (load hosts: "
-                             f"{', '.join(sorted(load_hosts)) or 'none'})")
-                     for name in getattr(scenario.agents_on, role) if name not in load_hosts]
+        problems += [at("agents_on", role, i, message=f"{name!r} is not a host with role load "
+                        f"in topology {topology.name} (load hosts: "
+                        f"{', '.join(sorted(load_hosts)) or 'none'})")
+                     for i, name in enumerate(getattr(scenario.agents_on, role))
+                     if name not in load_hosts]
     if scenario.agents_on.pods and topology.kubernetes is None:
-        problems.append(Problem("agents_on.pods", f"agent pods need a topology with a "
-                                                  f"kubernetes section ({topology.name} has "
-                                                  f"none)"))
+        problems.append(at("agents_on", "pods", message=f"agent pods need a topology with a "
+                                                        f"kubernetes section ({topology.name} "
+                                                        f"has none)"))
     if bool(scenario.agents_on.senders) != bool(scenario.agents_on.receivers):
-        problems.append(Problem("agents_on", "give load hosts for both senders and receivers, "
-                                             "or for neither (local agents)"))
-    queue = topology.queue(scenario.workload.queue)
+        problems.append(at("agents_on", message="give load hosts for both senders and "
+                                                "receivers, or for neither (local agents)"))
     if queue.count > scenario.workload.receivers:
-        problems.append(Problem("workload.receivers", f"{scenario.workload.receivers} receivers "
-                               f"leave {queue.count - scenario.workload.receivers} of the "
-                               f"{queue.count} queues of {queue.name} without a consumer; give "
-                               f"at least {queue.count}"))
+        problems.append(at("workload", "receivers",
+                           message=f"{scenario.workload.receivers} receivers leave "
+                                   f"{queue.count - scenario.workload.receivers} of the "
+                                   f"{queue.count} queues of {queue.name} without a consumer; "
+                                   f"give at least {queue.count}"))
     if problems:
         raise SpecError(str(path), problems)
     return scenario, topology
 
 
-def load_any(path: str | Path) -> BaseModel:
+def load_any(path: str | Path, overrides: list[str] | None = None) -> BaseModel:
     """Validate a file as whichever spec it is, for ``surge validate``: a campaign has
     ``cells`` (and every scenario and matrix combination it names is validated too), a
-    scenario has ``plan``, anything else is a topology."""
+    scenario has ``plan``, anything else is a topology. ``overrides`` apply as in ``surge run``
+    (a scenario) or ``surge up`` (a topology); a campaign sets its values in its cells."""
     path = Path(path)
     document, _ = _read(path)
     if "cells" in document:
+        if overrides:
+            raise SpecError(str(path), [Problem("", "--set does not apply to a campaign; give "
+                                                    "overrides in its cells (set, matrix)")])
         from orchestrator.campaign_spec import load_campaign  # it imports this module
         return load_campaign(path).spec
     if "plan" in document:
-        return load_scenario(path)[0]
-    return load_topology(path)
+        return load_scenario(path, overrides)[0]
+    return load_topology(path, overrides)
 
 
 def load_model(path: str | Path, model: type[BaseModel]) -> tuple[Any, dict[Loc, int]]:
@@ -106,72 +110,53 @@ def load_model(path: str | Path, model: type[BaseModel]) -> tuple[Any, dict[Loc,
     return _validate(path, model, document, lines), lines
 
 
-def _load(path: Path, model: type[BaseModel], overrides: list[str]):
+def _load(path: Path, model: type[BaseModel], overrides: list[str]) -> tuple[Any, dict[Loc, int]]:
     document, lines = _read(path)
     for override in overrides:
         _apply_override(path, document, override)
-    return _validate(path, model, document, lines)
+    return _validate(path, model, document, lines), lines
 
 
 def _validate(path: Path, model: type[BaseModel], document: Any, lines: dict[Loc, int]):
+    """``document`` as ``model``; every problem, of a field or between fields, at its line."""
     try:
-        return model.model_validate(document)
+        spec = model.model_validate(document, context=COLLECT)
     except ValidationError as error:
         problems = [_problem(model, err, lines) for err in error.errors()]
         raise SpecError(str(path), problems) from None
+    found = cross_problems(spec) if isinstance(spec, Spec) else []
+    if found:
+        raise SpecError(str(path), [Problem(".".join(map(str, loc)), message,
+                                            _line_of(loc, lines)) for loc, message in found])
+    return spec
 
 
-def _read(path: Path) -> tuple[Any, dict[Loc, int]]:
-    try:
-        text = path.read_text()
-    except OSError as error:
-        raise SpecError(str(path), [Problem("", f"cannot read file: {error.strerror}")]) from None
-    try:
-        node = yaml.compose(text, Loader=_SpecLoader)
-        document = yaml.load(text, Loader=_SpecLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        line = mark.line + 1 if mark else None
-        reason = getattr(error, "problem", None) or str(error)
-        raise SpecError(str(path), [Problem("", f"not valid YAML: {reason}", line)]) from None
-    if not isinstance(document, dict):
-        raise SpecError(str(path), [Problem("", "expected a mapping of fields at the top level")])
+def _read(path: Path) -> tuple[dict[str, Any], dict[Loc, int]]:
+    document, node = yamlsafe.read_file(path)
     lines: dict[Loc, int] = {}
-    _index_lines(node, (), lines)
+    _index_lines(node, (), lines, set())
     return document, lines
 
 
-class PlusSigned(float):
-    """A number written with an explicit ``+`` (``+50``): a step increment, not an absolute rate."""
-
-    def __str__(self) -> str:
-        return "+" + format(float(self), "g")
-
-
-class _SpecLoader(yaml.SafeLoader):
-    """SafeLoader that remembers an explicit ``+`` sign on numbers."""
-
-
-def _construct_number(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> object:
-    value = (yaml.SafeLoader.construct_yaml_int if node.tag.endswith(":int")
-             else yaml.SafeLoader.construct_yaml_float)(loader, node)
-    return PlusSigned(value) if str(node.value).startswith("+") else value
-
-
-_SpecLoader.add_constructor("tag:yaml.org,2002:int", _construct_number)
-_SpecLoader.add_constructor("tag:yaml.org,2002:float", _construct_number)
-
-
-def _index_lines(node: yaml.Node, loc: Loc, lines: dict[Loc, int]) -> None:
-    lines[loc] = node.start_mark.line + 1
+def _index_lines(node: yaml.Node, loc: Loc, lines: dict[Loc, int], seen: set[int]) -> None:
+    """The line of every field path under ``node``; a node met again through an alias is not
+    walked again (its fields keep the lines of where it is written)."""
+    lines.setdefault(loc, node.start_mark.line + 1)
+    if id(node) in seen:
+        return
+    seen.add(id(node))
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             lines[loc + (key.value,)] = key.start_mark.line + 1
-            _index_lines(value, loc + (key.value,), lines)
-            lines[loc + (key.value,)] = key.start_mark.line + 1
+            _index_lines(value, loc + (key.value,), lines, seen)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _index_lines(item, loc + (index,), lines)
+            _index_lines(item, loc + (index,), lines, seen)
+
+
+def _line_of(loc: Loc, lines: dict[Loc, int]) -> int | None:
+    """The line of ``loc``, or of the nearest field around it that the file has."""
+    return next((lines[loc[:n]] for n in range(len(loc), -1, -1) if loc[:n] in lines), None)
 
 
 def _apply_override(path: Path, document: dict, override: str) -> None:
@@ -179,8 +164,13 @@ def _apply_override(path: Path, document: dict, override: str) -> None:
     if not sep or not key:
         raise SpecError(str(path),
                         [Problem(override, "an override must look like field.path=value")])
-    value = yaml.load(raw, Loader=_SpecLoader) if raw.strip() else ""  # noqa: S506
-    parts: list[str | int] = [int(p) if p.isdigit() else p for p in key.split(".")]
+    try:
+        value = yamlsafe.parse_value(raw) if raw.strip() else ""
+    except ValueError as error:
+        raise SpecError(str(path), [Problem(key, f"--set value {raw!r} cannot be read: "
+                                                 f"{error}")]) from None
+    parts: list[str | int] = [int(p) if p.isdecimal() and len(p) < 10 else p
+                              for p in key.split(".")]
     target: Any = document
     for depth, part in enumerate(parts[:-1]):
         try:
@@ -203,7 +193,7 @@ def _create_branch(path: Path, target: Any, part: str | int, where: str) -> dict
 def _problem(model: type[BaseModel], err: dict, lines: dict[Loc, int]) -> Problem:
     loc: Loc = tuple(err["loc"])
     field = ".".join(str(p) for p in loc)
-    line = next((lines[loc[:n]] for n in range(len(loc), -1, -1) if loc[:n] in lines), None)
+    line = _line_of(loc, lines)
     if err["type"] == "extra_forbidden":
         known = _fields_at(model, loc[:-1])
         guess = difflib.get_close_matches(str(loc[-1]), known, n=1)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from orchestrator.hostspecs import SshSpec
-from orchestrator.specs_base import Seconds, Spec
+from orchestrator.specs_base import Loc, Seconds, Spec
 
 
 class MqHostSpec(Spec):
@@ -87,14 +87,14 @@ class MqSpec(Spec):
     ssh: SshSpec = Field(default_factory=SshSpec)
     native_ha: NativeHaSpec | None = None
 
-    @model_validator(mode="after")
-    def _repositories_exist(self) -> MqSpec:
+    def cross_problems(self) -> list[tuple[Loc, str]]:
+        """The full repositories named are queue managers of the hosts."""
         names = {self.qm_name(i) for i in range(sum(h.members for h in self.hosts))}
         unknown = [r for r in self.repositories if r not in names]
         if unknown and self.hosts:
-            raise ValueError(f"repositories {unknown} are not queue managers of the hosts "
-                             f"({min(names)} to {max(names)})")
-        return self
+            return [(("repositories",), f"repositories {unknown} are not queue managers of "
+                                        f"the hosts ({min(names)} to {max(names)})")]
+        return []
 
     def qm_name(self, index: int) -> str:
         """Queue manager ``index`` (0-based): ``UC01QM01`` for 0 (``PERF0`` with ``qm_first``

@@ -6,23 +6,30 @@ Every model forbids unknown keys; units are parsed by :mod:`orchestrator.units` 
 
 from __future__ import annotations
 
-from pathlib import Path
+import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, field_validator
 
 from orchestrator.hostspecs import HostSpec, RabbitKubernetesSpec
 from orchestrator.mqspecs import MqSpec
-from orchestrator.specs_base import Bytes, Fraction, Seconds, Spec
+from orchestrator.specs_base import Bytes, FilePath, Fraction, Loc, SafeName, Seconds, Spec
+
+MAX_PHASES = 100_000
+"""Most phases a plan may expand to (every repeat of every sweep count of every step)."""
+MAX_MESSAGE_BYTES = 512 * 1024 * 1024
+"""Largest message or reply (RabbitMQ's own hard limit; a sender holds one in memory)."""
 
 
 def _rate_change(value: object) -> str:
     """Normalise a step rate to text: ``"50"`` (absolute) or ``"+50"`` / ``"-25"`` (relative)."""
     text = str(value).strip()
     try:
-        float(text)
+        if isinstance(value, bool) or not math.isfinite(float(text)):
+            raise ValueError
     except ValueError:
-        raise ValueError("expected msg/s as a number (50) or an increment ('+50')") from None
+        raise ValueError("expected msg/s as a finite number (50) or an increment "
+                         "('+50')") from None
     return text
 
 
@@ -46,14 +53,17 @@ class QueueSpec(Spec):
                            "led by that member (like a cluster queue's instance on each queue "
                            "manager); workers use the instance of the member they connect to")
 
-    @model_validator(mode="after")
-    def _one_way_to_multiply(self) -> QueueSpec:
+    def cross_problems(self) -> list[tuple[Loc, str]]:
+        """A %d pattern goes with a count, and not with per_member."""
+        found: list[tuple[Loc, str]] = []
         if ("%d" in self.name) != (self.count > 1):
-            raise ValueError(f"a queue name with %d needs a count above 1 and a count needs %d "
-                             f"in the name (name {self.name!r}, count {self.count})")
+            found.append((("count" if self.count > 1 else "name",),
+                          f"a queue name with %d needs a count above 1 and a count needs %d in "
+                          f"the name (name {self.name!r}, count {self.count})"))
         if self.count > 1 and self.per_member:
-            raise ValueError("give either per_member or a %d pattern with a count, not both")
-        return self
+            found.append((("per_member",), "give either per_member or a %d pattern with a "
+                                           "count, not both"))
+        return found
 
     @property
     def names(self) -> list[str]:
@@ -85,7 +95,8 @@ class QueueSpec(Spec):
 class TopologySpec(Spec):
     """The broker side: which broker, where, how many members, how big each is."""
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", description="used in node and cgroup names")
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=63,
+                      description="used in node and cgroup names")
     broker: Literal["rabbitmq", "ibmmq"] = "rabbitmq"
     placement: Literal["local", "ssh", "kubernetes"] = Field(
         "local", description="local: processes on this machine (rabbitmq); ssh: queue managers "
@@ -114,34 +125,33 @@ class TopologySpec(Spec):
     kubernetes: RabbitKubernetesSpec | None = Field(
         None, description="RabbitMQ through the cluster operator (placement kubernetes)")
 
-    @model_validator(mode="after")
-    def _start_within_pool(self) -> TopologySpec:
+    def cross_problems(self) -> list[tuple[Loc, str]]:
+        """``start`` within the pool; the broker's sections and hosts fit its placement."""
+        found: list[tuple[Loc, str]] = []
         if self.start > self.members:
-            raise ValueError(f"start ({self.start}) cannot exceed members ({self.members})")
-        return self
-
-    @model_validator(mode="after")
-    def _broker_fits_placement(self) -> TopologySpec:
+            found.append((("start",), f"start ({self.start}) cannot exceed members "
+                                      f"({self.members})"))
         if self.broker == "rabbitmq" and self.placement == "ssh":
             on_hosts = sum(h.members for h in self.hosts if "broker" in h.roles)
             if on_hosts != self.members:
-                raise ValueError(f"hosts with role broker hold {on_hosts} members; members "
-                                 f"says {self.members}")
+                found.append((("hosts",), f"hosts with role broker hold {on_hosts} members; "
+                                          f"members says {self.members}"))
         if self.broker == "rabbitmq" and self.placement == "kubernetes" and \
                 self.kubernetes is None:
-            raise ValueError("placement kubernetes needs a kubernetes section")
-        if self.broker == "ibmmq":
-            mq = self.ibmmq
-            if mq is None or self.placement == "local":
-                raise ValueError("broker ibmmq needs an ibmmq section and placement ssh or "
-                                 "kubernetes (MQ cannot be installed on this machine)")
+            found.append((("placement",), "placement kubernetes needs a kubernetes section"))
+        mq = self.ibmmq
+        if self.broker == "ibmmq" and (mq is None or self.placement == "local"):
+            found.append((("broker",), "broker ibmmq needs an ibmmq section and placement ssh "
+                                       "or kubernetes (MQ cannot be installed on this "
+                                       "machine)"))
+        elif self.broker == "ibmmq" and mq is not None:
             on_hosts = sum(h.members for h in mq.hosts)
             if self.placement == "ssh" and on_hosts != self.members:
-                raise ValueError(f"ibmmq.hosts hold {on_hosts} queue managers; members says "
-                                 f"{self.members}")
+                found.append((("ibmmq", "hosts"), f"ibmmq.hosts hold {on_hosts} queue managers; "
+                                                  f"members says {self.members}"))
             if self.placement == "kubernetes" and mq.native_ha is None:
-                raise ValueError("placement kubernetes needs ibmmq.native_ha")
-        return self
+                found.append((("ibmmq",), "placement kubernetes needs ibmmq.native_ha"))
+        return found
 
     def queue(self, name: str) -> QueueSpec | None:
         """The queue called ``name``, if the topology declares it."""
@@ -151,7 +161,8 @@ class TopologySpec(Spec):
 class MessageSpec(Spec):
     """Shape of every message a sender publishes."""
 
-    size: Bytes = Field(2048, description="bytes on the wire, including the 24-byte header")
+    size: Bytes = Field(2048, le=MAX_MESSAGE_BYTES,
+                        description="bytes on the wire, including the 24-byte header")
     persistent: bool = False
 
     @field_validator("size")
@@ -176,8 +187,8 @@ class WorkloadSpec(Spec):
     senders: int = Field(ge=1, le=10000, description="senders, or requesters")
     receivers: int = Field(ge=1, le=10000, description="receivers, or responders")
     message: MessageSpec = Field(default_factory=MessageSpec)
-    reply_size: Bytes | None = Field(None, description="bytes of a reply; default the "
-                                                       "request's size")
+    reply_size: Bytes | None = Field(None, le=MAX_MESSAGE_BYTES,
+                                     description="bytes of a reply; default the request's size")
     in_flight: int = Field(1, ge=1, le=10000, description="requests a requester may have "
                                                            "waiting for replies")
     reply_timeout: Seconds = Field(10.0, gt=0, description="a request unanswered this long "
@@ -197,11 +208,12 @@ class WorkloadSpec(Spec):
                                                         "delay up to this (PerfTest's "
                                                         "--producer-random-start-delay)")
 
-    @model_validator(mode="after")
-    def _sizes_fit(self) -> WorkloadSpec:
-        if self.reply_size is not None and self.reply_size < 24:
-            raise ValueError("reply_size must be at least 24 bytes (the message header)")
-        return self
+    @field_validator("reply_size")
+    @classmethod
+    def _reply_fits_header(cls, size: int | None) -> int | None:
+        if size is not None and size < 24:
+            raise ValueError("must be at least 24 bytes (the message header)")
+        return size
 
 
 def _shorthand(field: str):
@@ -289,13 +301,14 @@ class FaultSpec(Spec):
                                                    "message")
     factor: float = Field(2.0, gt=0, description="publish_spike: rate multiplier")
 
-    @model_validator(mode="after")
-    def _when_and_what(self) -> FaultSpec:
+    def cross_problems(self) -> list[tuple[Loc, str]]:
+        """A time or a step, not both; a member for the kinds that act on one."""
+        found: list[tuple[Loc, str]] = []
         if (self.at is None) == (self.at_step is None):
-            raise ValueError("give either at (seconds) or at_step (a plan step)")
+            found.append(((), "give either at (seconds) or at_step (a plan step)"))
         if self.kind in ("kill_member", "stop_member") and self.member is None:
-            raise ValueError(f"{self.kind} needs the member's index")
-        return self
+            found.append(((), f"{self.kind} needs the member's index"))
+        return found
 
 
 class MeasureSpec(Spec):
@@ -321,13 +334,13 @@ class Trigger(Spec):
     latency_p99: Seconds | None = Field(None, description="p99 end-to-end latency ('200ms')")
     for_s: Seconds = Field(10.0, alias="for", gt=0, description="seconds the condition must hold")
 
-    @model_validator(mode="after")
-    def _exactly_one_condition(self) -> Trigger:
+    def cross_problems(self) -> list[tuple[Loc, str]]:
+        """Exactly one condition."""
         set_ = [name for name in CONDITIONS if getattr(self, name) is not None]
         if len(set_) != 1:
-            raise ValueError(f"give exactly one of {', '.join(CONDITIONS)} (got "
-                             f"{', '.join(set_) or 'none'})")
-        return self
+            return [((), f"give exactly one of {', '.join(CONDITIONS)} (got "
+                         f"{', '.join(set_) or 'none'})")]
+        return []
 
     @property
     def condition(self) -> str:
@@ -346,11 +359,11 @@ class ScaleRule(Spec):
     when_all: list[Trigger] | None = Field(None, min_length=1)
     cooldown: Seconds = Field(20.0, description="seconds after any scaling action before the next")
 
-    @model_validator(mode="after")
-    def _one_combinator(self) -> ScaleRule:
+    def cross_problems(self) -> list[tuple[Loc, str]]:
+        """One combinator."""
         if (self.when_any is None) == (self.when_all is None):
-            raise ValueError("give either when_any or when_all")
-        return self
+            return [((), "give either when_any or when_all")]
+        return []
 
 
 class ScalingSpec(Spec):
@@ -376,9 +389,9 @@ class AgentPlacementSpec(Spec):
 class ScenarioSpec(Spec):
     """A test: a topology, a workload, a plan of steps, and what goes wrong on purpose."""
 
-    name: str = Field(min_length=1)
+    name: SafeName = Field(description="part of the run directory's name")
     description: str = ""
-    topology: Path
+    topology: FilePath
     workload: WorkloadSpec
     plan: list[Step] = Field(min_length=1)
     consumer_profile: list[Delay] = Field(
@@ -393,24 +406,34 @@ class ScenarioSpec(Spec):
     measure: MeasureSpec = Field(default_factory=MeasureSpec)
     scaling: ScalingSpec | None = None
 
-    @model_validator(mode="after")
-    def _plan_fits_workload(self) -> ScenarioSpec:
+    def cross_problems(self) -> list[tuple[Loc, str]]:
+        """The plan fits the workload and :data:`MAX_PHASES` (counted, not expanded), faults
+        fit the plan, a slowed consumer acknowledges by hand."""
+        found: list[tuple[Loc, str]] = []
         first = self.plan[0].rate_per_sender
         if first[0] in "+-":
-            raise ValueError(f"plan.0.rate_per_sender: the first step needs an absolute rate "
-                             f"(got {first!r}); a rate cannot be negative")
+            found.append((("plan", 0, "rate_per_sender"),
+                          f"the first step needs an absolute rate (got {first!r}); a rate "
+                          f"cannot be negative"))
+        steps = 0
         for i, step in enumerate(self.plan):
             counts = step.senders if isinstance(step.senders, list) else [step.senders or 1]
             if max(counts) > self.workload.senders:
-                raise ValueError(f"plan.{i}.senders: {max(counts)} is more than the workload's "
-                                 f"{self.workload.senders} senders")
-        steps = sum(s.repeat * (len(s.senders) if isinstance(s.senders, list) else 1)
-                    for s in self.plan)
+                found.append((("plan", i, "senders"), f"{max(counts)} is more than the "
+                                                      f"workload's {self.workload.senders} "
+                                                      f"senders"))
+            phases = step.repeat * len(counts)
+            if steps <= MAX_PHASES < steps + phases:
+                found.append((("plan", i), f"the plan comes to more than {MAX_PHASES:,} steps "
+                                           f"here (this one is {step.repeat} repeats x "
+                                           f"{len(counts)} sender counts = {phases:,})"))
+            steps += phases
         for i, fault in enumerate(self.faults):
             if fault.at_step is not None and fault.at_step > steps:
-                raise ValueError(f"faults.{i}.at_step: the plan has {steps} steps")
+                found.append((("faults", i, "at_step"), f"the plan has {steps} steps"))
         slowed = self.consumer_profile or any(f.kind == "consumer_slowdown" for f in self.faults)
         if slowed and self.workload.ack == "auto":
-            raise ValueError("a consumer_profile or consumer_slowdown needs workload.ack: manual "
-                             "(with auto ack the prefetch does not hold messages back)")
-        return self
+            found.append((("workload", "ack"), "a consumer_profile or consumer_slowdown needs "
+                                               "workload.ack: manual (with auto ack the "
+                                               "prefetch does not hold messages back)"))
+        return found

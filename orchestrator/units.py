@@ -2,10 +2,13 @@
 
 Each parser accepts a plain number too (bytes, seconds, fraction) and raises ``ValueError``
 with a message that says what was expected; the spec loader turns that into a file/field error.
+``nan``, ``inf`` and ``true`` are never numbers here, a size is a whole number of bytes and a
+duration is at most :data:`MAX_DURATION_S` (a year).
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 _NUMBER = r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*"
@@ -19,6 +22,7 @@ _DURATION_UNITS = {
     "": 1.0, "s": 1.0, "sec": 1.0, "ms": 0.001, "us": 1e-6,
     "m": 60.0, "min": 60.0, "h": 3600.0,
 }
+MAX_DURATION_S = 366 * 86400.0
 _SIZE_RE = re.compile(_NUMBER + r"([a-zA-Z]*)\s*$")
 _DURATION_RE = re.compile(_NUMBER + r"([a-zA-Z]*)\s*$")
 
@@ -27,13 +31,20 @@ def parse_size(value: int | float | str) -> int:
     """Bytes from ``2048``, ``"2KiB"``, ``"2KB"`` (1000) or ``"1.5MiB"``."""
     if isinstance(value, bool):
         raise ValueError("expected a size such as 2048 or '2KiB'")
-    if isinstance(value, (int, float)):
-        return _non_negative(int(value), "size")
-    match = _SIZE_RE.match(str(value))
-    unit = match.group(2).lower() if match else None
-    if not match or unit not in _SIZE_UNITS:
-        raise ValueError(f"expected a size such as 2048, '2KiB' or '1MB', got {value!r}")
-    return int(float(match.group(1)) * _SIZE_UNITS[unit])
+    if isinstance(value, int):
+        return _non_negative(value, "size")
+    if isinstance(value, float):
+        number = value
+    else:
+        match = _SIZE_RE.match(str(value))
+        unit = match.group(2).lower() if match else None
+        if not match or unit not in _SIZE_UNITS:
+            raise ValueError(f"expected a size such as 2048, '2KiB' or '1MB', got {value!r}")
+        number = float(match.group(1)) * _SIZE_UNITS[unit]
+    number = _non_negative(_finite(number, "size", value), "size")
+    if number != int(number):
+        raise ValueError(f"a size is a whole number of bytes, got {value!r} ({number:g} bytes)")
+    return int(number)
 
 
 def parse_duration(value: int | float | str) -> float:
@@ -41,12 +52,18 @@ def parse_duration(value: int | float | str) -> float:
     if isinstance(value, bool):
         raise ValueError("expected a duration such as 30 or '30s'")
     if isinstance(value, (int, float)):
-        return _non_negative(float(value), "duration")
-    match = _DURATION_RE.match(str(value))
-    unit = match.group(2).lower() if match else None
-    if not match or unit not in _DURATION_UNITS:
-        raise ValueError(f"expected a duration such as 30, '30s', '250ms' or '5m', got {value!r}")
-    return float(match.group(1)) * _DURATION_UNITS[unit]
+        seconds = _non_negative(_finite(value, "duration", value), "duration")
+    else:
+        match = _DURATION_RE.match(str(value))
+        unit = match.group(2).lower() if match else None
+        if not match or unit not in _DURATION_UNITS:
+            raise ValueError(f"expected a duration such as 30, '30s', '250ms' or '5m', "
+                             f"got {value!r}")
+        seconds = float(match.group(1)) * _DURATION_UNITS[unit]
+    if seconds > MAX_DURATION_S:
+        raise ValueError(f"a duration can be at most a year ({MAX_DURATION_S:.0f} s), got "
+                         f"{value!r}")
+    return seconds
 
 
 def parse_percent(value: int | float | str) -> float:
@@ -54,7 +71,9 @@ def parse_percent(value: int | float | str) -> float:
     text = str(value).strip()
     number = text[:-1] if text.endswith("%") else text
     try:
-        return float(number) / 100.0
+        if isinstance(value, bool):
+            raise ValueError
+        return _finite(float(number), "percentage", value) / 100.0
     except ValueError:
         raise ValueError(f"expected a percentage such as '3%', got {value!r}") from None
 
@@ -65,6 +84,16 @@ def format_size(n_bytes: int) -> str:
         if n_bytes >= factor and n_bytes % factor == 0:
             return f"{n_bytes // factor}{unit}"
     return f"{n_bytes}B"
+
+
+def _finite(number: float, what: str, value: object) -> float:
+    try:
+        finite = math.isfinite(number)
+    except OverflowError:  # an int beyond any float
+        raise ValueError(f"the {what} is far too big, got {value!r}") from None
+    if not finite:
+        raise ValueError(f"expected a finite {what}, got {value!r}")
+    return float(number)
 
 
 def _non_negative(number, what: str):

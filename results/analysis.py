@@ -8,12 +8,12 @@ averaging percentiles.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from drivers.histogram import LatencyHistogram
+from results.jsonfile import read_object
 from results.rundir import FORMAT_VERSION, readable_parts
 
 READABLE_VERSIONS = tuple(range(1, FORMAT_VERSION + 1))
@@ -41,12 +41,7 @@ class RunAnalysis:
 def read_manifest(run_dir: Path) -> dict[str, Any]:
     """``run.json``, checked for a format version this reader understands."""
     path = run_dir / "run.json"
-    try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"{path}: missing; not a run directory") from None
-    except ValueError as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from None
+    manifest = read_object(path, missing="missing; not a run directory")
     version = manifest.get("format_version")
     if version not in READABLE_VERSIONS:
         raise ValueError(f"{path}: format_version {version!r}; this surge reads "

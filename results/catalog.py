@@ -16,6 +16,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from orchestrator.errors import FileError
+from results.jsonfile import read_object
+
 STATE_FILE = ".analysis-state.json"
 LOCK_FILE = ".analyze.lock"
 
@@ -45,9 +48,9 @@ class Catalog:
     def __init__(self, root: Path):
         self.root = root
         self.path = root / STATE_FILE
-        try:
-            self.state: dict[str, str] = json.loads(self.path.read_text())
-        except (FileNotFoundError, ValueError):
+        try:  # a cache: a missing or damaged one means analysing again
+            self.state: dict[str, str] = read_object(self.path)
+        except FileError:
             self.state = {}
 
     def pending(self, dirs: list[Path], force: bool = False) -> dict[Path, str]:

@@ -5,32 +5,31 @@ the final step within 3% of its target; a campaign says which of its runs met it
 from __future__ import annotations
 
 import dataclasses
-import json
 import statistics
 from collections.abc import Collection
 from pathlib import Path
 
-from orchestrator.errors import SurgeError
+from orchestrator.errors import FileError, SurgeError
+from results.jsonfile import read_object
 from results.steptable import StepRow, fixed_width
 
 
 def final_step(run_dir: Path) -> tuple[str, StepRow, str]:
     """A run's scenario name, the last row of its step table and its accounting verdict."""
     path = run_dir / "run.json"
+    manifest = read_object(path, missing="not found; expected a run directory")
+    if not manifest.get("steps"):
+        raise SurgeError(f"{path}: no step table; did the run finish?")
     try:
-        manifest = json.loads(path.read_text())
-        last = manifest["steps"][-1]
-    except FileNotFoundError:
-        raise SurgeError(f"{path}: not found; expected a run directory") from None
-    except (ValueError, KeyError, IndexError) as error:
-        raise SurgeError(f"{path}: no step table ({type(error).__name__}: {error}); "
-                         "did the run finish?") from None
-    names = {f.name for f in dataclasses.fields(StepRow)}
-    row = StepRow(**{k: v for k, v in last.items() if k in names})
-    accounting = manifest.get("accounting") or {}
-    verdict = "balanced" if accounting.get("balanced") else \
-        f"lost {accounting.get('lost', '?')}" if accounting else "not accounted"
-    return manifest["scenario"]["name"], row, verdict
+        names = {f.name for f in dataclasses.fields(StepRow)}
+        row = StepRow(**{k: v for k, v in manifest["steps"][-1].items() if k in names})
+        accounting = manifest.get("accounting") or {}
+        verdict = "balanced" if accounting.get("balanced") else \
+            f"lost {accounting.get('lost', '?')}" if accounting else "not accounted"
+        return manifest["scenario"]["name"], row, verdict
+    except (KeyError, IndexError, TypeError, AttributeError) as error:
+        raise FileError(f"{path}: not the run.json of a run ({type(error).__name__}: "
+                        f"{error})") from None
 
 
 def as_text(run_dirs: list[Path]) -> str:
@@ -58,7 +57,7 @@ FIGURES = {  # name with unit -> how to read it from analysis.json
 
 def load(run_dir: Path) -> dict:
     """A run's ``analysis/analysis.json``."""
-    return json.loads((run_dir / "analysis" / "analysis.json").read_text())
+    return read_object(run_dir / "analysis" / "analysis.json")
 
 
 def statistics_text(run_dirs: list[Path]) -> str:
@@ -86,10 +85,9 @@ def ranking_text(run_dirs: list[Path], passed: Collection[Path] | None = None) -
     chosen = None if passed is None else {run_dir.resolve() for run_dir in passed}
     rows = []
     for run_dir in run_dirs:
-        try:
-            analysis = load(run_dir)
-        except FileNotFoundError:
+        if not (run_dir / "analysis" / "analysis.json").exists():
             continue
+        analysis = load(run_dir)
         if not analysis["steps"]:
             continue
         last = analysis["steps"][-1]

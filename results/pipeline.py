@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from results import report, timeline
-from results.analysis import analyze_run
+from results.analysis import analyze_run, read_manifest
 from results.catalog import Catalog, locked
 from results.rundir import read_table
 
@@ -57,6 +57,7 @@ def analyze(dirs: list[Path], price_per_core_hour: float = DEFAULT_PRICE_PER_COR
 def _analyze_one(run_dir: Path, price: float, master: str | None, summary: Summary,
                  say: Callable[[str], None]) -> None:
     from results.spark import session
+    read_manifest(run_dir)  # a damaged run.json is named before Spark starts
     analysis = analyze_run(session(master), run_dir, price)
     manifest = analysis.manifest
     ticks = read_table(run_dir, "ticks").to_pylist()
