@@ -1,5 +1,6 @@
 """A real 3-member RabbitMQ cluster on loopback, shared by the integration tests."""
 
+import contextlib
 import os
 import shutil
 
@@ -29,8 +30,10 @@ def topology() -> TopologySpec:
                 QueueSpec(name="pairs-%d", count=4)])
 
 
-@pytest.fixture(scope="session")
-def cluster(state_root, topology):
+@contextlib.contextmanager
+def local_cluster(topology: TopologySpec, state_root):
+    """A local cluster of ``topology`` started for the duration, stopped by PID afterwards; fails
+    if any of its broker processes is left behind."""
     from topologies.rabbitmq.local import LocalRabbitMQ
     provisioner = LocalRabbitMQ(topology, state_root)
     seen_pids: set[int] = set()
@@ -44,5 +47,13 @@ def cluster(state_root, topology):
         provisioner.down()
         left = [pid for pid in seen_pids if psutil.pid_exists(pid)
                 and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
-        shutil.rmtree(state_root, ignore_errors=True)
         assert not left, f"broker processes left behind: {left}"
+
+
+@pytest.fixture(scope="session")
+def cluster(state_root, topology):
+    try:
+        with local_cluster(topology, state_root) as provisioner:
+            yield provisioner
+    finally:
+        shutil.rmtree(state_root, ignore_errors=True)

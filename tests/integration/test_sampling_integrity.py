@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import psutil
 import pytest
 
 from drivers.histogram import LatencyHistogram
@@ -21,6 +20,7 @@ from orchestrator.specs import QueueSpec, ScenarioSpec, TopologySpec
 from results.integrity import suspect_samples
 from results.rundir import read_table
 from results.steptable import segments
+from tests.integration.conftest import local_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -29,22 +29,12 @@ QUOTA = 0.25
 
 @pytest.fixture(scope="module")
 def small_cluster(state_root):
-    from topologies.rabbitmq.local import LocalRabbitMQ
     topology = TopologySpec(
         name="it-busy", members=3, start=3, cpu_per_member=QUOTA, port_base=7400,
         queues=[QueueSpec(name="perf", type="quorum",
                           arguments={"x-quorum-initial-group-size": 3})])
-    provisioner = LocalRabbitMQ(topology, state_root)
-    pids: set[int] = set()
-    try:
-        pids.update(m.pid for m in provisioner.up() if m.pid)
+    with local_cluster(topology, state_root) as provisioner:
         yield provisioner
-    finally:
-        pids.update(m.pid for m in provisioner.status() if m.pid)
-        provisioner.down()
-        left = [p for p in pids if psutil.pid_exists(p)
-                and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-        assert not left, f"broker processes left behind: {left}"
 
 
 @pytest.fixture
