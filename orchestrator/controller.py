@@ -39,12 +39,13 @@ from orchestrator.specs import ScenarioSpec, TopologySpec
 from results import timeline
 from results.rundir import RunWriter, new_run_id
 from results.steptable import StepRow, drain_row, step_rows
-from topologies.base import BrokerSample, CpuReading, MemberSample
+from topologies.base import BrokerSample, CpuReading, MemberSample, MemberStats
 from topologies.factory import provisioner_for
 
 CLOCK_TOLERANCE_MS = 2.0  # host clocks possibly further apart: cross-host latency is unreliable
 TICK_DEADLINE_S = 0.8  # readings not in by then are missing for this second
 SCRAPE_TIMEOUT_S = 5.0  # an agent's snapshot that takes longer fails (the tick has moved on)
+MAX_DEPTH_AGE_S = 1.0  # an older queue or member reading makes the depth unknown
 AGENT_FAILURES = 3  # consecutive failed reads that make an agent lost
 CONTROLLER_HOST = "controller"  # the hosts-table name of the machine running the controller
 
@@ -95,6 +96,7 @@ class Controller:
         self.tick_broker: BrokerSample | None = None  # this tick's sample (None: missed)
         self.tick_members: list[MemberSample] = []  # this tick's view of each member
         self.agent_failures: dict[int, int] = {}
+        self.member_stats: dict[str, MemberStats] = {}  # each member's latest own figures
         self.depth_probe = None
         self.queue_spec = topology.queue(scenario.workload.queue)
         scaling = scenario.scaling
@@ -346,7 +348,7 @@ class Controller:
         if broker is not None:
             self.broker = broker
         self.tick_members = self._members_now(broker, results)
-        self.depth = _ok(results.get("depth"))
+        self.depth = _ok(results.get("depth")) or self.depth
         host = _ok(results.get("host"))
         hosts = {CONTROLLER_HOST: host, **(broker.hosts if broker else {})}
         return self.math.step(time.monotonic() - self.t0, agents, self.tick_members, hosts)
@@ -382,11 +384,12 @@ class Controller:
         out = []
         for index, member in enumerate(members):
             stats = _ok(results.get(f"stats:{index}")) if member.running else None
+            if stats is not None:
+                self.member_stats[member.name] = stats
             out.append(replace(member, connections=stats.connections if stats else None,
                                messages_in=stats.messages_in if stats else None,
                                messages_out=stats.messages_out if stats else None,
-                               unacknowledged=stats.unacknowledged if stats else None,
-                               stats_at=stats.at if stats else None))
+                               unacknowledged=stats.unacknowledged if stats else None))
         return out
 
     def _active(self, phase: plans.Phase) -> int:
@@ -506,27 +509,31 @@ class Controller:
         """Seconds between the first and the last of this tick's agent and depth readings
         (controller clock): how far apart in time the figures of one row were taken."""
         times = [r.seen for r in self.math.agents.values()]
-        if self.depth is not None:
+        if self.depth is not None and time.monotonic() - self.depth.at <= MAX_DEPTH_AGE_S:
             times.append(self.depth.at)
         return max(times) - min(times) if len(times) > 1 else tick.read_span_s
 
     def _queue_depth_now(self, tick: Tick) -> tuple[int | None, float | None]:
-        """Messages in the workload's queues as RabbitMQ counts them, ready plus unacknowledged:
-        the ready count read from the queues this tick, and the deliveries awaiting an ack from
-        each member's own counters in the same tick; and the age of the queues' reading in
-        seconds. Unknown (``None``) when either was not read in time."""
-        if self.depth is not None:
-            ready = sum(n for name, n in self.depth.ready.items() if self.queue_spec.owns(name))
-            running = [m for m in self.tick_members if m.running]
-            unacked = [m.unacknowledged for m in running] or [None]
-            if None in unacked:
-                return None, None
-            oldest = min([self.depth.at] + [m.stats_at for m in running if m.stats_at])
-            return ready + sum(unacked), time.monotonic() - oldest
-        depths = self.tick_broker.queue_depths if self.tick_broker else None
-        if self.depth_probe is None and depths is not None:  # the broker's own metrics
-            return self._queue_depth(depths), None
-        return None, None
+        """Messages in the workload's queues as RabbitMQ counts them, ready plus unacknowledged,
+        and the age of the older of the two readings, in seconds: the ready count read from the
+        queues themselves, the deliveries awaiting an ack from each serving member's own
+        counters. Each is the latest reading of its source if that is at most
+        ``MAX_DEPTH_AGE_S`` old (a member at its CPU quota may answer a little late); otherwise
+        the depth is unknown (``None``)."""
+        now = time.monotonic()
+        if self.depth_probe is None:
+            depths = self.tick_broker.queue_depths if self.tick_broker else None
+            return (None, None) if depths is None else (self._queue_depth(depths), None)
+        if self.depth is None or now - self.depth.at > MAX_DEPTH_AGE_S:
+            return None, None
+        ready = sum(n for name, n in self.depth.ready.items() if self.queue_spec.owns(name))
+        serving = [m.name for m in self.tick_members if m.running]
+        stats = [self.member_stats.get(name) for name in serving]
+        if not stats or any(s is None or s.unacknowledged is None or s.at is None
+                            or now - s.at > MAX_DEPTH_AGE_S for s in stats):
+            return None, None
+        oldest = min([self.depth.at] + [s.at for s in stats])
+        return ready + sum(s.unacknowledged for s in stats), now - oldest
 
     def _show(self, row: dict, tick: Tick, label: str) -> None:
         """The live view's state from one tick row."""

@@ -78,7 +78,6 @@ class MemberSample:
     messages_in: int | None = None  # published through this member, cumulative
     messages_out: int | None = None  # delivered through this member, cumulative
     unacknowledged: int | None = None  # its channels' deliveries awaiting an ack, now
-    stats_at: float | None = None  # when the member gave those figures (controller clock)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from tests.integration.conftest import local_cluster
 pytestmark = pytest.mark.integration
 
 QUOTA = 0.25
+BURN = "import time\nend = time.monotonic() + 180\nwhile time.monotonic() < end: pass"
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def small_cluster(state_root):
 @pytest.fixture
 def busy_core():
     """One core kept busy by a process of our own (bounded in time, stopped by PID)."""
-    burner = subprocess.Popen(["timeout", "180", sys.executable, "-c", "while True: pass"])
+    burner = subprocess.Popen([sys.executable, "-c", BURN])
     try:
         yield burner
     finally:
@@ -70,7 +71,7 @@ def test_rows_of_a_saturated_run_on_a_busy_host_are_possible(small_cluster, busy
     assert busiest >= 0.7 * QUOTA * 100, busiest
     assert max(r["cpu_percent"] or 0.0 for r in members) <= 1.15 * QUOTA * 100 + 5
     load = [t for t in ticks if t["phase"] >= 1]
-    assert sum(1 for t in load if t["queue_depth"] is None) <= len(load) // 10
+    assert sum(1 for t in load if t["queue_depth"] is not None) >= len(load) // 2
     manifest = json.loads((result.run_dir / "run.json").read_text())
     sampling = manifest["sampling"]
     assert sampling["depth_age_s"]["p50"] < 1.0, sampling
