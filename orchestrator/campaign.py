@@ -396,7 +396,8 @@ def cells_table(root: Path, records: list[CellRecord]) -> str:
         if record.status == "done":
             with contextlib.suppress(SurgeError):
                 _, row, verdict = final_step(root / record.cell.id)
-                figures = [f"{row.target_rate:,.0f}", f"{row.achieved_rate:,.0f}", verdict]
+                figures = [f"{row.target_rate:,.0f}", "-" if row.achieved_rate is None
+                           else f"{row.achieved_rate:,.0f}", verdict]
         verdict = {True: "pass", False: "fail", None: "-"}[record.passed]
         lines.append([record.cell.id, record.status, verdict, *figures])
     why = [f"  {r.cell.id}: {r.reason}" for r in records if r.passed is False
@@ -427,7 +428,8 @@ def summary_text(campaign: Campaign, result: CampaignResult) -> str:
         for combination, members in _by_combination(done).items():
             parts.append(f"{combination} over its repetitions:\n" + statistics_text(
                 [result.root / r.cell.id for r in members]))
-    parts.append("ranking by cost per 1,000 msg/s among the runs that passed the requirement:\n"
+    parts.append("ranking by cost per 1,000 msg/s among the runs that passed the requirement "
+                 "(cost unknown: not ranked):\n"
                  + ranking_text(dirs, passed=[result.root / r.cell.id for r in passed]))
     return "\n\n".join(parts)
 

@@ -149,6 +149,10 @@ def analyze(runs: Annotated[list[Path] | None, typer.Argument(
                 "--compare", help="Then compare the runs: mean, stdev, min, max, change % per "
                                   "figure, and a ranking by cost among runs that met target")]
             = False,
+            include_drain: Annotated[bool, typer.Option(
+                "--include-drain", help="Count the drain (before the first step and after the "
+                                        "last) in the cost; with --force for analysed runs")]
+            = False,
             ) -> None:
     """Analyse runs with Spark: step table with merged-histogram latency percentiles, members
     and balance, cost per message, scale-out reaction times, report.md and PNG plots in
@@ -163,7 +167,8 @@ def analyze(runs: Annotated[list[Path] | None, typer.Argument(
         raise typer.BadParameter(str(error), param_hint="--watch") from None
     while True:
         dirs = list(runs) if runs else run_dirs(runs_dir)
-        summary = analyze_runs(dirs, price_per_core_hour, force, typer.echo, spark_master)
+        summary = analyze_runs(dirs, price_per_core_hour, force, typer.echo, spark_master,
+                               include_drain)
         typer.echo(f"analysed {len(summary.analysed)}, up to date {len(summary.skipped)}, "
                    f"failed {len(summary.failed)} in {summary.seconds:.1f} s")
         if compare:

@@ -1,6 +1,7 @@
 """Runs side by side: at their final step (document 000's Table 2 shape), and, once analysed,
 statistics per figure and a ranking by cost among runs that met their requirement (by default
-the final step within 3% of its target; a campaign says which of its runs met its own)."""
+the final step within 3% of its target; a campaign says which of its runs met its own). A run
+whose cost is unknown (its members' CPU was not measured) is listed as such, never ranked."""
 
 from __future__ import annotations
 
@@ -33,15 +34,16 @@ def final_step(run_dir: Path) -> tuple[str, StepRow, str]:
 
 
 def as_text(run_dirs: list[Path]) -> str:
-    """One line per run: target and achieved rate, members, mean member and host CPU."""
+    """One line per run: target and achieved rate, members, mean member and host CPU; "-"
+    for a figure no source gave."""
     lines = [["test", "target msg/s", "achieved msg/s", "members", "member CPU% (mean)",
               "host CPU%", "p99 ms", "accounting"]]
     for run_dir in run_dirs:
         name, row, verdict = final_step(run_dir)
-        cpu = sum(row.cpu_percent.values()) / len(row.cpu_percent) if row.cpu_percent else 0.0
-        lines.append([name, f"{row.target_rate:,.0f}", f"{row.achieved_rate:,.0f}",
-                      str(row.members), f"{cpu:.1f}", f"{row.host_cpu_percent:.1f}",
-                      f"{row.p99_ms:.2f}", verdict])
+        cpu = sum(row.cpu_percent.values()) / len(row.cpu_percent) if row.cpu_percent else None
+        lines.append([name, f"{row.target_rate:,.0f}", _figure(row.achieved_rate),
+                      str(row.members), _figure(cpu, ".1f"), _figure(row.host_cpu_percent, ".1f"),
+                      _figure(row.p99_ms, ".2f"), verdict])
     return fixed_width(lines)
 
 
@@ -79,11 +81,11 @@ def statistics_text(run_dirs: list[Path]) -> str:
 
 
 def ranking_text(run_dirs: list[Path], passed: Collection[Path] | None = None) -> str:
-    """Runs that met their requirement, cheapest per 1,000 msg/s first. The requirement is
-    the final step within 3% of its target, unless ``passed`` names the runs that met one of
-    their own (a campaign's)."""
+    """Runs that met their requirement, cheapest per 1,000 msg/s first, then those whose
+    cost is unknown, unranked. The requirement is the final step within 3% of its target,
+    unless ``passed`` names the runs that met one of their own (a campaign's)."""
     chosen = None if passed is None else {run_dir.resolve() for run_dir in passed}
-    rows = []
+    rows, unknown = [], []
     for run_dir in run_dirs:
         if not (run_dir / "analysis" / "analysis.json").exists():
             continue
@@ -93,14 +95,24 @@ def ranking_text(run_dirs: list[Path], passed: Collection[Path] | None = None) -
         last = analysis["steps"][-1]
         cost = analysis["cost"].get("broker_cost_per_1k_msg_s_month")
         met = _met_target(last) if chosen is None else run_dir.resolve() in chosen
-        if met and cost is not None:
-            rows.append((cost, run_dir.name, last["achieved_rate"], last["members"]))
+        if met:
+            (unknown if cost is None else rows).append(
+                (cost, run_dir.name, last["achieved_rate"], last["members"]))
     lines = [["rank", "run", "achieved msg/s", "members", "cost per 1k msg/s/month"]]
     for rank, (cost, name, achieved, members) in enumerate(sorted(rows), start=1):
-        lines.append([str(rank), name, f"{achieved:,.0f}", str(members), f"{cost:,.2f}"])
+        lines.append([str(rank), name, _figure(achieved), str(members), f"{cost:,.2f}"])
+    for _, name, achieved, members in unknown:
+        lines.append(["-", name, _figure(achieved), str(members), "cost unknown"])
     return fixed_width(lines)
 
 
+def _figure(value: float | None, spec: str = ",.0f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
 def _met_target(step: dict) -> bool:
-    ratio = step["achieved_rate"] / step["target_rate"] if step["target_rate"] else 1.0
-    return ratio >= MET_RATIO
+    """The step's achieved rate within 3% of its target (not met when it is unknown)."""
+    if not step["target_rate"]:
+        return True
+    return step["achieved_rate"] is not None and \
+        step["achieved_rate"] / step["target_rate"] >= MET_RATIO

@@ -23,8 +23,12 @@ def main() -> int:
     parser.add_argument("runs_dir", type=Path)
     parser.add_argument("--force", action="store_true")
     parser.add_argument("--price-per-core-hour", type=float, default=DEFAULT_PRICE_PER_CORE_HOUR)
+    parser.add_argument("--include-drain", action="store_true",
+                        help="count the drain (before the first step and after the last) in "
+                             "the cost")
     args = parser.parse_args()
-    summary = analyze(run_dirs(args.runs_dir), args.price_per_core_hour, args.force)
+    summary = analyze(run_dirs(args.runs_dir), args.price_per_core_hour, args.force,
+                      include_drain=args.include_drain)
     print(f"analysed {len(summary.analysed)}, up to date {len(summary.skipped)}, "
           f"failed {len(summary.failed)} in {summary.seconds:.1f} s")
     return 1 if summary.failed else 0

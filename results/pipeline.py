@@ -10,6 +10,7 @@ from pathlib import Path
 from results import report, timeline
 from results.analysis import analyze_run, read_manifest
 from results.catalog import Catalog, locked
+from results.integrity import suspect_samples
 from results.rundir import read_table
 
 DEFAULT_PRICE_PER_CORE_HOUR = 0.04  # currency units per core-hour; set your own
@@ -28,9 +29,11 @@ class Summary:
 
 def analyze(dirs: list[Path], price_per_core_hour: float = DEFAULT_PRICE_PER_CORE_HOUR,
             force: bool = False, say: Callable[[str], None] = print,
-            spark_master: str | None = None) -> Summary:
+            spark_master: str | None = None, include_drain: bool = False) -> Summary:
     """Analyse those of ``dirs`` that are new or changed (all with ``force``); a run that
-    cannot be analysed is reported and the others go on."""
+    cannot be analysed is reported and the others go on. ``include_drain`` counts the drain
+    (before the first step and after the last) in the cost (runs already analysed without it
+    are analysed again only with ``force``)."""
     started = time.monotonic()
     summary = Summary()
     roots: dict[Path, list[Path]] = {}
@@ -43,7 +46,8 @@ def analyze(dirs: list[Path], price_per_core_hour: float = DEFAULT_PRICE_PER_COR
             summary.skipped += [d for d in members if d not in pending]
             for run_dir, digest in pending.items():
                 try:
-                    _analyze_one(run_dir, price_per_core_hour, spark_master, summary, say)
+                    _analyze_one(run_dir, price_per_core_hour, spark_master, summary, say,
+                                 include_drain)
                 except Exception as error:  # noqa: BLE001 - one bad run never stops the rest
                     summary.failed[run_dir] = f"{type(error).__name__}: {error}"
                     say(f"{run_dir}: not analysed: {error}")
@@ -55,18 +59,21 @@ def analyze(dirs: list[Path], price_per_core_hour: float = DEFAULT_PRICE_PER_COR
 
 
 def _analyze_one(run_dir: Path, price: float, master: str | None, summary: Summary,
-                 say: Callable[[str], None]) -> None:
+                 say: Callable[[str], None], include_drain: bool = False) -> None:
     from results.spark import session
     read_manifest(run_dir)  # a damaged run.json is named before Spark starts
-    analysis = analyze_run(session(master), run_dir, price)
+    analysis = analyze_run(session(master), run_dir, price, include_drain)
     manifest = analysis.manifest
-    ticks = read_table(run_dir, "ticks").to_pylist()
+    ticks = sorted(read_table(run_dir, "ticks").to_pylist(), key=lambda t: t["elapsed_s"])
+    members = read_table(run_dir, "members").to_pylist()
     events = timeline.read_events(run_dir)
+    suspects = suspect_samples(ticks, members)
     derived = {"scale_outs": timeline.reaction_times(manifest, events, ticks),
                "faults": timeline.fault_recoveries(events, ticks),
-               "backlog": timeline.backlog(ticks)}
-    out = report.write(analysis, ticks, read_table(run_dir, "members").to_pylist(), events,
-                       derived)
+               "backlog": timeline.backlog(ticks),
+               "suspect_samples": {**suspects.as_dict(), "line": suspects.line()},
+               "skipped_sends": max((t.get("skipped") or 0 for t in ticks), default=0)}
+    out = report.write(analysis, ticks, members, events, derived)
     for problem in analysis.problems:
         say(f"warning: {problem}")
     summary.problems += analysis.problems

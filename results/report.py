@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -22,59 +23,137 @@ def write(analysis: RunAnalysis, ticks: list[dict], members: list[dict], events:
     """Write every output of one run's analysis; returns the ``analysis/`` directory."""
     out = analysis.run_dir / "analysis"
     out.mkdir(exist_ok=True)
-    _write_rows(out / "steps.csv", [_flat(row) for row in analysis.steps])
+    _write_rows(out / "steps.csv", [_flat(row) for row in _rows(analysis)])
     _write_rows(out / "members.csv", analysis.members)
     (out / "analysis.json").write_text(json.dumps({
-        "scenario": analysis.scenario, "steps": analysis.steps, "members": analysis.members,
-        "cost": analysis.cost, **derived, "problems": analysis.problems}, indent=2, default=str))
+        "scenario": analysis.scenario, "steps": analysis.steps, "drain": analysis.drain,
+        "settle_s": analysis.settle_s, "settle_excluded_s": analysis.settle_excluded_s,
+        "members": analysis.members, "cost": analysis.cost, **derived,
+        "problems": analysis.problems}, indent=2, default=str))
     plots = _plots(out, ticks, members, events)
     (out / "report.md").write_text(_markdown(analysis, derived, plots))
     return out
 
 
+def _rows(analysis: RunAnalysis) -> list[dict]:
+    """The step rows, then the drain's if there was one."""
+    return analysis.steps + ([analysis.drain] if analysis.drain else [])
+
+
 def step_table_text(steps: list[dict]) -> str:
-    """The step table in document 000's Table 1 shape, with full latency percentiles."""
+    """The step table in document 000's Table 1 shape, with full latency percentiles, each
+    broker host's CPU beside the controller host's, skipped sends, and the span of seconds
+    each row covers; "-" is a figure no source gave, a target of 0 "max" (but for the drain)."""
     names = sorted({m for row in steps for m in row["cpu_percent"]})
-    short = [member_index(m) for m in names]
-    lines = [["step", "target msg/s", "achieved msg/s", "min msg/s", "members",
-              *[f"m{s} CPU%" for s in short], "host CPU%", "balance",
+    hosts = sorted({h for row in steps for h in row.get("hosts_cpu_percent") or {}})
+    lines = [["step", "span s", "target msg/s", "achieved msg/s", "min msg/s", "members",
+              *[f"m{member_index(m)} CPU%" for m in names], "host CPU%",
+              *[f"{h} CPU%" for h in hosts], "balance",
               *[n.replace("_ms", "").replace("p999", "p99.9") + " ms" for n in PERCENTILES],
-              "max ms", "errors", "reconnects", "max backlog"]]
+              "max ms", "skipped", "errors", "reconnects", "max backlog"]]
     for row in steps:
         lines.append([
-            row["label"], f"{row['target_rate']:,.0f}", f"{row['achieved_rate']:,.0f}",
-            f"{row['min_rate']:,.0f}", str(row["members"]),
-            *[_num(row["cpu_percent"].get(m), 1) for m in names],
-            _num(row["host_cpu_percent"], 1), _num(row["balance"], 3),
-            *[_num(row[n], 2) for n in PERCENTILES], _num(row["max_ms"], 2),
-            str(row["errors"]), str(row["reconnects"]), f"{row['max_backlog']:,}"])
+            row["label"], f"{row['start_s']:.0f}-{row['end_s']:.0f}",
+            _num(row["target_rate"], 0) if row["target_rate"] or row["label"] == "drain"
+            else "max", _num(row["achieved_rate"], 0), _num(row["min_rate"], 0),
+            str(row["members"]), *[_num(row["cpu_percent"].get(m), 1) for m in names],
+            _num(row["host_cpu_percent"], 1),
+            *[_num((row.get("hosts_cpu_percent") or {}).get(h), 1) for h in hosts],
+            _num(row["balance"], 3), *[_num(row[n], 2) for n in PERCENTILES],
+            _num(row["max_ms"], 2), f"{row.get('skipped') or 0:,}", str(row["errors"]),
+            str(row["reconnects"]), _num(row["max_backlog"], 0)])
     return fixed_width(lines)
+
+
+def coverage_text(analysis: RunAnalysis) -> str:
+    """Which seconds the step table's rows cover, what was left out as settle, and the
+    seconds a source was missing."""
+    missing = sum(row.get("missing_seconds") or 0 for row in _rows(analysis))
+    return (f"Each row covers its span of seconds since the start ((from, to]): a step's "
+            f"seconds, split where the number of serving members changed, without the first "
+            f"{analysis.settle_s:g} s of each part (settle: {analysis.settle_excluded_s} "
+            f"seconds left out in all)"
+            + ("; the drain row covers the seconds after the last step, while the receivers "
+               "emptied the queues" if analysis.drain else "")
+            + ". Rates are means over the seconds whose figures are known; latency "
+            "percentiles come from the merged histograms of those seconds"
+            + (f"; {missing} seconds had a source missing its deadline (\"-\" = unknown)"
+               if missing else "") + ".")
+
+
+def balance_text(steps: list[dict]) -> list[str]:
+    """A line per row whose members' figures were unknown in some seconds: the balance is
+    over known readings only."""
+    lines = []
+    for row in steps:
+        unknown = row.get("unknown_per_member") or {}
+        if not unknown:
+            continue
+        who = ", ".join(f"member {member_index(m)} unknown in {n}" for m, n in unknown.items())
+        lines.append(f"- step {row['label']}: balance over {row.get('balance_seconds', 0)} of "
+                     f"{row['seconds']} seconds; {who}"
+                     + ("; no balance while a member is unknown throughout"
+                        if row["balance"] is None else ""))
+    return lines
+
+
+def measurements_text(manifest: dict[str, Any], derived: dict[str, Any]) -> list[str]:
+    """Whether the run's own measurements can be trusted: suspect samples, skipped sends,
+    and how late the ticks and how old the queue depths were (runs of format 3 on)."""
+    lines = []
+    if "suspect_samples" in derived:
+        lines.append(f"- {derived['suspect_samples']['line']}")
+    lines.append(f"- skipped sends: {derived.get('skipped_sends', 0):,} (sends a stalled "
+                 "sender could not make up)")
+    sampling = manifest.get("sampling")
+    if sampling:
+        late, age = sampling.get("tick_lateness_s") or {}, sampling.get("depth_age_s") or {}
+        lines.append(f"- sampling: tick lateness p50 {_secs(late.get('p50'), 3)}, p99 "
+                     f"{_secs(late.get('p99'), 3)}, max {_secs(late.get('max'), 3)} over "
+                     f"{late.get('count', 0):,} ticks (deadline "
+                     f"{_secs(sampling.get('deadline_s'), 1)}); "
+                     f"{sampling.get('ticks_skipped', 0):,} ticks skipped; queue depth age p50 "
+                     f"{_secs(age.get('p50'), 3)}, max {_secs(age.get('max'), 3)}")
+    return lines
 
 
 def _markdown(analysis: RunAnalysis, derived: dict[str, Any], plots: list[str]) -> str:
     cost = analysis.cost
     lines = [f"# {analysis.scenario}: {analysis.run_dir.name}", "",
-             "## Steps", "", "```", step_table_text(analysis.steps), "```", "",
-             "CPU% is of one core. Balance is Jain's index over the messages each member's "
-             "queues delivered (over CPU for runs before format 2): 1 = even, 1/n = one "
-             "member takes all.",
+             "## Steps", "", "```", step_table_text(_rows(analysis)), "```", "",
+             coverage_text(analysis), "",
+             "CPU% is of one core; host CPU% is the controller's host, others are broker "
+             "hosts. Balance is Jain's index over the rate at which each member's queues "
+             "delivered messages (over CPU for runs before format 2), from known readings "
+             "only: 1 = even, 1/n = one member takes all.",
+             *balance_text(_rows(analysis)),
+             "", "## Measurements", "", *measurements_text(analysis.manifest, derived),
              "", "## Members", ""]
     member_lines = [["member", "mean CPU%", "max CPU%", "mean connections", "CPU share",
                      "messages delivered", "message share", "seconds serving"]]
     for m in analysis.members:
         member_lines.append([m["member"], _num(m["mean_cpu_percent"], 1),
                              _num(m["max_cpu_percent"], 1), _num(m["mean_connections"], 1),
-                             f"{m['cpu_share']:.1%}", _num(m["messages_delivered"], 0),
-                             "-" if m["message_share"] is None else f"{m['message_share']:.1%}",
-                             str(m["seconds_serving"])])
-    lines += ["```", fixed_width(member_lines), "```", "", "## Cost", "",
-              f"- broker: {_num(cost.get('broker_us_per_msg'), 1)} CPU us/msg; "
-              f"{_money(cost.get('broker_cost_per_1k_msg_s_month'))} per 1,000 msg/s per month",
+                             _share(m["cpu_share"]), _num(m["messages_delivered"], 0),
+                             _share(m["message_share"]), str(m["seconds_serving"])])
+    unknown = [f"- {m['member']}: CPU unknown in {m.get('cpu_unknown_s') or 0} of "
+               f"{m['seconds_serving']} seconds serving, its message count in "
+               f"{m.get('messages_unknown_s') or 0}" for m in analysis.members
+               if m.get("cpu_unknown_s") or m.get("messages_unknown_s")]
+    lines += ["```", fixed_width(member_lines), "```"]
+    if unknown:
+        lines += ["", "Shares are of the known readings only.", *unknown]
+    lines += ["", "## Cost", "", _broker_cost_line(cost),
               f"- load generator: {_num(cost.get('generator_us_per_msg'), 1)} CPU us/msg; "
               f"{_money(cost.get('generator_cost_per_1k_msg_s_month'))} per 1,000 msg/s "
               "per month",
               f"- at {cost.get('price_per_core_hour')} per core-hour, "
-              f"{cost.get('messages', 0):,} messages", "", "## Timeline", ""]
+              f"{cost.get('messages', 0):,} messages received "
+              + ("over the whole run, drain included" if cost.get("include_drain") or
+                 not cost.get("span_s") else
+                 f"over seconds {cost['span_s'][0]:.0f}-{cost['span_s'][1]:.0f} (the steps; "
+                 "surge analyze --include-drain counts the drain too)"),
+              "", "## Timeline", ""]
     for r in derived.get("scale_outs", []):
         lines.append(f"- scale-out at {r['decision_s']:.0f} s ({r['member']}): decision after "
                      f"{r['to_decision_s']:.0f} s, serving {r['to_serving_s']:.1f} s later, "
@@ -122,28 +201,31 @@ def _plots(out: Path, ticks: list[dict], members: list[dict], events: list[dict]
         made.append(name)
 
     figure("rate.png", "messages per second (msg/s)", "Target, published and consumed rate",
-           lambda ax: (ax.plot(x, [t["target_rate"] for t in ticks], label="target"),
-                       ax.plot(x, [t["send_rate"] for t in ticks], label="published",
+           lambda ax: (ax.plot(x, _known([t["target_rate"] for t in ticks]), label="target"),
+                       ax.plot(x, _known([t["send_rate"] for t in ticks]), label="published",
                                linewidth=1),
-                       ax.plot(x, [t["receive_rate"] for t in ticks], label="consumed",
-                               linewidth=1)))
+                       ax.plot(x, _known([t["receive_rate"] for t in ticks]),
+                               label="consumed", linewidth=1)))
 
     def cpu(ax) -> None:
         for name in sorted({m["member"] for m in members}):
             rows = [m for m in members if m["member"] == name]
             ax.plot([m["elapsed_s"] for m in rows],
-                    [m["cpu_percent"] if m["running"] else None for m in rows],
+                    _known([m["cpu_percent"] if m["running"] else None for m in rows]),
                     label=name.split("@")[0])
-        quotas = {m["cpu_quota_cores"] for m in members if m["cpu_quota_cores"]}
-        for quota in quotas:
-            ax.axhline(quota * 100, color="grey", linestyle=":", label="CPU quota")
+        quotas = {m["cpu_quota_cores"] for m in members if m.get("cpu_quota_cores")}
+        for quota in sorted(quotas):
+            ax.axhline(quota * 100, color="grey", linestyle=":",
+                       label=f"CPU quota ({quota:g} cores)")
+        ax.set_ylim(bottom=0)
     figure("cpu.png", "CPU (% of one core)", "CPU per member", cpu)
     figure("latency.png", "latency (ms)", "Latency per second",
-           lambda ax: (ax.plot(x, [t["latency_p50_ms"] for t in ticks], label="p50"),
-                       ax.plot(x, [t["latency_p99_ms"] for t in ticks], label="p99"),
+           lambda ax: (ax.plot(x, _known([t["latency_p50_ms"] for t in ticks]), label="p50"),
+                       ax.plot(x, _known([t["latency_p99_ms"] for t in ticks]), label="p99"),
                        ax.set_yscale("log")))
     figure("backlog.png", "messages queued", "Backlog",
-           lambda ax: ax.plot(x, [t["queue_depth"] for t in ticks], label="queue depth"))
+           lambda ax: ax.plot(x, _known([t["queue_depth"] for t in ticks]),
+                              label="queue depth"))
     return made
 
 
@@ -158,10 +240,31 @@ def _write_rows(path: Path, rows: list[dict]) -> None:
 
 
 def _flat(row: dict) -> dict:
-    flat = {k: v for k, v in row.items() if k not in ("cpu_percent", "delivered_per_member")}
-    flat.update({f"cpu_percent[{m}]": v for m, v in row["cpu_percent"].items()})
-    flat.update({f"delivered[{m}]": v for m, v in row["delivered_per_member"].items()})
+    """One CSV row: a figure per member or host (a dict) becomes a column per name."""
+    flat = {}
+    for key, value in row.items():
+        if isinstance(value, dict):
+            flat.update({f"{key}[{name}]": v for name, v in value.items()})
+        else:
+            flat[key] = value
     return flat
+
+
+def _broker_cost_line(cost: dict[str, Any]) -> str:
+    if cost.get("broker_us_per_msg") is None:
+        return ("- broker: cost unknown (no member CPU readings: the topology does not report "
+                "them, or no message was received)")
+    return (f"- broker: {_num(cost['broker_us_per_msg'], 1)} CPU us/msg; "
+            f"{_money(cost.get('broker_cost_per_1k_msg_s_month'))} per 1,000 msg/s per month")
+
+
+def _known(values: list) -> list[float]:
+    """Unknown (``None``) as NaN, so a plot shows a gap, not a zero."""
+    return [math.nan if v is None else v for v in values]
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
 
 
 def _num(value: float | None, digits: int) -> str:
@@ -172,5 +275,5 @@ def _money(value: float | None) -> str:
     return "-" if value is None else f"{value:,.2f}"
 
 
-def _secs(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f} s"
+def _secs(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f} s"

@@ -3,12 +3,18 @@
 A run at 1 Hz: phases of ``phase_s`` seconds, phase *p* targets 1,000 *p* msg/s; one member
 serves (at 25% CPU, receiving 90% of the target) until ``second_member_at``, then two (the second
 at 15% CPU, its queue delivering 40% of the messages) receive all of it. Each second records
-``samples`` lognormal latencies. ``format_version=1`` writes the previous format (no
-per-member message counts).
+``samples`` lognormal latencies. Then ``drain_s`` seconds of phase 0 (the drain) receive
+``DRAIN_RATE`` msg/s with nothing sent. In the ``unknown`` seconds the agents missed the deadline
+(rates and latencies unknown) and so did the second member (its CPU and counts unknown). The
+hosts table holds the controller's host at 50% and ``broker-1`` at 30%. ``format_version`` 2 or
+1 writes an earlier format: no run format 3 columns and no hosts table (1: no per-member message
+counts either).
 """
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -18,72 +24,109 @@ from drivers.histogram import LatencyHistogram
 from results.rundir import FORMAT_VERSION, RunWriter
 
 SECOND_MEMBER_SHARE = 0.4
+DRAIN_RATE = 500.0
+FORMAT_2_COLUMNS = {  # what each table held before run format 3
+    "ticks": ["t", "elapsed_s", "phase", "target_rate", "send_rate", "receive_rate",
+              "confirm_rate", "sent", "received", "confirmed", "errors", "reconnects",
+              "connections", "members_running", "queue_depth", "latency_p50_ms",
+              "latency_p99_ms", "host_cpu_percent", "latency_buckets", "latency_counts"],
+    "members": ["t", "elapsed_s", "member", "running", "cpu_percent", "cpu_quota_cores",
+                "connections", "messages_in", "messages_out"],
+    "agents": ["t", "elapsed_s", "agent", "sent", "received", "errors", "reconnects",
+               "cpu_percent", "cpu_seconds", "latency_buckets", "latency_counts"]}
 
 
 def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member_at: int = 31,
               agents: int = 1, samples: int = 500, settle_s: float = 3.0, seed: int = 1,
-              parts_every: int = 10, format_version: int = FORMAT_VERSION
-              ) -> dict[str, np.ndarray]:
+              parts_every: int = 10, format_version: int = FORMAT_VERSION, drain_s: int = 0,
+              unknown: Collection[int] = ()) -> dict[str, np.ndarray]:
     """Write the run; returns the raw latencies (us) of each step's steady seconds by label."""
     rng = np.random.default_rng(seed)
     writer = RunWriter(run_dir, flush_every_s=1e9)
     phases = [{"index": p + 1, "rate_per_sender": 10.0 * (p + 1), "start_s": float(p * phase_s),
                "end_s": float((p + 1) * phase_s)} for p in range(-(-seconds // phase_s))]
+    lateness = {"count": seconds + drain_s, "p50": 0.01, "p99": 0.02, "max": 0.03}
     writer.write_manifest({"format_version": format_version,
                            "run_id": run_dir.name, "outcome": "completed", "phases": phases,
                            "scenario": {"name": run_dir.name, "measure": {"settle": settle_s}},
-                           "accounting": {}})
+                           "accounting": {},
+                           **({"sampling": {"tick_lateness_s": lateness, "ticks_skipped": 0,
+                                            "depth_age_s": lateness, "deadline_s": 0.8}}
+                              if format_version >= 3 else {})})
     raw: dict[str, list[np.ndarray]] = {}
     sent = received = 0
     delivered = [0, 0]
-    for second in range(1, seconds + 1):
-        phase = (second - 1) // phase_s + 1
+    for second in range(1, seconds + drain_s + 1):
+        drain = second > seconds
+        phase = 0 if drain else (second - 1) // phase_s + 1
         members = 2 if second >= second_member_at else 1
-        target = 1000.0 * phase
-        receive = 900.0 * target / 1000 if members == 1 else target
+        target = 0.0 if drain else 1000.0 * phase
+        receive = DRAIN_RATE if drain else 900.0 * target / 1000 if members == 1 else target
         sent, received = sent + int(target), received + int(receive)
         second_share = SECOND_MEMBER_SHARE if members == 2 else 0.0
         delivered[0] += round(receive * (1 - second_share))
         delivered[1] += round(receive * second_share)
-        latencies = rng.lognormal(mean=8.0 + phase % 3, sigma=0.8, size=samples).astype(np.int64)
+        known = second not in unknown
         histogram = LatencyHistogram()
-        for value in latencies.tolist():
-            histogram.record(value)
+        if known and not drain:
+            latencies = rng.lognormal(mean=8.0 + phase % 3, sigma=0.8,
+                                      size=samples).astype(np.int64)
+            for value in latencies.tolist():
+                histogram.record(value)
+            label, segment_start = _segment(second, phase, phase_s, second_member_at)
+            if second >= segment_start - 1 + settle_s and \
+                    second >= (phase - 1) * phase_s + settle_s:
+                raw.setdefault(label, []).append(latencies)
         sparse = histogram.to_sparse()
-        label, segment_start = _segment(second, phase, phase_s, second_member_at)
-        if second >= segment_start - 1 + settle_s and second >= (phase - 1) * phase_s + settle_s:
-            raw.setdefault(label, []).append(latencies)
+        stamp = {"t": 1000.0 + second, "elapsed_s": float(second), "phase": phase}
         writer.row("ticks", {
-            "t": 1000.0 + second, "elapsed_s": float(second), "phase": phase,
-            "target_rate": target, "send_rate": target, "receive_rate": receive,
-            "confirm_rate": 0.0, "sent": sent, "received": received, "confirmed": 0,
-            "errors": second // 10, "reconnects": 0, "connections": 4,
-            "members_running": members, "queue_depth": (second % 7) * 100,
-            "latency_p50_ms": histogram.percentile(50) / 1000,
-            "latency_p99_ms": histogram.percentile(99) / 1000, "host_cpu_percent": 50.0,
+            **stamp, "lateness_s": 0.01, "target_rate": target,
+            "send_rate": target if known else None, "receive_rate": receive if known else None,
+            "confirm_rate": 0.0, "skip_rate": 0.0, "sent": sent, "received": received,
+            "confirmed": 0, "nacked": 0, "skipped": second // 10, "errors": second // 10,
+            "reconnects": 0, "connections": 4, "held": 0, "members_running": members,
+            "queue_depth": (second % 7) * 100, "depth_age_s": 0.1, "backlog": sent - received,
+            "agents_missing": 0 if known else 1, "read_span_s": 0.05, "broker_missing": False,
+            "latency_p50_ms": histogram.percentile(50) / 1000 if histogram.count else None,
+            "latency_p99_ms": histogram.percentile(99) / 1000 if histogram.count else None,
+            "host_cpu_percent": 50.0,
             "latency_buckets": list(sparse), "latency_counts": list(sparse.values())})
         for index in range(2):
             serving = index < members
+            read = serving and (known or index == 0)
             writer.row("members", {
-                "t": 1000.0 + second, "elapsed_s": float(second),
-                "member": f"surge-x-{index}@localhost", "running": serving,
-                "cpu_percent": (25.0 if index == 0 else 15.0) if serving else None,
-                "cpu_quota_cores": 0.25, "connections": 4 if serving else 0,
-                "messages_in": delivered[index], "messages_out": delivered[index]})
+                **stamp, "member": f"surge-x-{index}@localhost", "running": serving,
+                "cpu_percent": (25.0 if index == 0 else 15.0) if read else None,
+                "cpu_interval_s": 1.0 if read else None, "cpu_quota_cores": 0.25,
+                "connections": 4 if read else None if serving else 0,
+                "messages_in": delivered[index] if read or not serving else None,
+                "messages_out": delivered[index] if read or not serving else None})
+        for host, percent in (("controller", 50.0), ("broker-1", 30.0)):
+            writer.row("hosts", {**stamp, "host": host, "cpu_percent": percent,
+                                 "cpu_interval_s": 1.0})
         for agent in range(agents):
             writer.row("agents", {
-                "t": 1000.0 + second, "elapsed_s": float(second), "agent": agent,
+                **stamp, "agent": agent, "monotonic_s": 500.0 + second,
                 "sent": sent // agents, "received": received // agents, "errors": 0,
-                "reconnects": 0, "cpu_percent": 10.0, "cpu_seconds": 0.1 * second,
+                "reconnects": 0, "skipped": 0, "cpu_percent": 10.0, "cpu_seconds": 0.1 * second,
                 "latency_buckets": [], "latency_counts": []})
         if second % parts_every == 0:
             writer.flush()
     writer.event("step", step=1)
     writer.close()
-    if format_version == 1:
-        for part in (run_dir / "metrics" / "members").glob("part-*.parquet"):
-            pq.write_table(pq.read_table(part).drop(["messages_in", "messages_out"]), part)
+    if format_version < 3:
+        _earlier_format(run_dir, format_version)
     return {label: np.concatenate(values) for label, values in raw.items()}
+
+
+def _earlier_format(run_dir: Path, format_version: int) -> None:
+    """Rewrite the parts with the columns of ``format_version`` (1 or 2)."""
+    shutil.rmtree(run_dir / "metrics" / "hosts")
+    for table, columns in FORMAT_2_COLUMNS.items():
+        if format_version == 1 and table == "members":
+            columns = [c for c in columns if c not in ("messages_in", "messages_out")]
+        for part in (run_dir / "metrics" / table).glob("part-*.parquet"):
+            pq.write_table(pq.read_table(part, columns=columns), part)
 
 
 def _segment(second: int, phase: int, phase_s: int, second_member_at: int) -> tuple[str, int]:

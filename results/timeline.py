@@ -29,13 +29,15 @@ def read_events(run_dir: Path) -> list[dict[str, Any]]:
 
 def recovered_at(ticks: list[dict], after_s: float) -> float | None:
     """Elapsed second from which the achieved rate stays within 5% of a non-zero target for
-    3 ticks in a row, looking only after ``after_s``."""
+    3 ticks in a row, looking only after ``after_s``. A tick whose rates are unknown breaks
+    the run: recovery is shown by known seconds."""
     good = 0
     for tick in ticks:
         if tick["elapsed_s"] <= after_s or tick["target_rate"] <= 0:
             continue
-        achieved = min(tick["send_rate"], tick["receive_rate"])
-        good = good + 1 if achieved >= (1 - RECOVERED_WITHIN) * tick["target_rate"] else 0
+        rates = (tick["send_rate"], tick["receive_rate"])
+        good = good + 1 if None not in rates and \
+            min(rates) >= (1 - RECOVERED_WITHIN) * tick["target_rate"] else 0
         if good == RECOVERED_FOR_S:
             return tick["elapsed_s"] - (RECOVERED_FOR_S - 1)
     return None
@@ -78,11 +80,12 @@ def fault_recoveries(events: list[dict], ticks: list[dict]) -> list[dict]:
 
 def backlog(ticks: list[dict]) -> dict[str, Any]:
     """Peak queue depth, when it peaked, and how long until it was back under a tenth of it
-    (a queue in use is rarely exactly empty)."""
-    if not ticks:
+    (a queue in use is rarely exactly empty); from the ticks whose depth is known."""
+    known = [t for t in ticks if t["queue_depth"] is not None]
+    if not known:
         return {"peak": 0, "peak_at_s": None, "drain_s": None}
-    peak = max(ticks, key=lambda t: t["queue_depth"] or 0)
-    drained = next((t for t in ticks if t["elapsed_s"] > peak["elapsed_s"]
-                    and (t["queue_depth"] or 0) <= DRAINED_SHARE * peak["queue_depth"]), None)
-    return {"peak": peak["queue_depth"] or 0, "peak_at_s": peak["elapsed_s"],
+    peak = max(known, key=lambda t: t["queue_depth"])
+    drained = next((t for t in known if t["elapsed_s"] > peak["elapsed_s"]
+                    and t["queue_depth"] <= DRAINED_SHARE * peak["queue_depth"]), None)
+    return {"peak": peak["queue_depth"], "peak_at_s": peak["elapsed_s"],
             "drain_s": None if drained is None else drained["elapsed_s"] - peak["elapsed_s"]}

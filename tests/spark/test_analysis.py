@@ -1,23 +1,68 @@
 """The Spark analysis on synthetic run directories with known answers."""
 
+import dataclasses
 import json
 import math
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from drivers.histogram import SUB_COUNT
 from results.analysis import analyze_run, jain_index
 from results.pipeline import analyze
+from results.rundir import FORMAT_VERSION, read_table
+from results.steptable import StepRow, drain_row, step_rows
+from results.synthetic import DRAIN_RATE
 from results.synthetic import write_run as write_synthetic
 
 PRECISION = 1 / SUB_COUNT  # a bucket is at most this wide relative to its lower bound
 
 
-def write_run(root, name="synthetic", seed=1, format_version=2):
+def write_run(root, name="synthetic", seed=1, format_version=FORMAT_VERSION, **options):
     """40 s in two phases; the second member serves from second 31 (see results.synthetic)."""
     run_dir = root / name
-    return run_dir, write_synthetic(run_dir, seed=seed, format_version=format_version)
+    return run_dir, write_synthetic(run_dir, seed=seed, format_version=format_version,
+                                    **options)
+
+
+def test_spark_step_rows_are_the_controllers(spark, tmp_path):
+    # Seconds 5-6 and all of 2b (33-40) unknown: rates, percentiles and member 1's figures.
+    run_dir, _ = write_run(tmp_path, drain_s=5, unknown={5, 6, *range(33, 41)})
+    result = analyze_run(spark, run_dir, 0.04)
+    phases = result.manifest["phases"]
+    rows = {table: read_table(run_dir, table).to_pylist()
+            for table in ("ticks", "members", "hosts")}
+    expected = step_rows(phases, rows["ticks"], rows["members"], 3.0, rows["hosts"]) + \
+        [drain_row(phases, rows["ticks"], rows["members"], rows["hosts"])]
+    got = result.steps + [result.drain]
+    assert [r["label"] for r in got] == ["1", "2a", "2b", "drain"]
+    for want, row in zip(expected, got):
+        for name in (f.name for f in dataclasses.fields(StepRow)):
+            assert row[name] == pytest.approx(getattr(want, name)), (want.label, name)
+    one, _, two_b, drain = got
+    assert one["missing_seconds"] == 2 and one["achieved_rate"] == 900  # known seconds only
+    assert two_b["achieved_rate"] is None and two_b["p99_ms"] is None
+    assert two_b["hosts_cpu_percent"] == {"broker-1": 30.0}
+    assert drain["seconds"] == 5 and drain["received_rate"] == DRAIN_RATE
+    # The settle: seconds 1-2, 21-22 and 31-32 of the steps are in no row.
+    assert result.settle_excluded_s == 6
+
+
+def test_balance_and_shares_are_over_known_readings(spark, tmp_path):
+    run_dir, _ = write_run(tmp_path, unknown={38, 39, 40})
+    result = analyze_run(spark, run_dir, 0.04)
+    two_b = result.steps[-1]
+    assert two_b["unknown_per_member"] == {"surge-x-1@localhost": 3}
+    assert two_b["balance_seconds"] == 8 - 3
+    # member 1's count is known over 33-37: its delivery rate there, not a count cut short
+    assert two_b["balance"] == pytest.approx(jain_index([1200, 800]))
+    second = next(m for m in result.members if m["member"] == "surge-x-1@localhost")
+    assert second["cpu_unknown_s"] == 3 and second["seconds_serving"] == 10
+    assert second["cpu_seconds"] == pytest.approx(7 * 0.15)  # unknown seconds are not 0 s
+    whole = analyze_run(spark, write_run(tmp_path, "throughout", unknown=range(31, 41))[0],
+                        0.04)
+    assert whole.steps[-1]["balance"] is None  # member 1 unknown in all of 2b
 
 
 def test_step_table_against_hand_computed_values(spark, tmp_path):
@@ -48,16 +93,49 @@ def test_percentiles_come_from_merged_histograms(spark, tmp_path):
 
 
 def test_cost_per_message_and_per_month(spark, tmp_path):
-    run_dir, _ = write_run(tmp_path)
+    run_dir, _ = write_run(tmp_path, drain_s=10)
     cost = analyze_run(spark, run_dir, price_per_core_hour=0.05).cost
-    # Broker: 40 s at 25% plus 10 s at 15% = 11.5 CPU-seconds; generator: 0.1 s per second.
+    # Broker: 40 s at 25% plus 10 s at 15% = 11.5 CPU-seconds; generator: 0.1 s per second;
+    # the drain (seconds 41-50) left out.
     received = 20 * 900 + 10 * 1800 + 10 * 2000  # the run.json has no count: from the ticks
-    assert cost["messages"] == received
+    assert cost["messages"] == received and cost["span_s"] == [0.0, 40.0]
     assert cost["broker_cpu_s"] == pytest.approx(11.5)
     assert cost["generator_cpu_s"] == pytest.approx(3.9)
     assert cost["broker_us_per_msg"] == pytest.approx(11.5e6 / received)
     assert cost["broker_cost_per_1k_msg_s_month"] == pytest.approx(
         1000 * 11.5 / received * 0.05 * 730)
+    drained = analyze_run(spark, run_dir, 0.05, include_drain=True).cost
+    assert drained["messages"] == received + 10 * DRAIN_RATE
+    assert drained["broker_cpu_s"] == pytest.approx(11.5 + 10 * 0.40)
+    assert drained["generator_cpu_s"] == pytest.approx(4.9)
+
+
+def test_cost_is_unknown_without_member_cpu(spark, tmp_path):
+    run_dir, _ = write_run(tmp_path)
+    for part in (run_dir / "metrics" / "members").glob("part-*.parquet"):
+        table = pq.read_table(part)
+        column = table.schema.get_field_index("cpu_percent")
+        pq.write_table(table.set_column(column, "cpu_percent", pa_nulls(table.num_rows)), part)
+    result = analyze_run(spark, run_dir, 0.05)
+    assert result.cost["broker_cpu_s"] is None and result.cost["broker_us_per_msg"] is None
+    assert result.cost["broker_cost_per_1k_msg_s_month"] is None
+    assert result.cost["generator_us_per_msg"] is not None
+    assert any("broker cost unknown" in p for p in result.problems)
+    assert all(m["cpu_share"] is None for m in result.members)
+
+
+def pa_nulls(rows):
+    import pyarrow as pa
+    return pa.nulls(rows, pa.float64())
+
+
+def test_cpu_seconds_of_earlier_formats_use_the_time_between_rows(spark, tmp_path):
+    run_dir, _ = write_run(tmp_path, format_version=2)
+    result = analyze_run(spark, run_dir, 0.05)
+    # Each member's first row has no previous one: member 0 counts 39 s, member 1 10 s
+    # (its rows before it served are there, CPU unknown).
+    assert result.cost["broker_cpu_s"] == pytest.approx(39 * 0.25 + 10 * 0.15)
+    assert any("no cpu_interval_s" in p for p in result.problems)
 
 
 def test_a_corrupt_part_is_named_and_the_rest_is_analysed(spark, tmp_path):
@@ -83,6 +161,8 @@ def test_analyze_is_incremental_and_reports_bad_runs_without_stopping(spark, tmp
     for name in ("report.md", "steps.csv", "members.csv", "analysis.json", "rate.png",
                  "cpu.png", "latency.png", "backlog.png"):
         assert (good / "analysis" / name).stat().st_size > 0, name
+    assert "suspect samples: 0 member CPU above quota" in \
+        (good / "analysis" / "report.md").read_text()
     again = analyze([good, other], say=said.append)
     assert again.analysed == [] and again.skipped == [good, other]
     with (other / "events.jsonl").open("a") as events:
@@ -109,3 +189,21 @@ def test_message_shares_per_member_and_the_previous_format(spark, tmp_path):
     assert old.steps[-1]["delivered_per_member"] == {}
     assert old.steps[-1]["balance"] == pytest.approx(jain_index([25.0, 15.0]))  # from CPU
     assert all(m["message_share"] is None for m in old.members)
+
+
+def test_report_says_what_each_row_covers_and_how_the_run_measured(spark, tmp_path):
+    run_dir, _ = write_run(tmp_path, drain_s=5, unknown={5, 6})
+    said = []
+    assert analyze([run_dir], say=said.append).analysed == [run_dir]
+    report = (run_dir / "analysis" / "report.md").read_text()
+    table = report.split("```")[1].splitlines()
+    assert "broker-1 CPU%" in table[1] and "skipped" in table[1] and "span s" in table[1]
+    assert table[-1].split()[:2] == ["drain", "40-45"]
+    assert "first 3 s of each part (settle: 6 seconds left out in all)" in report
+    assert "2 seconds had a source missing" in report
+    assert "suspect samples: " in report and "skipped sends: 4 " in report
+    assert "tick lateness p50 0.010 s, p99 0.020 s, max 0.030 s over 45 ticks" in report
+    assert "56,000 messages received over seconds 0-40 (the steps" in report
+    saved = json.loads((run_dir / "analysis" / "analysis.json").read_text())
+    assert saved["drain"]["label"] == "drain" and saved["skipped_sends"] == 4
+    assert saved["suspect_samples"]["total"] == 0

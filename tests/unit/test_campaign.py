@@ -446,7 +446,7 @@ def test_a_topology_up_before_the_campaign_is_left_alone(fakes, spec_dir, tmp_pa
 
 # -- the summary --------------------------------------------------------------------------------
 
-def analysed(run_dir: Path, achieved: float, cost: float) -> None:
+def analysed(run_dir: Path, achieved: float, cost: float | None) -> None:
     (run_dir / "analysis").mkdir()
     (run_dir / "analysis" / "analysis.json").write_text(json.dumps({
         "steps": [{"target_rate": 100, "achieved_rate": achieved, "p99_ms": 5.0, "members": 1}],
@@ -464,6 +464,16 @@ def test_ranking_keeps_only_the_runs_that_passed(tmp_path):
     chosen = [line.split()[1] for line in ranking_text(dirs, passed=[dirs[0], dirs[2]])
               .splitlines()[1:]]
     assert chosen == ["c", "a"]
+
+
+def test_a_passed_run_of_unknown_cost_is_named_not_ranked(tmp_path):
+    dirs = [tmp_path / name for name in ("a", "b")]
+    for run_dir in dirs:
+        run_dir.mkdir()
+    analysed(dirs[0], 100, 2.0)
+    analysed(dirs[1], 100, None)  # e.g. Kubernetes: no member CPU, so no broker cost
+    lines = [line.split() for line in ranking_text(dirs, passed=dirs).splitlines()[1:]]
+    assert lines == [["1", "a", "100", "1", "2.00"], ["-", "b", "100", "1", "cost", "unknown"]]
 
 
 def test_summary_has_cells_comparison_and_ranking(spec_dir, tmp_path):

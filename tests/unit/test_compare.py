@@ -51,7 +51,7 @@ def _analysed(tmp_path, name, target, achieved, cost):
         "steps": [{"target_rate": target, "achieved_rate": achieved, "p99_ms": 10.0,
                    "members": 2}],
         "cost": {"broker_us_per_msg": cost, "generator_us_per_msg": 50.0,
-                 "broker_cost_per_1k_msg_s_month": cost / 10}}))
+                 "broker_cost_per_1k_msg_s_month": None if cost is None else cost / 10}}))
     return run_dir
 
 
@@ -63,3 +63,23 @@ def test_statistics_and_ranking_across_analysed_runs(tmp_path):
     assert achieved == ["3", "963.33", "55.08", "900.00", "1,000.00", "-1.0"]
     ranking = [line.split()[1] for line in ranking_text(runs).splitlines()[1:]]
     assert ranking == ["c", "a"]  # b missed its target by 10%; c is cheaper than a
+
+
+def test_unknown_figures_are_shown_as_unknown(tmp_path):
+    blind = _run(tmp_path, "blind", [{**_step(3600, 3500, 2, [25, 23]), "achieved_rate": None,
+                                      "host_cpu_percent": None, "p99_ms": None}],
+                 {"balanced": True})
+    assert as_text([blind]).splitlines()[1].split() == [
+        "blind", "3,600", "-", "2", "24.0", "-", "-", "balanced"]
+
+
+def test_a_run_whose_cost_is_unknown_is_listed_but_not_ranked(tmp_path):
+    runs = [_analysed(tmp_path, "a", 1000, 1000, 100.0),
+            _analysed(tmp_path, "k8s", 1000, 1000, None),  # members' CPU not measured
+            _analysed(tmp_path, "c", 1000, 990, 80.0),
+            _analysed(tmp_path, "gap", 1000, None, 10.0)]  # achieved rate unknown: not met
+    lines = [line.split() for line in ranking_text(runs).splitlines()[1:]]
+    assert [line[:2] for line in lines] == [["1", "c"], ["2", "a"], ["-", "k8s"]]
+    assert lines[-1][-2:] == ["cost", "unknown"]  # never ranked as free
+    broker = statistics_text(runs).split("broker CPU us/msg")[1].split()
+    assert broker[0] == "3"  # of 4 runs: the unknown cost is left out, not counted as 0
