@@ -69,6 +69,15 @@ class CpuCgroup:
         """The ``cgroup.procs`` files a process writes its PID to in order to join."""
         return sorted({self.cpu_dir / "cgroup.procs", self.acct_dir / "cgroup.procs"})
 
+    def quota_cores(self) -> float | None:
+        """The CPU quota in force now, in cores (``None``: unlimited or unreadable)."""
+        try:
+            quota = int((self.cpu_dir / "cpu.cfs_quota_us").read_text())
+            period = int((self.cpu_dir / "cpu.cfs_period_us").read_text())
+        except (OSError, ValueError):
+            return None
+        return quota / period if quota > 0 and period > 0 else None
+
     def cpu_seconds(self) -> float | None:
         """CPU time used by everything in the cgroup, in seconds."""
         try:

@@ -25,12 +25,11 @@ import psutil
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs import TopologySpec
-from topologies.base import BrokerSample, CpuReading, Member, MemberStats
+from topologies.base import BrokerSample, CpuReading, Member, MemberSample, MemberStats
 from topologies.cgroups import BOOT_SHARES, CpuCgroup
 from topologies.rabbitmq import node
 from topologies.rabbitmq.management import Management
 from topologies.rabbitmq.prometheus import node_stats
-from topologies.rabbitmq.sample import broker_sample
 
 log = logging.getLogger(__name__)
 
@@ -163,18 +162,26 @@ class LocalRabbitMQ:
         return Management(HOST, running[0].management_port)
 
     def sample(self) -> BrokerSample:
-        """Per member its CPU seconds (its cgroup's, else its processes'), stamped when read
-        (connections and messages: :meth:`member_stats`)."""
+        """Per member its CPU seconds (its cgroup's, else its processes'), stamped with the
+        midpoint of the read, and the quota in force at that moment (a member resuming from
+        standby runs unlimited for a while); connections and messages: :meth:`member_stats`."""
         state = self._read_state()
-
-        def cpu(member: Member) -> CpuReading | None:
+        members = self.status(state)
+        samples = []
+        for member in members:
             entry = state["members"].get(str(member.index), {})
             group = CpuCgroup.at(entry["cgroup"]) if entry.get("cgroup") else None
-            seconds = group.cpu_seconds() if group else None
-            if seconds is None:
-                seconds = _tree_cpu_seconds(member.pid)
-            return None if seconds is None else CpuReading(seconds, time.monotonic())
-        return broker_sample(self.status(state), cpu, self.topology.cpu_per_member)
+            quota = group.quota_cores() if group else None
+            reading = None
+            if member.running:
+                before = time.monotonic()
+                seconds = group.cpu_seconds() if group else None
+                if seconds is None:
+                    seconds = _tree_cpu_seconds(member.pid)
+                after = time.monotonic()
+                reading = None if seconds is None else CpuReading(seconds, (before + after) / 2)
+            samples.append(MemberSample(member.name, member.running, reading, quota))
+        return BrokerSample(samples)
 
     def member_stats(self, member: Member) -> MemberStats | None:
         """Connections, messages and unacknowledged deliveries, from the member's own
