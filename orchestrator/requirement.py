@@ -86,6 +86,9 @@ def _label(step: dict) -> str:
 
 
 def _rate_problem(within: float, steps: list[dict], key: str) -> str | None:
+    unknown = [s for s in steps if s.get(key) is None]
+    if unknown:  # what was not measured cannot meet a requirement
+        return f"step {_label(unknown[0])}: {key.replace('_', ' ')} unknown (no source answered)"
     out = [s for s in steps if abs(_deviation(s, key)) > within + 1e-9]
     if not out:
         return None
@@ -100,7 +103,10 @@ def _rate_problem(within: float, steps: list[dict], key: str) -> str | None:
 def _latency_problem(below_s: float | None, steps: list[dict]) -> str | None:
     if below_s is None:
         return None
-    out = [s for s in steps if s.get("p99_ms", 0.0) >= below_s * 1000]
+    unknown = [s for s in steps if s.get("p99_ms") is None]
+    if unknown:
+        return f"step {_label(unknown[0])}: p99 unknown (no latency recorded)"
+    out = [s for s in steps if s["p99_ms"] >= below_s * 1000]
     if not out:
         return None
     worst = max(out, key=lambda s: s["p99_ms"])
@@ -110,6 +116,8 @@ def _latency_problem(below_s: float | None, steps: list[dict]) -> str | None:
 def _loss_problem(accounting: dict | None) -> str | None:
     if not accounting:
         return "no accounting"
+    if "lost" in accounting and accounting["lost"] is None:
+        return "loss unknown (the queues could not be read at the end)"
     if not accounting.get("lost") and not accounting.get("unexplained"):
         return None
     figures = ", ".join(f"{name} {accounting.get(name, '?')}"

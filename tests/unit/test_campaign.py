@@ -499,3 +499,21 @@ def test_summary_has_cells_comparison_and_ranking(spec_dir, tmp_path):
     assert f"  {records[1].cell.id}: too slow" in text
     ranking = text.split("ranking by cost")[1].splitlines()[2:]
     assert [line.split()[1] for line in ranking] == [records[0].cell.id]
+
+
+def test_unknown_figures_never_meet_a_requirement():
+    from orchestrator.requirement import Requirement, judge
+    requirement = Requirement.model_validate({"rate_within": 0.05, "p99_below": "50ms",
+                                              "lossless": True})
+    step = {"label": "1", "target_rate": 100.0, "achieved_rate": 100.0, "sent_rate": 100.0,
+            "p99_ms": 5.0}
+    accounting = {"lost": 0, "unexplained": 0, "duplicates": 0}
+
+    def verdict(**changes):
+        manifest = {"outcome": "completed", "steps": [{**step, **changes.get("step", {})}],
+                    "accounting": {**accounting, **changes.get("accounting", {})}}
+        return judge(requirement, manifest)
+    assert verdict().passed
+    assert "unknown" in verdict(step={"achieved_rate": None}).reason
+    assert "p99 unknown" in verdict(step={"p99_ms": None}).reason
+    assert "loss unknown" in verdict(accounting={"lost": None, "unexplained": None}).reason
