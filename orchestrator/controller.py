@@ -505,6 +505,11 @@ class Controller:
                 running=[i for i, m in enumerate(self.broker.members) if m.running])
         return tick
 
+    def _depth_readable(self) -> bool:
+        """Whether this run can read queue depths at all (a probe, or the broker's metrics)."""
+        return self.depth_probe is not None or (
+            self.broker is not None and self.broker.queue_depths is not None)
+
     def _read_span(self, tick: Tick) -> float | None:
         """Seconds between the first and the last of this tick's agent and depth readings
         (controller clock): how far apart in time the figures of one row were taken."""
@@ -573,7 +578,8 @@ class Controller:
             tick = self._record(planned, time.monotonic(), None, metrics, "draining")
             depth = self.ticks[-1]["queue_depth"]
             settled = all(r.seen > stopped for r in self.math.agents.values())
-            if settled and tick.totals["received"] >= tick.totals["sent"] and not depth:
+            empty = depth == 0 or (depth is None and not self._depth_readable())
+            if settled and tick.totals["received"] >= tick.totals["sent"] and empty:
                 break
             if self.stop_requested.is_set() and time.monotonic() > stopped + 5:
                 break
