@@ -46,6 +46,7 @@ CLOCK_TOLERANCE_MS = 2.0  # host clocks possibly further apart: cross-host laten
 TICK_DEADLINE_S = 0.8  # readings not in by then are missing for this second
 SCRAPE_TIMEOUT_S = 5.0  # an agent's snapshot that takes longer fails (the tick has moved on)
 MAX_DEPTH_AGE_S = 1.0  # an older queue or member reading makes the depth unknown
+SETTLE_READS, SETTLE_PAUSE_S = 5, 0.5  # final depth: read until two reads agree
 AGENT_FAILURES = 3  # consecutive failed reads that make an agent lost
 CONTROLLER_HOST = "controller"  # the hosts-table name of the machine running the controller
 
@@ -586,9 +587,31 @@ class Controller:
         self._event("drained", queue_depth=depth)
         self._all(lambda agent: agent.call("POST", "/stop_receivers", {}, timeout_s=60))
         self.sampler.close()
-        if self.depth_probe is not None:
-            self.depth_probe.close()
-        return self._account()
+        try:
+            return self._account()
+        finally:
+            if self.depth_probe is not None:
+                self.depth_probe.close()
+
+    def _settled_depths(self) -> dict[str, int] | None:
+        """Messages per queue once the receivers are gone (each delivery they had not
+        acknowledged is back in its queue): the ready counts read from the queues themselves,
+        again until two reads agree, or the provisioner's own reading where there is no probe.
+        (``rabbitmqctl list_queues`` was seen to lag here: 24 and 34 messages of a quorum queue
+        reported right after the queue itself said it was empty.)"""
+        if self.depth_probe is None:
+            return self.provisioner.settled_queue_depths()
+        previous = None
+        for _ in range(SETTLE_READS):
+            try:
+                ready, _ = self.depth_probe.read()
+            except ConnectionError:
+                return self.provisioner.settled_queue_depths()
+            if ready == previous:
+                break
+            previous = ready
+            time.sleep(SETTLE_PAUSE_S)
+        return previous
 
     def _account(self) -> Reconciliation:
         reports = self._all(lambda agent: agent.call("GET", "/accounting"))
@@ -598,7 +621,7 @@ class Controller:
         sent_per_producer = {int(k): v for r in reports for k, v in r["sent"].items()}
         snapshots = self._all(lambda agent: agent.call("GET", "/snapshot"))
         local_duplicates = sum(s["duplicates"] for s in snapshots)
-        settled = self.provisioner.settled_queue_depths()
+        settled = self._settled_depths()
         queued = None if settled is None else self._queue_depth(settled)
         confirms = self.scenario.workload.confirms
         nacked = sum(s["nacked"] for s in snapshots)
