@@ -104,7 +104,7 @@ class Controller:
         self.scaler = Scaler(
             scaling, self.provisioner, self.queue_spec,
             pool=min(scaling.pool or topology.members, topology.members),
-            minimum=topology.start, event=self._event) if scaling else None
+            minimum=topology.start, event=self._event, ready=self._ready_in) if scaling else None
         self.faults = FaultInjector(scenario.faults, self.phases, self.provisioner, self._event,
                                     self.stop_requested)
 
@@ -505,6 +505,21 @@ class Controller:
                 else row["latency_p99_ms"] / 1000),
                 running=[i for i, m in enumerate(self.broker.members) if m.running])
         return tick
+
+    def _ready_in(self, queue: str) -> int | None:
+        """Messages ready in one queue now, from the queue itself over a connection of its own
+        (the scaler asks from its thread while the tick reads the others); ``None``: unknown."""
+        running = [m.endpoint for m in self.provisioner.status() if m.running]
+        probe = depth_probe(self.topology.broker, running, [queue])
+        if probe is None:
+            depths = self.provisioner.settled_queue_depths()
+            return None if depths is None else depths.get(queue, 0)
+        try:
+            return probe.read()[0].get(queue)
+        except ConnectionError:
+            return None
+        finally:
+            probe.close()
 
     def _depth_readable(self) -> bool:
         """Whether this run can read queue depths at all (a probe, or the broker's metrics)."""

@@ -27,8 +27,10 @@ class Scaler:
     """Scaling state of one run: history, placement, the action in progress."""
 
     def __init__(self, spec: ScalingSpec, provisioner, queue: QueueSpec, pool: int,
-                 minimum: int, event: Callable[..., None]):
+                 minimum: int, event: Callable[..., None],
+                 ready: Callable[[str], int | None] = lambda name: None):
         self.spec = spec
+        self.ready = ready  # messages ready in one queue now, read from the queue itself
         self.provisioner = provisioner
         self.queue = queue
         self.pool = pool
@@ -75,6 +77,9 @@ class Scaler:
     def _run(self, action, decided_s: float, running: list[int]) -> None:
         try:
             action(running)
+        except Exception as error:  # noqa: BLE001 - recorded; the run goes on without it
+            self.event("scale_failed", action=action.__name__.removeprefix("_scale_"),
+                       error=f"{type(error).__name__}: {error}")
         finally:
             self.last_action_s = self.history[-1].elapsed_s if self.history else decided_s
             self.busy.release()
@@ -112,7 +117,7 @@ class Scaler:
         name = self.queue.instance(member_index)
         deadline = time.monotonic() + DRAIN_WAIT_S
         while time.monotonic() < deadline:
-            if self.provisioner.sample().queue_depths.get(name, 0) == 0:
+            if self.ready(name) == 0:
                 return
             time.sleep(1.0)
 
