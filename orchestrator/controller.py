@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from orchestrator.sampling import AgentReading, DepthReading, Tick, TickMath, Ti
 from orchestrator.scaler import Scaler
 from orchestrator.specs import ScenarioSpec, TopologySpec
 from results import timeline
-from results.rundir import RunWriter, new_run_id
+from results.rundir import CONTROLLER_HOST, RunWriter, new_run_id
 from results.steptable import StepRow, drain_row, step_rows
 from topologies.base import BrokerSample, CpuReading, MemberSample, MemberStats
 from topologies.factory import provisioner_for
@@ -48,7 +48,6 @@ SCRAPE_TIMEOUT_S = 5.0  # an agent's snapshot that takes longer fails (the tick 
 MAX_DEPTH_AGE_S = 1.0  # an older queue or member reading makes the depth unknown
 SETTLE_READS, SETTLE_PAUSE_S = 5, 0.5  # final depth: read until two reads agree
 AGENT_FAILURES = 3  # consecutive failed reads that make an agent lost
-CONTROLLER_HOST = "controller"  # the hosts-table name of the machine running the controller
 
 
 @dataclass
@@ -327,17 +326,11 @@ class Controller:
                             for i in range(self.topology.members)})
         sources["host"] = _host_cpu
         self.depth_probe = depth_probe(self.topology.broker, [
-            m.endpoint for m in self.provisioner.status()], self._queue_names())
+            m.endpoint for m in self.provisioner.status()],
+            self.queue_spec.instances(range(self.topology.members)))
         if self.depth_probe is not None:
             sources["depth"] = lambda: DepthReading(*self.depth_probe.read())
         return Collector(sources)
-
-    def _queue_names(self) -> list[str]:
-        """Every queue of the workload: its per-member instances or pattern, or the one."""
-        queue = self.queue_spec
-        if queue.per_member:
-            return [queue.instance(i) for i in range(self.topology.members)]
-        return queue.names
 
     def _fold(self, results: dict[str, Any]) -> Tick:
         """Turn one tick's collected results into figures (missing and failed reads as
@@ -387,10 +380,7 @@ class Controller:
             stats = _ok(results.get(f"stats:{index}")) if member.running else None
             if stats is not None:
                 self.member_stats[member.name] = stats
-            out.append(replace(member, connections=stats.connections if stats else None,
-                               messages_in=stats.messages_in if stats else None,
-                               messages_out=stats.messages_out if stats else None,
-                               unacknowledged=stats.unacknowledged if stats else None))
+            out.append(member.with_stats(stats))
         return out
 
     def _active(self, phase: plans.Phase) -> int:
@@ -443,7 +433,7 @@ class Controller:
         target = self._target(phase, elapsed) if phase else 0.0
         broker = self.tick_broker
         running = sum(1 for m in self.broker.members if m.running) if self.broker else 0
-        depth, age = self._queue_depth_now(tick)
+        depth, age = self._queue_depth_now()
         self.lateness.add(lateness, age)
         latency = tick.latency
         buckets = latency.to_sparse()
@@ -457,7 +447,7 @@ class Controller:
                                          "senders_done")},
                "members_running": running, "queue_depth": depth, "depth_age_s": age,
                "backlog": totals["sent"] - totals["received"],
-               "agents_missing": tick.agents_missing, "read_span_s": self._read_span(tick),
+               "agents_missing": tick.agents_missing, "read_span_s": self._read_span(),
                "broker_missing": broker is None,
                "latency_p50_ms": latency.percentile(50) / 1000 if latency.count else None,
                "latency_p99_ms": latency.percentile(99) / 1000 if latency.count else None,
@@ -526,15 +516,15 @@ class Controller:
         return self.depth_probe is not None or (
             self.broker is not None and self.broker.queue_depths is not None)
 
-    def _read_span(self, tick: Tick) -> float | None:
+    def _read_span(self) -> float | None:
         """Seconds between the first and the last of this tick's agent and depth readings
         (controller clock): how far apart in time the figures of one row were taken."""
         times = [r.seen for r in self.math.agents.values()]
         if self.depth is not None and time.monotonic() - self.depth.at <= MAX_DEPTH_AGE_S:
             times.append(self.depth.at)
-        return max(times) - min(times) if len(times) > 1 else tick.read_span_s
+        return max(times) - min(times) if times else None
 
-    def _queue_depth_now(self, tick: Tick) -> tuple[int | None, float | None]:
+    def _queue_depth_now(self) -> tuple[int | None, float | None]:
         """Messages in the workload's queues as RabbitMQ counts them, ready plus unacknowledged,
         and the age of the older of the two readings, in seconds: the ready count read from the
         queues themselves, the deliveries awaiting an ack from each serving member's own

@@ -63,7 +63,6 @@ class Tick:
     rates: dict[str, float | None]
     latency: LatencyHistogram
     agents_missing: int = 0
-    read_span_s: float | None = None  # spread of the agents' arrival times
     member_cpu_percent: dict[str, float | None] = field(default_factory=dict)
     member_cpu_interval_s: dict[str, float | None] = field(default_factory=dict)
     agent_cpu_percent: dict[int, float | None] = field(default_factory=dict)
@@ -120,11 +119,8 @@ class TickMath:
             self.agents[index] = reading
         totals = {name: sum(r.counters[name] for r in self.agents.values())
                   for name in COUNTERS}
-        seen = [r.seen for r in arrived]
         tick = Tick(elapsed_s, totals, rates, latency,
-                    agents_missing=len(agents) - len(arrived),
-                    read_span_s=max(seen) - min(seen) if seen else None,
-                    agent_cpu_percent=agent_cpu)
+                    agents_missing=len(agents) - len(arrived), agent_cpu_percent=agent_cpu)
         for member in members or []:
             percent, interval = self._cpu(self.members, member.name,
                                           member.cpu if member.running else None)

@@ -79,6 +79,13 @@ class QueueSpec(Spec):
             return f"{self.name}.{member_index}"
         return self.names[slot % self.count]
 
+    def instances(self, member_indices: range | list[int]) -> list[str]:
+        """Every queue this spec declares with members ``member_indices``: their per-member
+        instances, or the pattern's queues, or the one queue."""
+        if self.per_member:
+            return [self.instance(i) for i in member_indices]
+        return self.names
+
     def owns(self, queue_name: str) -> bool:
         """Whether ``queue_name`` is this queue, one of its per-member instances or of its
         pattern."""

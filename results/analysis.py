@@ -19,7 +19,7 @@ from typing import Any
 
 from drivers.histogram import LatencyHistogram
 from results.jsonfile import read_object
-from results.rundir import FORMAT_VERSION, read_table, readable_parts
+from results.rundir import CONTROLLER_HOST, FORMAT_VERSION, read_table, readable_parts
 from results.steptable import drain_ticks, segments
 
 READABLE_VERSIONS = tuple(range(1, FORMAT_VERSION + 1))
@@ -124,7 +124,7 @@ def _window_rows(spark, ticks, members, hosts, windows: list[tuple[int, str, lis
         [(i, float(row.start_s), float(row.end_s), row.seconds) for i, row in figures.items()],
         "window int, start_s double, end_s double, seconds long")
     per_member = _window_members(members, spans) if members is not None else {}
-    per_host = _window_means(hosts.filter(F.col("host") != "controller"), "host", spans) \
+    per_host = _window_means(hosts.filter(F.col("host") != CONTROLLER_HOST), "host", spans) \
         if hosts is not None else {}
     out = []
     for i, (step, label, _) in enumerate(windows):

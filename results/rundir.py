@@ -65,6 +65,9 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 
 
+CONTROLLER_HOST = "controller"  # the hosts table's name for the machine of the controller
+
+
 def new_run_id(scenario_name: str) -> str:
     """``<UTC timestamp>-<scenario>``: sorts by time, says what ran. The name is made safe as
     one directory name whatever it holds (``/``, ``..``, line breaks become ``_``; at most 64

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from statistics import fmean
 
 from drivers.histogram import LatencyHistogram
+from results.rundir import CONTROLLER_HOST
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ def window_row(step: int, label: str, window: list[dict], members: list[dict],
         p99_ms=histogram.percentile(99) / 1000 if histogram.count else None,
         errors=window[-1]["errors"] - window[0]["errors"], seconds=len(window),
         skipped=(window[-1].get("skipped") or 0) - (window[0].get("skipped") or 0),
-        hosts_cpu_percent=spread(hosts, "host", lambda r: r["host"] != "controller"),
+        hosts_cpu_percent=spread(hosts, "host", lambda r: r["host"] != CONTROLLER_HOST),
         missing_seconds=sum(1 for t in window if t.get("agents_missing") or
                             t.get("broker_missing") or t.get("queue_depth", 0) is None),
         start_s=start, end_s=end)

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from drivers.histogram import LatencyHistogram
-from results.rundir import FORMAT_VERSION, RunWriter
+from results.rundir import CONTROLLER_HOST, FORMAT_VERSION, RunWriter
 
 SECOND_MEMBER_SHARE = 0.4
 DRAIN_RATE = 500.0
@@ -101,7 +101,7 @@ def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member
                 "connections": 4 if read else None if serving else 0,
                 "messages_in": delivered[index] if read or not serving else None,
                 "messages_out": delivered[index] if read or not serving else None})
-        for host, percent in (("controller", 50.0), ("broker-1", 30.0)):
+        for host, percent in ((CONTROLLER_HOST, 50.0), ("broker-1", 30.0)):
             writer.row("hosts", {**stamp, "host": host, "cpu_percent": percent,
                                  "cpu_interval_s": 1.0})
         for agent in range(agents):

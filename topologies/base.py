@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from orchestrator.specs import TopologySpec
@@ -78,6 +78,13 @@ class MemberSample:
     messages_in: int | None = None  # published through this member, cumulative
     messages_out: int | None = None  # delivered through this member, cumulative
     unacknowledged: int | None = None  # its channels' deliveries awaiting an ack, now
+
+    def with_stats(self, stats: MemberStats | None) -> MemberSample:
+        """This sample with the member's own figures (all unknown if ``stats`` is None)."""
+        return replace(self, connections=stats.connections if stats else None,
+                       messages_in=stats.messages_in if stats else None,
+                       messages_out=stats.messages_out if stats else None,
+                       unacknowledged=stats.unacknowledged if stats else None)
 
 
 @dataclass(frozen=True)

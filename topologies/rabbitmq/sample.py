@@ -13,14 +13,8 @@ def broker_sample(members: list[Member], cpu: Callable[[Member], CpuReading | No
                   hosts: dict[str, CpuReading | None] | None = None) -> BrokerSample:
     """Per member its CPU reading (running members only), and where ``stats`` is given (one
     call answering for every member) its connections and messages; unknown otherwise."""
-    samples = []
-    for member in members:
-        figures = stats(member) if stats and member.running else None
-        samples.append(MemberSample(
-            name=member.name, running=member.running,
-            cpu=cpu(member) if member.running else None, cpu_quota_cores=quota_cores,
-            connections=figures.connections if figures else None,
-            messages_in=figures.messages_in if figures else None,
-            messages_out=figures.messages_out if figures else None,
-            unacknowledged=figures.unacknowledged if figures else None))
+    samples = [MemberSample(member.name, member.running,
+                            cpu(member) if member.running else None, quota_cores).with_stats(
+                                stats(member) if stats and member.running else None)
+               for member in members]
     return BrokerSample(samples, hosts=hosts or {})
