@@ -547,7 +547,7 @@ class Controller:
         return ready + sum(s.unacknowledged for s in stats), now - oldest
 
     def _show(self, row: dict, tick: Tick, label: str) -> None:
-        """The live view's state from one tick row."""
+        """The live view's state from one tick row, and the view redrawn."""
         self.state.__dict__.update(
             step=row["phase"] or self.state.step, elapsed_s=row["elapsed_s"],
             target_rate=row["target_rate"], send_rate=row["send_rate"],
@@ -560,6 +560,7 @@ class Controller:
         errors = [r.last_error for r in self.math.agents.values() if r.last_error]
         if errors and row["errors"]:
             self.state.last_event = f"last error: {errors[-1]}"
+        self.view.update(self.state)
 
     # -- the end ----------------------------------------------------------------------------
 

@@ -50,7 +50,7 @@ def busy_core():
 
 
 def test_rows_of_a_saturated_run_on_a_busy_host_are_possible(small_cluster, busy_core,
-                                                             tmp_path):
+                                                             tmp_path, capsys):
     spec = ScenarioSpec.model_validate({
         "name": "it-busy", "topology": Path("unused.yaml"), "agents": 2,
         "workload": {"queue": "perf", "senders": 10, "receivers": 10,
@@ -58,8 +58,12 @@ def test_rows_of_a_saturated_run_on_a_busy_host_are_possible(small_cluster, busy
         "plan": [{"rate_per_sender": 50, "hold": "10s"},
                  {"rate_per_sender": 400, "hold": "12s"}],  # beyond three quarter cores
         "measure": {"settle": "3s", "drain": "30s"}})
-    result = Controller(spec, small_cluster.topology, tmp_path, live=False).run()
+    result = Controller(spec, small_cluster.topology, tmp_path, live=True).run()
     assert result.outcome == "completed"
+    # not a terminal: the live view is a progress line every 5 s, from the same tick rows
+    progress = [line for line in capsys.readouterr().err.splitlines() if "received" in line
+                and "msg/s" in line]
+    assert len(progress) >= 4, progress
     ticks = sorted(read_table(result.run_dir, "ticks").to_pylist(), key=lambda r: r["elapsed_s"])
     members = read_table(result.run_dir, "members").to_pylist()
 
