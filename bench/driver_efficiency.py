@@ -21,8 +21,8 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.plain_pika import measure_plain_pika  # noqa: E402
-from orchestrator.agents import spawn_local_agents  # noqa: E402
-from orchestrator.specs import QueueSpec, TopologySpec  # noqa: E402
+from orchestrator.agents.local import spawn_local_agents  # noqa: E402
+from orchestrator.specs.scenario import QueueSpec, TopologySpec  # noqa: E402
 from topologies.rabbitmq.local import LocalRabbitMQ  # noqa: E402
 
 QUEUES = {"classic": "eff-classic", "quorum": "eff-quorum"}

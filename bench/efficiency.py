@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from orchestrator.controller import Controller  # noqa: E402
-from orchestrator.loader import load_scenario  # noqa: E402
-from results.steptable import StepRow  # noqa: E402
+from orchestrator.run.controller import Controller  # noqa: E402
+from orchestrator.specs.loader import load_scenario  # noqa: E402
+from results.rundir.steps import StepRow  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios/uniform-fixed-rate-all-members.yaml"

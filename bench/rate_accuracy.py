@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from orchestrator.controller import Controller  # noqa: E402
-from orchestrator.specs import QueueSpec, ScenarioSpec, TopologySpec  # noqa: E402
-from results.rundir import read_table  # noqa: E402
+from orchestrator.run.controller import Controller  # noqa: E402
+from orchestrator.specs.scenario import QueueSpec, ScenarioSpec, TopologySpec  # noqa: E402
+from results.rundir.tables import read_table  # noqa: E402
 from topologies.rabbitmq.local import LocalRabbitMQ  # noqa: E402
 
 WINDOW_S = 10

@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from results.integrity import suspect_samples  # noqa: E402
-from results.rundir import read_table  # noqa: E402
+from results.rundir.tables import read_table  # noqa: E402
 
 
 def main(paths: list[str]) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from results import timeline  # noqa: E402
-from results.rundir import read_table  # noqa: E402
+from results.rundir.tables import read_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -37,8 +37,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from drivers.base import Destination, Driver
 from drivers.header import PayloadBuilder
-from drivers.histogram import bucket_bounds
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
+from results.rundir.histogram import bucket_bounds
 
 PROMETHEUS_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                         2.5, 5.0, 10.0)
@@ -186,10 +186,10 @@ class _Collector:
 
 def _make_driver(broker: str, destination: Destination, recorder: Recorder) -> Driver:
     if broker == "rabbitmq":
-        from drivers.amqp import AmqpDriver
+        from drivers.amqp.driver import AmqpDriver
         return AmqpDriver(destination, recorder)
     if broker == "ibmmq":
-        from drivers.mq import MqDriver
+        from drivers.mq.driver import MqDriver
         return MqDriver(destination, recorder)
     raise ValueError(f"no driver for broker {broker!r} (known: rabbitmq, ibmmq)")
 

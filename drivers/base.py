@@ -31,7 +31,7 @@ class Destination:
     reply_timeout_s: float = 10.0  # request-reply: a request unanswered this long times out
     unit_of_work: bool = False  # request-reply: a responder's get and put in one transaction
     fast_path: bool = True  # drivers may encode/decode frames themselves where they can
-    # IBM MQ (drivers.mq; other drivers ignore these). Endpoints are mq://HOST(PORT)/QMNAME
+    # IBM MQ (drivers.mq.driver; other drivers ignore these). Endpoints are mq://HOST(PORT)/QMNAME
     # ?channel=CHL (a client channel of its own) or a queue manager name / *GROUP looked up
     # in the CCDT; see drivers/mq.py.
     queue_manager: str = ""  # QM name or *GROUP for endpoints that name none

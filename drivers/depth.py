@@ -19,6 +19,6 @@ def depth_probe(broker: str, endpoints: list[str], queues: list[str]) -> DepthPr
     """A probe for ``broker`` (RabbitMQ: passive declares over AMQP), or ``None`` where the
     depths come from the broker's own metrics instead (IBM MQ's exporter)."""
     if broker == "rabbitmq":
-        from drivers.amqp_probe import QueueDepthProbe
+        from drivers.amqp.probe import QueueDepthProbe
         return QueueDepthProbe(endpoints, queues)
     return None

@@ -13,8 +13,8 @@ from typing import Any
 
 from drivers.accounting import SequenceTracker
 from drivers.header import HeaderError, PayloadBuilder, decode
-from drivers.histogram import LatencyHistogram
 from drivers.rate import RateSchedule
+from results.rundir.histogram import LatencyHistogram
 
 
 class Recorder:

@@ -51,7 +51,7 @@ def validate(files: Annotated[list[Path], typer.Argument(
     A campaign is checked with every scenario it names under every combination of its matrix.
     --set applies to each scenario or topology as in surge run or surge up."""
     from orchestrator.errors import SpecError
-    from orchestrator.loader import load_any
+    from orchestrator.specs.kinds import load_any
     failed = 0
     for path in files:
         try:
@@ -82,9 +82,9 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
 
     Ctrl-C once stops early and cleanly (the run directory is complete); twice forces.
     """
-    from orchestrator.controller import Controller
-    from orchestrator.loader import load_scenario
-    from results.steptable import as_text
+    from orchestrator.run.controller import Controller
+    from orchestrator.specs.loader import load_scenario
+    from results.rundir.steps import as_text
     spec, topology = load_scenario(scenario, overrides or [])
     result = Controller(spec, topology, runs_dir, live=live, keep_topology=keep,
                         metrics_port=metrics_port).run()
@@ -113,8 +113,8 @@ def plan_(scenario: Annotated[Path, typer.Argument(
     """Print everything a run would do, in order, without touching anything: files and
     commands per host (MQ uniform cluster), manifests (Native HA), members and queues
     (RabbitMQ), then the load plan, consumer profile, faults and scaling rules."""
-    from orchestrator.dryrun import plan_text
-    from orchestrator.loader import load_scenario
+    from orchestrator.run.dryrun import plan_text
+    from orchestrator.specs.loader import load_scenario
     spec, topology = load_scenario(scenario, overrides or [])
     typer.echo(plan_text(spec, topology), nl=False)
 
@@ -158,7 +158,7 @@ def analyze(runs: Annotated[list[Path] | None, typer.Argument(
     and balance, cost per message, scale-out reaction times, report.md and PNG plots in
     <run>/analysis/. Only new or changed runs are analysed; a bad run is reported and skipped.
     """
-    from orchestrator.units import parse_duration
+    from orchestrator.specs.units import parse_duration
     from results.catalog import run_dirs
     from results.pipeline import analyze as analyze_runs
     try:
@@ -223,7 +223,7 @@ def campaign(file: Annotated[Path, typer.Argument(help="Campaign YAML, e.g. "
     topology is torn down either way. Exit status: 0 when every cell is done (passing the
     requirement or not), 1 when a cell failed to run, 130 when stopped by Ctrl-C.
     """
-    from orchestrator.campaign import run_campaign
+    from orchestrator.campaign.runner import run_campaign
     result = run_campaign(file, campaigns_dir, analyze=analyze,
                           price_per_core_hour=price_per_core_hour, say=typer.echo)
     if result.stopped:
@@ -233,7 +233,7 @@ def campaign(file: Annotated[Path, typer.Argument(help="Campaign YAML, e.g. "
 
 
 def _provisioner(topology_file: Path, overrides: list[str] | None):
-    from orchestrator.loader import load_topology
+    from orchestrator.specs.loader import load_topology
     from topologies.factory import provisioner_for
     return provisioner_for(load_topology(topology_file, overrides or []))
 
@@ -256,8 +256,8 @@ def up(topology: TopologyArg,
     """Start a topology's members (idempotent: running members are kept) and declare queues."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if via is Via.ansible:
-        from orchestrator.ansible_up import up as ansible_up
-        from orchestrator.loader import load_topology
+        from orchestrator.specs.loader import load_topology
+        from topologies.ansible_up import up as ansible_up
         spec = load_topology(topology, overrides or [])
         ansible_up(spec, say=typer.echo)
         if spec.placement == "local":  # the nodes are recorded like surge's own

@@ -2,13 +2,12 @@
 
 Reads only what the run directory holds (``run.json`` and the Parquet parts), never the
 controller. Unreadable parts are skipped and named in ``problems``. The windows are the
-controller's own (:func:`results.steptable.segments` and :func:`results.steptable.drain_ticks` on
-the ticks read with pyarrow); Spark aggregates each window's rows as
-:func:`results.steptable.window_row` does, so the two step tables agree by construction. Rates
-are means of the known seconds; latency percentiles come from histograms merged across all
-seconds of a window (summed per bucket in Spark), never from averaging percentiles. A figure no
-source gave is unknown (``None``), never 0.
-"""
+controller's own (:func:`results.rundir.steps.segments` and
+:func:`results.rundir.steps.drain_ticks` on the ticks read with pyarrow); Spark aggregates each
+window's rows as :func:`results.rundir.steps.window_row` does, so the two step tables agree by
+construction. Rates are means of the known seconds; latency percentiles come from histograms
+merged across all seconds of a window (summed per bucket in Spark), never from averaging
+percentiles. A figure no source gave is unknown (``None``), never 0."""
 
 from __future__ import annotations
 
@@ -17,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from drivers.histogram import LatencyHistogram
-from results.jsonfile import read_object
-from results.rundir import CONTROLLER_HOST, FORMAT_VERSION, read_table, readable_parts
-from results.steptable import drain_ticks, segments
+from results.rundir.histogram import LatencyHistogram
+from results.rundir.jsonfile import read_object
+from results.rundir.steps import drain_ticks, segments
+from results.rundir.tables import CONTROLLER_HOST, FORMAT_VERSION, read_table, readable_parts
 
 READABLE_VERSIONS = tuple(range(1, FORMAT_VERSION + 1))
 PERCENTILES = {"p50_ms": 50.0, "p95_ms": 95.0, "p99_ms": 99.0, "p999_ms": 99.9}
@@ -100,7 +99,7 @@ def analyze_run(spark, run_dir: Path, price_per_core_hour: float,
 def _window_rows(spark, ticks, members, hosts, windows: list[tuple[int, str, list[dict]]]
                  ) -> list[dict[str, Any]]:
     """One row per window ``(step, label, ticks)``: the figures of
-    :func:`results.steptable.window_row` aggregated in Spark over the window's ticks (found
+    :func:`results.rundir.steps.window_row` aggregated in Spark over the window's ticks (found
     by their ``elapsed_s``), with more percentiles, reconnects, max backlog, the messages each
     member delivered and the balance."""
     if not windows:
@@ -150,7 +149,7 @@ def _window_rows(spark, ticks, members, hosts, windows: list[tuple[int, str, lis
 
 
 def _tick_figures(columns: list[str]) -> list:
-    """Spark aggregates of a window's ticks, named as :class:`results.steptable.StepRow`'s
+    """Spark aggregates of a window's ticks, named as :class:`results.rundir.steps.StepRow`'s
     fields; columns a format did not record count as 0 (counters) or as known (flags)."""
     from pyspark.sql import functions as F
 

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from orchestrator.errors import FileError
-from results.jsonfile import read_object
+from results.rundir.jsonfile import read_object
 
 STATE_FILE = ".analysis-state.json"
 LOCK_FILE = ".analyze.lock"

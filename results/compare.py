@@ -11,8 +11,8 @@ from collections.abc import Collection
 from pathlib import Path
 
 from orchestrator.errors import FileError, SurgeError
-from results.jsonfile import read_object
-from results.steptable import StepRow, fixed_width
+from results.rundir.jsonfile import read_object
+from results.rundir.steps import StepRow, fixed_width
 
 
 def final_step(run_dir: Path) -> tuple[str, StepRow, str]:

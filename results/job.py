@@ -1,8 +1,10 @@
 """``surge analyze`` as a file for ``spark-submit``: analyse new or changed runs under a root.
 
-    spark-submit --master spark://spark-master:7077 results/job.py /data/runs [--force]
+    spark-submit --master spark://spark-master:7077 \
+        "$(python -c 'import results.job; print(results.job.__file__)')" /data/runs [--force]
 
-The master comes from ``spark-submit``; the job is the same as ``surge analyze``'s.
+surge must be installed where the driver runs (the file imports it). The master comes from
+``spark-submit``; the job is the same as ``surge analyze``'s.
 """
 
 from __future__ import annotations
@@ -11,10 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from results.catalog import run_dirs  # noqa: E402
-from results.pipeline import DEFAULT_PRICE_PER_CORE_HOUR, analyze  # noqa: E402
+from results.catalog import run_dirs
+from results.pipeline import DEFAULT_PRICE_PER_CORE_HOUR, analyze
 
 
 def main() -> int:

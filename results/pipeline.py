@@ -11,7 +11,7 @@ from results import report, timeline
 from results.analysis import analyze_run, read_manifest
 from results.catalog import Catalog, locked
 from results.integrity import suspect_samples
-from results.rundir import read_table
+from results.rundir.tables import read_table
 
 DEFAULT_PRICE_PER_CORE_HOUR = 0.04  # currency units per core-hour; set your own
 

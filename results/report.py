@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from results.analysis import PERCENTILES, RunAnalysis
-from results.steptable import fixed_width, member_index
+from results.rundir.steps import fixed_width, member_index
 
 MARKED_EVENTS = {"member_started": ("member started", "tab:green"),
                  "member_stopped": ("member stopped", "tab:purple"),

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from drivers.histogram import LatencyHistogram
-from results.rundir import CONTROLLER_HOST, FORMAT_VERSION, RunWriter
+from results.rundir.histogram import LatencyHistogram
+from results.rundir.tables import CONTROLLER_HOST, FORMAT_VERSION, RunWriter
 
 SECOND_MEMBER_SHARE = 0.4
 DRAIN_RATE = 500.0

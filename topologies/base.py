@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from orchestrator.specs import TopologySpec
+from orchestrator.specs.scenario import TopologySpec
 
 
 @dataclass(frozen=True)

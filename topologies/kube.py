@@ -1,14 +1,22 @@
 """Reaching a Kubernetes cluster with the official client (the ``k8s`` extra), imported only
-when something talks to a cluster."""
+when something talks to a cluster: API calls, pod state, and port-forwards from loopback to a
+pod (:class:`PortForwarder`, one forward stream per accepted connection, as ``kubectl
+port-forward`` does)."""
 
 from __future__ import annotations
 
+import logging
 import os
+import select
+import socket
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ProvisionError
+
+log = logging.getLogger(__name__)
 
 EXISTS, MISSING = object(), object()  # what api_call returns for an expected 409 / 404
 
@@ -66,3 +74,119 @@ def api_call(method: Callable[..., Any], *args: Any, exists_ok: bool = False,
                              f"{status} {getattr(error, 'reason', '') or ''}".rstrip()
                              + (f" ({hint})" if hint else ""),
                              temporary=status >= 500 or status in (0, 429)) from None
+
+
+FATAL_WAITING = {"ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
+                 "CreateContainerError", "CreateContainerConfigError"}
+STREAM_LOCK = threading.Lock()
+
+
+# -- the cluster ------------------------------------------------------------------------------
+
+def stream_core(client: Any) -> Any:
+    """A CoreV1Api on its own ApiClient, for port-forward and exec streams only: the client's
+    ``stream``/``portforward`` swap the ApiClient's transport while they open a stream, which
+    must not catch an ordinary call made at the same time on another thread."""
+    return client.CoreV1Api(client.ApiClient())
+
+
+def open_portforward(core: Any, pod: str, namespace: str, port: int) -> Any:
+    """One port-forward stream to ``port`` of ``pod`` (a ``kubernetes`` ``PortForward``)."""
+    from kubernetes.stream import portforward
+    with STREAM_LOCK:
+        return portforward(core.connect_get_namespaced_pod_portforward, pod, namespace,
+                           ports=str(port))
+
+
+def dig(obj: Any, *path: str) -> Any:
+    """``obj.a.b`` for the client's model objects, ``obj['a']['b']`` for dicts; None if absent."""
+    for name in path:
+        if obj is None:
+            return None
+        obj = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+    return obj
+
+
+def pod_ready(pod: Any) -> bool:
+    """Whether the pod's Ready condition is True."""
+    return any(dig(c, "type") == "Ready" and dig(c, "status") == "True"
+               for c in dig(pod, "status", "conditions") or [])
+
+
+def pod_trouble(pod: Any) -> str | None:
+    """Why ``pod`` will not become Ready by itself (failed, or an image that cannot be pulled),
+    or None."""
+    if dig(pod, "status", "phase") in ("Failed", "Succeeded"):
+        return f"phase {dig(pod, 'status', 'phase')} ({dig(pod, 'status', 'reason') or ''})"
+    for status in dig(pod, "status", "container_statuses") or []:
+        waiting = dig(status, "state", "waiting")
+        if waiting is not None and dig(waiting, "reason") in FATAL_WAITING:
+            return f"{dig(waiting, 'reason')}: {dig(waiting, 'message') or ''}".strip(": ")
+    return None
+
+
+# -- the port-forward ---------------------------------------------------------------------------
+
+class PortForwarder:
+    """A loopback port carried to a pod's port: every connection accepted on ``127.0.0.1:port``
+    gets its own stream from ``connect()`` (a ``kubernetes`` ``PortForward``), and a thread
+    copies bytes both ways until either side closes."""
+
+    def __init__(self, connect: Callable[[], Any], remote_port: int, label: str):
+        self._connect, self.remote_port, self.label = connect, remote_port, label
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.5)  # so that close() is seen without waking accept()
+        self.port: int = self._listener.getsockname()[1]
+        self._closed = threading.Event()
+        threading.Thread(target=self._accept, name=f"port-forward {label}", daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._carry, args=(conn,), daemon=True,
+                             name=f"port-forward {self.label} conn").start()
+
+    def _carry(self, conn: socket.socket) -> None:
+        try:
+            remote = self._connect().socket(self.remote_port)
+        except Exception as error:  # the API server refused: the client sees a closed socket
+            log.warning("port-forward to %s:%d failed: %s", self.label, self.remote_port, error)
+            conn.close()
+            return
+        try:
+            relay(conn, remote, self._closed)
+        finally:
+            conn.close()
+            remote.close()  # ends the stream: the client's proxy thread closes the WebSocket
+
+    def close(self) -> None:
+        """Stop accepting; connections being carried end with their next read."""
+        self._closed.set()
+        self._listener.close()
+
+
+def relay(a: Any, b: Any, stop: threading.Event) -> None:
+    """Copy bytes between two sockets until one of them closes (or ``stop`` is set)."""
+    while not stop.is_set():
+        readable, _, _ = select.select([a, b], [], [], 1.0)
+        for source in readable:
+            data = source.recv(65536)
+            if not data:
+                return
+            (b if source is a else a).sendall(data)
+
+
+# -- rendering -----------------------------------------------------------------------------------
+
+
+def exec_in_pod(core: Any, pod: str, namespace: str, container: str, argv: list[str]) -> str:
+    """Run ``argv`` in a pod's container (``kubectl exec``) and return its output."""
+    from kubernetes.stream import stream
+    with STREAM_LOCK:
+        return stream(core.connect_get_namespaced_pod_exec, pod, namespace, command=argv,
+                      container=container, stderr=True, stdin=False, stdout=True, tty=False)

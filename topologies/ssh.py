@@ -2,7 +2,7 @@
 
 This is the generic layer under the SSH provisioners (IBM MQ queue managers, RabbitMQ nodes,
 remote load agents). One :class:`SshSession` is one SSH connection to one host, described by an
-:class:`~orchestrator.mqspecs.SshSpec`::
+:class:`~orchestrator.specs.mq.SshSpec`::
 
     with SshSession("QMHost1", spec, record=results.append) as ssh:
         ssh.upload(ini_text, "/nfs1/uniclus.ini")
@@ -64,7 +64,7 @@ from types import TracebackType
 import paramiko
 
 from orchestrator.errors import SurgeError
-from orchestrator.hostspecs import SshSpec
+from orchestrator.specs.hosts import SshSpec
 
 log = logging.getLogger(__name__)
 

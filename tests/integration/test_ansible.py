@@ -25,10 +25,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from orchestrator import ansible_up
 from orchestrator.errors import ProvisionError
-from orchestrator.specs import TopologySpec
+from orchestrator.specs.scenario import TopologySpec
 from tests.sshd import free_port, missing, running_sshd
+from topologies import ansible_up
 from topologies.mq import uniform
 from topologies.rabbitmq.management import Management
 from topologies.rabbitmq.node import rabbitmqctl

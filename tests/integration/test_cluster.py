@@ -5,7 +5,7 @@ import urllib.request
 
 import pytest
 
-from orchestrator.agents import spawn_local_agents
+from orchestrator.agents.local import spawn_local_agents
 from orchestrator.errors import AgentError
 
 pytestmark = pytest.mark.integration

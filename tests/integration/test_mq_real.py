@@ -27,7 +27,7 @@ import pytest
 
 from drivers.base import Destination
 from drivers.header import PayloadBuilder
-from drivers.mq import MqClientMissing, MqDriver, load_mqi
+from drivers.mq.driver import MqClientMissing, MqDriver, load_mqi
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
 
 QMGR = os.environ.get("SURGE_MQ_QMGR", "")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.loader import load_topology
+from orchestrator.specs.loader import load_topology
 from tests.kube import cluster_with_operator
 from topologies.mq.nativeha import NativeHaProvisioner
 

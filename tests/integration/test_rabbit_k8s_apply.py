@@ -33,10 +33,10 @@ import secrets
 
 import pytest
 
-from orchestrator.agent_pods import start_agent_pods, stop_agent_pods
+from orchestrator.agents.pods import start_agent_pods, stop_agent_pods
 from orchestrator.errors import ProvisionError
-from orchestrator.hostspecs import RabbitKubernetesSpec
-from orchestrator.specs import QueueSpec, TopologySpec
+from orchestrator.specs.hosts import RabbitKubernetesSpec
+from orchestrator.specs.scenario import QueueSpec, TopologySpec
 from tests.kube import cluster_with_operator
 from topologies.rabbitmq.kubernetes import RabbitKubernetesProvisioner
 

@@ -11,9 +11,9 @@ import time
 import psutil
 import pytest
 
-from orchestrator.controller import Controller
-from orchestrator.specs import ScenarioSpec
-from results.rundir import read_table
+from orchestrator.run.controller import Controller
+from orchestrator.specs.scenario import ScenarioSpec
+from results.rundir.tables import read_table
 
 pytestmark = pytest.mark.integration
 

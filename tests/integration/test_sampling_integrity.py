@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from drivers.histogram import LatencyHistogram
-from orchestrator.controller import Controller
-from orchestrator.specs import QueueSpec, ScenarioSpec, TopologySpec
+from orchestrator.run.controller import Controller
+from orchestrator.specs.scenario import QueueSpec, ScenarioSpec, TopologySpec
 from results.integrity import suspect_samples
-from results.rundir import read_table
-from results.steptable import segments
+from results.rundir.histogram import LatencyHistogram
+from results.rundir.steps import segments
+from results.rundir.tables import read_table
 from tests.integration.conftest import local_cluster
 
 pytestmark = pytest.mark.integration

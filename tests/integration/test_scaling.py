@@ -6,9 +6,9 @@ import json
 import psutil
 import pytest
 
-from orchestrator.controller import Controller
-from orchestrator.specs import ScenarioSpec, TopologySpec
-from results.rundir import read_table
+from orchestrator.run.controller import Controller
+from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from results.rundir.tables import read_table
 from topologies.rabbitmq.local import LocalRabbitMQ
 
 pytestmark = pytest.mark.integration

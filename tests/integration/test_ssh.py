@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.hostspecs import SshSpec
+from orchestrator.specs.hosts import SshSpec
 from tests.sshd import Sshd, free_port, keygen, missing, running_sshd
 from topologies.ssh import (
     CommandResult,

@@ -13,10 +13,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestrator.controller import Controller
 from orchestrator.errors import AgentError
-from orchestrator.specs import ScenarioSpec, TopologySpec
-from results.rundir import read_table
+from orchestrator.run.controller import Controller
+from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from results.rundir.tables import read_table
 from tests.sshd import missing, running_sshd
 from topologies.rabbitmq.remote import SshRabbitMQ
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from orchestrator.controller import Controller
-from orchestrator.specs import ScenarioSpec
+from orchestrator.run.controller import Controller
+from orchestrator.specs.scenario import ScenarioSpec
 from results import timeline
 
 pytestmark = pytest.mark.integration
@@ -83,7 +83,7 @@ def test_consumer_slowdown_grows_a_backlog_that_drains_afterwards(cluster, topol
 
 
 def _ticks(run_dir):
-    from results.rundir import read_table
+    from results.rundir.tables import read_table
     return read_table(run_dir, "ticks").to_pylist()
 
 

@@ -8,11 +8,11 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from drivers.histogram import SUB_COUNT
 from results.analysis import analyze_run, jain_index
 from results.pipeline import analyze
-from results.rundir import FORMAT_VERSION, read_table
-from results.steptable import StepRow, drain_row, step_rows
+from results.rundir.histogram import SUB_COUNT
+from results.rundir.steps import StepRow, drain_row, step_rows
+from results.rundir.tables import FORMAT_VERSION, read_table
 from results.synthetic import DRAIN_RATE
 from results.synthetic import write_run as write_synthetic
 

@@ -4,7 +4,7 @@ import random
 
 from pika import frame, spec
 
-from drivers.amqp_wire import PublishTemplate, install_decoder
+from drivers.amqp.wire import PublishTemplate, install_decoder
 from drivers.header import decode, encode
 
 

@@ -15,11 +15,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from orchestrator import ansible_up
 from orchestrator.errors import ProvisionError
-from orchestrator.hostspecs import SshSpec
-from orchestrator.loader import load_topology
-from orchestrator.specs import TopologySpec
+from orchestrator.specs.hosts import SshSpec
+from orchestrator.specs.loader import load_topology
+from orchestrator.specs.scenario import TopologySpec
+from topologies import ansible_up
 from topologies.mq import uniform
 
 ROOT = Path(__file__).resolve().parents[2]

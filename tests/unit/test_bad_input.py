@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.errors import SpecError
-from orchestrator.loader import load_scenario, load_topology
-from orchestrator.yamlsafe import MAX_FILE_BYTES
-from results.rundir import new_run_id
+from orchestrator.specs.loader import load_scenario, load_topology
+from orchestrator.specs.yamlsafe import MAX_FILE_BYTES
+from results.rundir.tables import new_run_id
 
 CORPUS = Path(__file__).parent / "bad_specs"
 BAD = sorted(p for p in CORPUS.glob("*.yaml") if not p.name.startswith("_"))

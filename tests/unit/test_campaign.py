@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from orchestrator.campaign import (
+from orchestrator.campaign.requirement import Requirement, judge
+from orchestrator.campaign.runner import (
     CampaignRunner,
     CellRecord,
     recall,
@@ -16,7 +17,10 @@ from orchestrator.campaign import (
     summary_text,
     unfresh,
 )
-from orchestrator.campaign_spec import (
+from orchestrator.campaign.view import eta_s, recorded_overhead
+from orchestrator.errors import SpecError, SurgeError
+from orchestrator.run.liveview import ViewState
+from orchestrator.specs.campaign import (
     CampaignSpec,
     cell_id,
     expand_cells,
@@ -24,11 +28,7 @@ from orchestrator.campaign_spec import (
     override_text,
     short_names,
 )
-from orchestrator.campaign_view import eta_s, recorded_overhead
-from orchestrator.errors import SpecError, SurgeError
-from orchestrator.liveview import ViewState
-from orchestrator.loader import load_any
-from orchestrator.requirement import Requirement, judge
+from orchestrator.specs.kinds import load_any
 from results.compare import ranking_text
 
 TOPOLOGY = """\
@@ -110,7 +110,7 @@ def test_cell_ids_are_safe_directory_names():
 
 
 def test_matrix_values_become_overrides_that_read_back_the_same():
-    from orchestrator.loader import PlusSigned
+    from orchestrator.specs.loader import PlusSigned
     assert override_text(3) == "3"
     assert override_text(0.5) == "0.5"
     assert override_text(PlusSigned(50)) == "+50"
@@ -354,7 +354,7 @@ class Fakes:
 def fakes(monkeypatch):
     made = Fakes()
     monkeypatch.setattr("topologies.rabbitmq.local.LocalRabbitMQ", made.Provisioner)
-    monkeypatch.setattr("orchestrator.controller.Controller", made.Controller)
+    monkeypatch.setattr("orchestrator.run.controller.Controller", made.Controller)
     return made
 
 
@@ -489,7 +489,7 @@ def test_summary_has_cells_comparison_and_ranking(spec_dir, tmp_path):
         analysed(run_dir, achieved, 1.0)
     records[0].status, records[0].passed, records[0].reason = "done", True, "ok"
     records[1].status, records[1].passed, records[1].reason = "done", False, "too slow"
-    from orchestrator.campaign import CampaignResult
+    from orchestrator.campaign.runner import CampaignResult
     text = summary_text(campaign, CampaignResult(root, records))
     assert text.startswith("campaign smoke: 8 cells, 2 done (1 passed the requirement), "
                            "0 failed, 6 not run")
@@ -502,7 +502,7 @@ def test_summary_has_cells_comparison_and_ranking(spec_dir, tmp_path):
 
 
 def test_unknown_figures_never_meet_a_requirement():
-    from orchestrator.requirement import Requirement, judge
+    from orchestrator.campaign.requirement import Requirement, judge
     requirement = Requirement.model_validate({"rate_within": 0.05, "p99_below": "50ms",
                                               "lossless": True})
     step = {"label": "1", "target_rate": 100.0, "achieved_rate": 100.0, "sent_rate": 100.0,

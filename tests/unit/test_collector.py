@@ -2,7 +2,7 @@
 
 import threading
 
-from orchestrator.collector import Collector, Failed
+from orchestrator.run.collector import Collector, Failed
 
 
 def test_slow_source_misses_the_deadline_and_arrives_later():

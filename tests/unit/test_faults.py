@@ -2,9 +2,9 @@
 
 import threading
 
-from orchestrator.faults import FaultInjector
-from orchestrator.plan import expand
-from orchestrator.specs import FaultSpec, StepSpec
+from orchestrator.run.faults import FaultInjector
+from orchestrator.specs.plan import expand
+from orchestrator.specs.scenario import FaultSpec, StepSpec
 
 
 def injector(*faults):

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from drivers.histogram import (
+from results.rundir.histogram import (
     MAX_VALUE_US,
     NUM_BUCKETS,
     LatencyHistogram,

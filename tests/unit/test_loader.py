@@ -3,8 +3,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import SpecError
-from orchestrator.loader import load_any, load_scenario, load_topology
-from orchestrator.plan import expand
+from orchestrator.specs.kinds import load_any
+from orchestrator.specs.loader import load_scenario, load_topology
+from orchestrator.specs.plan import expand
 
 TOPOLOGY = """\
 name: t1

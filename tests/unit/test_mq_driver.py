@@ -12,7 +12,7 @@ import pytest
 
 from drivers.base import Destination
 from drivers.header import HEADER_SIZE, PayloadBuilder, decode
-from drivers.mq import MqClientMissing, MqDriver, MqEndpoint, reply_queue_name
+from drivers.mq.driver import MqClientMissing, MqDriver, MqEndpoint, reply_queue_name
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
 from tests.unit.mqi_standin import CMQC, StandIn
 

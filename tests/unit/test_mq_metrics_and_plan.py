@@ -5,7 +5,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.loader import load_topology
+from orchestrator.specs.loader import load_topology
 from topologies.mq import metrics, provision
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.loader import load_topology
+from orchestrator.specs.loader import load_topology
 from topologies.mq import uniform
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,7 +87,7 @@ def test_a_topology_that_does_not_add_up_is_refused():
 
 def test_workers_reach_the_group_through_the_ccdt_as_perfharness_does(topology):
     from drivers.base import Destination
-    from orchestrator.controller import _mq_destination
+    from orchestrator.run.controller import _mq_destination
     settings = _mq_destination(topology)
     assert settings == {"queue_manager": "*UC01QM", "channel": "PERF.APP.CHL",
                         "ccdt_url": "file:///nfs1/UC01.json", "reconnect": "yes",

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from orchestrator.errors import ProvisionError, SpecError
-from orchestrator.loader import load_topology
-from orchestrator.specs import TopologySpec
+from orchestrator.specs.loader import load_topology
+from orchestrator.specs.scenario import TopologySpec
 from tests.kube import FakeApiError, FakeClock
 from topologies import templates
 from topologies.mq import manifests, nativeha

@@ -1,7 +1,7 @@
 import pytest
 
-from orchestrator.plan import duration, expand, phase_at
-from orchestrator.specs import StepSpec
+from orchestrator.specs.plan import duration, expand, phase_at
+from orchestrator.specs.scenario import StepSpec
 
 
 def steps(*rows):

@@ -1,7 +1,7 @@
 import pytest
 
-from orchestrator.policy import Observation, decide, fired
-from orchestrator.specs import ScalingSpec, Trigger
+from orchestrator.scaling.policy import Observation, decide, fired
+from orchestrator.specs.scenario import ScalingSpec, Trigger
 
 SPEC = ScalingSpec.model_validate({
     "pool": 4,
@@ -103,8 +103,8 @@ def test_scale_in_needs_every_second_of_the_window_idle():
 
 
 def test_an_unknown_depth_never_satisfies_a_depth_condition():
-    from orchestrator.policy import Observation, fired
-    from orchestrator.specs import Trigger
+    from orchestrator.scaling.policy import Observation, fired
+    from orchestrator.specs.scenario import Trigger
     below = Trigger.model_validate({"queue_depth_below": 100, "for": "3s"})
     above = Trigger.model_validate({"queue_depth": 100, "for": "3s"})
     unknown = [Observation(elapsed_s=t, target_rate=1, achieved_rate=1, queue_depth=None)

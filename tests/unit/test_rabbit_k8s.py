@@ -19,11 +19,11 @@ import jsonschema
 import pytest
 import yaml
 
-from orchestrator import agent_pods
-from orchestrator.agents import AgentHandle
+from orchestrator.agents import pods as agent_pods
+from orchestrator.agents.local import AgentHandle
 from orchestrator.errors import AgentError, ProvisionError
-from orchestrator.hostspecs import RabbitKubernetesSpec
-from orchestrator.specs import QueueSpec, TopologySpec
+from orchestrator.specs.hosts import RabbitKubernetesSpec
+from orchestrator.specs.scenario import QueueSpec, TopologySpec
 from tests.kube import FakeApiError, FakeClock
 from topologies.factory import provisioner_for
 from topologies.rabbitmq import kubernetes as rk

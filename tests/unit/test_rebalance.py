@@ -2,7 +2,7 @@ from collections import Counter
 
 import pytest
 
-from orchestrator.rebalance import fair_moves
+from orchestrator.scaling.rebalance import fair_moves
 
 
 def place(counts: dict[int, int]) -> dict[str, int]:

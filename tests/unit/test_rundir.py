@@ -2,7 +2,7 @@ import json
 
 import pyarrow.parquet as pq
 
-from results.rundir import FORMAT_VERSION, RunWriter, read_table
+from results.rundir.tables import FORMAT_VERSION, RunWriter, read_table
 
 
 def member_row(i):

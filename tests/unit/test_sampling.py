@@ -2,8 +2,8 @@
 
 import pytest
 
-from drivers.histogram import LatencyHistogram
-from orchestrator.sampling import AgentReading, TickMath, Timeliness, quantiles, rate
+from orchestrator.run.sampling import AgentReading, TickMath, Timeliness, quantiles, rate
+from results.rundir.histogram import LatencyHistogram
 from topologies.base import CpuReading, MemberSample
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import SpecError
-from orchestrator.loader import load_scenario
-from orchestrator.plan import delay_phases, expand, phase_at, value_at
-from orchestrator.specs import QueueSpec, ScenarioSpec
+from orchestrator.specs.loader import load_scenario
+from orchestrator.specs.plan import delay_phases, expand, phase_at, value_at
+from orchestrator.specs.scenario import QueueSpec, ScenarioSpec
 
 TOPOLOGY = """\
 name: t1

@@ -12,7 +12,7 @@ import paramiko
 import pytest
 
 from orchestrator.errors import SurgeError
-from orchestrator.hostspecs import SshSpec
+from orchestrator.specs.hosts import SshSpec
 from topologies import ssh
 from topologies.ssh import (
     CommandResult,

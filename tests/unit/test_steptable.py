@@ -1,7 +1,7 @@
 import pytest
 
-from drivers.histogram import LatencyHistogram
-from results.steptable import as_text, step_rows
+from results.rundir.histogram import LatencyHistogram
+from results.rundir.steps import as_text, step_rows
 
 PHASES = [{"index": 1, "rate_per_sender": 10, "start_s": 0, "end_s": 10},
           {"index": 2, "rate_per_sender": 20, "start_s": 10, "end_s": 20}]

@@ -1,6 +1,6 @@
 import pytest
 
-from orchestrator.units import format_size, parse_duration, parse_percent, parse_size
+from orchestrator.specs.units import format_size, parse_duration, parse_percent, parse_size
 
 
 @pytest.mark.parametrize("text, expected", [

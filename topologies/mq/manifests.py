@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ProvisionError
-from orchestrator.mqspecs import MqSpec, NativeHaSpec
-from orchestrator.specs import TopologySpec
+from orchestrator.specs.mq import MqSpec, NativeHaSpec
+from orchestrator.specs.scenario import TopologySpec
+from topologies.assets import asset
 from topologies.templates import render_file as _render_file
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "k8s" / "mq"
+TEMPLATES = asset("k8s", "mq")
 QUEUE_MANAGER_TEMPLATE = "queuemanager.yaml"
 CONFIGMAP_TEMPLATE = "configmap-mqsc-ini.yaml"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ProvisionError
-from orchestrator.specs import TopologySpec
+from orchestrator.specs.scenario import TopologySpec
 from topologies.base import BrokerSample, Member, MemberSample
 from topologies.kube import EXISTS, MISSING, api_call, api_status, load_kubernetes
 from topologies.mq.manifests import (

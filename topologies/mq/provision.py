@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from orchestrator.errors import ProvisionError
-from orchestrator.specs import TopologySpec
+from orchestrator.specs.scenario import TopologySpec
 from topologies.base import BrokerSample, CpuReading, Member, MemberSample
 from topologies.mq import metrics, uniform
 from topologies.mq.uniform import QueueManager

@@ -12,8 +12,8 @@ import json
 import shlex
 from dataclasses import dataclass
 
-from orchestrator.mqspecs import MqHostSpec, MqSpec
-from orchestrator.specs import TopologySpec
+from orchestrator.specs.mq import MqHostSpec, MqSpec
+from orchestrator.specs.scenario import TopologySpec
 
 
 @dataclass(frozen=True)

@@ -27,19 +27,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orchestrator.agent_pods import (
-    STREAM_LOCK,
+from orchestrator.errors import ProvisionError
+from orchestrator.specs.scenario import TopologySpec
+from topologies.base import BrokerSample, Member
+from topologies.kube import (
+    EXISTS,
+    MISSING,
     PortForwarder,
+    api_call,
     dig,
+    exec_in_pod,
+    load_kubernetes,
     open_portforward,
     pod_ready,
     pod_trouble,
     stream_core,
 )
-from orchestrator.errors import ProvisionError
-from orchestrator.specs import TopologySpec
-from topologies.base import BrokerSample, Member
-from topologies.kube import EXISTS, MISSING, api_call, load_kubernetes
 from topologies.rabbitmq import node
 from topologies.rabbitmq.management import Management, management_stats
 from topologies.rabbitmq.manifests import (
@@ -366,8 +369,4 @@ class RabbitKubernetesProvisioner:
                 apis[index].declare_queue(queue, name)
 
     def _exec_in_pod(self, pod: str, argv: list[str]) -> str:
-        from kubernetes.stream import stream
-        with STREAM_LOCK:
-            return stream(self.streams.connect_get_namespaced_pod_exec, pod, self.namespace,
-                          command=argv, container="rabbitmq", stderr=True, stdin=False,
-                          stdout=True, tty=False)
+        return exec_in_pod(self.streams, pod, self.namespace, "rabbitmq", argv)

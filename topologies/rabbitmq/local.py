@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 
 from orchestrator.errors import ProvisionError
-from orchestrator.specs import TopologySpec
+from orchestrator.specs.scenario import TopologySpec
 from topologies.base import BrokerSample, CpuReading, Member, MemberSample, MemberStats
 from topologies.cgroups import BOOT_SHARES, CpuCgroup
 from topologies.rabbitmq import node

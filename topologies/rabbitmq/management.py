@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.errors import ProvisionError
-from orchestrator.specs import QueueSpec
+from orchestrator.specs.scenario import QueueSpec
 from topologies.base import Member, MemberStats
 
 _AUTH = "Basic " + base64.b64encode(b"guest:guest").decode()

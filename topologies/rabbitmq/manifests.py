@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ProvisionError
-from orchestrator.hostspecs import RabbitKubernetesSpec
-from orchestrator.specs import TopologySpec
+from orchestrator.specs.hosts import RabbitKubernetesSpec
+from orchestrator.specs.scenario import TopologySpec
+from topologies.assets import asset
 from topologies.templates import render_file
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "k8s" / "rabbitmq"
+TEMPLATES = asset("k8s", "rabbitmq")
 TEMPLATE = "rabbitmqcluster.yaml"
 GROUP, VERSION, PLURAL = "rabbitmq.com", "v1beta1", "rabbitmqclusters"
 AMQP_PORT, MANAGEMENT_PORT, PROMETHEUS_PORT = 5672, 15672, 15692

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.errors import ProvisionError
-from orchestrator.hostspecs import HostSpec
-from orchestrator.specs import TopologySpec
+from orchestrator.specs.hosts import HostSpec
+from orchestrator.specs.scenario import TopologySpec
 from topologies.base import BrokerSample, CpuReading, Member, MemberStats
 from topologies.rabbitmq import node
 from topologies.rabbitmq.local import default_state_root

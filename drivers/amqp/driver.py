@@ -1,0 +1,511 @@
+"""The AMQP 0-9-1 driver (pika): every connection of an agent on one shared select IOLoop.
+
+One loop thread hosts all senders and receivers, so rate changes and snapshots need no locks.
+Senders publish on timers that follow their rate schedule; receivers consume with a prefetch and
+acknowledge in batches (``multiple=True``). A dropped connection is retried with backoff, moving
+to the next endpoint, and counted instead of ending the worker; with publisher confirms, what
+was not confirmed on the lost connection is published again on the next one.
+
+Requesters declare their own exclusive, auto-delete reply queue and match replies by
+correlation id; responders put each reply on the request's ``reply_to`` before acknowledging
+the request. A consumer processing time (``set_consumer_delay``) makes each receiver handle one
+message per delay, holding the rest of its prefetch unacknowledged, as a slow application does.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+
+import pika
+from pika.adapters.select_connection import IOLoop
+
+from drivers.amqp import wire as amqp_wire
+from drivers.base import Destination, Driver, rotation
+from drivers.header import HEADER_SIZE
+from drivers.workers import ReceiverRole, RequesterRole, ResponderRole, SenderRole
+
+MAX_BUFFERED_BYTES = 4 * 1024 * 1024  # outbound bytes per connection before a sender waits
+MAX_UNCONFIRMED = 2000  # with confirms, publishes in flight per sender before it waits
+PACING_TICK_S = 0.002  # a sender wakes at most this often, publishing whatever is due
+ACK_FLUSH_S = 0.1  # manual acks of a quiet receiver are flushed at least this often
+RETIRE_GRACE_S = 2.0  # a moved sender's old connection stays open this long for its last publishes
+PAUSED_POLL_S = 0.05  # a paused (or closed-loop) sender looks again this often
+BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
+
+
+class _Link:
+    """One connection with one channel that reconnects with backoff, rotating endpoints."""
+
+    def __init__(self, driver: AmqpDriver, endpoint: str, queue: str):
+        self.driver = driver
+        self.queue = queue
+        self.endpoints = rotation(driver.destination.endpoints, endpoint)
+        self.attempt = 0
+        self.connection: pika.SelectConnection | None = None
+        self.channel = None
+        self.closing = False
+        self.recorder = driver.recorder
+
+    def connect(self) -> None:
+        endpoint = self.endpoints[self.attempt % len(self.endpoints)]
+        params = pika.URLParameters(endpoint)
+        params.heartbeat = 30
+        params.connection_attempts = 1
+        self.connection = pika.SelectConnection(
+            params, on_open_callback=self._opened, on_open_error_callback=self._failed,
+            on_close_callback=self._closed, custom_ioloop=self.driver.ioloop)
+
+    def close(self) -> None:
+        self.closing = True
+        if self.connection and not (self.connection.is_closed or self.connection.is_closing):
+            self.connection.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.connection is None or self.connection.is_closed
+
+    def _opened(self, connection) -> None:
+        self.recorder.connections += 1
+        connection.channel(on_open_callback=self._channel_opened)
+
+    def _channel_opened(self, channel) -> None:
+        self.attempt = 0
+        self.channel = channel
+        channel.add_on_close_callback(self._channel_closed)
+        self.ready(channel)
+
+    def ready(self, channel) -> None:
+        """Called with an open channel; roles start work here."""
+
+    def _channel_closed(self, channel, reason) -> None:
+        self.channel = None
+        if not self.closing:
+            self.recorder.error(f"channel closed: {reason}")
+            if self.connection and self.connection.is_open:
+                self.connection.close()
+
+    def _failed(self, connection, error) -> None:
+        self.recorder.error(f"connect failed: {error}")
+        self._retry()
+
+    def _closed(self, connection, reason) -> None:
+        self.channel = None
+        self.recorder.connections -= 1
+        if not self.closing:
+            self.recorder.error(f"connection lost: {reason}")
+            self._retry()
+
+    def _retry(self) -> None:
+        if self.closing:
+            return
+        self.recorder.reconnects += 1
+        delay = BACKOFF_S[min(self.attempt, len(BACKOFF_S) - 1)]
+        self.attempt += 1
+        self.driver.ioloop.call_later(delay, self.connect)
+
+
+class _SenderLink(_Link):
+    def __init__(self, driver: AmqpDriver, role: SenderRole, endpoint: str,
+                 queue: str | list[str]):
+        routes = queue if isinstance(queue, list) else [queue]
+        super().__init__(driver, endpoint, routes[0])
+        self.routes = routes  # several: each message goes to the next (MQ's bind not-fixed)
+        self.next_route = 0
+        self.role = role
+        destination = driver.destination
+        self.properties = pika.BasicProperties(delivery_mode=2 if destination.persistent else 1)
+        self.timer = None
+        self.last_tag = 0
+        self.published = 0
+        self.templates: list[amqp_wire.PublishTemplate] = []
+        self.unconfirmed_batches: deque[list[int]] = deque()  # [first tag, first seq, count]
+        self.resend: list[tuple[int, int, bool]] = []  # (first seq, count, nacked) to resend
+
+    def ready(self, channel) -> None:
+        self.published = self.last_tag = 0
+        destination = self.driver.destination
+        if destination.confirms:
+            channel.confirm_delivery(self._confirmed)
+        self.templates = []
+        if destination.fast_path and amqp_wire.hooks_available(self.connection):
+            self.templates = [amqp_wire.PublishTemplate(
+                channel.channel_number, route, self.role.size, destination.persistent,
+                self.connection.params.frame_max) for route in self.routes]
+        self._publish()
+
+    @property
+    def publishing(self) -> bool:
+        """Whether this link still publishes for its role."""
+        role = self.role
+        return self.channel is not None and not self.closing and role.active and not role.done
+
+    def _publish(self) -> None:
+        self.timer = None
+        role = self.role
+        if not self.publishing:
+            return
+        if self._may_publish():
+            for first, n, nacked in self.resend:
+                self._emit(first, n)
+                self.recorder.republished += n
+                self.recorder.nacks_republished += n if nacked else 0
+            self.resend.clear()
+            n = role.due()
+            if n:
+                self._emit(role.take(n), n)
+                self.recorder.sent += n
+            delay = PAUSED_POLL_S if role.paused else role.delay_s()
+            if role.schedule.rate:
+                delay = max(delay, PACING_TICK_S)
+        else:
+            delay = PACING_TICK_S
+        self.timer = self.driver.ioloop.call_later(delay, self._publish)
+
+    def _emit(self, first_seq: int, n: int) -> None:
+        """Publish messages ``first_seq`` .. ``first_seq + n - 1`` of this sender."""
+        role, routes = self.role, len(self.routes)
+        if len(self.templates) == 1:
+            amqp_wire.emit(self.connection, self.templates[0].batch(
+                n, role.producer_id, first_seq, time.time_ns()))
+        elif self.templates:
+            now, templates, start = time.time_ns(), self.templates, self.next_route
+            amqp_wire.emit(self.connection, b"".join(
+                templates[(start + i) % routes].batch(1, role.producer_id, first_seq + i, now)
+                for i in range(n)))
+        else:
+            publish, props = self.channel.basic_publish, self.properties
+            for i, seq in enumerate(range(first_seq, first_seq + n)):
+                publish("", self.routes[(self.next_route + i) % routes], role.body(seq), props)
+        self.next_route = (self.next_route + n) % routes
+        if self.driver.destination.confirms:
+            self.unconfirmed_batches.append([self.published + 1, first_seq, n])
+        self.published += n
+
+    def _may_publish(self) -> bool:
+        if self.unconfirmed >= MAX_UNCONFIRMED:
+            return False
+        transport = getattr(self.connection, "_transport", None)
+        return transport is None or transport.get_write_buffer_size() < MAX_BUFFERED_BYTES
+
+    def _confirmed(self, frame) -> None:
+        method = frame.method
+        tag = method.delivery_tag
+        count = tag - self.last_tag if method.multiple else 1
+        self.last_tag = max(self.last_tag, tag)
+        if method.NAME == "Basic.Ack":
+            self.recorder.confirmed += count
+        else:
+            self.recorder.nacked += count
+        self._settle(tag, resend=method.NAME != "Basic.Ack")
+
+    def _settle(self, tag: int, resend: bool) -> None:
+        """Forget batches confirmed up to ``tag`` (RabbitMQ confirms in order); nacked ones
+        are published again."""
+        batches = self.unconfirmed_batches
+        while batches and batches[0][0] <= tag:
+            first_tag, first_seq, n = batches[0]
+            settled = min(n, tag - first_tag + 1)
+            if resend:
+                self.resend.append((first_seq, settled, True))
+            if settled == n:
+                batches.popleft()
+            else:
+                batches[0] = [first_tag + settled, first_seq + settled, n - settled]
+
+    def _closed(self, connection, reason) -> None:
+        if not self.closing:
+            self.resend.extend((seq, n, False) for _, seq, n in self.unconfirmed_batches)
+        self.unconfirmed_batches.clear()
+        super()._closed(connection, reason)
+
+    @property
+    def unconfirmed(self) -> int:
+        return self.published - self.last_tag if self.driver.destination.confirms else 0
+
+    def stop(self) -> None:
+        self.role.active = False
+        self._cancel_timer()
+
+    def retire(self) -> None:
+        """Hand the role to another link: stop publishing here, close once the last publishes
+        have had time to reach the broker (confirmed, where confirms are on)."""
+        self._cancel_timer()
+        self.closing = True
+        self.driver.ioloop.call_later(RETIRE_GRACE_S, self._close_when_confirmed)
+
+    def _close_when_confirmed(self) -> None:
+        if self.unconfirmed > 0 and self.connection and self.connection.is_open:
+            self.driver.ioloop.call_later(0.1, self._close_when_confirmed)
+        else:
+            self.close()
+
+    def _cancel_timer(self) -> None:
+        if self.timer is not None:
+            self.driver.ioloop.remove_timeout(self.timer)
+            self.timer = None
+
+
+class _RequesterLink(_SenderLink):
+    """A requester: its own reply queue, requests with reply_to and a correlation id."""
+
+    role: RequesterRole
+
+    def __init__(self, driver: AmqpDriver, role: RequesterRole, endpoint: str, queue: str):
+        super().__init__(driver, role, endpoint, queue)
+        self.reply_to = ""
+
+    def ready(self, channel) -> None:
+        self.published = self.last_tag = 0
+        if self.driver.destination.confirms:
+            channel.confirm_delivery(self._confirmed)
+        channel.queue_declare("", exclusive=True, auto_delete=True,
+                              callback=self._reply_queue_declared)
+
+    def _reply_queue_declared(self, frame) -> None:
+        self.reply_to = frame.method.queue
+        self.channel.basic_consume(self.reply_to, self._replied, auto_ack=True)
+        self._publish()
+
+    def _replied(self, channel, method, properties, body) -> None:
+        self.role.on_reply(properties.correlation_id)
+        self._send()
+
+    def _publish(self) -> None:
+        self.timer = None
+        role = self.role
+        if not self.publishing:
+            return
+        role.expire(self.driver.destination.reply_timeout_s)
+        self._send()
+        delay = PAUSED_POLL_S if role.paused or not role.schedule.rate else \
+            max(role.delay_s(), PACING_TICK_S)
+        self.timer = self.driver.ioloop.call_later(delay, self._publish)
+
+    def _send(self) -> None:
+        if self.channel is None or self.closing or not self._may_publish():
+            return
+        role, publish = self.role, self.channel.basic_publish
+        mode = self.properties.delivery_mode
+        n = role.room()
+        for _ in range(n):
+            correlation, body = role.request()
+            publish("", self.queue, body, pika.BasicProperties(
+                delivery_mode=mode, reply_to=self.reply_to, correlation_id=correlation))
+        self.published += n
+        self.recorder.sent += n
+
+    def _closed(self, connection, reason) -> None:
+        self.role.lost_connection()
+        self.unconfirmed_batches.clear()
+        _Link._closed(self, connection, reason)
+
+
+class _ReceiverLink(_Link):
+    def __init__(self, driver: AmqpDriver, role: ReceiverRole, endpoint: str, queue: str):
+        super().__init__(driver, endpoint, queue)
+        self.role = role
+        destination = driver.destination
+        self.manual = destination.manual_ack
+        self.ack_every = max(1, destination.prefetch // 4)
+        self.unacked = 0
+        self.last_tag = 0
+        self.timer = None
+        self.consumer_tag: str | None = None
+        self.responds = isinstance(role, ResponderRole)
+        # get the request and put the reply in one transaction (MQ's syncpoint)
+        self.transactional = self.responds and self.manual and destination.unit_of_work
+        self.pending: deque[tuple] = deque()  # deliveries waiting for the consumer delay
+        self.pending_timer = None
+        self.busy_until = 0.0  # a slowed receiver handles its next message from then
+        if self.responds:
+            self.padding = bytes(max(0, destination.reply_size - HEADER_SIZE))
+            self.reply_mode = 2 if destination.persistent else 1
+
+    def ready(self, channel) -> None:
+        self.unacked = 0
+        self._drop_pending()
+        if self.driver.destination.fast_path and not self.responds \
+                and amqp_wire.hooks_available(self.connection):
+            amqp_wire.install_decoder(self.connection, channel.channel_number, self._arrived)
+        channel.basic_qos(prefetch_count=self.driver.destination.prefetch)
+        if self.transactional:
+            channel.tx_select()
+        self.consumer_tag = channel.basic_consume(self.queue, self._delivered,
+                                                  auto_ack=not self.manual)
+        if self.manual:
+            self.timer = self.driver.ioloop.call_later(ACK_FLUSH_S, self._flush_timer)
+
+    def _delivered(self, channel, method, properties, body) -> None:
+        self._arrived(body, 0, method.delivery_tag, method.redelivered, properties)
+
+    def _arrived(self, buffer: bytes, offset: int, tag: int, redelivered: bool,
+                 properties=None) -> None:
+        if self.driver.consumer_delay_s > 0 or self.pending:
+            self.pending.append((buffer, offset, tag, redelivered, properties))
+            self.driver.recorder.held += 1
+            if self.pending_timer is None:
+                self.pending_timer = self.driver.ioloop.call_later(
+                    max(0.0, self.busy_until - time.monotonic()), self._work_pending)
+            return
+        self._process(buffer, offset, tag, redelivered, properties)
+
+    def _work_pending(self) -> None:
+        """Handle the oldest waiting delivery, then wait the consumer delay for the next."""
+        self.pending_timer = None
+        if self.closing or self.channel is None:
+            return
+        delay = self.driver.consumer_delay_s
+        while self.pending:
+            self.driver.recorder.held -= 1
+            self._process(*self.pending.popleft())
+            if delay > 0:
+                self.busy_until = time.monotonic() + delay
+                break
+        if self.pending:
+            self.pending_timer = self.driver.ioloop.call_later(delay, self._work_pending)
+
+    def _process(self, buffer: bytes, offset: int, tag: int, redelivered: bool,
+                 properties) -> None:
+        self.role.on_body(buffer, offset, redelivered)
+        if self.responds and properties is not None and properties.reply_to:
+            self.channel.basic_publish(
+                "", properties.reply_to, buffer[offset:offset + HEADER_SIZE] + self.padding,
+                pika.BasicProperties(delivery_mode=self.reply_mode,
+                                     correlation_id=properties.correlation_id))
+        if self.transactional:
+            self.channel.basic_ack(tag)
+            self.channel.tx_commit()
+        elif self.manual:
+            self.last_tag = tag
+            self.unacked += 1
+            if self.unacked >= self.ack_every:
+                self.channel.basic_ack(tag, multiple=True)
+                self.unacked = 0
+
+    def _drop_pending(self) -> None:
+        self.driver.recorder.held -= len(self.pending)
+        self.pending.clear()
+
+    def flush(self) -> None:
+        if self.unacked and self.channel is not None and self.channel.is_open:
+            self.channel.basic_ack(self.last_tag, multiple=True)
+            self.unacked = 0
+
+    def retire(self) -> None:
+        """Stop consuming here without losing or duplicating: cancel, take what is still in
+        flight, acknowledge everything, then close."""
+        self.closing = True
+        if self.channel is not None and self.channel.is_open and self.consumer_tag:
+            self.channel.basic_cancel(self.consumer_tag, callback=lambda _frame: self._closed_out())
+        else:
+            self.close()
+
+    def _closed_out(self) -> None:
+        self._drop_pending()  # never processed nor acknowledged: back to the queue on close
+        self.flush()
+        self.close()
+
+    def _flush_timer(self) -> None:
+        self.flush()
+        if not self.closing:
+            self.timer = self.driver.ioloop.call_later(ACK_FLUSH_S, self._flush_timer)
+
+
+class AmqpDriver(Driver):
+    """Senders and receivers over pika, all on one IOLoop thread."""
+
+    def __init__(self, destination: Destination, recorder):
+        self.destination = destination
+        self.queue = destination.queue
+        self.recorder = recorder
+        self.consumer_delay_s = 0.0
+        self.ioloop = IOLoop()
+        self.senders: list[_SenderLink] = []
+        self.receivers: list[_ReceiverLink] = []
+        self.thread = threading.Thread(target=self.ioloop.start, name="amqp-loop", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def add_sender(self, role: SenderRole, endpoint: str, queue: str | list[str] | None = None
+                   ) -> None:
+        kind = _RequesterLink if isinstance(role, RequesterRole) else _SenderLink
+        link = kind(self, role, endpoint, queue or self.queue)
+        self.senders.append(link)
+        self.call(link.connect)
+
+    def add_receiver(self, role: ReceiverRole, endpoint: str, queue: str | None = None) -> None:
+        link = _ReceiverLink(self, role, endpoint, queue or self.queue)
+        self.receivers.append(link)
+        self.call(link.connect)
+
+    def move(self, role: SenderRole | ReceiverRole, endpoint: str, queue: str | None = None
+             ) -> None:
+        def swap() -> None:
+            links = self.senders if isinstance(role, SenderRole) else self.receivers
+            target = queue
+            for link in links:
+                if link.role is role and not link.closing:
+                    target = target or link.queue
+                    link.retire()
+            (self.add_sender if isinstance(role, SenderRole) else self.add_receiver)(
+                role, endpoint, target)
+        self.call(swap)
+
+    def set_consumer_delay(self, seconds: float) -> None:
+        def apply() -> None:
+            self.consumer_delay_s = seconds
+            for link in self.receivers:
+                if link.pending and link.pending_timer is None:
+                    link.pending_timer = self.ioloop.call_later(0, link._work_pending)
+        self.call(apply)
+
+    def call(self, function: Callable[[], object], timeout_s: float = 10.0) -> object:
+        if threading.current_thread() is self.thread or not self.thread.is_alive():
+            return function()
+        future: Future = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(function())
+            except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
+                future.set_exception(error)
+
+        self.ioloop.add_callback_threadsafe(run)
+        return future.result(timeout_s)
+
+    def stop_senders(self, timeout_s: float = 10.0) -> None:
+        """Stop publishing and wait for confirms; connections stay open until :meth:`stop`,
+        because closing a channel can drop publishes the broker has not enqueued yet."""
+        self.call(lambda: [link.stop() for link in self.senders])
+        self._wait(lambda: all(link.unconfirmed <= 0 or link.closed for link in self.senders),
+                   timeout_s)
+
+    def stop_receivers(self, timeout_s: float = 10.0) -> None:
+        self.call(lambda: [link.retire() for link in self.receivers if not link.closing])
+        self._wait(lambda: all(link.closed for link in self.receivers), timeout_s)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        if not self.thread.is_alive():
+            return
+        self.stop_senders(timeout_s)
+
+        def close_all() -> None:
+            for link in self.receivers:
+                link.flush()
+            for link in self.senders + self.receivers:
+                link.close()
+
+        self.call(close_all)
+        self._wait(lambda: all(link.closed for link in self.senders + self.receivers), timeout_s)
+        self.ioloop.add_callback_threadsafe(self.ioloop.stop)
+        self.thread.join(timeout_s)
+
+    def _wait(self, condition: Callable[[], bool], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not self.call(condition):
+            time.sleep(0.02)

@@ -1,0 +1,282 @@
+"""The IBM MQ driver (IBM's ``ibmmq``, or ``pymqi``): one thread and one connection per worker.
+
+MQI calls block, so every worker (sender, receiver, requester, responder) runs on a thread of
+its own with its own client connection (MQCONNX with shared handles and ``MQCNO_CLIENT_BINDING``),
+as PerfHarness's worker threads do.
+
+Endpoints (``Destination.endpoints``, ``add_*`` and ``move``):
+
+- ``mq://HOST(PORT)[,HOST2(PORT2)]/QMNAME?channel=CHANNEL`` connects through a client channel
+  definition of its own (an MQCD: ``CONNAME`` and ``CHANNEL``; ``HOST:PORT`` is accepted too).
+  The channel defaults to ``Destination.channel``, then ``SYSTEM.DEF.SVRCONN``; an empty
+  QMNAME to ``Destination.queue_manager``.
+- ``QMNAME``, ``*GROUP`` (``*UC01QM``: any queue manager of the CCDT's group, document 000) or
+  ``mq:///*GROUP`` looks the queue manager up in the CCDT: ``Destination.ccdt_url``
+  (``MQCNO.CCDTUrl`` with ``ibmmq``, the ``MQCCDTURL`` environment variable with ``pymqi``),
+  else the client's own environment (``MQCCDTURL``, ``MQCHLLIB``/``MQCHLTAB``).
+
+What the workers do:
+
+- A *sender* asks its role what is due (the role keeps the rate schedule), puts that many
+  messages (``MQPMO_NO_SYNCPOINT``, a new MsgId each, persistence as ``Destination.persistent``)
+  and sleeps until the next is due. A put either succeeds or the message was not put, so
+  ``sent`` (and ``confirmed``, where confirms are asked for) counts returned puts; a message
+  whose put failed is put again after the reconnect.
+- A *receiver* loops on MQGET with wait (``MQGMO_WAIT``, 500 ms). With ``manual_ack`` it gets
+  under syncpoint and commits every ``prefetch // 4`` messages, every 0.1 s and whenever the
+  queue is empty, so a broken connection hands the uncommitted ones back (BackoutCount > 0 on
+  redelivery); without, ``MQGMO_NO_SYNCPOINT``.
+- A *requester* puts each request with ``ReplyToQ`` and a fresh 24-byte id as both MsgId and
+  CorrelId (8 random bytes of this driver, producer id, sequence number), then gets the reply
+  with ``MQMO_MATCH_CORREL_ID`` from a *shared* reply queue, as document 003 does:
+  ``Destination.reply_queue``, default the request queue's name with ``request`` replaced by
+  ``reply`` (``request3`` -> ``reply3``; ``perf`` -> ``perf.reply``). Shared queues survive a
+  reconnect and a move, which temporary dynamic queues do not. Replies carry an expiry of
+  ``reply_timeout_s``, so late ones do not pile up on the shared queue.
+- A *responder* gets a request, puts a reply (the request's 24-byte header, padded to
+  ``reply_size``; CorrelId = the request's MsgId, or its CorrelId under
+  ``MQRO_PASS_CORREL_ID``) to the request's ``ReplyToQ``/``ReplyToQMgr``; with
+  ``unit_of_work`` the get and the put are under syncpoint and committed together.
+- ``set_consumer_delay`` makes every receiver and responder take that long per message.
+
+Counting: roles and the ``Recorder`` are not thread-safe, so every role call and counter
+update happens under the driver's lock (``call`` takes it too); MQI calls never hold it. That is
+one uncontended acquire per receiver message and one per sender batch (see the unit tests).
+
+Credentials, where the channel asks for them: ``SURGE_MQ_USER`` and ``SURGE_MQ_PASSWORD`` in
+the agent's environment (MQCSP through the library's ``user``/``password``).
+
+Reconnects: ``Destination.reconnect`` sets ``MQCNO_RECONNECT`` (``yes``, PerfHarness's
+``WMQ_CLIENT_RECONNECT``), ``MQCNO_RECONNECT_Q_MGR`` (``qmgr``) or ``MQCNO_RECONNECT_DISABLED``.
+The client then reconnects by itself; with ``ibmmq`` an event handler (MQCB) counts each
+``MQRC_RECONNECTING`` as a reconnect (``pymqi`` has no MQCB, so those stay invisible). When a
+call fails with a connection reason (``MQRC_CONNECTION_BROKEN``, ``MQRC_RECONNECT_FAILED``,
+...) the worker reconnects itself with backoff, rotating through the endpoints, counting an
+error and a reconnect per attempt as the AMQP driver does.
+
+Moves: uniform clusters rebalance applications themselves; ``move`` reconnects a worker to
+another endpoint between two steps: the new connection is made and its queues opened first,
+then the old one's unit of work is committed (a receiver finishes its current get and commit),
+then the old connection is closed. A requester moves once its outstanding replies are in.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from drivers.base import Destination, Driver
+from drivers.mq.client import (
+    APPL_NAME_LENGTH,
+    CONNECTION_REASONS,
+    GET_WAIT_MS,
+    RECONNECT_OPTIONS,
+    MqClientMissing,
+    MqEndpoint,
+    environment,
+    load_mqi,
+    reply_queue_name,
+)
+from drivers.mq.workers import ReceiverWorker, RequesterWorker, SenderWorker, Worker
+
+__all__ = ["MqClientMissing", "MqDriver", "MqEndpoint", "load_mqi", "reply_queue_name"]
+from drivers.workers import ReceiverRole, Recorder, RequesterRole, SenderRole
+
+
+class MqDriver(Driver):
+    """Senders, receivers, requesters and responders over the MQI, a thread and a connection
+    each (see the module docstring). ``mqi`` is the MQI module (default: :func:`load_mqi`)."""
+
+    def __init__(self, destination: Destination, recorder: Recorder,
+                 mqi: Any = None, get_wait_ms: int = GET_WAIT_MS):
+        self.destination = destination
+        self.recorder = recorder
+        self.mqi = mqi if mqi is not None else load_mqi()
+        self.C = C = self.mqi.CMQC
+        self.Error = getattr(self.mqi, "Error", self.mqi.MQMIError)
+        self.get_wait_ms = get_wait_ms
+        self.lock = threading.RLock()
+        self.consumer_delay_s = 0.0
+        self.workers: list[Worker] = []
+        self.started = False
+        self.watching = True  # register MQCB event handlers until one fails
+        mode = destination.reconnect.strip().lower()
+        if mode not in RECONNECT_OPTIONS:
+            raise ValueError(f"reconnect {destination.reconnect!r}: expected one of "
+                             f"{sorted(k for k in RECONNECT_OPTIONS if k)}")
+        self.reconnecting = mode in ("yes", "qmgr")
+        self.connect_options = (C.MQCNO_CLIENT_BINDING | C.MQCNO_HANDLE_SHARE_BLOCK
+                                | getattr(C, RECONNECT_OPTIONS[mode]))
+        self.connection_reasons = frozenset(
+            getattr(C, name) for name in CONNECTION_REASONS if hasattr(C, name))
+        for tag in (destination.appltag_sender, destination.appltag_receiver):
+            if len(tag) > APPL_NAME_LENGTH:
+                raise ValueError(f"APPLTAG {tag!r} is longer than {APPL_NAME_LENGTH} characters")
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def connect(self, endpoint: str, appltag: str) -> Any:
+        """MQCONNX as a client to ``endpoint`` with application name ``appltag``; returns the
+        connected ``QueueManager``."""
+        mqi, C, destination = self.mqi, self.C, self.destination
+        target = MqEndpoint.parse(endpoint, destination)
+        kwargs: dict[str, Any] = {}
+        env: dict[str, str] = {}
+        if target.conname:
+            cd = mqi.CD()
+            cd.ChannelName = target.channel.encode()
+            cd.ConnectionName = target.conname.encode()
+            cd.ChannelType = mqi.CMQXC.MQCHT_CLNTCONN
+            cd.TransportType = mqi.CMQXC.MQXPT_TCP
+            if destination.tls_cipher_spec:
+                cd.SSLCipherSpec = destination.tls_cipher_spec.encode()
+            kwargs["cd"] = cd
+        if destination.tls_key_repository:
+            sco = mqi.SCO()
+            sco.KeyRepository = destination.tls_key_repository.encode()
+            kwargs["sco"] = sco
+        ccdt = "" if target.conname else destination.ccdt_url
+        if hasattr(mqi, "CNO"):  # ibmmq: MQCNO with CCDTUrl (MQ 9.0) and ApplName (9.1.2)
+            cno = mqi.CNO()
+            cno.Options = self.connect_options
+            if ccdt and hasattr(cno, "CCDTUrl"):
+                cno.CCDTUrl = ccdt
+                cno.Version = max(cno.Version, getattr(C, "MQCNO_VERSION_6", 6))
+            elif ccdt:
+                env["MQCCDTURL"] = ccdt
+            if appltag and hasattr(cno, "ApplName"):
+                cno.ApplName = appltag.encode()
+                cno.Version = max(cno.Version, getattr(C, "MQCNO_VERSION_7", 7))
+            elif appltag:
+                env["MQAPPLNAME"] = appltag
+            kwargs["cno"] = cno
+        else:  # pymqi: MQCNO Options only; the rest through the client's environment
+            kwargs["opts"] = self.connect_options
+            if ccdt:
+                env["MQCCDTURL"] = ccdt
+            if appltag:
+                env["MQAPPLNAME"] = appltag
+        user = os.environ.get("SURGE_MQ_USER", "")
+        if user:  # from the agent's environment, never from specs or run records
+            kwargs["user"] = user
+            kwargs["password"] = os.environ.get("SURGE_MQ_PASSWORD", "")
+        qm = mqi.QueueManager(None)
+        with environment(env):
+            qm.connect_with_options(target.qmgr, **kwargs)
+        if self.reconnecting:
+            self._watch(qm)
+        return qm
+
+    def _watch(self, qm: Any) -> None:
+        """Count the client's own reconnects with an MQCB event handler, where the library
+        has MQCB (ibmmq)."""
+        if not (self.watching and hasattr(self.mqi, "CBD") and hasattr(qm, "cb")):
+            return
+        C = self.C
+        cbd = self.mqi.CBD()
+        cbd.CallbackType = C.MQCBT_EVENT_HANDLER
+        cbd.CallbackFunction = self._event
+        try:
+            qm.cb(operation=C.MQOP_REGISTER, cbd=cbd)
+        except self.Error as error:  # not a messaging error: noted once, not counted
+            self.watching = False
+            with self.lock:
+                self.recorder.last_error = f"no MQ event handler, client reconnects go " \
+                                           f"uncounted: {error}"
+
+    def _event(self, queue_manager: Any = None, queue: Any = None, md: Any = None,
+               gmo: Any = None, msg: Any = None, cbc: Any = None, **_: Any) -> None:
+        """MQ's event handler: MQRC_RECONNECTING is a lost connection the client is
+        reconnecting; MQRC_RECONNECT_FAILED one it gave up on."""
+        reason = getattr(cbc, "Reason", 0)
+        C = self.C
+        with self.lock:
+            if reason == C.MQRC_RECONNECTING:
+                self.recorder.reconnects += 1
+                self.recorder.error("connection lost, the MQ client is reconnecting")
+            elif reason == C.MQRC_RECONNECT_FAILED:
+                self.recorder.error("the MQ client could not reconnect")
+
+    # -- the Driver interface ------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the threads of workers added so far; later ones start when added."""
+        with self.lock:
+            self.started = True
+            workers = list(self.workers)
+        for worker in workers:
+            if worker.thread.ident is None:
+                worker.thread.start()
+
+    def add_sender(self, role: SenderRole, endpoint: str, queue: str | list[str] | None = None
+                   ) -> None:
+        """A sender (or requester) thread with its own connection to ``endpoint``."""
+        kind = RequesterWorker if isinstance(role, RequesterRole) else SenderWorker
+        self._add(kind(self, role, endpoint, queue or self.destination.queue))
+
+    def add_receiver(self, role: ReceiverRole, endpoint: str, queue: str | None = None) -> None:
+        """A receiver (or responder) thread with its own connection to ``endpoint``."""
+        self._add(ReceiverWorker(self, role, endpoint, queue or self.destination.queue))
+
+    def _add(self, worker: Worker) -> None:
+        with self.lock:
+            self.workers.append(worker)
+            start = self.started
+        if start:
+            worker.thread.start()
+
+    def move(self, role: SenderRole | ReceiverRole, endpoint: str, queue: str | None = None
+             ) -> None:
+        """Reconnect ``role``'s worker to ``endpoint`` (and ``queue``) between two of its
+        steps: new connection first, then commit and close the old one. Returns at once."""
+        MqEndpoint.parse(endpoint, self.destination)
+        with self.lock:
+            worker = next((w for w in self.workers if w.role is role), None)
+        if worker is None:
+            raise ValueError("no such worker on this driver")
+        worker.request_move(endpoint, queue)
+
+    def set_consumer_delay(self, seconds: float) -> None:
+        """Every receiver and responder takes ``seconds`` per message from now on."""
+        self.consumer_delay_s = max(0.0, float(seconds))
+
+    def call(self, function: Callable[[], object], timeout_s: float = 10.0) -> object:
+        """Run ``function`` under the driver lock, where roles and the recorder are safe (the
+        lock is only ever held briefly, so ``timeout_s`` is not needed)."""
+        with self.lock:
+            return function()
+
+    def stop_senders(self, timeout_s: float = 10.0) -> None:
+        """Stop sending: senders put what they took and close; requesters wait for their
+        outstanding replies for up to half of ``timeout_s``, then close."""
+        workers = [w for w in self.workers if isinstance(w, SenderWorker)]
+        deadline = time.monotonic() + timeout_s
+        with self.lock:
+            for worker in workers:
+                worker.role.active = False
+                worker.drain_until = time.monotonic() + timeout_s / 2
+        self._stop(workers, deadline)
+
+    def stop_receivers(self, timeout_s: float = 10.0) -> None:
+        """Stop receiving: each receiver finishes its current get, commits and closes."""
+        self._stop([w for w in self.workers if isinstance(w, ReceiverWorker)],
+                   time.monotonic() + timeout_s)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop senders, then receivers; no worker thread is left running."""
+        self.stop_senders(timeout_s)
+        self.stop_receivers(timeout_s)
+
+    def _stop(self, workers: list[Worker], deadline: float) -> None:
+        for worker in workers:
+            worker.stopping.set()
+        for worker in workers:
+            if worker.thread.ident is not None:
+                worker.thread.join(max(0.0, deadline - time.monotonic()))
+        stuck = [w.thread.name for w in workers if w.thread.is_alive()]
+        if stuck:
+            with self.lock:
+                self.recorder.error(f"MQ workers still running after the stop: {stuck}")

@@ -1,0 +1,128 @@
+"""The live view of a campaign: cells done, running and left, the running cell's figures, and
+an estimate of the time left."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from statistics import fmean
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.text import Text
+
+from orchestrator.run.liveview import ViewState, plain_line
+from orchestrator.specs.campaign import Campaign, Cell
+
+if TYPE_CHECKING:
+    from orchestrator.campaign.records import CellRecord
+
+DEFAULT_OVERHEAD_S = 20.0  # per cell until one is measured: agents, drain, accounting
+
+
+def eta_s(planned_left: list[float], current_planned: float | None, current_elapsed: float,
+          overheads: list[float]) -> float:
+    """Seconds left: the planned load time of the cells still to run plus the mean measured
+    overhead per cell (``DEFAULT_OVERHEAD_S`` until one is measured), less what the running
+    cell has done."""
+    overhead = fmean(overheads) if overheads else DEFAULT_OVERHEAD_S
+    current = 0.0 if current_planned is None else \
+        max(0.0, current_planned + overhead - current_elapsed)
+    return current + sum(planned + overhead for planned in planned_left)
+
+
+def recorded_overhead(manifest: dict[str, Any] | None, planned_s: float) -> float | None:
+    """Seconds a recorded run took beyond its planned load (from ``started_at`` and
+    ``ended_at`` in its run.json), so a resumed campaign's estimate starts from experience."""
+    try:
+        took = datetime.fromisoformat(manifest["ended_at"]) - \
+            datetime.fromisoformat(manifest["started_at"])
+    except (TypeError, KeyError, ValueError):
+        return None
+    return max(0.0, took.total_seconds() - planned_s)
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+class CampaignView:
+    """Campaign progress: a rich live panel when stdout is a terminal, otherwise one line as
+    each cell starts and one as it ends. The cells' own controllers draw nothing."""
+
+    def __init__(self, campaign: Campaign, records: list[CellRecord],
+                 console: Console | None = None):
+        self.campaign = campaign
+        self.records = records
+        self.console = console or Console()
+        self.fancy = self.console.is_terminal
+        self.overheads: list[float] = []
+        self.current: Cell | None = None
+        self.current_state: ViewState | None = None
+        self.started = time.monotonic()
+        self.cell_started = 0.0
+        self._live: Live | None = None
+
+    def __enter__(self) -> CampaignView:
+        if self.fancy:
+            self._live = Live(get_renderable=self.render, console=self.console,
+                              refresh_per_second=2)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live:
+            self._live.__exit__(*exc)
+            self._live = None
+
+    def say(self, message: str, style: str | None = None) -> None:
+        """A line above the panel (or in the log), taken literally and never wrapped."""
+        self.console.print(Text(message, style=style or ""), soft_wrap=True)
+
+    def start(self, cell: Cell, state: ViewState | None) -> None:
+        """A cell starts; ``state`` is its controller's view state, read as it runs."""
+        self.current, self.current_state = cell, state
+        self.cell_started = time.monotonic()
+        if not self.fancy:
+            self.say(f"{self.counts()}: {cell.id} starting "
+                     f"({self.campaign.planned_s(cell):.0f} s planned)")
+
+    def finish(self, record: CellRecord, slot_s: float) -> None:
+        """A cell ended; ``slot_s`` is its wall time including topology work around it."""
+        if record.status == "done":
+            self.overheads.append(max(0.0, slot_s - self.campaign.planned_s(record.cell)))
+        self.current, self.current_state = None, None
+        verdict = {True: "pass", False: "fail", None: "-"}[record.passed]
+        self.say(f"{record.cell.id}: {record.status}, {verdict}: {record.reason} "
+                 f"[{_clock(slot_s)}]")
+
+    def counts(self) -> str:
+        """``1 done, 1 running, 2 left (0 failed), ~1m20s left``."""
+        statuses = [r.status for r in self.records]
+        running = 1 if self.current else 0
+        left = [r.cell for r in self.records if r.status != "done"
+                and r.cell is not self.current]
+        elapsed = time.monotonic() - self.cell_started
+        eta = eta_s([self.campaign.planned_s(c) for c in left],
+                    self.campaign.planned_s(self.current) if self.current else None,
+                    elapsed, self.overheads)
+        return (f"{statuses.count('done')} done, {running} running, {len(left)} left "
+                f"({statuses.count('failed')} failed), ~{_clock(eta)} left")
+
+    def render(self) -> Group:
+        """The panel: campaign, counts and time left, the running cell and its figures."""
+        head = Text.assemble((f"surge campaign {self.campaign.spec.name}", "bold"),
+                             f"  {self.counts()}",
+                             f"  elapsed {_clock(time.monotonic() - self.started)}")
+        if not self.current:
+            return Group(head)
+        cell = Text.assemble(("cell ", "bold"), (self.current.id, "cyan"),
+                             f"  {time.monotonic() - self.cell_started:.0f}/"
+                             f"{self.campaign.planned_s(self.current):.0f} s")
+        figures = Text(plain_line(self.current_state) if self.current_state else "", style="dim")
+        return Group(head, cell, figures)
+
+

@@ -1,0 +1,118 @@
+"""``surge plan``: everything a run of a scenario would do, in order, without touching anything.
+
+The broker side comes from the same functions the provisioners execute (the MQ uniform
+cluster's per-host files and commands, the Native HA manifests, the RabbitMQ members), the load
+side from the same plan expansion the controller ticks through.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from orchestrator.specs import plan as plans
+from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from results.rundir.steps import fixed_width
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Writes multi-line strings (mqsc and ini files) as literal blocks, as people write them."""
+
+
+_BlockDumper.add_representer(str, lambda dumper, text: dumper.represent_scalar(
+    "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None))
+
+
+def plan_text(scenario: ScenarioSpec, topology: TopologySpec) -> str:
+    """The whole plan as text: the topology's steps, then the load."""
+    return "\n\n".join([_topology_text(topology), _load_text(scenario, topology)]) + "\n"
+
+
+def _topology_text(topology: TopologySpec) -> str:
+    head = (f"# Topology {topology.name}: {topology.broker} ({topology.placement}), "
+            f"{topology.members} members, {topology.start} started"
+            + (f", {topology.cpu_per_member:g} cores each" if topology.cpu_per_member else ""))
+    if topology.broker == "ibmmq" and topology.placement == "ssh":
+        return head + "\n\n" + _uniform_cluster_text(topology)
+    if topology.placement == "kubernetes":
+        if topology.broker == "ibmmq":
+            from topologies.mq.manifests import render
+            objects = render(topology)
+        else:
+            from topologies.rabbitmq.manifests import render
+            objects = [render(topology)]
+        rendered = yaml.dump_all(objects, Dumper=_BlockDumper, sort_keys=False)
+        return head + "\n\n## Applied with the kubernetes client, in order\n\n" + rendered
+    return head + "\n\n" + _rabbitmq_members_text(topology)
+
+
+def _uniform_cluster_text(topology: TopologySpec) -> str:
+    from topologies.mq import provision, uniform
+    steps = provision.plan(topology)
+    files = {step.text: step.content for step in steps if step.what == "upload"}
+    lines = ["## Commands, host by host, in order (over SSH)", ""]
+    lines += [step.describe() for step in steps]
+    lines += ["", "## Later, on demand",
+              *[f"[{qm.host.name}] run    {uniform.strmqm(topology, qm)}  # scale-out"
+                for qm in uniform.queue_managers(topology)[topology.start:]],
+              "[any]     run    endmqm -r <QM>  # scale-in: clients move to the other members"]
+    for path, content in files.items():
+        lines += ["", f"## {path}", "", content.rstrip()]
+    return "\n".join(lines)
+
+
+def _rabbitmq_members_text(topology: TopologySpec) -> str:
+    from topologies.factory import provisioner_for
+    provisioner = provisioner_for(topology)
+    rows = [["member", "host", "amqp", "management", "prometheus", "cpu quota", "at start"]]
+    for index in range(topology.members):
+        member = provisioner.member(index)
+        rows.append([member.name, member.host, str(member.amqp_port),
+                     str(member.management_port),
+                     str(member.prometheus_port),
+                     f"{topology.cpu_per_member:g} cores" if topology.cpu_per_member
+                     else "unlimited",
+                     "serves" if index < topology.start else
+                     "standby" if topology.warm_pool else "not booted"])
+    queues = [f"declare {q.type} queue {name}" + (f" {dict(q.arguments)}" if q.arguments else "")
+              for q in topology.queues for name in (q.names if not q.per_member else
+                                                    [f"{q.name}.<member>"])]
+    where = "over SSH" if topology.placement == "ssh" else "on loopback"
+    return "\n".join([f"## Members (rabbitmq-server {where}, one cgroup each)", "",
+                      fixed_width(rows), "", "## Queues (management API)", "", *queues])
+
+
+def _load_text(scenario: ScenarioSpec, topology: TopologySpec) -> str:
+    workload = scenario.workload
+    phases = plans.expand(scenario.plan)
+    persistence = "persistent" if workload.message.persistent else "non-persistent"
+    lines = [f"# Scenario {scenario.name}: {workload.pattern}, {workload.senders} senders, "
+             f"{workload.receivers} receivers on {workload.queue}, "
+             f"{workload.message.size:,} B {persistence}",
+             "", "## Load plan", ""]
+    rows = [["step", "from s", "to s", "msg/s per sender", "senders", "target msg/s"]]
+    for phase in phases:
+        senders = phase.senders or workload.senders
+        rate = (f"{phase.from_rate:g} -> {phase.rate_per_sender:g}" if phase.from_rate is not None
+                else f"{phase.rate_per_sender:g}" if phase.rate_per_sender else "max")
+        target = phase.rate_per_sender * senders
+        rows.append([str(phase.index), f"{phase.start_s:g}", f"{phase.end_s:g}", rate,
+                     str(senders), f"{target:,.0f}" if target else "max"])
+    lines.append(fixed_width(rows))
+    if scenario.consumer_profile:
+        lines += ["", "## Consumer processing time", ""]
+        lines += [f"{p.start_s:g}-{p.end_s:g} s: "
+                  + (f"{p.from_rate * 1000:g} -> " if p.from_rate is not None else "")
+                  + f"{p.rate_per_sender * 1000:g} ms" for p in plans.delay_phases(
+                      scenario.consumer_profile)]
+    if scenario.faults:
+        lines += ["", "## Faults", ""]
+        for fault in scenario.faults:
+            at = f"{fault.at:g} s" if fault.at is not None else f"start of step {fault.at_step}"
+            lines.append(f"at {at}: {fault.kind}" + (f" member {fault.member}" if fault.member
+                                                     is not None else ""))
+    if scenario.scaling:
+        lines += ["", "## Scaling", "", yaml.safe_dump(scenario.scaling.model_dump(
+            mode="json", by_alias=True, exclude_none=True), sort_keys=False).rstrip()]
+    lines += ["", f"Planned load time {plans.duration(phases):g} s, then drain up to "
+                  f"{scenario.measure.drain:g} s and the accounting."]
+    return "\n".join(lines)

@@ -1,0 +1,187 @@
+"""Turning timestamped readings from agents, members, queues and hosts into one tick's figures.
+
+Pure: no clock, no I/O. Every reading carries the time it was taken on its source's own clock
+(``at``), and the controller's clock when it arrived (``seen``). A rate is always one source's
+count delta over that source's own time delta; a total rate is the sum of the sources' rates,
+and is unknown (``None``) when a source's reading is missing. A missing reading leaves that
+source's previous reading in place, so its next rate spans the gap over the gap's true length.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from results.rundir.histogram import LatencyHistogram
+from topologies.base import CpuReading, MemberSample
+
+COUNTERS = ("sent", "received", "confirmed", "nacked", "skipped", "errors", "reconnects",
+            "connections", "held", "senders_done")
+RATED = ("sent", "received", "confirmed", "skipped")
+MIN_INTERVAL_S = 1e-3  # two readings closer than this give no rate
+
+
+@dataclass(frozen=True)
+class AgentReading:
+    """One ``/snapshot`` of one agent: cumulative counters, the latency of the interval since
+    its previous snapshot, taken at ``at`` (the agent's monotonic clock) and received at
+    ``seen`` (the controller's)."""
+
+    agent: int
+    at: float
+    seen: float
+    counters: dict[str, int]
+    latency: LatencyHistogram
+    cpu_seconds: float | None = None  # the agent process's own CPU time at ``at``
+    last_error: str = ""
+
+    @classmethod
+    def from_snapshot(cls, agent: int, snapshot: dict[str, Any], seen: float) -> AgentReading:
+        """From the agent's JSON snapshot (``at`` is its ``monotonic_s``)."""
+        latency = LatencyHistogram.from_dict(snapshot["latency"]) if snapshot.get("latency") \
+            else LatencyHistogram()
+        return cls(agent, float(snapshot.get("monotonic_s", seen)), seen,
+                   {name: int(snapshot.get(name, 0)) for name in COUNTERS}, latency,
+                   snapshot.get("cpu_seconds"), snapshot.get("last_error") or "")
+
+
+@dataclass(frozen=True)
+class DepthReading:
+    """Ready messages per queue, read from the queues themselves at ``at`` (controller clock)."""
+
+    ready: dict[str, int]
+    at: float
+
+
+@dataclass
+class Tick:
+    """One second across every source; ``None`` wherever a source did not answer."""
+
+    elapsed_s: float
+    totals: dict[str, int]
+    rates: dict[str, float | None]
+    latency: LatencyHistogram
+    agents_missing: int = 0
+    member_cpu_percent: dict[str, float | None] = field(default_factory=dict)
+    member_cpu_interval_s: dict[str, float | None] = field(default_factory=dict)
+    agent_cpu_percent: dict[int, float | None] = field(default_factory=dict)
+    host_cpu_percent: dict[str, float | None] = field(default_factory=dict)
+    host_cpu_interval_s: dict[str, float | None] = field(default_factory=dict)
+
+
+def rate(previous: float | None, previous_at: float | None, now: float, at: float
+         ) -> tuple[float | None, float | None]:
+    """``(delta / interval, interval)`` of a cumulative count on one clock; ``(None, None)``
+    when there is no earlier reading, the interval is too short or the count went back (a
+    restart)."""
+    if previous is None or previous_at is None:
+        return None, None
+    interval = at - previous_at
+    if interval < MIN_INTERVAL_S or now < previous:
+        return None, None
+    return (now - previous) / interval, interval
+
+
+class TickMath:
+    """Keeps each source's previous reading and derives the next tick's figures from it."""
+
+    def __init__(self) -> None:
+        self.agents: dict[int, AgentReading] = {}
+        self.members: dict[str, CpuReading] = {}
+        self.hosts: dict[str, CpuReading] = {}
+
+    def step(self, elapsed_s: float, agents: dict[int, AgentReading | None],
+             members: list[MemberSample] | None = None,
+             hosts: dict[str, CpuReading | None] | None = None) -> Tick:
+        """Fold one tick's readings (``None``: that source missed the tick's deadline)."""
+        rates: dict[str, float | None] = dict.fromkeys(RATED, 0.0)
+        latency = LatencyHistogram()
+        agent_cpu: dict[int, float | None] = {}
+        arrived = [r for r in agents.values() if r is not None]
+        for index, reading in agents.items():
+            before = self.agents.get(index)
+            if reading is None:
+                rates = dict.fromkeys(RATED)
+                agent_cpu[index] = None
+                continue
+            latency.merge(reading.latency)
+            for name in RATED:
+                value, _ = rate(before.counters[name] if before else None,
+                                before.at if before else None, reading.counters[name],
+                                reading.at)
+                rates[name] = None if value is None or rates[name] is None \
+                    else rates[name] + value
+            cpu = None
+            if before is not None and None not in (before.cpu_seconds, reading.cpu_seconds):
+                cpu, _ = rate(before.cpu_seconds, before.at, reading.cpu_seconds, reading.at)
+            agent_cpu[index] = None if cpu is None else 100.0 * cpu
+            self.agents[index] = reading
+        totals = {name: sum(r.counters[name] for r in self.agents.values())
+                  for name in COUNTERS}
+        tick = Tick(elapsed_s, totals, rates, latency,
+                    agents_missing=len(agents) - len(arrived), agent_cpu_percent=agent_cpu)
+        for member in members or []:
+            percent, interval = self._cpu(self.members, member.name,
+                                          member.cpu if member.running else None)
+            tick.member_cpu_percent[member.name] = percent
+            tick.member_cpu_interval_s[member.name] = interval
+        for name, reading in (hosts or {}).items():
+            percent, interval = self._cpu(self.hosts, name, reading)
+            tick.host_cpu_percent[name] = percent
+            tick.host_cpu_interval_s[name] = interval
+        return tick
+
+    @staticmethod
+    def _cpu(previous: dict[str, CpuReading], name: str, reading: CpuReading | None
+             ) -> tuple[float | None, float | None]:
+        """CPU% over the reading's own interval: of one core for members (100 = one core),
+        of the whole host where the reading gives its capacity. A missing reading keeps the
+        previous one, so the next rate spans the gap over its true length."""
+        if reading is None:
+            return None, None
+        before = previous.get(name)
+        previous[name] = reading
+        if before is None:
+            return None, None
+        if reading.capacity is not None and before.capacity is not None:
+            capacity = reading.capacity - before.capacity
+            busy = reading.seconds - before.seconds
+            if capacity <= 0 or busy < 0:
+                return None, None
+            return 100.0 * busy / capacity, reading.at - before.at
+        value, interval = rate(before.seconds, before.at, reading.seconds, reading.at)
+        return (None, None) if value is None else (100.0 * value, interval)
+
+
+def quantiles(values: list[float]) -> dict[str, float | int | None]:
+    """``count``, ``p50``, ``p99`` and ``max`` of ``values`` (nearest rank; ``None`` when
+    there are none)."""
+    ordered = sorted(values)
+    if not ordered:
+        return {"count": 0, "p50": None, "p99": None, "max": None}
+
+    def rank(q: float) -> float:
+        return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+    return {"count": len(ordered), "p50": rank(0.50), "p99": rank(0.99), "max": ordered[-1]}
+
+
+@dataclass
+class Timeliness:
+    """How late the ticks fired against their one-second grid, how many whole seconds were
+    skipped because a tick ran over, and how old the queue-depth readings were."""
+
+    lateness_s: list[float] = field(default_factory=list)
+    depth_age_s: list[float] = field(default_factory=list)
+    skipped: int = 0
+
+    def add(self, lateness_s: float, depth_age_s: float | None) -> None:
+        """Note one tick."""
+        self.lateness_s.append(lateness_s)
+        if depth_age_s is not None:
+            self.depth_age_s.append(depth_age_s)
+
+    def summary(self) -> dict[str, Any]:
+        """For ``run.json``: lateness and depth age as quantiles, in seconds."""
+        return {"tick_lateness_s": quantiles(self.lateness_s), "ticks_skipped": self.skipped,
+                "depth_age_s": quantiles(self.depth_age_s)}

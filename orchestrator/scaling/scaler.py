@@ -1,0 +1,145 @@
+"""Carrying out scaling decisions while the run goes: start or drain a member, move workers.
+
+The controller feeds one :class:`~orchestrator.scaling.policy.Observation` per tick; decisions
+come from the pure policy, and each action runs in a background thread so the 1 Hz tick never
+waits for a member to boot. Workers are placed per member (``placement``); a new member gets a
+fair share of senders and receivers, a drained one gives all of its own away before it stops."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from orchestrator.errors import SurgeError
+from orchestrator.scaling.policy import Decision, Observation, decide
+from orchestrator.scaling.rebalance import fair_moves
+from orchestrator.specs.scenario import QueueSpec, ScalingSpec
+
+Worker = tuple[str, int]  # ("s", producer id) or ("r", receiver id)
+DRAIN_WAIT_S = 30.0
+
+
+class Scaler:
+    """Scaling state of one run: history, placement, the action in progress."""
+
+    def __init__(self, spec: ScalingSpec, provisioner, queue: QueueSpec, pool: int,
+                 minimum: int, event: Callable[..., None],
+                 ready: Callable[[str], int | None] = lambda name: None):
+        self.spec = spec
+        self.ready = ready  # messages ready in one queue now, read from the queue itself
+        self.provisioner = provisioner
+        self.queue = queue
+        self.pool = pool
+        self.minimum = minimum
+        self.event = event
+        self.history: list[Observation] = []
+        self.last_action_s: float | None = None
+        self.busy = threading.Lock()
+        self.thread: threading.Thread | None = None
+        self.placement: dict[Worker, int] = {}
+        self.agent_of: dict[Worker, Any] = {}
+        self.queue_depth = 0
+
+    def place(self, worker: Worker, agent, member_index: int) -> None:
+        """Record where a worker was started."""
+        self.placement[worker] = member_index
+        self.agent_of[worker] = agent
+
+    def observe(self, observation: Observation, running: list[int]) -> Decision | None:
+        """Add one tick; start an action in the background if the policy says so."""
+        self.history.append(observation)
+        self.queue_depth = observation.queue_depth
+        if self.busy.locked():
+            return None
+        decision = decide(self.spec, self.history, len(running), self.pool, self.minimum,
+                          self.last_action_s)
+        if decision is None:
+            return None
+        self.busy.acquire()
+        self.event("scale_decision", action=decision.action, triggers=decision.triggers,
+                   values=decision.values, elapsed_s=observation.elapsed_s,
+                   explain=decision.describe())
+        action = self._scale_out if decision.action == "out" else self._scale_in
+        self.thread = threading.Thread(target=self._run, args=(action, observation.elapsed_s,
+                                                                running), daemon=True)
+        self.thread.start()
+        return decision
+
+    def wait(self, timeout_s: float = 120.0) -> None:
+        """Let an action in progress finish (at the end of a run)."""
+        if self.thread is not None:
+            self.thread.join(timeout_s)
+
+    def _run(self, action, decided_s: float, running: list[int]) -> None:
+        try:
+            action(running)
+        except Exception as error:  # noqa: BLE001 - recorded; the run goes on without it
+            self.event("scale_failed", action=action.__name__.removeprefix("_scale_"),
+                       error=f"{type(error).__name__}: {error}")
+        finally:
+            self.last_action_s = self.history[-1].elapsed_s if self.history else decided_s
+            self.busy.release()
+
+    def _scale_out(self, running: list[int]) -> None:
+        started = time.monotonic()
+        member = None
+        for attempt in (1, 2):
+            try:
+                member = self.provisioner.start_member()
+                break
+            except SurgeError as error:
+                self.event("scale_failed", action="out", attempt=attempt, error=str(error))
+        if member is None:
+            return
+        self.event("member_started", member=member.name, index=member.index,
+                   seconds=round(time.monotonic() - started, 2), explain=f"{member.name} serves")
+        if self.spec.rebalance:
+            self._move_to([*running, member.index])
+
+    def _scale_in(self, running: list[int]) -> None:
+        leaving = max(i for i in running if i != 0)
+        staying = [i for i in running if i != leaving]
+        name = self.provisioner.member(leaving).name
+        self.event("member_draining", member=name, explain=f"moving clients off {name}")
+        self._move_to(staying, kinds=("s",))
+        if self.queue.per_member:
+            self._wait_for_instance_to_empty(leaving)
+        self._move_to(staying, kinds=("r",))
+        time.sleep(2.0)  # let moved receivers cancel and close before the member goes
+        self.provisioner.stop_member(leaving)
+        self.event("member_stopped", member=name, explain=f"{name} stopped")
+
+    def _wait_for_instance_to_empty(self, member_index: int) -> None:
+        name = self.queue.instance(member_index)
+        deadline = time.monotonic() + DRAIN_WAIT_S
+        while time.monotonic() < deadline:
+            if self.ready(name) == 0:
+                return
+            time.sleep(1.0)
+
+    def _move_to(self, members: list[int], kinds: tuple[str, ...] = ("s", "r")) -> None:
+        """Give each of ``members`` a fair share of each kind of worker."""
+        moves: dict[Worker, int] = {}
+        for kind in kinds:
+            mine = {w: m for w, m in self.placement.items() if w[0] == kind}
+            moves.update(fair_moves(mine, members))
+        batches: dict[tuple[int, int], dict[str, list[int]]] = defaultdict(
+            lambda: {"senders": [], "receivers": []})
+        for worker, member_index in moves.items():
+            agent = self.agent_of[worker]
+            key = "senders" if worker[0] == "s" else "receivers"
+            batches[(agent.index, member_index)][key].append(worker[1])
+        agents = {a.index: a for a in self.agent_of.values()}
+        for (agent_index, member_index), ids in batches.items():
+            member = self.provisioner.member(member_index)
+            agents[agent_index].call("POST", "/move", {
+                **ids, "endpoint": member.endpoint, "queue": self.queue.instance(member_index)})
+        self.placement.update(moves)
+        counts = defaultdict(int)
+        for worker, member_index in self.placement.items():
+            counts[f"{worker[0]}{member_index}"] += 1
+        self.event("rebalanced", moved=len(moves), placement=dict(sorted(counts.items())),
+                   explain=f"moved {len(moves)} workers")

@@ -1,0 +1,62 @@
+"""Typed models of where things run beyond this machine: SSH access, hosts with roles (broker
+members, load agents), and RabbitMQ on Kubernetes through its cluster operator."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from orchestrator.specs.base import Seconds, Spec
+
+
+class SshSpec(Spec):
+    """How to reach a host over SSH."""
+
+    port: int = Field(22, ge=1, le=65535)
+    user: str = Field("mqm", min_length=1)
+    key_file: str | None = Field(None, description="private key; default: the SSH agent and "
+                                                   "~/.ssh keys")
+    known_hosts: Literal["strict", "accept-new", "ignore"] = Field(
+        "strict", description="strict: the host key must be in known_hosts_file (or "
+                              "~/.ssh/known_hosts); accept-new: unknown keys are added; ignore: "
+                              "any key (test hosts only)")
+    known_hosts_file: str | None = None
+    connect_timeout: Seconds = Field(10.0, gt=0)
+    command_timeout: Seconds = Field(600.0, gt=0, description="longest a remote command may run")
+    retries: int = Field(2, ge=0, le=10, description="connection attempts after the first")
+
+
+class HostSpec(Spec):
+    """A machine surge reaches over SSH, and what it runs there: broker members, load agents."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    address: str | None = Field(None, description="where SSH connects; default the name")
+    roles: list[Literal["broker", "load"]] = Field(min_length=1)
+    members: int = Field(0, ge=0, le=64, description="broker members on this host")
+    agents: int = Field(1, ge=0, le=64, description="surge agents on this host (role load)")
+    ssh: SshSpec = Field(default_factory=lambda: SshSpec(user="root"))
+    work_dir: str = Field("/var/tmp/surge", description="where members' data and agents' logs "
+                                                       "go on the host")
+    python: str = Field("python3", description="the interpreter with surge installed (agents)")
+    forward: bool = Field(False, description="reach the agents through SSH port forwarding "
+                                             "instead of connecting to their ports directly")
+
+    @property
+    def target(self) -> str:
+        """The address SSH and clients use."""
+        return self.address or self.name
+
+
+class RabbitKubernetesSpec(Spec):
+    """A RabbitMQ cluster run by the RabbitMQ cluster operator (``RabbitmqCluster``)."""
+
+    namespace: str = "surge"
+    image: str | None = Field(None, description="RabbitMQ image; default the operator's")
+    memory: str = "2Gi"
+    storage: str = "10Gi"
+    storage_class: str | None = None
+    additional_config: dict[str, str] = Field(
+        default_factory=dict, description="rabbitmq.additionalConfig lines (key = value)")
+    agent_image: str = Field("surge:latest", description="image with surge for agent pods")
+    ready_timeout: Seconds = Field(600.0, gt=0)

@@ -1,0 +1,28 @@
+"""Which kind of spec a file is (campaign, scenario or topology), for ``surge validate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from orchestrator.errors import Problem, SpecError
+from orchestrator.specs.campaign import load_campaign
+from orchestrator.specs.loader import load_scenario, load_topology, read_document
+
+
+def load_any(path: str | Path, overrides: list[str] | None = None) -> BaseModel:
+    """Validate a file as whichever spec it is, for ``surge validate``: a campaign has
+    ``cells`` (and every scenario and matrix combination it names is validated too), a
+    scenario has ``plan``, anything else is a topology. ``overrides`` apply as in ``surge run``
+    (a scenario) or ``surge up`` (a topology); a campaign sets its values in its cells."""
+    path = Path(path)
+    document, _ = read_document(path)
+    if "cells" in document:
+        if overrides:
+            raise SpecError(str(path), [Problem("", "--set does not apply to a campaign; give "
+                                                    "overrides in its cells (set, matrix)")])
+        return load_campaign(path).spec
+    if "plan" in document:
+        return load_scenario(path, overrides)[0]
+    return load_topology(path, overrides)

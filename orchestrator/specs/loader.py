@@ -1,0 +1,216 @@
+"""Load spec files from YAML into typed models, with errors that name file, field and line.
+
+``--set a.b=value`` overrides are applied to the parsed document before validation, so they
+are checked exactly like the file. Unknown keys get a did-you-mean from the model's fields.
+Files and ``--set`` values are read by :mod:`orchestrator.specs.yamlsafe` (size, encoding, repeated
+keys, alias and depth limits); every problem between fields is reported at its own line.
+"""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from orchestrator.errors import Problem, SpecError
+from orchestrator.specs import yamlsafe
+from orchestrator.specs.base import COLLECT, Loc, Spec, cross_problems
+from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.specs.yamlsafe import PlusSigned
+
+__all__ = ["PlusSigned", "Problem", "load_model", "load_scenario", "load_topology"]
+
+
+def load_topology(path: str | Path, overrides: list[str] | None = None) -> TopologySpec:
+    """Read and validate a topology file (plus ``key=value`` overrides)."""
+    return _load(Path(path), TopologySpec, overrides or [])[0]
+
+
+def load_scenario(path: str | Path, overrides: list[str] | None = None
+                  ) -> tuple[ScenarioSpec, TopologySpec]:
+    """Read a scenario and the topology it names; ``topology.*`` overrides go to the topology."""
+    path = Path(path)
+    own = [o for o in overrides or [] if not o.startswith("topology.")]
+    for_topology = [o.removeprefix("topology.") for o in overrides or [] if o not in own]
+    scenario, lines = _load(path, ScenarioSpec, own)
+
+    def at(*loc: str | int, message: str) -> Problem:
+        return Problem(".".join(map(str, loc)), message, _line_of(loc, lines))
+
+    topology_path = yamlsafe.resolve(path.parent / scenario.topology)
+    why = yamlsafe.unreadable(topology_path)
+    if why:
+        raise SpecError(str(path), [at("topology", message=f"{why}: {topology_path}")])
+    scenario = scenario.model_copy(update={"topology": topology_path})
+    topology = load_topology(topology_path, for_topology)
+    queue = topology.queue(scenario.workload.queue)
+    if queue is None:
+        declared = [q.name for q in topology.queues]
+        raise SpecError(str(path), [at(
+            "workload", "queue",
+            message=f"queue {scenario.workload.queue!r} is not declared by topology "
+                    f"{topology_path.name} (declared: {', '.join(declared) or 'none'})")])
+    problems = [at("faults", i, "member", message=f"member {f.member} does not exist: topology "
+                                                  f"{topology.name} has members 0 to "
+                                                  f"{topology.members - 1}")
+                for i, f in enumerate(scenario.faults)
+                if f.member is not None and f.member >= topology.members]
+    load_hosts = {h.name for h in topology.hosts if "load" in h.roles}
+    for role in ("senders", "receivers"):
+        problems += [at("agents_on", role, i, message=f"{name!r} is not a host with role load "
+                        f"in topology {topology.name} (load hosts: "
+                        f"{', '.join(sorted(load_hosts)) or 'none'})")
+                     for i, name in enumerate(getattr(scenario.agents_on, role))
+                     if name not in load_hosts]
+    if scenario.agents_on.pods and topology.kubernetes is None:
+        problems.append(at("agents_on", "pods", message=f"agent pods need a topology with a "
+                                                        f"kubernetes section ({topology.name} "
+                                                        f"has none)"))
+    if bool(scenario.agents_on.senders) != bool(scenario.agents_on.receivers):
+        problems.append(at("agents_on", message="give load hosts for both senders and "
+                                                "receivers, or for neither (local agents)"))
+    if queue.count > scenario.workload.receivers:
+        problems.append(at("workload", "receivers",
+                           message=f"{scenario.workload.receivers} receivers leave "
+                                   f"{queue.count - scenario.workload.receivers} of the "
+                                   f"{queue.count} queues of {queue.name} without a consumer; "
+                                   f"give at least {queue.count}"))
+    if problems:
+        raise SpecError(str(path), problems)
+    return scenario, topology
+
+
+def load_model(path: str | Path, model: type[BaseModel]) -> tuple[Any, dict[Loc, int]]:
+    """Read and validate ``path`` as ``model`` with this module's file/line errors; also return
+    the line of every field, so a caller can point problems found later at the file."""
+    path = Path(path)
+    document, lines = read_document(path)
+    return _validate(path, model, document, lines), lines
+
+
+def _load(path: Path, model: type[BaseModel], overrides: list[str]) -> tuple[Any, dict[Loc, int]]:
+    document, lines = read_document(path)
+    for override in overrides:
+        _apply_override(path, document, override)
+    return _validate(path, model, document, lines), lines
+
+
+def _validate(path: Path, model: type[BaseModel], document: Any, lines: dict[Loc, int]):
+    """``document`` as ``model``; every problem, of a field or between fields, at its line."""
+    try:
+        spec = model.model_validate(document, context=COLLECT)
+    except ValidationError as error:
+        problems = [_problem(model, err, lines) for err in error.errors()]
+        raise SpecError(str(path), problems) from None
+    found = cross_problems(spec) if isinstance(spec, Spec) else []
+    if found:
+        raise SpecError(str(path), [Problem(".".join(map(str, loc)), message,
+                                            _line_of(loc, lines)) for loc, message in found])
+    return spec
+
+
+def read_document(path: Path) -> tuple[dict[str, Any], dict[Loc, int]]:
+    """A YAML file's mapping and the line of each key path in it."""
+    document, node = yamlsafe.read_file(path)
+    lines: dict[Loc, int] = {}
+    _index_lines(node, (), lines, set())
+    return document, lines
+
+
+def _index_lines(node: yaml.Node, loc: Loc, lines: dict[Loc, int], seen: set[int]) -> None:
+    """The line of every field path under ``node``; a node met again through an alias is not
+    walked again (its fields keep the lines of where it is written)."""
+    lines.setdefault(loc, node.start_mark.line + 1)
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            lines[loc + (key.value,)] = key.start_mark.line + 1
+            _index_lines(value, loc + (key.value,), lines, seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _index_lines(item, loc + (index,), lines, seen)
+
+
+def _line_of(loc: Loc, lines: dict[Loc, int]) -> int | None:
+    """The line of ``loc``, or of the nearest field around it that the file has."""
+    return next((lines[loc[:n]] for n in range(len(loc), -1, -1) if loc[:n] in lines), None)
+
+
+def _apply_override(path: Path, document: dict, override: str) -> None:
+    key, sep, raw = override.partition("=")
+    if not sep or not key:
+        raise SpecError(str(path),
+                        [Problem(override, "an override must look like field.path=value")])
+    try:
+        value = yamlsafe.parse_value(raw) if raw.strip() else ""
+    except ValueError as error:
+        raise SpecError(str(path), [Problem(key, f"--set value {raw!r} cannot be read: "
+                                                 f"{error}")]) from None
+    parts: list[str | int] = [int(p) if p.isdecimal() and len(p) < 10 else p
+                              for p in key.split(".")]
+    target: Any = document
+    for depth, part in enumerate(parts[:-1]):
+        try:
+            target = target[part]
+        except (KeyError, IndexError, TypeError):
+            target = _create_branch(path, target, part, ".".join(map(str, parts[:depth + 1])))
+    try:
+        target[parts[-1]] = value
+    except (IndexError, TypeError):
+        raise SpecError(str(path), [Problem(key, "--set path does not exist")]) from None
+
+
+def _create_branch(path: Path, target: Any, part: str | int, where: str) -> dict:
+    if not isinstance(target, dict) or isinstance(part, int):
+        raise SpecError(str(path), [Problem(where, "--set path does not exist")])
+    target[part] = {}
+    return target[part]
+
+
+def _problem(model: type[BaseModel], err: dict, lines: dict[Loc, int]) -> Problem:
+    loc: Loc = tuple(err["loc"])
+    field = ".".join(str(p) for p in loc)
+    line = _line_of(loc, lines)
+    if err["type"] == "extra_forbidden":
+        known = _fields_at(model, loc[:-1])
+        guess = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        hint = f"; did you mean {guess[0]!r}?" if guess else ""
+        return Problem(field, f"unknown field{hint} (known: {', '.join(known)})", line)
+    message = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "missing":
+        message = "required field is missing"
+    elif "input" in err and not isinstance(err["input"], (dict, list)) \
+            and repr(err["input"]) not in message:
+        message = f"{message} (got {err['input']!r})"
+    return Problem(field, message, line)
+
+
+def _fields_at(model: type[BaseModel], loc: Loc) -> list[str]:
+    current: Any = model
+    for part in loc:
+        if isinstance(part, str):
+            current = _unwrap(current.model_fields[part].annotation)
+        if current is None:
+            return []
+    return sorted(current.model_fields) if _is_model(current) else []
+
+
+def _unwrap(annotation: Any) -> Any:
+    """The model class inside ``X | None`` or ``list[X]``, if any."""
+    if _is_model(annotation):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _unwrap(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
