@@ -21,6 +21,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.plain_pika import measure_plain_pika  # noqa: E402
+from drivers import protocol  # noqa: E402
 from orchestrator.agents.local import spawn_local_agents  # noqa: E402
 from orchestrator.specs.scenario import QueueSpec, TopologySpec  # noqa: E402
 from topologies.rabbitmq.local import LocalRabbitMQ  # noqa: E402
@@ -33,21 +34,20 @@ def measure_agent(endpoint: str, queue: str, seconds: float, warmup: float) -> d
     with tempfile.TemporaryDirectory() as logs:
         (agent,) = spawn_local_agents(1, Path(logs), max_lifetime_s=seconds + warmup + 120)
         try:
-            agent.call("POST", "/configure", {
-                "broker": "rabbitmq", "message_size": 2048,
-                "destination": {"endpoints": [endpoint], "queue": queue, "persistent": False,
-                                "confirms": False, "prefetch": 1000, "manual_ack": True},
-                "senders": [{"producer_id": 1, "rate": 0, "endpoint": endpoint}],
-                "receivers": [{"endpoint": endpoint}]})
+            agent.configure(protocol.Configure(
+                broker="rabbitmq", pattern="point-to-point", message_size=2048,
+                destination=protocol.Destination((endpoint,), queue, prefetch=1000),
+                senders=[protocol.SenderConfig(1, 0, endpoint)],
+                receivers=[protocol.ReceiverConfig(1, endpoint)]))
             process = psutil.Process(agent.process.pid)
             time.sleep(warmup)
-            before, cpu0, t0 = agent.call("GET", "/snapshot"), _cpu(process), time.monotonic()
+            before, cpu0, t0 = agent.snapshot(), _cpu(process), time.monotonic()
             time.sleep(seconds)
-            after, cpu1, t1 = agent.call("GET", "/snapshot"), _cpu(process), time.monotonic()
+            after, cpu1, t1 = agent.snapshot(), _cpu(process), time.monotonic()
         finally:
             agent.stop()
-    received = after["received"] - before["received"]
-    published = after["sent"] - before["sent"]
+    received = after.received - before.received
+    published = after.sent - before.sent
     return {"published": published, "received": received, "seconds": t1 - t0,
             "cpu_seconds": cpu1 - cpu0, "msgs_per_s": received / (t1 - t0),
             "msgs_per_cpu_s": received / max(cpu1 - cpu0, 1e-9),
@@ -75,10 +75,10 @@ def main() -> None:
         print(f"{'queue':8} {'generator':18} {'delivered msg/s':>16} {'msg per CPU-s':>14} "
               f"{'CPU s':>6} {'backlog +':>10}")
         for kind, queue in QUEUES.items():
-            plain = measure_plain_pika(member.host, member.amqp_port, queue, seconds=args.seconds,
+            plain = measure_plain_pika(member.host, member.port, queue, seconds=args.seconds,
                                        warmup=args.warmup, queue_type=kind, cleanup=False)
             api.request("DELETE", f"/queues/%2F/{queue}/contents")
-            ours = measure_agent(member.amqp_url, queue, args.seconds, args.warmup)
+            ours = measure_agent(member.endpoint, queue, args.seconds, args.warmup)
             api.request("DELETE", f"/queues/%2F/{queue}/contents")
             for name, figures in (("plain pika loop", plain), ("surge agent", ours)):
                 print(f"{kind:8} {name:18} {figures['msgs_per_s']:>16,.0f} "

@@ -1,27 +1,12 @@
 """The agent process: hosts workers on a driver; serves ``/metrics`` and a guarded control API.
 
-Endpoints (JSON bodies; every one but ``/metrics`` needs ``Authorization: Bearer <token>``):
-
-- ``GET /metrics``       Prometheus text (cumulative counters and a latency histogram)
-- ``GET /snapshot``      counters and the latency histogram of the interval since the last call
-- ``POST /configure``    ``{broker, pattern, destination, message_size, senders: [...],
-  receivers: [...]}``; a sender is ``{producer_id, rate, endpoint, queue, limit, start_delay_s}``
-- ``POST /rate``         ``{"rate_per_sender": 115, "active": 8}``: live rate change, no
-  reconnect; ``active`` senders (producer ids 1..N) publish, the others pause
-- ``POST /consumer_delay`` ``{"seconds": 0.01}``: each receiver's processing time per message
-- ``POST /move``         ``{"senders": [ids], "receivers": [ids], "endpoint": url, "queue": q}``
-- ``POST /stop_senders`` stop publishing (waits for confirms)
-- ``GET /accounting``    per-producer sent counts and received-sequence bitmaps
-- ``GET /clock``         the agent host's wall clock in ns (for clock offsets between hosts)
-- ``POST /shutdown``     close every connection and exit
-
-The agent exits by itself when its parent dies or ``max_lifetime_s`` passes, so a crashed
-controller leaves no agent behind.
+The API's messages, paths and version are declared in :mod:`drivers.protocol`; this module only
+carries them out. The agent exits by itself when its parent dies or ``max_lifetime_s`` passes,
+so a crashed controller leaves no agent behind.
 """
 
 from __future__ import annotations
 
-import base64
 import hmac
 import json
 import os
@@ -35,8 +20,10 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from drivers.base import Destination, Driver
+from drivers import protocol
+from drivers.base import Driver
 from drivers.header import PayloadBuilder
+from drivers.protocol import Destination
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
 from results.rundir.histogram import bucket_bounds
 
@@ -54,94 +41,85 @@ class Agent:
         self.senders: dict[int, SenderRole] = {}
         self.receivers: dict[int, ReceiverRole] = {}
 
-    def configure(self, config: dict[str, Any]) -> dict[str, Any]:
+    def configure(self, config: protocol.Configure) -> protocol.Configured:
         """Create the driver and its workers; receivers connect before senders start."""
         with self.lock:
             if self.driver is not None:
                 raise ValueError("agent is already configured")
-            destination = Destination(**{**config["destination"],
-                                         "endpoints": tuple(config["destination"]["endpoints"])})
-            self.driver = _make_driver(config.get("broker", "rabbitmq"), destination,
+            self.driver = _make_driver(config.broker, config.destination, config.settings,
                                        self.recorder)
             self.driver.start()
-            request_reply = config.get("pattern") == "request-reply"
+            request_reply = config.pattern == "request-reply"
             receiver_kind = ResponderRole if request_reply else ReceiverRole
-            for receiver in config.get("receivers", []):
-                role = receiver_kind(self.recorder, int(receiver.get("id", 0)))
+            for receiver in config.receivers:
+                role = receiver_kind(self.recorder, receiver.id)
                 self.receivers[role.receiver_id] = role
-                self.driver.add_receiver(role, receiver["endpoint"], receiver.get("queue"))
-            payload = PayloadBuilder(int(config["message_size"]))
-            in_flight = int(config.get("in_flight", 1))
-            for sender in config.get("senders", []):
+                self.driver.add_receiver(role, receiver.endpoint, receiver.queue)
+            payload = PayloadBuilder(config.message_size)
+            for sender in config.senders:
                 role = self.driver.call(lambda s=sender: self._sender(
-                    s, payload, in_flight if request_reply else None))
+                    s, payload, config.in_flight if request_reply else None))
                 self.senders[role.producer_id] = role
-                self.driver.add_sender(role, sender["endpoint"], sender.get("queue"))
-        return {"senders": len(config.get("senders", [])),
-                "receivers": len(config.get("receivers", []))}
+                self.driver.add_sender(role, sender.endpoint, sender.queue)
+        return protocol.Configured(len(config.senders), len(config.receivers))
 
-    def _sender(self, sender: dict[str, Any], payload: PayloadBuilder,
+    def _sender(self, sender: protocol.SenderConfig, payload: PayloadBuilder,
                 in_flight: int | None) -> SenderRole:
         """A sender (or a requester, given an in-flight window) starting after its random
         start delay."""
-        start = time.monotonic() + random.uniform(0, float(sender.get("start_delay_s", 0)))
-        limit = sender.get("limit")
-        common = (int(sender["producer_id"]), float(sender["rate"]), payload, self.recorder)
+        start = time.monotonic() + random.uniform(0, sender.start_delay_s)
+        limit = sender.limit
+        common = (sender.producer_id, sender.rate, payload, self.recorder)
         if in_flight is not None:
             return RequesterRole(*common, in_flight=in_flight, now=start, limit=limit)
         return SenderRole(*common, now=start, limit=limit)
 
-    def set_rate(self, rate_per_sender: float, active: int | None = None) -> dict[str, Any]:
+    def set_rate(self, rate: protocol.Rate) -> protocol.RateApplied:
         """Apply a new per-sender rate to every sender; with ``active``, only producers 1 to
         ``active`` publish and the others pause."""
         def apply() -> int:
             for role in self.recorder.senders:
-                role.set_rate(rate_per_sender)
-                role.pause(active is not None and role.producer_id > active)
+                role.set_rate(rate.rate_per_sender)
+                role.pause(rate.active is not None and role.producer_id > rate.active)
             return sum(1 for role in self.recorder.senders if not role.paused)
-        return {"active": self._on_loop(apply)}
+        return protocol.RateApplied(self._on_loop(apply))
 
-    def set_consumer_delay(self, seconds: float) -> dict[str, Any]:
+    def set_consumer_delay(self, delay: protocol.ConsumerDelay) -> protocol.Done:
         """Make every receiver take ``seconds`` per message from now on."""
         if self.driver:
-            self.driver.set_consumer_delay(seconds)
-        return {"consumer_delay_s": seconds}
+            self.driver.set_consumer_delay(delay.seconds)
+        return protocol.Done()
 
-    def move(self, body: dict[str, Any]) -> dict[str, Any]:
+    def move(self, move: protocol.Move) -> protocol.Moved:
         """Move senders and receivers (by id) to ``endpoint`` and ``queue``."""
         if self.driver is None:
             raise ValueError("agent is not configured")
-        roles = [self.senders[int(i)] for i in body.get("senders", [])] + \
-                [self.receivers[int(i)] for i in body.get("receivers", [])]
+        roles = [self.senders[i] for i in move.senders] + \
+                [self.receivers[i] for i in move.receivers]
         for role in roles:
-            self.driver.move(role, body["endpoint"], body.get("queue"))
-        return {"moved": len(roles)}
+            self.driver.move(role, move.endpoint, move.queue)
+        return protocol.Moved(len(roles))
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> protocol.Snapshot:
         """Counters now and the latency of the interval since the previous snapshot."""
-        return self._on_loop(self.recorder.snapshot) or {}
+        return self._on_loop(self.recorder.snapshot)
 
-    def accounting(self) -> dict[str, Any]:
+    def accounting(self) -> protocol.Accounting:
         """What each producer sent and which sequence numbers this agent received."""
-        def collect() -> dict[str, Any]:
-            return {
-                "sent": {str(k): v for k, v in self.recorder.sent_per_producer().items()},
-                "bitmaps": {str(k): base64.b64encode(v).decode()
-                            for k, v in self.recorder.tracker.export().items()},
-            }
-        return self._on_loop(collect) or {"sent": {}, "bitmaps": {}}
+        return self._on_loop(lambda: protocol.Accounting(self.recorder.sent_per_producer(),
+                                                         self.recorder.tracker.export()))
 
-    def stop_senders(self) -> dict[str, Any]:
+    def stop_senders(self) -> protocol.Done:
         """Stop publishing and wait for outstanding confirms."""
         if self.driver:
             self.driver.stop_senders()
-        return {"stopped": True}
+        return protocol.Done()
 
-    def stop_receivers(self) -> dict[str, Any]:
+    def stop_receivers(self) -> protocol.Done:
         """Stop consuming; what was in flight is received or back in the queue afterwards."""
         if self.driver:
             self.driver.stop_receivers()
-        return {"stopped": True}
+        return protocol.Done()
 
     def shutdown(self) -> None:
         """Close everything; the caller exits the process."""
@@ -184,30 +162,40 @@ class _Collector:
         yield family
 
 
-def _make_driver(broker: str, destination: Destination, recorder: Recorder) -> Driver:
+def _make_driver(broker: str, destination: Destination, settings: dict[str, Any],
+                 recorder: Recorder) -> Driver:
+    """The driver of ``broker``, given the run's destination and the driver's own settings."""
     if broker == "rabbitmq":
         from drivers.amqp.driver import AmqpDriver
+        if settings:
+            raise ValueError(f"the AMQP driver takes no settings, got {sorted(settings)}")
         return AmqpDriver(destination, recorder)
     if broker == "ibmmq":
         from drivers.mq.driver import MqDriver
-        return MqDriver(destination, recorder)
+        from drivers.mq.settings import MqSettings
+        return MqDriver(destination, recorder, MqSettings.from_json(settings))
     raise ValueError(f"no driver for broker {broker!r} (known: rabbitmq, ibmmq)")
 
 
-def _handler(agent: Agent, token: str, registry: CollectorRegistry, done: threading.Event):
-    routes = {
-        ("GET", "/snapshot"): lambda body: agent.snapshot(),
-        ("GET", "/accounting"): lambda body: agent.accounting(),
-        ("GET", "/clock"): lambda body: {"ns": time.time_ns()},
-        ("POST", "/configure"): agent.configure,
-        ("POST", "/rate"): lambda body: agent.set_rate(float(body["rate_per_sender"]),
-                                                       body.get("active")),
-        ("POST", "/consumer_delay"): lambda body: agent.set_consumer_delay(
-            float(body["seconds"])),
-        ("POST", "/move"): agent.move,
-        ("POST", "/stop_senders"): lambda body: agent.stop_senders(),
-        ("POST", "/stop_receivers"): lambda body: agent.stop_receivers(),
-        ("POST", "/shutdown"): lambda body: (done.set(), {"shutting_down": True})[1],
+def _handler(agent: Agent, token: str, registry: CollectorRegistry, done: threading.Event,
+             hello: protocol.Hello):
+    def shutdown(_: None) -> protocol.Done:
+        done.set()
+        return protocol.Done()
+
+    # path -> (method, request message or None, what the agent does)
+    routes: dict[str, tuple[str, type | None, Any]] = {
+        "/configure": ("POST", protocol.Configure, agent.configure),
+        "/rate": ("POST", protocol.Rate, agent.set_rate),
+        "/consumer_delay": ("POST", protocol.ConsumerDelay, agent.set_consumer_delay),
+        "/move": ("POST", protocol.Move, agent.move),
+        "/snapshot": ("GET", None, lambda _: agent.snapshot()),
+        "/accounting": ("GET", None, lambda _: agent.accounting()),
+        "/clock": ("GET", None, lambda _: protocol.Clock(time.time_ns())),
+        "/hello": ("GET", None, lambda _: hello),
+        "/stop_senders": ("POST", None, lambda _: agent.stop_senders()),
+        "/stop_receivers": ("POST", None, lambda _: agent.stop_receivers()),
+        "/shutdown": ("POST", None, shutdown),
     }
 
     class Handler(BaseHTTPRequestHandler):
@@ -221,8 +209,8 @@ def _handler(agent: Agent, token: str, registry: CollectorRegistry, done: thread
             if method == "GET" and self.path == "/metrics":
                 self._send(200, generate_latest(registry), "text/plain; version=0.0.4")
                 return
-            route = routes.get((method, self.path))
-            if route is None:
+            route = routes.get(self.path)
+            if route is None or route[0] != method:
                 self._json(404, {"error": f"no such endpoint: {method} {self.path}"})
                 return
             given = self.headers.get("Authorization", "").removeprefix("Bearer ")
@@ -230,9 +218,15 @@ def _handler(agent: Agent, token: str, registry: CollectorRegistry, done: thread
                 self._json(401, {"error": "missing or wrong token"})
                 return
             length = int(self.headers.get("Content-Length") or 0)
+            _, request, act = route
             try:
                 body = json.loads(self.rfile.read(length)) if length else {}
-                self._json(200, route(body))
+                message = protocol.decode(request, body) if request else None
+            except (ValueError, protocol.ProtocolError) as error:
+                self._json(400, {"error": f"bad request: {error}"})
+                return
+            try:
+                self._json(200, protocol.encode(act(message)))
             except Exception as error:  # noqa: BLE001 - reported to the controller as data
                 self._json(500, {"error": f"{type(error).__name__}: {error}"})
 
@@ -255,16 +249,18 @@ def _handler(agent: Agent, token: str, registry: CollectorRegistry, done: thread
 def serve(host: str, port: int, token: str, max_lifetime_s: float) -> None:
     """Run an agent until told to shut down, its parent dies, or its lifetime ends.
 
-    Prints one JSON line ``{"port": N, "pid": P}`` on stdout once it listens.
+    Prints one :class:`~drivers.protocol.Hello` JSON line on stdout once it listens.
     """
     agent = Agent()
     registry = CollectorRegistry(auto_describe=True)
     registry.register(_Collector(agent))
     done = threading.Event()
-    server = ThreadingHTTPServer((host, port), _handler(agent, token, registry, done))
+    server = ThreadingHTTPServer((host, port), None)
+    hello = protocol.Hello(server.server_address[1], os.getpid(), protocol.PROTOCOL_VERSION)
+    server.RequestHandlerClass = _handler(agent, token, registry, done, hello)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="agent-http", daemon=True).start()
-    print(json.dumps({"port": server.server_address[1], "pid": os.getpid()}), flush=True)
+    print(protocol.dumps(hello).decode(), flush=True)
     parent = os.getppid()
     deadline = time.monotonic() + max_lifetime_s
     while not done.wait(0.5):

@@ -12,37 +12,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from drivers.workers import ReceiverRole, SenderRole
-
-
-@dataclass(frozen=True)
-class Destination:
-    """Where workers connect and what they address: endpoints (one per member) and a queue."""
-
-    endpoints: tuple[str, ...]
-    queue: str
-    persistent: bool = False
-    confirms: bool = False
-    prefetch: int = 200
-    manual_ack: bool = True
-    reply_size: int = 0  # request-reply: bytes of each reply
-    reply_timeout_s: float = 10.0  # request-reply: a request unanswered this long times out
-    unit_of_work: bool = False  # request-reply: a responder's get and put in one transaction
-    fast_path: bool = True  # drivers may encode/decode frames themselves where they can
-    # IBM MQ (drivers.mq.driver; other drivers ignore these). Endpoints are mq://HOST(PORT)/QMNAME
-    # ?channel=CHL (a client channel of its own) or a queue manager name / *GROUP looked up
-    # in the CCDT; see drivers/mq.py.
-    queue_manager: str = ""  # QM name or *GROUP for endpoints that name none
-    channel: str = ""  # SVRCONN channel of mq://host endpoints (default SYSTEM.DEF.SVRCONN)
-    ccdt_url: str = ""  # e.g. file:///nfs1/UC01.json; "" = the client's own (MQCCDTURL)
-    reconnect: str = ""  # "yes" | "qmgr" | "disabled"; "" or "no": the client's DefRecon
-    appltag_sender: str = "mqperf.sender"  # APPLTAG of senders and requesters (max 28)
-    appltag_receiver: str = "mqperf.receiver"  # APPLTAG of receivers and responders
-    reply_queue: str = ""  # request-reply: shared reply queue; "" = queue with request->reply
-    tls_cipher_spec: str = ""  # e.g. ANY_TLS12_OR_HIGHER for mq://host endpoints
-    tls_key_repository: str = ""  # key repository stem (MQSCO KeyRepository)
 
 
 class Driver(ABC):

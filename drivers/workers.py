@@ -9,10 +9,10 @@ taken on that thread too (see :meth:`drivers.base.Driver.call`).
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from drivers.accounting import SequenceTracker
 from drivers.header import HeaderError, PayloadBuilder, decode
+from drivers.protocol import Snapshot
 from drivers.rate import RateSchedule
 from results.rundir.histogram import LatencyHistogram
 
@@ -47,30 +47,25 @@ class Recorder:
         self.errors += 1
         self.last_error = message
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> Snapshot:
         """Cumulative counters plus the latency histogram of the interval since the last call,
         stamped with this process's monotonic clock and its CPU time at that instant."""
         interval = self.latency
         self.latency = LatencyHistogram()
         self.total_latency.merge(interval)
-        return {
-            "monotonic_s": time.monotonic(), "cpu_seconds": time.process_time(),
-            "sent": self.sent, "confirmed": self.confirmed, "nacked": self.nacked,
-            "nacks_republished": self.nacks_republished,
-            "held": self.held,
-            "received": self.received, "redelivered": self.redelivered,
-            "duplicates": self.tracker.duplicates, "out_of_order": self.tracker.out_of_order,
-            "errors": self.errors, "reconnects": self.reconnects,
-            "header_errors": self.header_errors, "connections": self.connections,
-            "republished": self.republished, "served": self.served,
-            "unmatched": self.unmatched, "timeouts": self.timeouts,
-            "senders_done": sum(1 for s in self.senders if s.done),
-            "skipped": sum(s.schedule.skipped for s in self.senders),
-            "target_rate": sum(s.schedule.rate for s in self.senders
-                               if s.active and not s.paused),
-            "last_error": self.last_error,
-            "latency": interval.to_dict(),
-        }
+        return Snapshot(
+            monotonic_s=time.monotonic(), cpu_seconds=time.process_time(),
+            sent=self.sent, confirmed=self.confirmed, nacked=self.nacked,
+            nacks_republished=self.nacks_republished, held=self.held,
+            received=self.received, redelivered=self.redelivered,
+            duplicates=self.tracker.duplicates, out_of_order=self.tracker.out_of_order,
+            errors=self.errors, reconnects=self.reconnects, header_errors=self.header_errors,
+            connections=self.connections, republished=self.republished, served=self.served,
+            unmatched=self.unmatched, timeouts=self.timeouts,
+            senders_done=sum(1 for s in self.senders if s.done),
+            skipped=sum(s.schedule.skipped for s in self.senders),
+            target_rate=sum(s.schedule.rate for s in self.senders if s.active and not s.paused),
+            last_error=self.last_error or "", latency=interval.to_dict())
 
     def sent_per_producer(self) -> dict[int, int]:
         """How many messages each producer of this agent has published (its next sequence)."""

@@ -82,12 +82,14 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
 
     Ctrl-C once stops early and cleanly (the run directory is complete); twice forces.
     """
-    from orchestrator.run.controller import Controller
+    from orchestrator.run.controller import Controller, stop_on_ctrl_c
     from orchestrator.specs.loader import load_scenario
     from results.rundir.steps import as_text
     spec, topology = load_scenario(scenario, overrides or [])
-    result = Controller(spec, topology, runs_dir, live=live, keep_topology=keep,
-                        metrics_port=metrics_port).run()
+    controller = Controller(spec, topology, runs_dir, live=live, keep_topology=keep,
+                            metrics_port=metrics_port)
+    with stop_on_ctrl_c(controller):
+        result = controller.run()
     typer.echo(f"\nrun {result.outcome}: {result.run_dir}")
     if result.steps:
         request_reply = spec.workload.pattern == "request-reply"
@@ -302,7 +304,7 @@ def agent(host: str = "127.0.0.1", port: int = 0,
 def _print_member(member) -> None:
     state = (f"running pid {member.pid}" if member.running else
              f"standby pid {member.pid}" if member.standby else "stopped")
-    typer.echo(f"{member.name:32} {state:18} amqp {member.host}:{member.amqp_port}  "
+    typer.echo(f"{member.name:32} {state:18} amqp {member.host}:{member.port}  "
                f"management :{member.management_port}  metrics :{member.prometheus_port}")
 
 

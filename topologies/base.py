@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from orchestrator.specs.scenario import TopologySpec
 
@@ -15,24 +15,13 @@ class Member:
     index: int
     name: str
     host: str
-    amqp_port: int
+    port: int  # where clients connect: the AMQP listener, the MQ listener
     management_port: int
     prometheus_port: int
     running: bool = False
     pid: int | None = None
     standby: bool = False  # booted and joined, broker application stopped (a warm pool member)
-    client_url: str | None = None  # how clients of a non-AMQP broker reach it (see endpoint)
-
-    @property
-    def amqp_url(self) -> str:
-        """Connection URL for clients (credentials included; loopback only)."""
-        return f"amqp://guest:guest@{self.host}:{self.amqp_port}/%2F"
-
-    @property
-    def endpoint(self) -> str:
-        """What a worker connects to: ``client_url`` where the provisioner set one (an MQ
-        queue manager), else the AMQP URL."""
-        return self.client_url or self.amqp_url
+    endpoint: str = ""  # what a worker connects to, as its driver reads it (the provisioner's)
 
     @property
     def metrics_url(self) -> str:
@@ -125,6 +114,10 @@ class Provisioner(Protocol):
         members answer for themselves offer ``member_stats(member) -> MemberStats | None``
         instead, so that the controller asks each member on its own and one slow member
         leaves only its own figures unknown."""
+
+    def client_settings(self) -> dict[str, Any]:
+        """How clients reach the members beyond their endpoints: the driver's own settings
+        (e.g. the MQ queue manager group, channel and CCDT), sent to every agent."""
 
     def settled_queue_depths(self) -> dict[str, int] | None:
         """Exact messages per queue, read from the queues themselves, for the final accounting;

@@ -24,8 +24,9 @@ import pika
 from pika.adapters.select_connection import IOLoop
 
 from drivers.amqp import wire as amqp_wire
-from drivers.base import Destination, Driver, rotation
+from drivers.base import Driver, rotation
 from drivers.header import HEADER_SIZE
+from drivers.protocol import Destination
 from drivers.workers import ReceiverRole, RequesterRole, ResponderRole, SenderRole
 
 MAX_BUFFERED_BYTES = 4 * 1024 * 1024  # outbound bytes per connection before a sender waits

@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from drivers.base import Destination
+from drivers.mq.settings import MqSettings
 
 GET_WAIT_MS = 500  # an MQGET waits this long for a message, so a stop or move waits at most this
 PACING_TICK_S = 0.002  # a paced sender wakes at most this often, putting whatever is due
@@ -28,7 +28,6 @@ BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)  # between reconnect attempts, then after 
 FIRST_BUFFER = 4096  # MQGET buffer to start with; doubled when a message does not fit
 DEFAULT_CHANNEL = "SYSTEM.DEF.SVRCONN"
 DEFAULT_PORT = 1414
-APPL_NAME_LENGTH = 28  # MQ_APPL_NAME_LENGTH
 INSTALL_HINT = ("pip install 'surge[mq]' (IBM's ibmmq package; pymqi works too) on a machine "
                 "with the IBM MQ client (the MQ redistributable client or an MQ installation) "
                 "and MQ_INSTALLATION_PATH pointing at it, e.g. /opt/mqm")
@@ -73,20 +72,20 @@ class MqEndpoint:
     channel: str = ""
 
     @classmethod
-    def parse(cls, text: str, destination: Destination) -> MqEndpoint:
+    def parse(cls, text: str, settings: MqSettings) -> MqEndpoint:
         """Read ``mq://HOST(PORT)/QMNAME?channel=CHL``, ``mq:///QMNAME``, ``QMNAME`` or
         ``*GROUP`` (see the module docstring)."""
         if text.startswith("mq://"):
             parts = urlsplit(text)
             hosts = [h.strip() for h in unquote(parts.netloc).split(",") if h.strip()]
             conname = ",".join(_conname(h) for h in hosts)
-            qmgr = unquote(parts.path.lstrip("/")) or destination.queue_manager
-            channel = parse_qs(parts.query).get("channel", [""])[0] or destination.channel
+            qmgr = unquote(parts.path.lstrip("/")) or settings.queue_manager
+            channel = parse_qs(parts.query).get("channel", [""])[0] or settings.channel
             return cls(qmgr, conname, (channel or DEFAULT_CHANNEL) if conname else "")
         if "://" in text:
             raise ValueError(f"not an MQ endpoint: {text!r} (expected mq://HOST(PORT)/QMNAME"
                              "?channel=CHANNEL, QMNAME or *GROUP)")
-        return cls(text or destination.queue_manager)
+        return cls(text or settings.queue_manager)
 
 
 def _conname(host: str) -> str:

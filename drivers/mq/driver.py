@@ -8,10 +8,10 @@ Endpoints (``Destination.endpoints``, ``add_*`` and ``move``):
 
 - ``mq://HOST(PORT)[,HOST2(PORT2)]/QMNAME?channel=CHANNEL`` connects through a client channel
   definition of its own (an MQCD: ``CONNAME`` and ``CHANNEL``; ``HOST:PORT`` is accepted too).
-  The channel defaults to ``Destination.channel``, then ``SYSTEM.DEF.SVRCONN``; an empty
-  QMNAME to ``Destination.queue_manager``.
+  The channel defaults to ``MqSettings.channel``, then ``SYSTEM.DEF.SVRCONN``; an empty
+  QMNAME to ``MqSettings.queue_manager``.
 - ``QMNAME``, ``*GROUP`` (``*UC01QM``: any queue manager of the CCDT's group, document 000) or
-  ``mq:///*GROUP`` looks the queue manager up in the CCDT: ``Destination.ccdt_url``
+  ``mq:///*GROUP`` looks the queue manager up in the CCDT: ``MqSettings.ccdt_url``
   (``MQCNO.CCDTUrl`` with ``ibmmq``, the ``MQCCDTURL`` environment variable with ``pymqi``),
   else the client's own environment (``MQCCDTURL``, ``MQCHLLIB``/``MQCHLTAB``).
 
@@ -29,7 +29,7 @@ What the workers do:
 - A *requester* puts each request with ``ReplyToQ`` and a fresh 24-byte id as both MsgId and
   CorrelId (8 random bytes of this driver, producer id, sequence number), then gets the reply
   with ``MQMO_MATCH_CORREL_ID`` from a *shared* reply queue, as document 003 does:
-  ``Destination.reply_queue``, default the request queue's name with ``request`` replaced by
+  ``MqSettings.reply_queue``, default the request queue's name with ``request`` replaced by
   ``reply`` (``request3`` -> ``reply3``; ``perf`` -> ``perf.reply``). Shared queues survive a
   reconnect and a move, which temporary dynamic queues do not. Replies carry an expiry of
   ``reply_timeout_s``, so late ones do not pile up on the shared queue.
@@ -46,7 +46,7 @@ one uncontended acquire per receiver message and one per sender batch (see the u
 Credentials, where the channel asks for them: ``SURGE_MQ_USER`` and ``SURGE_MQ_PASSWORD`` in
 the agent's environment (MQCSP through the library's ``user``/``password``).
 
-Reconnects: ``Destination.reconnect`` sets ``MQCNO_RECONNECT`` (``yes``, PerfHarness's
+Reconnects: ``MqSettings.reconnect`` sets ``MQCNO_RECONNECT`` (``yes``, PerfHarness's
 ``WMQ_CLIENT_RECONNECT``), ``MQCNO_RECONNECT_Q_MGR`` (``qmgr``) or ``MQCNO_RECONNECT_DISABLED``.
 The client then reconnects by itself; with ``ibmmq`` an event handler (MQCB) counts each
 ``MQRC_RECONNECTING`` as a reconnect (``pymqi`` has no MQCB, so those stay invisible). When a
@@ -68,9 +68,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from drivers.base import Destination, Driver
+from drivers.base import Driver
 from drivers.mq.client import (
-    APPL_NAME_LENGTH,
     CONNECTION_REASONS,
     GET_WAIT_MS,
     RECONNECT_OPTIONS,
@@ -80,7 +79,9 @@ from drivers.mq.client import (
     load_mqi,
     reply_queue_name,
 )
+from drivers.mq.settings import MqSettings
 from drivers.mq.workers import ReceiverWorker, RequesterWorker, SenderWorker, Worker
+from drivers.protocol import Destination
 
 __all__ = ["MqClientMissing", "MqDriver", "MqEndpoint", "load_mqi", "reply_queue_name"]
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, SenderRole
@@ -91,8 +92,10 @@ class MqDriver(Driver):
     each (see the module docstring). ``mqi`` is the MQI module (default: :func:`load_mqi`)."""
 
     def __init__(self, destination: Destination, recorder: Recorder,
-                 mqi: Any = None, get_wait_ms: int = GET_WAIT_MS):
+                 settings: MqSettings | None = None, mqi: Any = None,
+                 get_wait_ms: int = GET_WAIT_MS):
         self.destination = destination
+        self.settings = settings = settings or MqSettings()
         self.recorder = recorder
         self.mqi = mqi if mqi is not None else load_mqi()
         self.C = C = self.mqi.CMQC
@@ -103,26 +106,20 @@ class MqDriver(Driver):
         self.workers: list[Worker] = []
         self.started = False
         self.watching = True  # register MQCB event handlers until one fails
-        mode = destination.reconnect.strip().lower()
-        if mode not in RECONNECT_OPTIONS:
-            raise ValueError(f"reconnect {destination.reconnect!r}: expected one of "
-                             f"{sorted(k for k in RECONNECT_OPTIONS if k)}")
+        mode = settings.reconnect.strip().lower()
         self.reconnecting = mode in ("yes", "qmgr")
         self.connect_options = (C.MQCNO_CLIENT_BINDING | C.MQCNO_HANDLE_SHARE_BLOCK
                                 | getattr(C, RECONNECT_OPTIONS[mode]))
         self.connection_reasons = frozenset(
             getattr(C, name) for name in CONNECTION_REASONS if hasattr(C, name))
-        for tag in (destination.appltag_sender, destination.appltag_receiver):
-            if len(tag) > APPL_NAME_LENGTH:
-                raise ValueError(f"APPLTAG {tag!r} is longer than {APPL_NAME_LENGTH} characters")
 
     # -- connections ---------------------------------------------------------------------------
 
     def connect(self, endpoint: str, appltag: str) -> Any:
         """MQCONNX as a client to ``endpoint`` with application name ``appltag``; returns the
         connected ``QueueManager``."""
-        mqi, C, destination = self.mqi, self.C, self.destination
-        target = MqEndpoint.parse(endpoint, destination)
+        mqi, C, settings = self.mqi, self.C, self.settings
+        target = MqEndpoint.parse(endpoint, settings)
         kwargs: dict[str, Any] = {}
         env: dict[str, str] = {}
         if target.conname:
@@ -131,14 +128,14 @@ class MqDriver(Driver):
             cd.ConnectionName = target.conname.encode()
             cd.ChannelType = mqi.CMQXC.MQCHT_CLNTCONN
             cd.TransportType = mqi.CMQXC.MQXPT_TCP
-            if destination.tls_cipher_spec:
-                cd.SSLCipherSpec = destination.tls_cipher_spec.encode()
+            if settings.tls_cipher_spec:
+                cd.SSLCipherSpec = settings.tls_cipher_spec.encode()
             kwargs["cd"] = cd
-        if destination.tls_key_repository:
+        if settings.tls_key_repository:
             sco = mqi.SCO()
-            sco.KeyRepository = destination.tls_key_repository.encode()
+            sco.KeyRepository = settings.tls_key_repository.encode()
             kwargs["sco"] = sco
-        ccdt = "" if target.conname else destination.ccdt_url
+        ccdt = "" if target.conname else settings.ccdt_url
         if hasattr(mqi, "CNO"):  # ibmmq: MQCNO with CCDTUrl (MQ 9.0) and ApplName (9.1.2)
             cno = mqi.CNO()
             cno.Options = self.connect_options
@@ -232,7 +229,7 @@ class MqDriver(Driver):
              ) -> None:
         """Reconnect ``role``'s worker to ``endpoint`` (and ``queue``) between two of its
         steps: new connection first, then commit and close the old one. Returns at once."""
-        MqEndpoint.parse(endpoint, self.destination)
+        MqEndpoint.parse(endpoint, self.settings)
         with self.lock:
             worker = next((w for w in self.workers if w.role is role), None)
         if worker is None:

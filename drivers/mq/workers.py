@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any, Protocol
 
-from drivers.base import Destination, rotation
+from drivers.base import rotation
 from drivers.header import HEADER_SIZE
 from drivers.mq.client import (
     BACKOFF_S,
@@ -23,6 +23,8 @@ from drivers.mq.client import (
     reply_queue_name,
     text_of,
 )
+from drivers.mq.settings import MqSettings
+from drivers.protocol import Destination
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
 
 
@@ -31,6 +33,7 @@ class MqDriver(Protocol):
     module, one lock over the recorder, and how to connect."""
 
     destination: Destination
+    settings: MqSettings
     recorder: Recorder
     mqi: Any
     C: Any
@@ -60,13 +63,13 @@ class Worker:
         self.drain_until = 0.0  # a stopping requester waits for replies until then
         self.move_to: tuple[str, Any] | None = None
         self.C = driver.C
-        MqEndpoint.parse(endpoint, driver.destination)  # a bad endpoint fails here, not later
+        MqEndpoint.parse(endpoint, driver.settings)  # a bad endpoint fails here, not later
         self.thread = threading.Thread(target=self._run, name=f"mq-{self.kind}-{number}",
                                        daemon=True)
 
     @property
     def appltag(self) -> str:
-        return self.driver.destination.appltag_sender
+        return self.driver.settings.appltag_sender
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -327,7 +330,7 @@ class RequesterWorker(SenderWorker):
     def _open(self, session: Session, queue: Any) -> None:
         C = self.C
         session.outs = [session.open(queue, C.MQOO_OUTPUT | C.MQOO_FAIL_IF_QUIESCING)]
-        session.reply_name = reply_queue_name(queue, self.driver.destination.reply_queue)
+        session.reply_name = reply_queue_name(queue, self.driver.settings.reply_queue)
         session.inq = session.open(session.reply_name,
                                    C.MQOO_INPUT_SHARED | C.MQOO_FAIL_IF_QUIESCING)
 
@@ -453,7 +456,7 @@ class ReceiverWorker(Worker):
 
     @property
     def appltag(self) -> str:
-        return self.driver.destination.appltag_receiver
+        return self.driver.settings.appltag_receiver
 
     def _open(self, session: Session, queue: Any) -> None:
         C = self.C

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orchestrator.agents.local import AgentHandle
+from orchestrator.agents.client import AgentHandle
 from orchestrator.errors import AgentError, ProvisionError
 from orchestrator.specs.scenario import TopologySpec
 from topologies.assets import asset
@@ -107,7 +107,7 @@ def _closer(handle: AgentHandle, forwarder: PortForwarder | None) -> Callable[[f
     then completes and the Job does not restart it), then close its port-forward."""
     def close(timeout_s: float) -> None:
         with contextlib.suppress(AgentError):
-            handle.call("POST", "/shutdown", {}, timeout_s=min(5.0, timeout_s))
+            handle.shutdown(min(5.0, timeout_s))
         if forwarder is not None:
             forwarder.close()
     return close

@@ -11,12 +11,12 @@ not reachable) through SSH port forwarding to an agent that listens on the host'
 from __future__ import annotations
 
 import contextlib
-import json
 import shlex
 import time
 from collections.abc import Callable
 
-from orchestrator.agents.local import AGENT_START_TIMEOUT_S, AgentHandle
+from orchestrator.agents.client import AgentHandle, read_hello
+from orchestrator.agents.local import AGENT_START_TIMEOUT_S
 from orchestrator.errors import AgentError
 from orchestrator.specs.hosts import HostSpec
 from topologies.ssh import RemoteProcess, SshSession
@@ -49,13 +49,11 @@ def _spawn(session: SshSession, host: HostSpec, index: int, token: str,
     process = session.spawn(command, input_text=token + "\n")
     line = process.readline(AGENT_START_TIMEOUT_S)
     try:
-        hello = json.loads(line)
-    except ValueError:
+        port = read_hello(line, f"agent {index} on {host.name} ({host.target})").port
+    except AgentError as error:
         detail = process.stderr_tail() or f"see {host.work_dir}/agent-{index}.log on the host"
         process.close()
-        raise AgentError(f"agent {index} on {host.name} ({host.target}) did not start: "
-                         f"{line or 'no answer'}; {detail}") from None
-    port = int(hello["port"])
+        raise AgentError(f"{error}; {detail}") from None
     if host.forward:
         handle = AgentHandle(index, "127.0.0.1", session.forward("127.0.0.1", port), token)
     else:
@@ -69,7 +67,7 @@ def _closer(handle: AgentHandle, process: RemoteProcess) -> Callable[[float], No
         if process.alive:
             # already gone, or the host is unreachable: closing the channel ends it anyway
             with contextlib.suppress(AgentError):
-                handle.call("POST", "/shutdown", {}, timeout_s=5.0)
+                handle.shutdown()
             deadline = time.monotonic() + min(timeout_s, SHUTDOWN_WAIT_S)
             while process.alive and time.monotonic() < deadline:
                 time.sleep(0.1)
@@ -83,7 +81,7 @@ def clock_offset(agent: AgentHandle, samples: int = 7) -> tuple[float, float]:
     best = None
     for _ in range(samples):
         before = time.time_ns()
-        remote = agent.call("GET", "/clock", timeout_s=5.0)["ns"]
+        remote = agent.clock().ns
         after = time.time_ns()
         if best is None or after - before < best[1] - best[0]:
             best = (before, after, remote)

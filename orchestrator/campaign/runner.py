@@ -295,7 +295,7 @@ class CampaignRunner:
     # -- cells
 
     def _run_cell(self, cell: Cell, record: CellRecord) -> None:
-        from orchestrator.run.controller import Controller
+        from orchestrator.run.controller import Controller, stop_on_ctrl_c
         run_dir = self.root / cell.id
         kept = set_aside(run_dir)
         if kept:
@@ -306,7 +306,8 @@ class CampaignRunner:
             controller = Controller(scenario, topology, self.root, live=False,
                                     keep_topology=True, run_id=cell.id)
             self.view.start(cell, controller.state)
-            controller.run()
+            with stop_on_ctrl_c(controller):
+                controller.run()
         except Exception as exc:  # noqa: BLE001 - a broken cell is recorded; the rest go on
             error = exc
         finally:

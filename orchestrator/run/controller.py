@@ -1,37 +1,44 @@
 """The run loop: provision, start agents, tick once a second through the plan, drain, account.
 
-Everything a run starts is stopped in ``finally`` blocks; a first Ctrl-C ends the run early but
-cleanly (senders stop, queues drain briefly, accounting is written), a second one forces.
+The loop owns no resource of its own kind: the provisioner (brokers), the launcher (agents),
+the clock, the host's CPU reading and the queue-depth probe are collaborators, real by default
+and replaced in tests by in-memory ones (``tests/unit/test_controller.py`` runs whole plans on
+a fake clock). Everything a run starts is stopped in ``finally`` blocks; with
+:func:`stop_on_ctrl_c`, a first Ctrl-C ends the run early but cleanly (senders stop, queues
+drain briefly, accounting is written), a second one forces.
 """
 
 from __future__ import annotations
 
-import base64
+import contextlib
 import math
-import os
-import platform
 import secrets
 import signal
-import socket
 import threading
-import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import psutil
-
-from drivers.accounting import Reconciliation, merge_exports, reconcile
+from drivers import protocol
+from drivers.accounting import Reconciliation
 from drivers.depth import depth_probe
-from orchestrator.agents.local import AgentHandle, spawn_local_agents
+from orchestrator.agents.client import AgentClient
+from orchestrator.agents.launcher import Fleet, Launcher, launcher_for
+from orchestrator.agents.placement import place
+from orchestrator.clock import SYSTEM_CLOCK, Clock
 from orchestrator.errors import AgentError, SurgeError
+from orchestrator.run import rows
+from orchestrator.run.accounting import account
 from orchestrator.run.collector import Collector, Failed
+from orchestrator.run.depth import ProbeFactory, QueueDepth
 from orchestrator.run.exposition import ControllerMetrics
 from orchestrator.run.faults import FaultInjector
+from orchestrator.run.hostinfo import host_cpu, host_facts, versions
 from orchestrator.run.liveview import LiveView, ViewState
-from orchestrator.run.sampling import AgentReading, DepthReading, Tick, TickMath, Timeliness
+from orchestrator.run.sampling import AgentReading, Tick, TickMath, Timeliness
 from orchestrator.scaling.policy import Observation
 from orchestrator.scaling.scaler import Scaler
 from orchestrator.specs import plan as plans
@@ -39,15 +46,17 @@ from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
 from results import timeline
 from results.rundir.steps import StepRow, drain_row, step_rows
 from results.rundir.tables import CONTROLLER_HOST, RunWriter, new_run_id
-from topologies.base import BrokerSample, CpuReading, MemberSample, MemberStats
+from topologies.base import BrokerSample, CpuReading, MemberSample, Provisioner
 from topologies.factory import provisioner_for
 
-CLOCK_TOLERANCE_MS = 2.0  # host clocks possibly further apart: cross-host latency is unreliable
 TICK_DEADLINE_S = 0.8  # readings not in by then are missing for this second
 SCRAPE_TIMEOUT_S = 5.0  # an agent's snapshot that takes longer fails (the tick has moved on)
-MAX_DEPTH_AGE_S = 1.0  # an older queue or member reading makes the depth unknown
-SETTLE_READS, SETTLE_PAUSE_S = 5, 0.5  # final depth: read until two reads agree
 AGENT_FAILURES = 3  # consecutive failed reads that make an agent lost
+EXTRA_LIFETIME_S = 3600.0  # agents outlive the plan by this much before they give up
+SHOWN_EVENTS = frozenset((
+    "provision", "members_up", "agents_up", "step", "accounting", "teardown", "scale_decision",
+    "scale_failed", "member_started", "rebalanced", "member_draining", "member_stopped",
+    "error", "clocks"))
 
 
 @dataclass
@@ -62,26 +71,32 @@ class RunResult:
 
 
 class Controller:
-    """Drives one scenario on one topology and records it into a run directory."""
+    """Drives one scenario on one topology and records it into a run directory.
+
+    ``provisioner``, ``launcher``, ``clock``, ``host_cpu`` and ``probes`` default to the real
+    ones for the topology and scenario."""
 
     def __init__(self, scenario: ScenarioSpec, topology: TopologySpec, runs_dir: Path,
                  live: bool = True, keep_topology: bool = False, metrics_port: int = 0,
-                 run_id: str | None = None):
-        self.scenario = scenario
-        self.topology = topology
+                 run_id: str | None = None, *, provisioner: Provisioner | None = None,
+                 launcher: Launcher | None = None, clock: Clock = SYSTEM_CLOCK,
+                 host_cpu: Callable[[], CpuReading] = host_cpu,
+                 probes: ProbeFactory = depth_probe, background: bool = True):
+        self.scenario, self.topology = scenario, topology
         self.run_id = run_id or new_run_id(scenario.name)
         self.run_dir = runs_dir / self.run_id
         self.writer = RunWriter(self.run_dir)
         self.view = LiveView(enabled=live)
-        self.keep_topology = keep_topology
-        self.metrics_port = metrics_port
-        self.provisioner = provisioner_for(topology, record=self._remote_command)
+        self.keep_topology, self.metrics_port = keep_topology, metrics_port
+        self.clock, self.host_cpu = clock, host_cpu
+        self.token = secrets.token_urlsafe(24)
+        self.provisioner = provisioner or provisioner_for(topology, record=self._remote_command)
+        self.launcher = launcher or launcher_for(scenario, topology, self.run_id, self.token,
+                                                 self.run_dir, self._remote_command)
         self.phases = plans.expand(scenario.plan)
         self.delays = plans.delay_phases(scenario.consumer_profile)
         self.applied: dict[str, Any] = {}
-        self.agents: list[AgentHandle] = []
-        self.sessions: list = []  # SSH sessions to load hosts, closed after the agents
-        self.token = secrets.token_urlsafe(24)
+        self.fleet = Fleet([], [], [])
         self.stop_requested = threading.Event()
         self.state = ViewState(scenario=scenario.name, run_id=self.run_id,
                                steps=len(self.phases), planned_s=plans.duration(self.phases))
@@ -91,28 +106,34 @@ class Controller:
         self.manifest: dict[str, Any] = {}
         self.math = TickMath()
         self.lateness = Timeliness()
-        self.broker: BrokerSample | None = None
-        self.depth: DepthReading | None = None
+        self.broker: BrokerSample | None = None  # the latest sample that arrived
         self.tick_broker: BrokerSample | None = None  # this tick's sample (None: missed)
         self.tick_members: list[MemberSample] = []  # this tick's view of each member
         self.agent_failures: dict[int, int] = {}
-        self.member_stats: dict[str, MemberStats] = {}  # each member's latest own figures
-        self.depth_probe = None
         self.queue_spec = topology.queue(scenario.workload.queue)
+        self.depth = QueueDepth(topology.broker, self.queue_spec, self.provisioner, clock, probes)
         scaling = scenario.scaling
         self.scaler = Scaler(
             scaling, self.provisioner, self.queue_spec,
             pool=min(scaling.pool or topology.members, topology.members),
-            minimum=topology.start, event=self._event, ready=self._ready_in) if scaling else None
+            minimum=topology.start, event=self._event, ready=self.depth.ready_in, clock=clock,
+            background=background) if scaling else None
         self.faults = FaultInjector(scenario.faults, self.phases, self.provisioner, self._event,
-                                    self.stop_requested)
+                                    self.stop_requested, clock)
+
+    @property
+    def agents(self) -> list[AgentClient]:
+        """The run's agents (none before they start)."""
+        return self.fleet.agents
+
+    def request_stop(self) -> None:
+        """End the load early: senders stop, queues drain, accounting is written."""
+        self.stop_requested.set()
 
     # -- the run ----------------------------------------------------------------------------
 
     def run(self) -> RunResult:
-        """Run the scenario to the end (or to Ctrl-C); always leaves a readable run directory."""
-        previous = signal.signal(signal.SIGINT, self._interrupt) \
-            if threading.current_thread() is threading.main_thread() else None
+        """Run the scenario to the end (or to a stop); always leaves a readable run directory."""
         outcome, accounting, steps, drain = "failed", None, [], None
         started_topology = not any(m.running for m in self.provisioner.status())
         metrics = None
@@ -153,129 +174,58 @@ class Controller:
             self.writer.flush()
             self._write_manifest(outcome=outcome, accounting=accounting, steps=steps)
             self.writer.close()
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
         return RunResult(self.run_dir, outcome, steps, accounting, drain)
-
-    def _interrupt(self, signum, frame) -> None:
-        if self.stop_requested.is_set():
-            raise KeyboardInterrupt
-        self.stop_requested.set()
-        self.view.say("[yellow]stopping: senders stop, queues drain; Ctrl-C again to force[/]")
 
     # -- agents -----------------------------------------------------------------------------
 
     def _start_agents(self, members) -> None:
-        workload = self.scenario.workload
-        placement = self.scenario.agents_on
-        if placement.senders:
-            by_role = self._spawn_remote_agents(placement.senders, placement.receivers)
-        elif placement.pods:
-            from orchestrator.agents.pods import start_agent_pods
-            self.agents = start_agent_pods(placement.pods, self.topology, self.run_id,
-                                           self.token, self.state.planned_s + 3600)
-            by_role = {"s": self.agents, "r": self.agents}
-        else:
-            count = self.scenario.agents or os.cpu_count() or 1
-            count = max(1, min(count, workload.senders + workload.receivers))
-            self.agents = spawn_local_agents(count, self.run_dir / "agents",
-                                             max_lifetime_s=self.state.planned_s + 3600)
-            by_role = {"s": self.agents, "r": self.agents}
+        """Start the agents, configure their workers on the running members, start step 1."""
+        self.fleet = self.launcher.start(self.state.planned_s + EXTRA_LIFETIME_S)
+        position = {id(a): i for i, a in enumerate(self.agents)}
         self._event("agents_up", count=len(self.agents),
-                    agents=[{"index": a.index, "host": a.host, "port": a.port,
-                             "pid": a.process.pid if a.process else None}
+                    agents=[{"index": a.index, "host": a.host, "port": getattr(a, "port", None),
+                             "pid": getattr(getattr(a, "process", None), "pid", None)}
                             for a in self.agents])
-        endpoints = [m.endpoint for m in members]
-        queue = self.queue_spec
+        if self.fleet.clocks is not None:
+            self._record_clocks(self.fleet.clocks)
         first = self.phases[0]
-        configs = [{"broker": self.topology.broker, "pattern": workload.pattern,
-                    "message_size": workload.message.size, "in_flight": workload.in_flight,
-                    "destination": {"endpoints": endpoints, "queue": workload.queue,
-                                    "persistent": workload.message.persistent,
-                                    "confirms": workload.confirms, "prefetch": workload.prefetch,
-                                    "manual_ack": workload.ack == "manual",
-                                    "reply_size": workload.reply_size or workload.message.size,
-                                    "reply_timeout_s": workload.reply_timeout,
-                                    "unit_of_work": workload.unit_of_work,
-                                    **_mq_destination(self.topology)},
-                    "senders": [], "receivers": []} for _ in self.agents]
-        for kind, total in (("r", workload.receivers), ("s", workload.senders)):
-            for i in range(total):
-                hosting = by_role[kind]
-                agent, member = hosting[i % len(hosting)], members[i % len(members)]
-                slot = i * queue.count // total  # blocks: a sweep adds whole queues' workers
-                worker = {"endpoint": member.endpoint, "queue": queue.instance(member.index, slot)}
-                if kind == "s" and workload.bind == "not-fixed":
-                    worker["queue"] = [queue.instance(m.index, slot)
-                                       for m in members] if queue.per_member else queue.names
-                if kind == "s":
-                    worker.update(producer_id=i + 1, rate=first.rate_at(0.0),
-                                  limit=self.scenario.exit.messages_per_sender,
-                                  start_delay_s=workload.start_delay)
-                else:
-                    worker.update(id=i + 1)
-                configs[agent.index]["senders" if kind == "s" else "receivers"].append(worker)
-                if self.scaler:
-                    self.scaler.place((kind, i + 1), agent, member.index)
-        self._all(lambda agent: agent.call("POST", "/configure", configs[agent.index]))
+        placement = place(self.scenario, self.topology.broker,
+                          self.provisioner.client_settings(), members, len(self.agents),
+                          [position[id(a)] for a in self.fleet.senders],
+                          [position[id(a)] for a in self.fleet.receivers],
+                          self.queue_spec, first.rate_at(0.0))
+        if self.scaler:
+            for seat in placement.seats:
+                self.scaler.place(seat.worker, self.agents[seat.agent], seat.member)
+        self._all(lambda agent: agent.configure(placement.configs[position[id(agent)]]))
         self.state.step = 1
         self._apply(0.0, first)
         self._event("step", step=1, rate_per_sender=first.rate_per_sender,
                     senders=self._active(first), target_rate=self._target(first, 0.0))
 
-    def _spawn_remote_agents(self, sender_hosts: list[str], receiver_hosts: list[str]
-                             ) -> dict[str, list[AgentHandle]]:
-        """Start agents on the load hosts over SSH; senders' agents on their hosts, receivers'
-        on theirs. Measures each host's clock against ours: latency between two hosts is only
-        as good as their clocks agree, and the run says so."""
-        from orchestrator.agents.ssh import clock_offset, spawn_ssh_agents
-        from topologies.ssh import SshSession
-        hosts = {h.name: h for h in self.topology.hosts}
-        by_host: dict[str, list[AgentHandle]] = {}
-        clocks = {}
-        for name in dict.fromkeys(sender_hosts + receiver_hosts):
-            host = hosts[name]
-            session = SshSession(host.target, host.ssh, record=self._remote_command)
-            self.sessions.append(session)
-            by_host[name] = spawn_ssh_agents(session, host, len(self.agents), self.token,
-                                             self.state.planned_s + 3600)
-            self.agents += by_host[name]
-            offset, uncertainty = clock_offset(by_host[name][0])
-            clocks[name] = {"offset_ms": round(offset, 3), "uncertainty_ms": round(uncertainty, 3)}
-        spread = max(c["offset_ms"] for c in clocks.values()) - \
-            min(c["offset_ms"] for c in clocks.values())
-        worst = max(c["uncertainty_ms"] for c in clocks.values())
-        bound = 0.0 if len(clocks) == 1 else spread + 2 * worst
-        reliable = bound <= CLOCK_TOLERANCE_MS
-        self.manifest["clocks"] = {"hosts": clocks, "latency_error_bound_ms": round(bound, 3),
-                                   "latency_reliable": reliable}
-        self._event("clocks", hosts=clocks, latency_error_bound_ms=round(bound, 3),
+    def _record_clocks(self, clocks: dict[str, Any]) -> None:
+        self.manifest["clocks"] = clocks
+        bound, reliable = clocks["latency_error_bound_ms"], clocks["latency_reliable"]
+        self._event("clocks", hosts=clocks["hosts"], latency_error_bound_ms=bound,
                     latency_reliable=reliable,
                     explain=f"host clocks agree within {bound:.1f} ms" if reliable else
                     f"host clocks may differ by {bound:.1f} ms: latency across hosts is "
                     f"unreliable")
-        return {"s": [a for n in sender_hosts for a in by_host[n]],
-                "r": [a for n in receiver_hosts for a in by_host[n]]}
 
-    def _all(self, function) -> list:
+    def _all(self, function: Callable[[AgentClient], Any]) -> list:
         with ThreadPoolExecutor(max(1, len(self.agents))) as pool:
             return list(pool.map(function, self.agents))
 
     def _stop_agents(self) -> None:
-        if self.agents and self.scenario.agents_on.pods:
-            from orchestrator.agents.pods import stop_agent_pods
-            said = stop_agent_pods(self.agents, self.topology, self.run_id)
-            self._event("agents_down", agents=len(self.agents), deleted=said)
-        elif self.agents:
-            self._all(lambda agent: agent.stop())
-            self._event("agents_down", agents=len(self.agents))
-        for session in self.sessions:
-            session.close()
+        if self.agents:
+            said = self.launcher.stop(self.fleet)
+            self._event("agents_down", agents=len(self.agents),
+                        **({"deleted": said} if said else {}))
 
     # -- ticking ----------------------------------------------------------------------------
 
     def _tick_through_plan(self, metrics: ControllerMetrics) -> None:
-        self.t0 = time.monotonic()
+        self.t0 = self.clock.monotonic()
         self.sampler = self._sampler()
         self.sampler.start()
         self._fold(self.sampler.collect(self.t0 + TICK_DEADLINE_S))  # first readings: no rates
@@ -283,7 +233,7 @@ class Controller:
         planned = self.t0
         while not self.stop_requested.is_set():
             planned = self._next_tick(planned)
-            started = time.monotonic()
+            started = self.clock.monotonic()
             self.sampler.start()
             elapsed = started - self.t0
             phase = plans.phase_at(self.phases, elapsed)
@@ -303,34 +253,32 @@ class Controller:
         """Sleep until the next whole second after ``previous`` on the run's grid; a tick that
         is more than a second late skips the seconds it missed rather than firing at once."""
         planned = previous + 1.0
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if now > planned + 1.0:
             missed = int(now - planned)
             self.lateness.skipped += missed
             planned += missed
-        _sleep_until(planned, self.stop_requested)
+        self.clock.sleep(planned - self.clock.monotonic(), self.stop_requested)
         return planned
 
     def _sampler(self) -> Collector:
-        """Every source of one tick, read at once: each agent, the broker, the queues' depth
-        (exact, from the queues themselves where the broker allows it) and this host's CPU."""
+        """Every source of one tick, read at once: each agent, the broker, each member's own
+        figures where members answer for themselves, the queues' depth (exact, from the queues
+        themselves where the broker allows it) and this host's CPU."""
         sources: dict[str, Any] = {
             f"agent:{agent.index}": lambda agent=agent: AgentReading.from_snapshot(
-                agent.index, agent.call("GET", "/snapshot", timeout_s=SCRAPE_TIMEOUT_S),
-                time.monotonic())
+                agent.index, agent.snapshot(timeout_s=SCRAPE_TIMEOUT_S), self.clock.monotonic())
             for agent in self.agents}
         sources["broker"] = self.provisioner.sample
         member_stats = getattr(self.provisioner, "member_stats", None)
         if member_stats is not None:
             sources.update({f"stats:{i}": lambda i=i: member_stats(self.provisioner.member(i))
                             for i in range(self.topology.members)})
-        sources["host"] = _host_cpu
-        self.depth_probe = depth_probe(self.topology.broker, [
-            m.endpoint for m in self.provisioner.status()],
-            self.queue_spec.instances(range(self.topology.members)))
-        if self.depth_probe is not None:
-            sources["depth"] = lambda: DepthReading(*self.depth_probe.read())
-        return Collector(sources)
+        sources["host"] = self.host_cpu
+        depth = self.depth.open(self.topology.members)
+        if depth is not None:
+            sources["depth"] = depth
+        return Collector(sources, clock=self.clock.monotonic)
 
     def _fold(self, results: dict[str, Any]) -> Tick:
         """Turn one tick's collected results into figures (missing and failed reads as
@@ -342,10 +290,10 @@ class Controller:
         if broker is not None:
             self.broker = broker
         self.tick_members = self._members_now(broker, results)
-        self.depth = _ok(results.get("depth")) or self.depth
         host = _ok(results.get("host"))
         hosts = {CONTROLLER_HOST: host, **(broker.hosts if broker else {})}
-        return self.math.step(time.monotonic() - self.t0, agents, self.tick_members, hosts)
+        return self.math.step(self.clock.monotonic() - self.t0, agents, self.tick_members,
+                              hosts)
 
     def _check_agents_alive(self, results: dict[str, Any]) -> None:
         """An agent whose reads fail (refused, reset: not merely slow) ``AGENT_FAILURES`` ticks
@@ -365,23 +313,21 @@ class Controller:
                      ) -> list[MemberSample]:
         """Each member as this tick saw it: from this tick's broker sample (or, if it missed,
         the last one's running flags with every figure unknown), with the figures each member
-        gave of itself this tick where the provisioner asks members one by one."""
+        gave of itself this tick where the provisioner asks members one by one; the queue
+        depth gets this tick's readings."""
         if broker is not None:
             members = broker.members
         elif self.broker is not None:
             members = [MemberSample(m.name, m.running, None, m.cpu_quota_cores)
                        for m in self.broker.members]
         else:
-            return []
-        if not any(key.startswith("stats:") for key in self.sampler.sources):
-            return members
-        out = []
-        for index, member in enumerate(members):
-            stats = _ok(results.get(f"stats:{index}")) if member.running else None
-            if stats is not None:
-                self.member_stats[member.name] = stats
-            out.append(member.with_stats(stats))
-        return out
+            members = []
+        own = any(key.startswith("stats:") for key in self.sampler.sources)
+        stats = {m.name: _ok(results.get(f"stats:{i}")) if m.running else None
+                 for i, m in enumerate(members)} if own else {}
+        self.depth.fold(_ok(results.get("depth")), members,
+                        {name: s for name, s in stats.items() if s is not None})
+        return [m.with_stats(stats.get(m.name)) for m in members] if own else members
 
     def _active(self, phase: plans.Phase) -> int:
         """Senders publishing in ``phase``."""
@@ -394,16 +340,15 @@ class Controller:
     def _apply(self, elapsed: float, phase: plans.Phase) -> None:
         """Send the agents what changed since the last tick: rate, active senders, and the
         consumers' processing time (profile or slowdown)."""
-        rate = {"rate_per_sender": round(phase.rate_at(elapsed) * self.faults.spike_factor(), 3),
-                "active": phase.senders}
+        rate = protocol.Rate(round(phase.rate_at(elapsed) * self.faults.spike_factor(), 3),
+                             phase.senders)
         if rate != self.applied.get("rate"):
-            self._all(lambda agent: agent.call("POST", "/rate", rate))
+            self._all(lambda agent: agent.set_rate(rate))
             self.applied["rate"] = rate
         delay = self.faults.consumer_delay_s()
         delay = plans.value_at(self.delays, elapsed) if delay is None else delay
         if delay != self.applied.get("delay", 0.0):
-            body = {"seconds": delay}
-            self._all(lambda agent: agent.call("POST", "/consumer_delay", body))
+            self._all(lambda agent: agent.set_consumer_delay(protocol.ConsumerDelay(delay)))
             self.applied["delay"] = delay
             self.state.last_event = f"consumer delay {delay * 1000:g} ms"
 
@@ -426,125 +371,56 @@ class Controller:
                 metrics: ControllerMetrics, label: str) -> Tick:
         """Collect the tick's readings (until its deadline), write its rows, update the views
         and feed the scaler."""
-        results = self.sampler.collect(planned + TICK_DEADLINE_S)
-        tick = self._fold(results)
-        now, elapsed = time.time(), started - self.t0
-        lateness = started - planned
+        tick = self._fold(self.sampler.collect(planned + TICK_DEADLINE_S))
+        elapsed, lateness = started - self.t0, started - planned
         target = self._target(phase, elapsed) if phase else 0.0
-        broker = self.tick_broker
         running = sum(1 for m in self.broker.members if m.running) if self.broker else 0
-        depth, age = self._queue_depth_now()
+        depth, age = self.depth.now(self.tick_broker, self.tick_members)
         self.lateness.add(lateness, age)
-        latency = tick.latency
-        buckets = latency.to_sparse()
-        totals, rates = tick.totals, tick.rates
-        stamp = {"t": now, "elapsed_s": elapsed, "phase": phase.index if phase else 0}
-        row = {**stamp, "lateness_s": lateness, "target_rate": target,
-               "send_rate": rates["sent"], "receive_rate": rates["received"],
-               "confirm_rate": rates["confirmed"], "skip_rate": rates["skipped"],
-               **{k: totals[k] for k in ("sent", "received", "confirmed", "nacked", "skipped",
-                                         "errors", "reconnects", "connections", "held",
-                                         "senders_done")},
-               "members_running": running, "queue_depth": depth, "depth_age_s": age,
-               "backlog": totals["sent"] - totals["received"],
-               "agents_missing": tick.agents_missing, "read_span_s": self._read_span(),
-               "broker_missing": broker is None,
-               "latency_p50_ms": latency.percentile(50) / 1000 if latency.count else None,
-               "latency_p99_ms": latency.percentile(99) / 1000 if latency.count else None,
-               "host_cpu_percent": tick.host_cpu_percent.get(CONTROLLER_HOST),
-               "latency_buckets": list(buckets), "latency_counts": list(buckets.values())}
+        stamped = rows.stamp(self.clock.time(), elapsed, phase.index if phase else 0)
+        row = rows.tick_row(stamped, tick, lateness_s=lateness, target_rate=target,
+                            members_running=running, queue_depth=depth, depth_age_s=age,
+                            read_span_s=self._read_span(), broker_missing=self.tick_broker is None)
         self.ticks.append(row)
         self.writer.row("ticks", row)
-        for member in self.tick_members:
-            member_row = {**stamp, "member": member.name, "running": member.running,
-                          "cpu_percent": tick.member_cpu_percent.get(member.name),
-                          "cpu_interval_s": tick.member_cpu_interval_s.get(member.name),
-                          "cpu_quota_cores": member.cpu_quota_cores,
-                          "connections": member.connections, "messages_in": member.messages_in,
-                          "messages_out": member.messages_out}
+        for member_row in rows.member_rows(stamped, self.tick_members, tick):
             self.member_rows.append(member_row)
             self.writer.row("members", member_row)
-        for host, percent in tick.host_cpu_percent.items():
-            host_row = {**stamp, "host": host, "cpu_percent": percent,
-                        "cpu_interval_s": tick.host_cpu_interval_s.get(host)}
+        for host_row in rows.host_rows(stamped, tick):
             self.host_rows.append(host_row)
             self.writer.row("hosts", host_row)
-        for index, reading in self.math.agents.items():
-            if reading.seen < started:  # this agent missed the tick: no new row
-                continue
-            self.writer.row("agents", {
-                **stamp, "agent": index, "monotonic_s": reading.at,
-                **{k: reading.counters[k] for k in ("sent", "received", "errors", "reconnects",
-                                                    "skipped")},
-                "cpu_percent": tick.agent_cpu_percent.get(index),
-                "cpu_seconds": reading.cpu_seconds,
-                "latency_buckets": list(reading.latency.to_sparse()),
-                "latency_counts": list(reading.latency.to_sparse().values())})
+        for agent_row in rows.agent_rows(stamped, self.math.agents, started, tick):
+            self.writer.row("agents", agent_row)
         self._show(row, tick, label)
         metrics.update(self.scenario.name, self.state)
         if self.scaler and phase is not None and None not in (row["send_rate"],
                                                               row["receive_rate"]):
-            self.scaler.observe(Observation(
-                elapsed_s=elapsed, target_rate=target,
-                achieved_rate=min(row["send_rate"], row["receive_rate"]),
-                member_cpu=tuple(
-                    tick.member_cpu_percent[m.name] / 100 / (m.cpu_quota_cores or 1.0)
-                    for m in self.broker.members
-                    if m.running and tick.member_cpu_percent.get(m.name) is not None),
-                queue_depth=depth, p99_s=None if row["latency_p99_ms"] is None
-                else row["latency_p99_ms"] / 1000),
-                running=[i for i, m in enumerate(self.broker.members) if m.running])
+            self.scaler.observe(self._observation(row, tick, elapsed, target, depth),
+                                running=[i for i, m in enumerate(self.broker.members)
+                                         if m.running])
         return tick
 
-    def _ready_in(self, queue: str) -> int | None:
-        """Messages ready in one queue now, from the queue itself over a connection of its own
-        (the scaler asks from its thread while the tick reads the others); ``None``: unknown."""
-        running = [m.endpoint for m in self.provisioner.status() if m.running]
-        probe = depth_probe(self.topology.broker, running, [queue])
-        if probe is None:
-            depths = self.provisioner.settled_queue_depths()
-            return None if depths is None else depths.get(queue, 0)
-        try:
-            return probe.read()[0].get(queue)
-        except ConnectionError:
-            return None
-        finally:
-            probe.close()
-
-    def _depth_readable(self) -> bool:
-        """Whether this run can read queue depths at all (a probe, or the broker's metrics)."""
-        return self.depth_probe is not None or (
-            self.broker is not None and self.broker.queue_depths is not None)
+    def _observation(self, row: dict[str, Any], tick: Tick, elapsed: float, target: float,
+                     depth: int | None) -> Observation:
+        """What the scaling policy sees of one tick (member CPU as a share of its quota)."""
+        return Observation(
+            elapsed_s=elapsed, target_rate=target,
+            achieved_rate=min(row["send_rate"], row["receive_rate"]),
+            member_cpu=tuple(
+                tick.member_cpu_percent[m.name] / 100 / (m.cpu_quota_cores or 1.0)
+                for m in self.broker.members
+                if m.running and tick.member_cpu_percent.get(m.name) is not None),
+            queue_depth=depth, p99_s=None if row["latency_p99_ms"] is None
+            else row["latency_p99_ms"] / 1000)
 
     def _read_span(self) -> float | None:
         """Seconds between the first and the last of this tick's agent and depth readings
         (controller clock): how far apart in time the figures of one row were taken."""
         times = [r.seen for r in self.math.agents.values()]
-        if self.depth is not None and time.monotonic() - self.depth.at <= MAX_DEPTH_AGE_S:
-            times.append(self.depth.at)
+        depth_at = self.depth.fresh_at()
+        if depth_at is not None:
+            times.append(depth_at)
         return max(times) - min(times) if times else None
-
-    def _queue_depth_now(self) -> tuple[int | None, float | None]:
-        """Messages in the workload's queues as RabbitMQ counts them, ready plus unacknowledged,
-        and the age of the older of the two readings, in seconds: the ready count read from the
-        queues themselves, the deliveries awaiting an ack from each serving member's own
-        counters. Each is the latest reading of its source if that is at most
-        ``MAX_DEPTH_AGE_S`` old (a member at its CPU quota may answer a little late); otherwise
-        the depth is unknown (``None``)."""
-        now = time.monotonic()
-        if self.depth_probe is None:
-            depths = self.tick_broker.queue_depths if self.tick_broker else None
-            return (None, None) if depths is None else (self._queue_depth(depths), None)
-        if self.depth is None or now - self.depth.at > MAX_DEPTH_AGE_S:
-            return None, None
-        ready = sum(n for name, n in self.depth.ready.items() if self.queue_spec.owns(name))
-        serving = [m.name for m in self.tick_members if m.running]
-        stats = [self.member_stats.get(name) for name in serving]
-        if not stats or any(s is None or s.unacknowledged is None or s.at is None
-                            or now - s.at > MAX_DEPTH_AGE_S for s in stats):
-            return None, None
-        oldest = min([self.depth.at] + [s.at for s in stats])
-        return ready + sum(s.unacknowledged for s in stats), now - oldest
 
     def _show(self, row: dict, tick: Tick, label: str) -> None:
         """The live view's state from one tick row, and the view redrawn."""
@@ -564,10 +440,6 @@ class Controller:
 
     # -- the end ----------------------------------------------------------------------------
 
-    def _queue_depth(self, depths: dict[str, int]) -> int:
-        """Messages in the workload queue, over all its per-member instances."""
-        return sum(n for name, n in depths.items() if self.queue_spec.owns(name))
-
     def _finish(self, metrics: ControllerMetrics) -> Reconciliation:
         """Stop the senders, keep ticking (phase 0, "draining") until every message sent was
         received and the queues are empty or ``measure.drain`` passes, then stop receiving."""
@@ -575,96 +447,52 @@ class Controller:
             self.scaler.wait()
         self.faults.wait()
         self._event("senders_stop")
-        self._all(lambda agent: agent.call("POST", "/stop_senders", {}, timeout_s=60))
-        stopped = time.monotonic()
+        self._all(lambda agent: agent.stop_senders())
+        stopped = self.clock.monotonic()
         deadline = stopped + self.scenario.measure.drain
         planned = max(self.t0 + math.floor(stopped - self.t0), self.t0)
         depth = None
-        while time.monotonic() < deadline:
+        while self.clock.monotonic() < deadline:
             planned = self._next_tick(planned)
-            tick = self._record(planned, time.monotonic(), None, metrics, "draining")
+            tick = self._record(planned, self.clock.monotonic(), None, metrics, "draining")
             depth = self.ticks[-1]["queue_depth"]
             settled = all(r.seen > stopped for r in self.math.agents.values())
-            empty = depth == 0 or (depth is None and not self._depth_readable())
+            empty = depth == 0 or (depth is None and not self.depth.readable(self.broker))
             if settled and tick.totals["received"] >= tick.totals["sent"] and empty:
                 break
-            if self.stop_requested.is_set() and time.monotonic() > stopped + 5:
+            if self.stop_requested.is_set() and self.clock.monotonic() > stopped + 5:
                 break
         self._event("drained", queue_depth=depth)
-        self._all(lambda agent: agent.call("POST", "/stop_receivers", {}, timeout_s=60))
+        self._all(lambda agent: agent.stop_receivers())
         self.sampler.close()
         try:
             return self._account()
         finally:
-            if self.depth_probe is not None:
-                self.depth_probe.close()
-
-    def _settled_depths(self) -> dict[str, int] | None:
-        """Messages per queue once the receivers are gone (each delivery they had not
-        acknowledged is back in its queue): the ready counts read from the queues themselves,
-        again until two reads agree, or the provisioner's own reading where there is no probe.
-        (``rabbitmqctl list_queues`` was seen to lag here: 24 and 34 messages of a quorum queue
-        reported right after the queue itself said it was empty.)"""
-        if self.depth_probe is None:
-            return self.provisioner.settled_queue_depths()
-        previous = None
-        for _ in range(SETTLE_READS):
-            try:
-                ready, _ = self.depth_probe.read()
-            except ConnectionError:
-                return self.provisioner.settled_queue_depths()
-            if ready == previous:
-                break
-            previous = ready
-            time.sleep(SETTLE_PAUSE_S)
-        return previous
+            self.depth.close()
 
     def _account(self) -> Reconciliation:
-        reports = self._all(lambda agent: agent.call("GET", "/accounting"))
-        exports = [{int(k): base64.b64decode(v) for k, v in r["bitmaps"].items()}
-                   for r in reports]
-        merged = merge_exports(exports)
-        sent_per_producer = {int(k): v for r in reports for k, v in r["sent"].items()}
-        snapshots = self._all(lambda agent: agent.call("GET", "/snapshot"))
-        local_duplicates = sum(s["duplicates"] for s in snapshots)
-        settled = self._settled_depths()
-        queued = None if settled is None else self._queue_depth(settled)
-        confirms = self.scenario.workload.confirms
-        nacked = sum(s["nacked"] for s in snapshots)
-        result = reconcile(
-            sent=sum(sent_per_producer.values()),
-            confirmed=sum(s["confirmed"] for s in snapshots) if confirms else None,
-            nacked=nacked - sum(s.get("nacks_republished", 0) for s in snapshots),
-            received_unique=merged.unique,
-            duplicates=local_duplicates + merged.cross_duplicates,
-            still_queued=queued)
-        missing = {pid: merged.missing(pid, n) for pid, n in sent_per_producer.items()}
-        extras = {k: sum(s.get(k, 0) for s in snapshots)
-                  for k in ("out_of_order", "redelivered", "republished")}
-        extras["nacked_total"] = nacked
-        extras["nacked_then_republished"] = sum(s.get("nacks_republished", 0) for s in snapshots)
-        extras["skipped_sends"] = sum(s.get("skipped", 0) for s in snapshots)
-        if self.scenario.workload.pattern == "request-reply":
-            extras.update({k: sum(s.get(k, 0) for s in snapshots)
-                           for k in ("served", "unmatched", "timeouts")},
-                          round_trips=sum(s["received"] for s in snapshots))
-        self._event("accounting", **asdict(result), explain=result.explain(),
-                    producers_missing={k: v for k, v in missing.items() if v}, **extras)
-        self.manifest["accounting_details"] = extras
-        return result
+        reports = self._all(lambda agent: agent.accounting())
+        snapshots = self._all(lambda agent: agent.snapshot())
+        settled = self.depth.settled()
+        queued = None if settled is None else self.depth.total(settled)
+        done = account(reports, snapshots, self.scenario, queued)
+        self._event("accounting", **asdict(done.result), explain=done.result.explain(),
+                    producers_missing={k: v for k, v in done.missing.items() if v},
+                    **done.extras)
+        self.manifest["accounting_details"] = done.extras
+        return done.result
 
     # -- records ----------------------------------------------------------------------------
 
     def _event(self, kind: str, **fields: Any) -> None:
         record = self.writer.event(kind, **fields)
-        if kind in ("provision", "members_up", "agents_up", "step", "accounting", "teardown",
-                    "scale_decision", "scale_failed", "member_started", "rebalanced",
-                    "member_draining", "member_stopped", "error", "clocks"):
+        if kind in SHOWN_EVENTS:
             text = record.get("explain") or "; ".join(
                 ", ".join(map(str, v)) if isinstance(v, list) else f"{k}={v}"
                 for k, v in fields.items() if k != "agents")
             self.state.last_event = f"{kind}: {text}"
-            self.view.say(f"[dim]{time.strftime('%H:%M:%S')}[/] {kind}: {text}")
+            wall = datetime.fromtimestamp(self.clock.time()).strftime("%H:%M:%S")
+            self.view.say(f"[dim]{wall}[/] {kind}: {text}")
 
     def _remote_command(self, result) -> None:
         """Keep every command a provisioner ran on a host, with its exit status and output."""
@@ -677,18 +505,16 @@ class Controller:
         if not self.manifest:
             self.manifest = {
                 "run_id": self.run_id,
-                "started_at": datetime.now(timezone.utc).isoformat(),
+                "started_at": _iso(self.clock.time()),
                 "scenario": self.scenario.model_dump(mode="json"),
                 "topology": self.topology.model_dump(mode="json"),
                 "phases": [asdict(p) for p in self.phases],
-                "versions": _versions(),
-                "host": {"hostname": socket.gethostname(), "cpus": os.cpu_count(),
-                         "memory_bytes": psutil.virtual_memory().total,
-                         "kernel": platform.release(), "python": platform.python_version()},
+                "versions": versions(),
+                "host": host_facts(),
             }
         self.manifest.update(outcome=outcome)
         if outcome != "running":
-            self.manifest["ended_at"] = datetime.now(timezone.utc).isoformat()
+            self.manifest["ended_at"] = _iso(self.clock.time())
         if accounting is not None:
             self.manifest["accounting"] = {**asdict(accounting), "explain": accounting.explain()}
         if steps:
@@ -699,43 +525,32 @@ class Controller:
         self.writer.write_manifest(self.manifest)
 
 
-def _mq_destination(topology: TopologySpec) -> dict[str, Any]:
-    """The MQ driver's connection settings from an ``ibmmq`` topology (none for others)."""
-    mq = topology.ibmmq
-    if mq is None:
-        return {}
-    ccdt = f"file://{mq.files_dir.rstrip('/')}/{mq.ccdt_file}" if topology.placement == "ssh" \
-        else ""
-    return {"queue_manager": f"*{mq.qm_group}", "channel": mq.channel, "ccdt_url": ccdt,
-            "reconnect": mq.reconnect, "appltag_sender": mq.appltag_sender,
-            "appltag_receiver": mq.appltag_receiver}
+@contextlib.contextmanager
+def stop_on_ctrl_c(controller: Controller) -> Iterator[None]:
+    """While a run goes (in the main thread), a first Ctrl-C asks it to stop cleanly and a
+    second raises ``KeyboardInterrupt``."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame) -> None:
+        if controller.stop_requested.is_set():
+            raise KeyboardInterrupt
+        controller.request_stop()
+        controller.view.say("[yellow]stopping: senders stop, queues drain; Ctrl-C again to "
+                            "force[/]")
+
+    previous = signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
-def _sleep_until(deadline: float, stop: threading.Event) -> None:
-    delay = deadline - time.monotonic()
-    if delay > 0:
-        stop.wait(delay)
+def _iso(wall_s: float) -> str:
+    return datetime.fromtimestamp(wall_s, timezone.utc).isoformat()
 
 
 def _ok(result: Any) -> Any:
     """A collected result, or ``None`` for a read that failed or has not arrived."""
     return None if result is None or isinstance(result, Failed) else result
-
-
-def _host_cpu() -> CpuReading:
-    """This host's busy and total CPU seconds over all cores, now."""
-    times = psutil.cpu_times()
-    total = sum(times)
-    idle = times.idle + getattr(times, "iowait", 0.0)
-    return CpuReading(total - idle, time.monotonic(), total)
-
-
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-    out = {}
-    for name in ("surge", "pika", "pyarrow", "pydantic"):
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = "unknown"
-    return out

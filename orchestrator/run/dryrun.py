@@ -66,7 +66,7 @@ def _rabbitmq_members_text(topology: TopologySpec) -> str:
     rows = [["member", "host", "amqp", "management", "prometheus", "cpu quota", "at start"]]
     for index in range(topology.members):
         member = provisioner.member(index)
-        rows.append([member.name, member.host, str(member.amqp_port),
+        rows.append([member.name, member.host, str(member.port),
                      str(member.management_port),
                      str(member.prometheus_port),
                      f"{topology.cpu_per_member:g} cores" if topology.cpu_per_member

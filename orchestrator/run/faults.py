@@ -10,10 +10,10 @@ rolling restart) run in background threads so the tick never waits for a broker;
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from orchestrator.clock import SYSTEM_CLOCK, Clock
 from orchestrator.errors import SurgeError
 from orchestrator.specs.plan import Phase
 from orchestrator.specs.scenario import FaultSpec
@@ -32,7 +32,9 @@ class FaultInjector:
     """Applies a scenario's faults at their times and keeps track of the ones in force."""
 
     def __init__(self, faults: list[FaultSpec], phases: list[Phase], provisioner,
-                 event: Callable[..., None], stop: threading.Event):
+                 event: Callable[..., None], stop: threading.Event,
+                 clock: Clock = SYSTEM_CLOCK):
+        self.clock = clock
         self.schedule = sorted(((_start_s(f, phases), i, f) for i, f in enumerate(faults)),
                                key=lambda item: item[:2])
         self.provisioner = provisioner
@@ -90,18 +92,18 @@ class FaultInjector:
         """Stop each member (SIGKILL or gracefully), wait, start it again; one at a time."""
         for index in members:
             name = self.provisioner.member(index).name
-            started = time.monotonic()
+            started = self.clock.monotonic()
             try:
                 self.provisioner.stop_member(index, kill=kill)
                 self.event("member_killed" if kill else "member_stopped", member=name,
                            explain=f"{name} {'killed (SIGKILL)' if kill else 'stopped'}")
-                self.stop.wait(restart_after)
+                self.clock.sleep(restart_after, self.stop)
                 self.provisioner.start_member(index)
             except SurgeError as error:
                 self.event("fault_failed", member=name, error=str(error))
                 continue
             self.event("member_restarted", member=name,
-                       seconds=round(time.monotonic() - started, 2),
+                       seconds=round(self.clock.monotonic() - started, 2),
                        explain=f"{name} serves again")
 
 

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from drivers.protocol import Snapshot
 from results.rundir.histogram import LatencyHistogram
 from topologies.base import CpuReading, MemberSample
 
@@ -37,13 +38,13 @@ class AgentReading:
     last_error: str = ""
 
     @classmethod
-    def from_snapshot(cls, agent: int, snapshot: dict[str, Any], seen: float) -> AgentReading:
-        """From the agent's JSON snapshot (``at`` is its ``monotonic_s``)."""
-        latency = LatencyHistogram.from_dict(snapshot["latency"]) if snapshot.get("latency") \
+    def from_snapshot(cls, agent: int, snapshot: Snapshot, seen: float) -> AgentReading:
+        """From the agent's snapshot (``at`` is its ``monotonic_s``)."""
+        latency = LatencyHistogram.from_dict(snapshot.latency) if snapshot.latency \
             else LatencyHistogram()
-        return cls(agent, float(snapshot.get("monotonic_s", seen)), seen,
-                   {name: int(snapshot.get(name, 0)) for name in COUNTERS}, latency,
-                   snapshot.get("cpu_seconds"), snapshot.get("last_error") or "")
+        return cls(agent, snapshot.monotonic_s, seen,
+                   {name: getattr(snapshot, name) for name in COUNTERS}, latency,
+                   snapshot.cpu_seconds, snapshot.last_error)
 
 
 @dataclass(frozen=True)

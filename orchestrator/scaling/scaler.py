@@ -8,11 +8,12 @@ fair share of senders and receivers, a drained one gives all of its own away bef
 from __future__ import annotations
 
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from drivers import protocol
+from orchestrator.clock import SYSTEM_CLOCK, Clock
 from orchestrator.errors import SurgeError
 from orchestrator.scaling.policy import Decision, Observation, decide
 from orchestrator.scaling.rebalance import fair_moves
@@ -27,8 +28,11 @@ class Scaler:
 
     def __init__(self, spec: ScalingSpec, provisioner, queue: QueueSpec, pool: int,
                  minimum: int, event: Callable[..., None],
-                 ready: Callable[[str], int | None] = lambda name: None):
+                 ready: Callable[[str], int | None] = lambda name: None,
+                 clock: Clock = SYSTEM_CLOCK, background: bool = True):
         self.spec = spec
+        self.clock = clock
+        self.background = background  # False: actions run within observe (tests)
         self.ready = ready  # messages ready in one queue now, read from the queue itself
         self.provisioner = provisioner
         self.queue = queue
@@ -63,6 +67,9 @@ class Scaler:
                    values=decision.values, elapsed_s=observation.elapsed_s,
                    explain=decision.describe())
         action = self._scale_out if decision.action == "out" else self._scale_in
+        if not self.background:
+            self._run(action, observation.elapsed_s, running)
+            return decision
         self.thread = threading.Thread(target=self._run, args=(action, observation.elapsed_s,
                                                                 running), daemon=True)
         self.thread.start()
@@ -84,7 +91,7 @@ class Scaler:
             self.busy.release()
 
     def _scale_out(self, running: list[int]) -> None:
-        started = time.monotonic()
+        started = self.clock.monotonic()
         member = None
         for attempt in (1, 2):
             try:
@@ -95,7 +102,8 @@ class Scaler:
         if member is None:
             return
         self.event("member_started", member=member.name, index=member.index,
-                   seconds=round(time.monotonic() - started, 2), explain=f"{member.name} serves")
+                   seconds=round(self.clock.monotonic() - started, 2),
+                   explain=f"{member.name} serves")
         if self.spec.rebalance:
             self._move_to([*running, member.index])
 
@@ -108,17 +116,17 @@ class Scaler:
         if self.queue.per_member:
             self._wait_for_instance_to_empty(leaving)
         self._move_to(staying, kinds=("r",))
-        time.sleep(2.0)  # let moved receivers cancel and close before the member goes
+        self.clock.sleep(2.0)  # let moved receivers cancel and close before the member goes
         self.provisioner.stop_member(leaving)
         self.event("member_stopped", member=name, explain=f"{name} stopped")
 
     def _wait_for_instance_to_empty(self, member_index: int) -> None:
         name = self.queue.instance(member_index)
-        deadline = time.monotonic() + DRAIN_WAIT_S
-        while time.monotonic() < deadline:
+        deadline = self.clock.monotonic() + DRAIN_WAIT_S
+        while self.clock.monotonic() < deadline:
             if self.ready(name) == 0:
                 return
-            time.sleep(1.0)
+            self.clock.sleep(1.0)
 
     def _move_to(self, members: list[int], kinds: tuple[str, ...] = ("s", "r")) -> None:
         """Give each of ``members`` a fair share of each kind of worker."""
@@ -135,8 +143,9 @@ class Scaler:
         agents = {a.index: a for a in self.agent_of.values()}
         for (agent_index, member_index), ids in batches.items():
             member = self.provisioner.member(member_index)
-            agents[agent_index].call("POST", "/move", {
-                **ids, "endpoint": member.endpoint, "queue": self.queue.instance(member_index)})
+            agents[agent_index].move(protocol.Move(
+                endpoint=member.endpoint, senders=ids["senders"], receivers=ids["receivers"],
+                queue=self.queue.instance(member_index)))
         self.placement.update(moves)
         counts = defaultdict(int)
         for worker, member_index in self.placement.items():

@@ -78,8 +78,12 @@ class MqSpec(Spec):
     affinity: Literal["preferred", "none"] = "none"
     reconnect: Literal["yes", "no", "qmgr", "disabled"] = Field(
         "yes", description="client reconnect (WMQ_CLIENT_RECONNECT in document 000)")
-    appltag_sender: str = "mqperf.sender"
-    appltag_receiver: str = "mqperf.receiver"
+    appltag_sender: str = Field(
+        "mqperf.sender", max_length=28,
+        description="APPLTAG of senders and requesters (a queue manager keeps 28 characters)")
+    appltag_receiver: str = Field(
+        "mqperf.receiver", max_length=28,
+        description="APPLTAG of receivers and responders (28 characters at most)")
     cgroup_slice: str = Field("mq-{qm}.slice", description="per-QM systemd slice, {qm} = name")
     exporter_port_base: int = Field(
         9157, ge=1, le=65000,

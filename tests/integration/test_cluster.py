@@ -5,6 +5,7 @@ import urllib.request
 
 import pytest
 
+from drivers import protocol
 from orchestrator.agents.local import spawn_local_agents
 from orchestrator.errors import AgentError
 
@@ -50,8 +51,8 @@ def test_agent_guards_its_control_api(tmp_path):
     try:
         wrong = type(agent)(agent.index, agent.host, agent.port, "not-the-token")
         with pytest.raises(AgentError, match="401"):
-            wrong.call("GET", "/snapshot")
-        assert agent.call("GET", "/snapshot")["sent"] == 0
+            wrong.snapshot()
+        assert agent.snapshot().sent == 0
         with urllib.request.urlopen(agent.url + "/metrics", timeout=5) as response:
             text = response.read().decode()
         assert "surge_agent_sent_total" in text and "surge_agent_latency_seconds_bucket" in text
@@ -63,25 +64,25 @@ def test_agent_guards_its_control_api(tmp_path):
 def test_workers_reconnect_to_another_member_when_theirs_stops(cluster, tmp_path):
     member = cluster.start_member()
     cluster.seen_pids.add(member.pid)
-    endpoints = [m.amqp_url for m in cluster.running()]
+    endpoints = [m.endpoint for m in cluster.running()]
     (agent,) = spawn_local_agents(1, tmp_path, max_lifetime_s=120)
     try:
-        agent.call("POST", "/configure", {
-            "broker": "rabbitmq", "message_size": 512,
-            "destination": {"endpoints": endpoints, "queue": "plain", "confirms": True},
-            "senders": [{"producer_id": 1, "rate": 200, "endpoint": member.amqp_url}],
-            "receivers": [{"endpoint": member.amqp_url}]})
+        agent.configure(protocol.Configure(
+            broker="rabbitmq", pattern="point-to-point", message_size=512,
+            destination=protocol.Destination(tuple(endpoints), "plain", confirms=True),
+            senders=[protocol.SenderConfig(1, 200, member.endpoint)],
+            receivers=[protocol.ReceiverConfig(1, member.endpoint)]))
         time.sleep(3)
-        before = agent.call("GET", "/snapshot")
-        assert before["received"] > 300 and before["connections"] == 2
+        before = agent.snapshot()
+        assert before.received > 300 and before.connections == 2
         cluster.stop_member(member.index)
         time.sleep(6)
-        after = agent.call("GET", "/snapshot")
-        assert after["reconnects"] >= 2 and after["errors"] >= 2
-        assert after["connections"] == 2  # both back, on other members
+        after = agent.snapshot()
+        assert after.reconnects >= 2 and after.errors >= 2
+        assert after.connections == 2  # both back, on other members
         time.sleep(2)
-        later = agent.call("GET", "/snapshot")
-        assert later["sent"] - after["sent"] > 300  # sending goes on at about 200 msg/s
-        assert later["received"] - after["received"] > 300
+        later = agent.snapshot()
+        assert later.sent - after.sent > 300  # sending goes on at about 200 msg/s
+        assert later.received - after.received > 300
     finally:
         agent.stop()

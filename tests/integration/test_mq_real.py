@@ -25,9 +25,9 @@ import time
 
 import pytest
 
-from drivers.base import Destination
 from drivers.header import PayloadBuilder
 from drivers.mq.driver import MqClientMissing, MqDriver, load_mqi
+from drivers.protocol import Destination
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
 
 QMGR = os.environ.get("SURGE_MQ_QMGR", "")

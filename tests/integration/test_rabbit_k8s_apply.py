@@ -33,6 +33,7 @@ import secrets
 
 import pytest
 
+from drivers import protocol
 from orchestrator.agents.pods import start_agent_pods, stop_agent_pods
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.hosts import RabbitKubernetesSpec
@@ -72,7 +73,7 @@ def test_up_scale_out_agent_pods_down(topology):
         members = provisioner.up()
         assert [m.running for m in members] == [True, False]
         assert members[0].host == f"surge-it-server-0.surge-it-nodes.{NAMESPACE}"
-        assert members[0].client_url and members[0].client_url.startswith("amqp://")
+        assert members[0].endpoint and members[0].endpoint.startswith("amqp://")
 
         added = provisioner.start_member()
         assert (added.index, added.running) == (1, True)
@@ -89,8 +90,8 @@ def test_up_scale_out_agent_pods_down(topology):
         try:
             assert sorted(h.index for h in handles) == [0, 1]
             for handle in handles:
-                snapshot = handle.call("GET", "/snapshot")
-                assert isinstance(snapshot, dict)
+                assert handle.hello().protocol == protocol.PROTOCOL_VERSION
+                assert handle.snapshot().sent == 0
         finally:
             deleted = stop_agent_pods(handles, topology, run_id)
         assert any(line.startswith("deleted Job") for line in deleted)

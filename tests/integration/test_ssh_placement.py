@@ -97,8 +97,8 @@ def test_members_on_a_broker_host_and_agents_on_two_load_hosts(provisioner, topo
     pids |= {m.pid for m in members if m.pid}
     assert [m.running for m in members] == [True, False]
     assert members[0].host == "127.0.1.1"
-    controller = Controller(scenario("6s"), topology, tmp_path / "runs", live=False)
-    controller.provisioner = ssh
+    controller = Controller(scenario("6s"), topology, tmp_path / "runs", live=False,
+                            provisioner=ssh)
     result = controller.run()
     assert result.outcome == "completed"
     assert result.accounting.balanced and result.accounting.sent > 0.9 * 200 * 6
@@ -134,8 +134,8 @@ def test_a_lost_load_host_is_reported_and_the_run_ends_cleanly(provisioner, topo
                                                               tmp_path):
     ssh, pids = provisioner
     pids |= {m.pid for m in ssh.up() if m.pid}
-    controller = Controller(scenario("40s"), topology, tmp_path / "runs", live=False)
-    controller.provisioner = ssh
+    controller = Controller(scenario("40s"), topology, tmp_path / "runs", live=False,
+                            provisioner=ssh)
     outcome: dict = {}
 
     def run() -> None:

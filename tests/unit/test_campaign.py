@@ -314,7 +314,7 @@ class Fakes:
             def status(self):
                 from topologies.base import Member
                 running = self.topology.name in fakes.up
-                return [Member(index=0, name="m0", host="h", amqp_port=1, management_port=2,
+                return [Member(index=0, name="m0", host="h", port=1, management_port=2,
                                prometheus_port=3, running=running, pid=1 if running else None)]
 
             def up(self):

@@ -4,26 +4,31 @@ of work, APPLTAG, CCDT and reconnect options, reconnects, moves, stops, the miss
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import threading
 import time
 
 import pytest
 
-from drivers.base import Destination
 from drivers.header import HEADER_SIZE, PayloadBuilder, decode
 from drivers.mq.driver import MqClientMissing, MqDriver, MqEndpoint, reply_queue_name
+from drivers.mq.settings import MqSettings
+from drivers.protocol import Destination
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
 from tests.unit.mqi_standin import CMQC, StandIn
 
+MQ_FIELDS = {f.name for f in dataclasses.fields(MqSettings)}
 QM1 = "mq://127.0.0.1(1414)/QM1?channel=PERF.APP.CHL"
 QM2 = "mq://127.0.0.2(1415)/QM2?channel=PERF.APP.CHL"
 C = CMQC
 
 
 def make(standin: StandIn, endpoints: tuple[str, ...] = (QM1,), **fields) -> MqDriver:
+    mq = {name: fields.pop(name) for name in list(fields) if name in MQ_FIELDS}
     driver = MqDriver(Destination(endpoints=endpoints, queue=fields.pop("queue", "perf"),
-                                  **fields), Recorder(), mqi=standin, get_wait_ms=50)
+                                  **fields), Recorder(), MqSettings(**mq), mqi=standin,
+                      get_wait_ms=50)
     driver.start()
     return driver
 
@@ -318,8 +323,8 @@ def test_a_direct_endpoint_gives_a_client_channel_definition(monkeypatch):
     ("yes", C.MQCNO_RECONNECT), ("qmgr", C.MQCNO_RECONNECT_Q_MGR),
     ("disabled", C.MQCNO_RECONNECT_DISABLED), ("", 0), ("no", 0)])
 def test_the_reconnect_option_is_set_as_asked(mode, option):
-    driver = MqDriver(Destination(endpoints=(QM1,), queue="perf", reconnect=mode), Recorder(),
-                      mqi=StandIn())
+    driver = MqDriver(Destination(endpoints=(QM1,), queue="perf"), Recorder(),
+                      MqSettings(reconnect=mode), mqi=StandIn())
     reconnect_bits = C.MQCNO_RECONNECT | C.MQCNO_RECONNECT_Q_MGR | C.MQCNO_RECONNECT_DISABLED
     assert driver.connect_options & reconnect_bits == option
     assert driver.connect_options & C.MQCNO_CLIENT_BINDING
@@ -327,11 +332,11 @@ def test_the_reconnect_option_is_set_as_asked(mode, option):
 
 def test_bad_settings_are_refused_up_front():
     with pytest.raises(ValueError, match="reconnect"):
-        MqDriver(Destination(endpoints=(QM1,), queue="q", reconnect="maybe"), Recorder(),
-                 mqi=StandIn())
+        MqSettings(reconnect="maybe")
     with pytest.raises(ValueError, match="APPLTAG"):
-        MqDriver(Destination(endpoints=(QM1,), queue="q", appltag_sender="x" * 29),
-                 Recorder(), mqi=StandIn())
+        MqSettings(appltag_sender="x" * 29)
+    with pytest.raises(ValueError, match="unknown field 'bogus'"):
+        MqSettings.from_json({"bogus": 1})
     driver = MqDriver(Destination(endpoints=(QM1,), queue="q"), Recorder(), mqi=StandIn())
     with pytest.raises(ValueError, match="not an MQ endpoint"):
         driver.add_sender(sender(driver, 1), "amqp://guest@localhost")
@@ -348,10 +353,9 @@ def test_bad_settings_are_refused_up_front():
     ("", MqEndpoint("*DEFQM")),
 ])
 def test_endpoints(text, expected):
-    destination = Destination(endpoints=(), queue="q", queue_manager="*DEFQM",
-                              channel="DEF.CHL")
-    assert MqEndpoint.parse(text, destination) == expected
-    assert MqEndpoint.parse("mq://h(1)/Q", Destination(endpoints=(), queue="q")).channel == \
+    settings = MqSettings(queue_manager="*DEFQM", channel="DEF.CHL")
+    assert MqEndpoint.parse(text, settings) == expected
+    assert MqEndpoint.parse("mq://h(1)/Q", MqSettings()).channel == \
         "SYSTEM.DEF.SVRCONN"
 
 
@@ -490,7 +494,7 @@ def test_without_an_mq_library_the_error_says_how_to_install_one(monkeypatch):
     monkeypatch.setattr(importlib, "import_module", no_mq)
     from drivers.agent import _make_driver
     with pytest.raises(MqClientMissing) as raised:
-        _make_driver("ibmmq", Destination(endpoints=(QM1,), queue="perf"), Recorder())
+        _make_driver("ibmmq", Destination(endpoints=(QM1,), queue="perf"), {}, Recorder())
     message = str(raised.value)
     assert "pip install 'surge[mq]'" in message and "MQ_INSTALLATION_PATH" in message
     assert "ibmmq" in message and "pymqi" in message

@@ -86,10 +86,9 @@ def test_a_topology_that_does_not_add_up_is_refused():
 
 
 def test_workers_reach_the_group_through_the_ccdt_as_perfharness_does(topology):
-    from drivers.base import Destination
-    from orchestrator.run.controller import _mq_destination
-    settings = _mq_destination(topology)
+    from drivers.mq.settings import MqSettings
+    settings = uniform.client_settings(topology)
     assert settings == {"queue_manager": "*UC01QM", "channel": "PERF.APP.CHL",
                         "ccdt_url": "file:///nfs1/UC01.json", "reconnect": "yes",
                         "appltag_sender": "mqperf.sender", "appltag_receiver": "mqperf.receiver"}
-    Destination(endpoints=(), queue="REQUEST", **settings)  # what the MQ driver is given
+    MqSettings.from_json(settings)  # what the MQ driver is given

@@ -336,8 +336,8 @@ def provisioner(custom=None, core=None, *overrides: str):
 
 def test_member_is_the_operators_service_on_1414():
     member = provisioner().member(1)
-    assert (member.name, member.host, member.amqp_port) == ("PERF1", "perf1-ibm-mq.mq.svc", 1414)
-    assert member.client_url == "mq://perf1-ibm-mq.mq.svc(1414)/PERF1?channel=SYSTEM.DEF.SVRCONN"
+    assert (member.name, member.host, member.port) == ("PERF1", "perf1-ibm-mq.mq.svc", 1414)
+    assert member.endpoint == "mq://perf1-ibm-mq.mq.svc(1414)/PERF1?channel=SYSTEM.DEF.SVRCONN"
 
 
 def test_up_applies_configmap_and_start_members_and_waits_for_running():

@@ -19,8 +19,9 @@ import jsonschema
 import pytest
 import yaml
 
+from drivers import protocol
 from orchestrator.agents import pods as agent_pods
-from orchestrator.agents.local import AgentHandle
+from orchestrator.agents.client import AgentHandle
 from orchestrator.errors import AgentError, ProvisionError
 from orchestrator.specs.hosts import RabbitKubernetesSpec
 from orchestrator.specs.scenario import QueueSpec, TopologySpec
@@ -297,10 +298,10 @@ def test_member_is_the_statefulset_pod_behind_the_headless_service():
     member = provisioner().member(1)
     assert member.host == "rmq-k8s-server-1.rmq-k8s-nodes.perf"
     assert member.name == "rabbit@rmq-k8s-server-1.rmq-k8s-nodes.perf"
-    assert (member.amqp_port, member.management_port, member.prometheus_port) == (5672, 15672,
+    assert (member.port, member.management_port, member.prometheus_port) == (5672, 15672,
                                                                                  15692)
     assert member.metrics_url == "http://rmq-k8s-server-1.rmq-k8s-nodes.perf:15692/metrics"
-    assert member.client_url is None  # no credentials read yet
+    assert member.endpoint == ""  # no credentials read yet
 
 
 def test_up_applies_start_replicas_waits_for_all_replicas_ready_and_declares_queues():
@@ -310,7 +311,7 @@ def test_up_applies_start_replicas_waits_for_all_replicas_ready_and_declares_que
     assert operator.calls[0] == ("create", "rmq-k8s", 3)
     assert [m.running for m in members] == [True, True, True, False, False]
     assert prov._clock() >= 2 * rk.POLL_INTERVAL_S  # it waited for the operator
-    assert members[0].client_url == ("amqp://admin-x:p%40ss%2Fw%3Ard@rmq-k8s-server-0."
+    assert members[0].endpoint == ("amqp://admin-x:p%40ss%2Fw%3Ard@rmq-k8s-server-0."
                                      "rmq-k8s-nodes.perf:5672/%2F")
     # per-member instances through their own member, a pattern's queues in turn
     assert FakeManagement.declared == [
@@ -641,12 +642,13 @@ class StandInAgent:
                 self.wfile.write(data)
 
             def do_GET(self):  # noqa: N802 - http.server's naming
-                self._reply({"path": self.path, "sent": 1})
+                assert self.path == "/clock"
+                self._reply({"ns": 1})
 
             def do_POST(self):  # noqa: N802
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 owner.shutdowns += 1
-                self._reply({"ok": True})
+                self._reply({"done": True})
 
             def log_message(self, *args):
                 pass
@@ -692,20 +694,20 @@ def test_port_forwarded_handles_reach_their_pods_and_stop_them(stand_in):
     handles = start(api, count=2, reach="port-forward", streams=object())
     assert all(h.host == "127.0.0.1" and h.port != 7070 for h in handles)
     results: list = []
-    threads = [threading.Thread(target=lambda h=h: results.append(h.call("GET", "/snapshot")))
+    threads = [threading.Thread(target=lambda h=h: results.append(h.clock()))
                for h in handles * 3]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert results == [{"path": "/snapshot", "sent": 1}] * 6
+    assert results == [protocol.Clock(1)] * 6
     assert len(FakePortForward.opened) == 6  # one stream per connection
     assert {pod for pod, _, _ in FakePortForward.opened} == {
         f"{agent_pods.job_name(RUN)}-{i}-abcde" for i in (0, 1)}
     handles[0].stop()
     assert stand_in.shutdowns == 1
-    with pytest.raises(AgentError, match="agent 0 GET /snapshot"):
-        handles[0].call("GET", "/snapshot", timeout_s=2)
+    with pytest.raises(AgentError, match="agent 0 GET /clock"):
+        handles[0].clock()
     handles[1].stop()
 
 
@@ -717,7 +719,7 @@ def test_a_refused_stream_is_an_agent_error_not_a_hang(monkeypatch):
     forwarder = agent_pods.PortForwarder(lambda: agent_pods.open_portforward(), 7070, "pod")
     handle = AgentHandle(0, "127.0.0.1", forwarder.port, TOKEN)
     with pytest.raises(AgentError, match="agent 0 GET /snapshot"):
-        handle.call("GET", "/snapshot", timeout_s=5)
+        handle.snapshot(timeout_s=5)
     forwarder.close()
 
 

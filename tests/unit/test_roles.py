@@ -52,7 +52,7 @@ def test_paused_sender_sends_nothing_and_owes_nothing_after_the_pause():
     sender = SenderRole(1, 1000.0, PayloadBuilder(64), recorder, now=time.monotonic() - 1)
     sender.pause(True)
     assert sender.due() == 0
-    assert recorder.snapshot()["target_rate"] == 0
+    assert recorder.snapshot().target_rate == 0
     time.sleep(0.05)
     sender.pause(False)
     assert sender.due() <= 2  # a fresh start, not the 50 messages of the pause

@@ -2,6 +2,7 @@
 
 import pytest
 
+from drivers.protocol import Snapshot
 from orchestrator.run.sampling import AgentReading, TickMath, Timeliness, quantiles, rate
 from results.rundir.histogram import LatencyHistogram
 from topologies.base import CpuReading, MemberSample
@@ -11,8 +12,8 @@ def agent(index, at, sent, received, latencies=(), seen=None, cpu=None):
     histogram = LatencyHistogram()
     for value in latencies:
         histogram.record(value)
-    snapshot = {"monotonic_s": at, "sent": sent, "received": received, "connections": 2,
-                "latency": histogram.to_dict(), "cpu_seconds": cpu}
+    snapshot = Snapshot(monotonic_s=at, sent=sent, received=received, connections=2,
+                        latency=histogram.to_dict(), cpu_seconds=cpu)
     return AgentReading.from_snapshot(index, snapshot, seen if seen is not None else at)
 
 

@@ -38,6 +38,7 @@ from topologies.mq.manifests import (
     render_configmap,
     render_member,
 )
+from topologies.mq.uniform import client_settings
 
 # -- the cluster ------------------------------------------------------------------------------
 
@@ -85,9 +86,9 @@ class NativeHaProvisioner:
         mq = mq_of(self.topology)
         name = mq.qm_name(index)
         host = f"{object_name(self.topology, index)}-ibm-mq.{self.namespace}.svc"
-        return Member(index=index, name=name, host=host, amqp_port=LISTENER_PORT,
+        return Member(index=index, name=name, host=host, port=LISTENER_PORT,
                       management_port=WEB_PORT, prometheus_port=mq.exporter_port_base,
-                      client_url=f"mq://{host}({LISTENER_PORT})/{name}?channel={mq.channel}")
+                      endpoint=f"mq://{host}({LISTENER_PORT})/{name}?channel={mq.channel}")
 
     def up(self) -> list[Member]:
         """Apply the ConfigMap (create or replace) and the QueueManagers of the ``start``
@@ -138,6 +139,10 @@ class NativeHaProvisioner:
         return BrokerSample([MemberSample(name=m.name, running=m.running, cpu=None,
                                           cpu_quota_cores=self.topology.cpu_per_member)
                              for m in self.status()])
+
+    def client_settings(self) -> dict[str, Any]:
+        """The MQ driver's settings (:func:`~topologies.mq.uniform.client_settings`)."""
+        return client_settings(self.topology)
 
     def settled_queue_depths(self) -> dict[str, int] | None:
         """Unknown (``None``): the Kubernetes API knows nothing of queue depths, and without the

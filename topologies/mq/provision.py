@@ -15,12 +15,13 @@ import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.scenario import TopologySpec
 from topologies.base import BrokerSample, CpuReading, Member, MemberSample
 from topologies.mq import metrics, uniform
-from topologies.mq.uniform import QueueManager
+from topologies.mq.uniform import QueueManager, client_settings
 
 START_TIMEOUT_S = 120.0
 QM_MISSING = "AMQ7048E"  # dspmq: the queue manager name is not valid or not known
@@ -94,7 +95,7 @@ class UniformClusterProvisioner:
         qm = self.qms[index]
         mq = self.topology.ibmmq
         return Member(index, qm.name, qm.address, qm.port, 0, qm.exporter_port,
-                      client_url=f"mq://{qm.address}({qm.port})/{qm.name}?channel={mq.channel}")
+                      endpoint=f"mq://{qm.address}({qm.port})/{qm.name}?channel={mq.channel}")
 
     def up(self) -> list[Member]:
         """Upload the shared files to every host, create the queue managers that do not exist
@@ -159,6 +160,10 @@ class UniformClusterProvisioner:
                 if cpu is not None else None, self.topology.cpu_per_member,
                 connections=reading.connections if reading else None))
         return BrokerSample(members, depths)
+
+    def client_settings(self) -> dict[str, Any]:
+        """The MQ driver's settings (:func:`~topologies.mq.uniform.client_settings`)."""
+        return client_settings(self.topology)
 
     def settled_queue_depths(self) -> dict[str, int]:
         """Exact depths from ``runmqsc`` on every running queue manager (summed over the

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 from orchestrator.specs.mq import MqHostSpec, MqSpec
 from orchestrator.specs.scenario import TopologySpec
@@ -170,3 +171,17 @@ def _mq(topology: TopologySpec) -> MqSpec:
     if topology.ibmmq is None:
         raise ValueError(f"topology {topology.name} has no ibmmq section")
     return topology.ibmmq
+
+
+def client_settings(topology: TopologySpec) -> dict[str, Any]:
+    """The MQ driver's connection settings (:class:`drivers.mq.settings.MqSettings` fields)
+    for an ``ibmmq`` topology: the queue manager group, its channel, the CCDT the SSH
+    placement writes, reconnect and the APPLTAGs."""
+    mq = topology.ibmmq
+    if mq is None:
+        return {}
+    ccdt = f"file://{mq.files_dir.rstrip('/')}/{mq.ccdt_file}" if topology.placement == "ssh" \
+        else ""
+    return {"queue_manager": f"*{mq.qm_group}", "channel": mq.channel, "ccdt_url": ccdt,
+            "reconnect": mq.reconnect, "appltag_sender": mq.appltag_sender,
+            "appltag_receiver": mq.appltag_receiver}

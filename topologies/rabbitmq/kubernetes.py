@@ -127,15 +127,12 @@ class RabbitKubernetesProvisioner:
 
     def member(self, index: int) -> Member:
         """Member ``index``: pod ``N-server-<index>`` through the headless Service ``N-nodes``.
-        Its ``client_url`` carries the operator's credentials once up/status has read them."""
+        Its ``endpoint`` carries the operator's credentials once up/status has read them."""
         host = f"{self.name}-server-{index}.{self.name}-nodes.{self.namespace}"
-        url = None
-        if self._credentials:
-            user, password = (urllib.parse.quote(part, safe="") for part in self._credentials)
-            url = f"amqp://{user}:{password}@{host}:{AMQP_PORT}/%2F"
-        return Member(index=index, name=f"rabbit@{host}", host=host, amqp_port=AMQP_PORT,
+        url = node.amqp_url(host, AMQP_PORT, *self._credentials) if self._credentials else ""
+        return Member(index=index, name=f"rabbit@{host}", host=host, port=AMQP_PORT,
                       management_port=MANAGEMENT_PORT, prometheus_port=PROMETHEUS_PORT,
-                      client_url=url)
+                      endpoint=url)
 
     def up(self) -> list[Member]:
         """Apply the RabbitmqCluster with ``start`` replicas (an existing one keeps a larger
@@ -215,6 +212,10 @@ class RabbitKubernetesProvisioner:
             api = None
         return broker_sample(members, lambda member: None, self.topology.cpu_per_member,
                              stats=management_stats(api))
+
+    def client_settings(self) -> dict[str, Any]:
+        """AMQP clients need nothing beyond each member's URL."""
+        return {}
 
     def settled_queue_depths(self) -> dict[str, int]:
         """Messages per queue from the queue processes themselves (``rabbitmqctl list_queues``

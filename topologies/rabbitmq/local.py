@@ -20,6 +20,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -58,8 +59,9 @@ class LocalRabbitMQ:
         """Member ``index`` of the pool as configured (not whether it runs)."""
         base = self.topology.port_base
         return Member(index=index, name=f"surge-{self.topology.name}-{index}@localhost", host=HOST,
-                      amqp_port=base + index, management_port=base + 10000 + index,
-                      prometheus_port=base + 10100 + index)
+                      port=base + index, management_port=base + 10000 + index,
+                      prometheus_port=base + 10100 + index,
+                      endpoint=node.amqp_url(HOST, base + index))
 
     def status(self, state: dict | None = None) -> list[Member]:
         """Every member of the pool: serving, on standby (warm pool) or stopped, with its PID."""
@@ -188,6 +190,10 @@ class LocalRabbitMQ:
         Prometheus endpoint (``None``: it did not answer in time, or does not run)."""
         return node_stats(member.metrics_url)
 
+    def client_settings(self) -> dict[str, Any]:
+        """AMQP clients need nothing beyond each member's URL."""
+        return {}
+
     def settled_queue_depths(self) -> dict[str, int]:
         """Messages (ready + unacknowledged) per queue, asked of the queue processes themselves:
         the management API's figures are statistics that lag behind on a CPU-starved member."""
@@ -224,7 +230,7 @@ class LocalRabbitMQ:
             and self._serving(state, i)]
         if not entry.get("joined"):
             shutil.rmtree(files.root, ignore_errors=True)
-        _require_free(member.amqp_port, member.management_port, member.prometheus_port,
+        _require_free(member.port, member.management_port, member.prometheus_port,
                       self.topology.port_base + 20000 + index)
         files.root.mkdir(parents=True, exist_ok=True)
         node.write_files(member, files, seeds)
@@ -242,7 +248,7 @@ class LocalRabbitMQ:
         if group:
             group.set_quota(self.topology.cpu_per_member)
         log.info("member %s %s", member.name,
-                 f"serves on {HOST}:{member.amqp_port}" if serve else "stands by")
+                 f"serves on {HOST}:{member.port}" if serve else "stands by")
 
     def _resume(self, state: dict, index: int) -> None:
         """Start the broker application of a member on standby, at full speed, then cap it."""
@@ -257,7 +263,7 @@ class LocalRabbitMQ:
         self._write_state(state, entry, serving=True)
         if group:
             group.set_quota(self.topology.cpu_per_member)
-        log.info("member %s serves on %s:%d", member.name, HOST, member.amqp_port)
+        log.info("member %s serves on %s:%d", member.name, HOST, member.port)
 
     def _await(self, member: Member, pid: int, files: node.NodeFiles) -> None:
         """Wait until the member's management API answers as that node (the last thing to boot)."""

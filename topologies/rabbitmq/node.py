@@ -15,6 +15,13 @@ RABBITMQ_BIN = Path(os.environ.get("SURGE_RABBITMQ_BIN", "/usr/lib/rabbitmq/bin"
 PLUGINS = "[rabbitmq_management,rabbitmq_prometheus]."
 
 
+def amqp_url(host: str, port: int, user: str = "guest", password: str = "guest") -> str:
+    """The AMQP URL clients of a member use (the default vhost); guest works on loopback only,
+    which is where surge's own nodes listen."""
+    from urllib.parse import quote
+    return f"amqp://{quote(user, safe='')}:{quote(password, safe='')}@{host}:{port}/%2F"
+
+
 @dataclass(frozen=True)
 class NodeFiles:
     """Where one member keeps its data, logs and configuration."""
@@ -49,7 +56,7 @@ def config_text(member: Member, seeds: list[str]) -> str:
     """The node's rabbitmq.conf: listeners on the member's address and ports, statistics once
     a second, and classic peer discovery of ``seeds`` for a blank node."""
     return "\n".join([
-        f"listeners.tcp.1 = {member.host}:{member.amqp_port}",
+        f"listeners.tcp.1 = {member.host}:{member.port}",
         f"management.tcp.ip = {member.host}",
         f"management.tcp.port = {member.management_port}",
         f"prometheus.tcp.ip = {member.host}",
@@ -72,7 +79,7 @@ def node_env(member: Member, files: NodeFiles, dist_port: int, epmd_port: int) -
     env = {k: v for k, v in os.environ.items() if not k.startswith("RABBITMQ_")}
     env.update({
         "RABBITMQ_NODENAME": member.name,
-        "RABBITMQ_NODE_PORT": str(member.amqp_port),
+        "RABBITMQ_NODE_PORT": str(member.port),
         "RABBITMQ_DIST_PORT": str(dist_port),
         "RABBITMQ_MNESIA_BASE": str(files.mnesia),
         "RABBITMQ_LOG_BASE": str(files.logs),

@@ -17,6 +17,7 @@ import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.hosts import HostSpec
@@ -57,7 +58,8 @@ class SshRabbitMQ:
         base = self.topology.port_base
         pid = (state or self._state())["members"].get(str(index), {}).get("pid")
         return Member(index, f"surge-{self.topology.name}-{index}@{node_host}", host.target,
-                      base + index, base + 10000 + index, base + 10100 + index, pid=pid)
+                      base + index, base + 10000 + index, base + 10100 + index, pid=pid,
+                      endpoint=node.amqp_url(host.target, base + index))
 
     def up(self) -> list[Member]:
         """Start the first ``start`` members that do not run, one after the other (each later
@@ -109,6 +111,10 @@ class SshRabbitMQ:
         Prometheus endpoint (``None``: it did not answer in time, or does not run)."""
         return node_stats(member.metrics_url)
 
+    def client_settings(self) -> dict[str, Any]:
+        """AMQP clients need nothing beyond each member's URL."""
+        return {}
+
     def settled_queue_depths(self) -> dict[str, int]:
         """Exact depths from ``rabbitmqctl list_queues`` on a running member's host."""
         running = [m for m in self.status() if m.running]
@@ -152,7 +158,7 @@ class SshRabbitMQ:
         session = self._on(host)
         session.upload(node.config_text(member, seeds), f"{directory}/rabbitmq.conf")
         session.upload(node.PLUGINS + "\n", f"{directory}/enabled_plugins")
-        env = {"RABBITMQ_NODENAME": member.name, "RABBITMQ_NODE_PORT": member.amqp_port,
+        env = {"RABBITMQ_NODENAME": member.name, "RABBITMQ_NODE_PORT": member.port,
                "RABBITMQ_DIST_PORT": self.topology.port_base + 20000 + index,
                "RABBITMQ_MNESIA_BASE": f"{directory}/mnesia",
                "RABBITMQ_LOG_BASE": f"{directory}/log",

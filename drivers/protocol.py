@@ -1,0 +1,313 @@
+"""The controller-agent protocol: every message, its path, and the protocol version.
+
+An agent serves one small HTTP/JSON API (:mod:`drivers.agent`); the controller calls it through
+:class:`orchestrator.agents.client.AgentClient`. Both sides use only the messages below, so a
+renamed field fails in one place, and a version skew (an agent on a load host started from
+another release of surge) is refused when the agent says hello, before any load is sent.
+
+====================  ===========================  ============================
+call                  request                      reply
+====================  ===========================  ============================
+``POST /configure``   :class:`Configure`           :class:`Configured`
+``POST /rate``        :class:`Rate`                :class:`RateApplied`
+``POST /consumer_delay`` :class:`ConsumerDelay`    :class:`Done`
+``POST /move``        :class:`Move`                :class:`Moved`
+``GET /snapshot``     (none)                       :class:`Snapshot`
+``GET /accounting``   (none)                       :class:`Accounting`
+``GET /clock``        (none)                       :class:`Clock`
+``POST /stop_senders`` (none)                      :class:`Done`
+``POST /stop_receivers`` (none)                    :class:`Done`
+``POST /shutdown``    (none)                       :class:`Done`
+``GET /metrics``      (none, no token)             Prometheus text
+====================  ===========================  ============================
+
+Every call but ``/metrics`` carries ``Authorization: Bearer <token>``. On start the agent
+prints one :class:`Hello` line on stdout (where it listens); ``GET /hello`` answers the same for
+agents whose output the controller cannot read (pods).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+PROTOCOL_VERSION = 2
+"""Bumped whenever a message or path changes meaning; controller and agent must agree."""
+
+
+class ProtocolError(ValueError):
+    """A message that does not match its declaration (unknown, missing or mistyped field)."""
+
+
+@dataclass(frozen=True)
+class Hello:
+    """The agent's first line on stdout: where it listens and which protocol it speaks."""
+
+    port: int
+    pid: int
+    protocol: int
+
+
+@dataclass(frozen=True)
+class SenderConfig:
+    """One sender (or requester) of an agent: its producer id, first rate, connection."""
+
+    producer_id: int
+    rate: float
+    endpoint: str
+    queue: str | list[str] | None = None  # None: the destination's; several: each message
+    # goes to the next in turn (MQ's bind not-fixed)
+    limit: int | None = None  # messages after which it stops (exit.messages_per_sender)
+    start_delay_s: float = 0.0  # it starts after a random delay up to this
+
+
+@dataclass(frozen=True)
+class ReceiverConfig:
+    """One receiver (or responder) of an agent."""
+
+    id: int
+    endpoint: str
+    queue: str | None = None  # None: the destination's
+
+
+@dataclass(frozen=True)
+class Destination:
+    """What every worker of a run addresses, whatever the broker: endpoints (one per member),
+    the queue, and how messages are sent and acknowledged. Broker-specific connection
+    settings travel beside it in :attr:`Configure.settings`, read by the driver."""
+
+    endpoints: tuple[str, ...]
+    queue: str
+    persistent: bool = False
+    confirms: bool = False
+    prefetch: int = 200
+    manual_ack: bool = True
+    reply_size: int = 0  # request-reply: bytes of each reply
+    reply_timeout_s: float = 10.0  # request-reply: a request unanswered this long times out
+    unit_of_work: bool = False  # request-reply: a responder's get and put in one transaction
+    fast_path: bool = True  # drivers may encode/decode frames themselves where they can
+
+
+@dataclass(frozen=True)
+class Configure:
+    """Create the agent's driver and workers; receivers connect before senders start."""
+
+    broker: str  # "rabbitmq" | "ibmmq"
+    pattern: str  # "send-receive" | "request-reply"
+    message_size: int
+    destination: Destination
+    settings: dict[str, Any] = field(default_factory=dict)  # the driver's own, see each driver
+    in_flight: int = 1  # request-reply: requests outstanding per requester
+    senders: list[SenderConfig] = field(default_factory=list)
+    receivers: list[ReceiverConfig] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Configured:
+    """How many workers the agent now hosts."""
+
+    senders: int
+    receivers: int
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A live rate change without reconnecting: producers 1..``active`` publish at
+    ``rate_per_sender`` msg/s, the others pause (``active`` None: all publish)."""
+
+    rate_per_sender: float
+    active: int | None = None
+
+
+@dataclass(frozen=True)
+class RateApplied:
+    """Senders of this agent publishing after a :class:`Rate`."""
+
+    active: int
+
+
+@dataclass(frozen=True)
+class ConsumerDelay:
+    """Each receiver's processing time per message from now on (0: as fast as it can)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Move:
+    """Move senders and receivers (by id) to another endpoint and queue, make before break."""
+
+    endpoint: str
+    senders: list[int] = field(default_factory=list)
+    receivers: list[int] = field(default_factory=list)
+    queue: str | None = None
+
+
+@dataclass(frozen=True)
+class Moved:
+    """Workers moved."""
+
+    moved: int
+
+
+@dataclass(frozen=True)
+class Done:
+    """A call that has nothing to report but that it finished."""
+
+    done: bool = True
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The agent host's wall clock, in ns since the epoch (for clock offsets between hosts)."""
+
+    ns: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """An agent's cumulative counters now, and the latency histogram of the interval since its
+    previous snapshot, stamped with the agent's own monotonic clock and process CPU time."""
+
+    monotonic_s: float
+    cpu_seconds: float | None = None
+    sent: int = 0
+    confirmed: int = 0
+    nacked: int = 0
+    nacks_republished: int = 0
+    held: int = 0
+    received: int = 0
+    redelivered: int = 0
+    duplicates: int = 0
+    out_of_order: int = 0
+    errors: int = 0
+    reconnects: int = 0
+    header_errors: int = 0
+    connections: int = 0
+    republished: int = 0
+    served: int = 0
+    unmatched: int = 0
+    timeouts: int = 0
+    senders_done: int = 0
+    skipped: int = 0
+    target_rate: float = 0.0
+    last_error: str = ""
+    latency: dict[str, Any] = field(default_factory=dict)  # LatencyHistogram.to_dict()
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """What each producer of the agent sent (its next sequence number) and, per producer, the
+    bitmap of sequence numbers this agent's receivers got."""
+
+    sent: dict[int, int]
+    bitmaps: dict[int, bytes]
+
+
+M = TypeVar("M")
+
+
+def encode(message: Any) -> dict[str, Any]:
+    """A message as the JSON object that goes on the wire."""
+    return _plain(message)
+
+
+def dumps(message: Any) -> bytes:
+    """A message as JSON bytes."""
+    return json.dumps(encode(message)).encode()
+
+
+def decode(kind: type[M], data: Any) -> M:
+    """A message of ``kind`` from its JSON object; :class:`ProtocolError` names the first field
+    that is unknown, missing or of the wrong type."""
+    return _build(kind, data, kind.__name__)
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _build(kind: Any, data: Any, where: str) -> Any:
+    hints = typing.get_type_hints(kind)
+    if not isinstance(data, dict):
+        raise ProtocolError(f"{where}: expected an object, got {type(data).__name__}")
+    names = {f.name for f in dataclasses.fields(kind)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ProtocolError(f"{where}: unknown field {unknown[0]!r}")
+    values = {}
+    for f in dataclasses.fields(kind):
+        if f.name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ProtocolError(f"{where}: missing field {f.name!r}")
+            continue
+        values[f.name] = _convert(hints[f.name], data[f.name], f"{where}.{f.name}")
+    return kind(**values)
+
+
+def _convert(hint: Any, value: Any, where: str) -> Any:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        problems = []
+        for option in (a for a in args if a is not type(None)):
+            try:
+                return _convert(option, value, where)
+            except ProtocolError as error:
+                problems.append(str(error))
+        raise ProtocolError(problems[-1] if problems else f"{where}: unexpected null")
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, where)
+    if origin in (list, tuple):
+        if not isinstance(value, list):
+            raise ProtocolError(f"{where}: expected a list, got {type(value).__name__}")
+        items = [_convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ProtocolError(f"{where}: expected an object, got {type(value).__name__}")
+        key_kind, value_kind = args
+        return {_key(key_kind, k, where): _convert(value_kind, v, f"{where}[{k}]")
+                for k, v in value.items()}
+    return _scalar(hint, value, where)
+
+
+def _key(kind: Any, key: str, where: str) -> Any:
+    if kind is int:
+        try:
+            return int(key)
+        except ValueError:
+            raise ProtocolError(f"{where}: expected integer keys, got {key!r}") from None
+    return key
+
+
+def _scalar(hint: Any, value: Any, where: str) -> Any:
+    if hint is Any:
+        return value
+    if hint is bytes:
+        try:
+            return base64.b64decode(value, validate=True)
+        except (TypeError, ValueError):
+            raise ProtocolError(f"{where}: expected base64 bytes") from None
+    if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if hint is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if hint in (str, bool) and type(value) is hint:
+        return value
+    raise ProtocolError(f"{where}: expected {getattr(hint, '__name__', hint)}, "
+                        f"got {type(value).__name__} {value!r}")

@@ -1,0 +1,75 @@
+"""Which agent hosts which worker, and on which member and queue it starts: pure, so the rule
+is tested with a table and no agent at all.
+
+Workers go round-robin over the agents that host their kind and over the running members.
+Queues are given in blocks (worker ``i`` of ``n`` takes slot ``i * count // n``), so a client
+sweep adds whole queues' worth of workers. A not-fixed sender (MQ's ``bind: not-fixed``) gets
+every instance of its slot and puts to each in turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from drivers import protocol
+from orchestrator.specs.scenario import QueueSpec, ScenarioSpec
+
+
+@dataclass(frozen=True)
+class Seat:
+    """Where one worker sits: ``("s", n)`` is sender n, ``("r", n)`` receiver n (from 1)."""
+
+    worker: tuple[str, int]
+    agent: int  # position of its agent in the fleet's agent list
+    member: int  # index of the member it connects to
+
+
+@dataclass
+class Placement:
+    """The configuration each agent gets, and every worker's seat (the scaler's start)."""
+
+    configs: list[protocol.Configure]
+    seats: list[Seat] = field(default_factory=list)
+
+
+def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
+          members: Sequence[Any], agent_count: int, sender_agents: Sequence[int],
+          receiver_agents: Sequence[int], queue: QueueSpec, first_rate: float) -> Placement:
+    """Configurations for ``agent_count`` agents. ``members`` are the running members (each
+    with ``index`` and ``endpoint``); ``sender_agents``/``receiver_agents`` are the positions of
+    the agents that may host each kind; ``settings`` are the driver's own (how clients reach
+    the provisioner's members); ``first_rate`` is each sender's rate at the start."""
+    workload = scenario.workload
+    destination = protocol.Destination(
+        endpoints=tuple(m.endpoint for m in members), queue=workload.queue,
+        persistent=workload.message.persistent, confirms=workload.confirms,
+        prefetch=workload.prefetch, manual_ack=workload.ack == "manual",
+        reply_size=workload.reply_size or workload.message.size,
+        reply_timeout_s=workload.reply_timeout, unit_of_work=workload.unit_of_work)
+    senders: list[list[protocol.SenderConfig]] = [[] for _ in range(agent_count)]
+    receivers: list[list[protocol.ReceiverConfig]] = [[] for _ in range(agent_count)]
+    seats = []
+    for i in range(workload.receivers):
+        agent, member = receiver_agents[i % len(receiver_agents)], members[i % len(members)]
+        slot = i * queue.count // workload.receivers
+        receivers[agent].append(protocol.ReceiverConfig(
+            id=i + 1, endpoint=member.endpoint, queue=queue.instance(member.index, slot)))
+        seats.append(Seat(("r", i + 1), agent, member.index))
+    for i in range(workload.senders):
+        agent, member = sender_agents[i % len(sender_agents)], members[i % len(members)]
+        slot = i * queue.count // workload.senders
+        target: str | list[str] = queue.instance(member.index, slot)
+        if workload.bind == "not-fixed":
+            target = [queue.instance(m.index, slot) for m in members] if queue.per_member \
+                else queue.names
+        senders[agent].append(protocol.SenderConfig(
+            producer_id=i + 1, rate=first_rate, endpoint=member.endpoint, queue=target,
+            limit=scenario.exit.messages_per_sender, start_delay_s=workload.start_delay))
+        seats.append(Seat(("s", i + 1), agent, member.index))
+    configs = [protocol.Configure(
+        broker=broker, pattern=workload.pattern, message_size=workload.message.size,
+        destination=destination, settings=dict(settings), in_flight=workload.in_flight,
+        senders=senders[a], receivers=receivers[a]) for a in range(agent_count)]
+    return Placement(configs, seats)

@@ -1,0 +1,124 @@
+"""Messages in the workload's queues, as exactly as the broker lets us know them.
+
+Ready messages are read from the queues themselves (a passive declare per queue, on a
+connection of the controller's); deliveries awaiting an acknowledgement from each serving
+member's own counters. Each figure is the latest reading of its source if that is at most
+``MAX_DEPTH_AGE_S`` old (a member at its CPU quota may answer a little late); otherwise the
+depth is unknown (``None``), never 0. Where the broker offers no probe, the provisioner's
+sample carries the depths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from orchestrator.clock import Clock
+from orchestrator.run.sampling import DepthReading
+from orchestrator.specs.scenario import QueueSpec
+from topologies.base import BrokerSample, MemberSample, MemberStats, Provisioner
+
+MAX_DEPTH_AGE_S = 1.0  # an older queue or member reading makes the depth unknown
+SETTLE_READS, SETTLE_PAUSE_S = 5, 0.5  # final depth: read until two reads agree
+
+ProbeFactory = Callable[[str, list[str], list[str]], Any]  # drivers.depth.depth_probe
+
+
+class QueueDepth:
+    """The queue depth of one run: its probe, the latest readings, and the final count."""
+
+    def __init__(self, broker: str, queue: QueueSpec, provisioner: Provisioner,
+                 clock: Clock, probes: ProbeFactory):
+        self.broker, self.queue, self.provisioner = broker, queue, provisioner
+        self.clock, self.probes = clock, probes
+        self.probe: Any = None
+        self.reading: DepthReading | None = None
+        self.member_stats: dict[str, MemberStats] = {}  # each member's latest own figures
+
+    def open(self, members: int) -> Callable[[], DepthReading] | None:
+        """Open the probe over every member's endpoint; the collector's source for it, or
+        ``None`` where the broker has no probe."""
+        self.probe = self.probes(self.broker, [m.endpoint for m in self.provisioner.status()],
+                                 self.queue.instances(range(members)))
+        if self.probe is None:
+            return None
+        return lambda: DepthReading(*self.probe.read())
+
+    def fold(self, reading: DepthReading | None, members: Iterable[MemberSample],
+             stats: dict[str, MemberStats]) -> None:
+        """Keep this tick's new readings (a missing one leaves the previous in place)."""
+        self.reading = reading or self.reading
+        self.member_stats.update(stats)
+
+    def now(self, broker: BrokerSample | None, members: Iterable[MemberSample]
+            ) -> tuple[int | None, float | None]:
+        """Messages in the workload's queues, ready plus unacknowledged, and the age of the
+        older of the two readings in seconds; ``(None, None)`` when either is too old."""
+        if self.probe is None:
+            depths = broker.queue_depths if broker else None
+            return (None, None) if depths is None else (self.total(depths), None)
+        now = self.clock.monotonic()
+        if self.reading is None or now - self.reading.at > MAX_DEPTH_AGE_S:
+            return None, None
+        ready = self.total(self.reading.ready)
+        stats = [self.member_stats.get(m.name) for m in members if m.running]
+        if not stats or any(s is None or s.unacknowledged is None or s.at is None
+                            or now - s.at > MAX_DEPTH_AGE_S for s in stats):
+            return None, None
+        oldest = min([self.reading.at] + [s.at for s in stats])
+        return ready + sum(s.unacknowledged for s in stats), now - oldest
+
+    def fresh_at(self) -> float | None:
+        """When the queue reading was taken, if it is fresh enough to count in this tick."""
+        if self.reading is not None and \
+                self.clock.monotonic() - self.reading.at <= MAX_DEPTH_AGE_S:
+            return self.reading.at
+        return None
+
+    def readable(self, broker: BrokerSample | None) -> bool:
+        """Whether this run can read queue depths at all (a probe, or the broker's metrics)."""
+        return self.probe is not None or (broker is not None and broker.queue_depths is not None)
+
+    def total(self, depths: dict[str, int]) -> int:
+        """Messages in the workload queue, over all its per-member instances."""
+        return sum(n for name, n in depths.items() if self.queue.owns(name))
+
+    def settled(self) -> dict[str, int] | None:
+        """Messages per queue once the receivers are gone (each delivery they had not
+        acknowledged is back in its queue): read from the queues themselves until two reads
+        agree, or the provisioner's own reading where there is no probe. (``rabbitmqctl
+        list_queues`` was seen to lag here: 24 and 34 messages of a quorum queue reported right
+        after the queue itself said it was empty.)"""
+        if self.probe is None:
+            return self.provisioner.settled_queue_depths()
+        previous = None
+        for _ in range(SETTLE_READS):
+            try:
+                ready, _ = self.probe.read()
+            except ConnectionError:
+                return self.provisioner.settled_queue_depths()
+            if ready == previous:
+                break
+            previous = ready
+            self.clock.sleep(SETTLE_PAUSE_S)
+        return previous
+
+    def ready_in(self, queue: str) -> int | None:
+        """Messages ready in one queue now, over a connection of its own (the scaler asks from
+        its thread while the tick reads the others); ``None``: unknown."""
+        running = [m.endpoint for m in self.provisioner.status() if m.running]
+        probe = self.probes(self.broker, running, [queue])
+        if probe is None:
+            depths = self.provisioner.settled_queue_depths()
+            return None if depths is None else depths.get(queue, 0)
+        try:
+            return probe.read()[0].get(queue)
+        except ConnectionError:
+            return None
+        finally:
+            probe.close()
+
+    def close(self) -> None:
+        """Close the probe's connection."""
+        if self.probe is not None:
+            self.probe.close()

@@ -1,0 +1,75 @@
+"""The rows one tick writes (``ticks``, ``members``, ``hosts``, ``agents``), built from the
+tick's figures: pure, so what lands in a run directory is tested without a broker.
+
+A figure no source gave this second is ``None`` (unknown), never 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from orchestrator.run.sampling import AgentReading, Tick
+from results.rundir.tables import CONTROLLER_HOST
+from topologies.base import MemberSample
+
+TOTALS = ("sent", "received", "confirmed", "nacked", "skipped", "errors", "reconnects",
+          "connections", "held", "senders_done")
+AGENT_COUNTERS = ("sent", "received", "errors", "reconnects", "skipped")
+
+
+def stamp(wall_s: float, elapsed_s: float, phase: int) -> dict[str, Any]:
+    """What every row of one tick starts with: wall time, seconds since the load started, and
+    the plan step (0 before the first and while draining)."""
+    return {"t": wall_s, "elapsed_s": elapsed_s, "phase": phase}
+
+
+def tick_row(stamped: dict[str, Any], tick: Tick, *, lateness_s: float, target_rate: float,
+             members_running: int, queue_depth: int | None, depth_age_s: float | None,
+             read_span_s: float | None, broker_missing: bool) -> dict[str, Any]:
+    """The ``ticks`` row: rates, totals, depth, latency percentiles and how well the second
+    was sampled."""
+    latency = tick.latency
+    buckets = latency.to_sparse()
+    totals, rates = tick.totals, tick.rates
+    return {**stamped, "lateness_s": lateness_s, "target_rate": target_rate,
+            "send_rate": rates["sent"], "receive_rate": rates["received"],
+            "confirm_rate": rates["confirmed"], "skip_rate": rates["skipped"],
+            **{k: totals[k] for k in TOTALS},
+            "members_running": members_running, "queue_depth": queue_depth,
+            "depth_age_s": depth_age_s, "backlog": totals["sent"] - totals["received"],
+            "agents_missing": tick.agents_missing, "read_span_s": read_span_s,
+            "broker_missing": broker_missing,
+            "latency_p50_ms": latency.percentile(50) / 1000 if latency.count else None,
+            "latency_p99_ms": latency.percentile(99) / 1000 if latency.count else None,
+            "host_cpu_percent": tick.host_cpu_percent.get(CONTROLLER_HOST),
+            "latency_buckets": list(buckets), "latency_counts": list(buckets.values())}
+
+
+def member_rows(stamped: dict[str, Any], members: Iterable[MemberSample], tick: Tick
+                ) -> list[dict[str, Any]]:
+    """One ``members`` row per member as this tick saw it."""
+    return [{**stamped, "member": m.name, "running": m.running,
+             "cpu_percent": tick.member_cpu_percent.get(m.name),
+             "cpu_interval_s": tick.member_cpu_interval_s.get(m.name),
+             "cpu_quota_cores": m.cpu_quota_cores, "connections": m.connections,
+             "messages_in": m.messages_in, "messages_out": m.messages_out} for m in members]
+
+
+def host_rows(stamped: dict[str, Any], tick: Tick) -> list[dict[str, Any]]:
+    """One ``hosts`` row per host whose CPU this tick knows (the controller's and brokers')."""
+    return [{**stamped, "host": host, "cpu_percent": percent,
+             "cpu_interval_s": tick.host_cpu_interval_s.get(host)}
+            for host, percent in tick.host_cpu_percent.items()]
+
+
+def agent_rows(stamped: dict[str, Any], readings: dict[int, AgentReading], since: float,
+               tick: Tick) -> list[dict[str, Any]]:
+    """One ``agents`` row per agent whose reading arrived at or after ``since`` (controller
+    clock): an agent that missed the tick gets no row."""
+    return [{**stamped, "agent": index, "monotonic_s": r.at,
+             **{k: r.counters[k] for k in AGENT_COUNTERS},
+             "cpu_percent": tick.agent_cpu_percent.get(index), "cpu_seconds": r.cpu_seconds,
+             "latency_buckets": list(r.latency.to_sparse()),
+             "latency_counts": list(r.latency.to_sparse().values())}
+            for index, r in readings.items() if r.seen >= since]

@@ -1,0 +1,103 @@
+"""The run loop on a fake clock, with in-memory agents and a scripted provisioner: whole plans
+in milliseconds, every figure known in advance."""
+
+import json
+
+import pytest
+
+from drivers import protocol
+from orchestrator.run.controller import Controller
+from orchestrator.specs.scenario import QueueSpec, ScenarioSpec, TopologySpec
+from tests.fakes import FakeClock, MemoryLauncher, ScriptedProvisioner, idle_host, no_probe
+
+
+def topology(**fields) -> TopologySpec:
+    values = {"name": "mem", "members": 2, "start": 1, "cpu_per_member": 1.0,
+              "queues": [QueueSpec(name="perf")]} | fields
+    return TopologySpec(**values)
+
+
+def scenario(plan, senders=2, receivers=2, **fields) -> ScenarioSpec:
+    return ScenarioSpec.model_validate({
+        "name": "loop", "topology": "mem.yaml",
+        "workload": {"queue": "perf", "senders": senders, "receivers": receivers},
+        "plan": plan, "measure": {"settle": 1, "drain": 5}, **fields})
+
+
+def run(spec: ScenarioSpec, topo: TopologySpec, tmp_path, agents=2, cpu_share=0.5,
+        slow_sample_s=0.0):
+    clock = FakeClock()
+    provisioner = ScriptedProvisioner(topo, clock, cpu_share)
+    provisioner.slow_sample_s = slow_sample_s
+    launcher = MemoryLauncher(agents, clock)
+    controller = Controller(spec, topo, tmp_path, live=False, provisioner=provisioner,
+                            launcher=launcher, clock=clock, host_cpu=idle_host,
+                            probes=no_probe, background=False)
+    result = controller.run()
+    manifest = json.loads((result.run_dir / "run.json").read_text())
+    return result, controller, provisioner, launcher, manifest
+
+
+def test_a_two_step_plan_runs_on_fake_time_and_every_row_has_its_rate(tmp_path):
+    spec = scenario([{"rate_per_sender": 100, "hold": "5s"},
+                     {"rate_per_sender": 200, "hold": "5s"}])
+    result, controller, provisioner, launcher, manifest = run(spec, topology(), tmp_path)
+    assert result.outcome == "completed"
+    running = [t for t in controller.ticks if t["phase"]]
+    assert [t["phase"] for t in running] == [1] * 4 + [2] * 5
+    # 2 senders at the plan's rate, spread over 2 agents: each row's rate is what was asked
+    # over the second it covers (the second before the row; a new rate applies from its tick)
+    sent = [t["send_rate"] for t in running]
+    asked = [t["target_rate"] for t in running]
+    assert sent == pytest.approx([asked[0], *asked[:-1]])
+    assert {t["target_rate"] for t in running} == {200.0, 400.0}
+    assert [s.achieved_rate for s in result.steps] == pytest.approx([200.0, 400.0])
+    assert all(t["lateness_s"] == 0 for t in controller.ticks)
+    assert all(t["latency_p99_ms"] == pytest.approx(2.0, rel=0.05)
+               for t in running[1:])
+    # member CPU: half of its 1-core quota, as scripted
+    cpu = [r["cpu_percent"] for r in controller.member_rows if r["member"] == "m0"][1:]
+    assert cpu == pytest.approx([50.0] * len(cpu))
+    assert manifest["outcome"] == "completed" and manifest["accounting"]["balanced"]
+    assert launcher.stopped and provisioner.downs == 1
+
+
+def test_workers_are_placed_and_rates_sent_as_typed_messages(tmp_path):
+    spec = scenario([{"rate_per_sender": 10, "hold": "2s"},
+                     {"rate_per_sender": 20, "hold": "2s", "senders": 1}], senders=3,
+                    receivers=1)
+    _, _, _, launcher, _ = run(spec, topology(), tmp_path)
+    configs = [a.calls[0] for a in launcher.agents]
+    assert [[s.producer_id for s in c.senders] for c in configs] == [[1, 3], [2]]
+    assert [[r.id for r in c.receivers] for c in configs] == [[1], []]
+    assert all(isinstance(c, protocol.Configure) and c.destination.queue == "perf"
+               for c in configs)
+    rates = [c for c in launcher.agents[0].calls if isinstance(c, protocol.Rate)]
+    assert rates == [protocol.Rate(10.0, None), protocol.Rate(20.0, 1)]
+
+
+def test_a_late_tick_skips_the_seconds_it_missed(tmp_path):
+    spec = scenario([{"rate_per_sender": 100, "hold": "8s"}])
+    _, controller, _, _, manifest = run(spec, topology(), tmp_path, slow_sample_s=2.5)
+    assert manifest["sampling"]["ticks_skipped"] > 0
+    elapsed = [t["elapsed_s"] for t in controller.ticks if t["phase"]]
+    assert all(b - a >= 1.0 for a, b in zip(elapsed, elapsed[1:], strict=False))
+    # the rate is still each agent's delta over its own interval: never above the target
+    assert all(t["send_rate"] is None or t["send_rate"] <= t["target_rate"] + 1e-6
+               for t in controller.ticks if t["phase"])
+
+
+def test_the_scaler_starts_a_member_on_high_cpu_and_moves_a_fair_share_to_it(tmp_path):
+    spec = scenario([{"rate_per_sender": 50, "hold": "12s"}], senders=4, receivers=4,
+                    scaling={"pool": 2, "scale_out": {
+                        "when_any": [{"member_cpu": "80%", "for": "3s"}], "cooldown": "60s"}})
+    _, controller, provisioner, launcher, _ = run(spec, topology(), tmp_path, cpu_share=0.9)
+    assert provisioner.started == [1]
+    moves = [c for a in launcher.agents for c in a.calls if isinstance(c, protocol.Move)]
+    assert moves and {m.endpoint for m in moves} == {provisioner.member(1).endpoint}
+    assert sum(len(m.senders) for m in moves) == 2 and sum(len(m.receivers) for m in moves) == 2
+    events = [json.loads(line)["kind"] for line in
+              (controller.run_dir / "events.jsonl").read_text().splitlines()]
+    assert events.index("scale_decision") < events.index("member_started") < \
+        events.index("rebalanced")
+    assert max(t["members_running"] for t in controller.ticks) == 2

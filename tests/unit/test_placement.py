@@ -1,0 +1,54 @@
+"""Which agent hosts which worker, on which member and queue: the rule as a table."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from orchestrator.agents.placement import Seat, place
+from orchestrator.specs.scenario import QueueSpec, ScenarioSpec
+
+
+def members(*indexes):
+    return [SimpleNamespace(index=i, endpoint=f"amqp://m{i}") for i in indexes]
+
+
+def scenario(senders, receivers, **workload):
+    return ScenarioSpec.model_validate({
+        "name": "p", "topology": "t.yaml", "plan": [{"rate_per_sender": 5, "hold": "1s"}],
+        "workload": {"queue": "q", "senders": senders, "receivers": receivers, **workload}})
+
+
+@pytest.mark.parametrize("senders, receivers, agents, running, expected", [
+    # senders and receivers go round the agents and the members independently
+    (2, 2, 2, (0,), {("s", 1): (0, 0), ("s", 2): (1, 0), ("r", 1): (0, 0), ("r", 2): (1, 0)}),
+    (3, 1, 2, (0, 1), {("s", 1): (0, 0), ("s", 2): (1, 1), ("s", 3): (0, 0), ("r", 1): (0, 0)}),
+    (4, 1, 1, (0, 2), {("s", 1): (0, 0), ("s", 2): (0, 2), ("s", 3): (0, 0), ("s", 4): (0, 2),
+                       ("r", 1): (0, 0)}),
+])
+def test_workers_go_round_agents_and_members(senders, receivers, agents, running, expected):
+    placement = place(scenario(senders, receivers), "rabbitmq", {}, members(*running), agents,
+                      range(agents), range(agents), QueueSpec(name="q"), 5.0)
+    assert {s.worker: (s.agent, s.member) for s in placement.seats} == expected
+    assert sum(len(c.senders) for c in placement.configs) == senders
+    assert all(c.destination.endpoints == tuple(f"amqp://m{i}" for i in running)
+               for c in placement.configs)
+
+
+def test_split_hosts_keep_senders_and_receivers_apart():
+    placement = place(scenario(2, 2), "rabbitmq", {}, members(0), 4, [0, 1], [2, 3],
+                      QueueSpec(name="q"), 5.0)
+    assert {s.agent for s in placement.seats if s.worker[0] == "s"} == {0, 1}
+    assert {s.agent for s in placement.seats if s.worker[0] == "r"} == {2, 3}
+
+
+def test_queues_are_given_in_blocks_and_not_fixed_senders_get_every_instance():
+    queue = QueueSpec(name="pairs-%d", count=4)
+    placement = place(scenario(4, 4), "ibmmq", {"channel": "C"}, members(0), 1, [0], [0],
+                      queue, 5.0)
+    config = placement.configs[0]
+    assert [s.queue for s in config.senders] == ["pairs-1", "pairs-2", "pairs-3", "pairs-4"]
+    assert config.settings == {"channel": "C"} and config.broker == "ibmmq"
+    spread = place(scenario(2, 1, bind="not-fixed"), "ibmmq", {}, members(0), 1, [0], [0],
+                   queue, 5.0)
+    assert spread.configs[0].senders[0].queue == ["pairs-1", "pairs-2", "pairs-3", "pairs-4"]
+    assert Seat(("s", 1), 0, 0) in spread.seats
