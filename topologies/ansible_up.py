@@ -107,20 +107,10 @@ def queue_declarations(topology: TopologySpec, members: list[int]) -> list[dict[
     """The topology's queues as the rabbitmq role declares them, each with the member that leads
     it, as :class:`~topologies.rabbitmq.local.LocalRabbitMQ` places them: a per-member queue
     has an instance on every member, a pattern's queues are led by the members in turn."""
-    out = []
-    for queue in topology.queues:
-        arguments = dict(queue.arguments)
-        arguments.setdefault("x-queue-type", queue.type)
-        if queue.type == "quorum":
-            arguments.setdefault("x-queue-leader-locator", "client-local")
-        if queue.per_member:
-            placed = [(index, queue.instance(index)) for index in members]
-        else:
-            placed = [(members[i % len(members)], name) for i, name in enumerate(queue.names)]
-        out += [{"name": name, "member": index, "type": queue.type, "durable": queue.durable,
-                 "auto_delete": queue.auto_delete, "arguments": arguments}
-                for index, name in placed]
-    return out
+    from topologies.rabbitmq import queues
+    return [{"name": name, "member": index, "type": queue.type, "durable": queue.durable,
+             "auto_delete": queue.auto_delete, "arguments": queues.arguments(queue)}
+            for queue, name, index in queues.placements(topology.queues, members)]
 
 
 def rabbitmq_inventory(topology: TopologySpec, base_dir: Path | None = None,

@@ -43,7 +43,7 @@ from topologies.kube import (
     pod_trouble,
     stream_core,
 )
-from topologies.rabbitmq import node
+from topologies.rabbitmq import node, queues
 from topologies.rabbitmq.management import Management, management_stats
 from topologies.rabbitmq.manifests import (
     AMQP_PORT,
@@ -359,15 +359,10 @@ class RabbitKubernetesProvisioner:
         """Declare shared queues and the per-member instances of ``members``, each through the
         member that is to lead it (as the local provisioner does)."""
         apis: dict[int, Management] = {}
-        for queue in self.topology.queues:
-            if queue.per_member:
-                placed = [(index, queue.instance(index)) for index in members]
-            else:
-                placed = [(members[i % len(members)], name) for i, name in enumerate(queue.names)]
-            for index, name in placed:
-                if index not in apis:
-                    apis[index] = self._api(index)
-                apis[index].declare_queue(queue, name)
+        for queue, name, index in queues.placements(self.topology.queues, members):
+            if index not in apis:
+                apis[index] = self._api(index)
+            apis[index].declare_queue(queue, name)
 
     def _exec_in_pod(self, pod: str, argv: list[str]) -> str:
         return exec_in_pod(self.streams, pod, self.namespace, "rabbitmq", argv)

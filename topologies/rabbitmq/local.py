@@ -28,7 +28,7 @@ from orchestrator.errors import ProvisionError
 from orchestrator.specs.scenario import TopologySpec
 from topologies.base import BrokerSample, CpuReading, Member, MemberSample, MemberStats
 from topologies.cgroups import BOOT_SHARES, CpuCgroup
-from topologies.rabbitmq import node
+from topologies.rabbitmq import node, queues
 from topologies.rabbitmq.management import Management
 from topologies.rabbitmq.prometheus import node_stats
 
@@ -292,13 +292,8 @@ class LocalRabbitMQ:
 
     def _declare_queues(self, members: list[int]) -> None:
         """Declare shared queues (idempotent) and the per-member instances of ``members``."""
-        for queue in self.topology.queues:
-            if queue.per_member:
-                placed = [(index, queue.instance(index)) for index in members]
-            else:  # a pattern's queues are led by the members in turn
-                placed = [(members[i % len(members)], name) for i, name in enumerate(queue.names)]
-            for index, name in placed:
-                Management(HOST, self.member(index).management_port).declare_queue(queue, name)
+        for queue, name, index in queues.placements(self.topology.queues, members):
+            Management(HOST, self.member(index).management_port).declare_queue(queue, name)
 
     def _ensure_epmd(self, state: dict) -> None:
         if _alive(state.get("epmd_pid"), "epmd"):

@@ -14,6 +14,7 @@ from typing import Any
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.scenario import QueueSpec
 from topologies.base import Member, MemberStats
+from topologies.rabbitmq import queues
 
 _AUTH = "Basic " + base64.b64encode(b"guest:guest").decode()
 
@@ -44,12 +45,8 @@ class Management:
 
         Declared through this member's API, a queue is led by this member.
         """
-        arguments = dict(queue.arguments)
-        arguments.setdefault("x-queue-type", queue.type)
-        if queue.type == "quorum":
-            arguments.setdefault("x-queue-leader-locator", "client-local")
         body: dict[str, Any] = {"durable": queue.durable, "auto_delete": queue.auto_delete,
-                                "arguments": arguments}
+                                "arguments": queues.arguments(queue)}
         quoted = urllib.parse.quote(name or queue.name, safe="")
         self.request("PUT", f"/queues/%2F/{quoted}", body)
 

@@ -23,7 +23,7 @@ from orchestrator.errors import ProvisionError
 from orchestrator.specs.hosts import HostSpec
 from orchestrator.specs.scenario import TopologySpec
 from topologies.base import BrokerSample, CpuReading, Member, MemberStats
-from topologies.rabbitmq import node
+from topologies.rabbitmq import node, queues
 from topologies.rabbitmq.local import default_state_root
 from topologies.rabbitmq.management import Management
 from topologies.rabbitmq.prometheus import node_stats
@@ -216,13 +216,10 @@ class SshRabbitMQ:
         self._write(state)
 
     def _declare_queues(self) -> None:
-        running = [m for m in self.status() if m.running]
-        for queue in self.topology.queues:
-            names = [queue.instance(m.index) for m in running] if queue.per_member \
-                else queue.names
-            for i, name in enumerate(names):
-                member = running[i % len(running)]
-                Management(member.host, member.management_port).declare_queue(queue, name)
+        running = {m.index: m for m in self.status() if m.running}
+        for queue, name, index in queues.placements(self.topology.queues, list(running)):
+            member = running[index]
+            Management(member.host, member.management_port).declare_queue(queue, name)
 
     def _alive_indexes(self, state: dict | None = None) -> set[int]:
         members = (state or self._state())["members"]

@@ -1,0 +1,36 @@
+"""Which member leads which queue, and the arguments each queue is declared with: the one rule
+every RabbitMQ provisioner (local, SSH, Kubernetes, Ansible) follows.
+
+A per-member queue has an instance on every member, led by that member; a pattern's queues
+(``pairs-%d``) are led by the members in turn. A queue declared through a member's API is led
+by that member (quorum queues: ``x-queue-leader-locator: client-local``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from orchestrator.specs.scenario import QueueSpec
+
+
+def placements(queues: Sequence[QueueSpec], members: Sequence[int]
+               ) -> list[tuple[QueueSpec, str, int]]:
+    """Every queue to declare: its spec, its name, and the index of the member to lead it."""
+    out = []
+    for queue in queues:
+        if queue.per_member:
+            out += [(queue, queue.instance(index), index) for index in members]
+        else:
+            out += [(queue, name, members[i % len(members)]) for i, name in enumerate(queue.names)]
+    return out
+
+
+def arguments(queue: QueueSpec) -> dict[str, Any]:
+    """The queue's x-arguments: its own, with its type and, for a quorum queue, its leader on
+    the member it is declared through."""
+    out = dict(queue.arguments)
+    out.setdefault("x-queue-type", queue.type)
+    if queue.type == "quorum":
+        out.setdefault("x-queue-leader-locator", "client-local")
+    return out
