@@ -27,6 +27,7 @@ from orchestrator.campaign.records import CellRecord
 from orchestrator.campaign.requirement import Requirement, judge
 from orchestrator.campaign.view import CampaignView, recorded_overhead
 from orchestrator.errors import FileError, SurgeError
+from orchestrator.retry import retrying
 from orchestrator.specs.campaign import Campaign, Cell, load_campaign
 from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
 from results.rundir.jsonfile import read_object
@@ -284,7 +285,8 @@ class CampaignRunner:
     def _up(self, provisioner: Provisioner) -> None:
         self.topology_up = provisioner.topology
         self._save()
-        provisioner.up()
+        retrying(provisioner.up, stop=self.stop, said=lambda attempt, error: self.view.say(
+            f"bringing {provisioner.topology.name} up failed ({error}); trying again"))
 
     def _down(self, provisioner: Provisioner) -> None:
         with _shielded(self.view.say):

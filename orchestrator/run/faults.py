@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from orchestrator.clock import SYSTEM_CLOCK, Clock
 from orchestrator.errors import SurgeError
+from orchestrator.retry import retrying
 from orchestrator.specs.plan import Phase
 from orchestrator.specs.scenario import FaultSpec
 
@@ -98,7 +99,10 @@ class FaultInjector:
                 self.event("member_killed" if kill else "member_stopped", member=name,
                            explain=f"{name} {'killed (SIGKILL)' if kill else 'stopped'}")
                 self.clock.sleep(restart_after, self.stop)
-                self.provisioner.start_member(index)
+                retrying(lambda index=index: self.provisioner.start_member(index),
+                         clock=self.clock, said=lambda attempt, error, name=name: self.event(
+                             "fault_failed", member=name, attempt=attempt, error=str(error),
+                             explain="temporary: trying again"))
             except SurgeError as error:
                 self.event("fault_failed", member=name, error=str(error))
                 continue

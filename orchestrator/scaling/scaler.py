@@ -15,6 +15,7 @@ from typing import Any
 from drivers import protocol
 from orchestrator.clock import SYSTEM_CLOCK, Clock
 from orchestrator.errors import SurgeError
+from orchestrator.retry import retrying
 from orchestrator.scaling.policy import Decision, Observation, decide
 from orchestrator.scaling.rebalance import fair_moves
 from orchestrator.specs.scenario import QueueSpec, ScalingSpec
@@ -92,14 +93,13 @@ class Scaler:
 
     def _scale_out(self, running: list[int]) -> None:
         started = self.clock.monotonic()
-        member = None
-        for attempt in (1, 2):
-            try:
-                member = self.provisioner.start_member()
-                break
-            except SurgeError as error:
-                self.event("scale_failed", action="out", attempt=attempt, error=str(error))
-        if member is None:
+        try:
+            member = retrying(self.provisioner.start_member, clock=self.clock,
+                              said=lambda attempt, error: self.event(
+                                  "scale_failed", action="out", attempt=attempt,
+                                  error=str(error), explain="temporary: trying again"))
+        except SurgeError as error:
+            self.event("scale_failed", action="out", error=str(error))
             return
         self.event("member_started", member=member.name, index=member.index,
                    seconds=round(self.clock.monotonic() - started, 2),
