@@ -3,7 +3,8 @@
 The same provisioner interface as the local one, run through :mod:`topologies.ssh`: each member
 is ``rabbitmq-server`` started in its own session on its host (under a private epmd, like the
 local provisioner), with its files under the host's ``work_dir``, joined by classic peer
-discovery, capped by a cgroup v1 CPU quota where the host allows it (a warning otherwise), and
+discovery, capped by a cgroup CPU quota (v2 or v1, as the host has) where the host allows it (a
+warning otherwise), and
 stopped by PID. Members fill the broker hosts in blocks; member *i* listens on
 ``port_base + i`` like a local one, on its host's address. Clients, the management API and the
 scrapers reach it there. State (PIDs per host) is kept in a file beside the local provisioner's,
@@ -22,6 +23,7 @@ from orchestrator.errors import ProvisionError
 from orchestrator.specs.hosts import HostSpec
 from orchestrator.specs.scenario import TopologySpec
 from topologies.base import BrokerSample, CpuReading, Member, MemberStats
+from topologies.cgroups import cap_script, remove_script
 from topologies.rabbitmq import node
 from topologies.rabbitmq.local import default_state_root
 from topologies.rabbitmq.management import Management
@@ -30,7 +32,6 @@ from topologies.rabbitmq.sample import broker_sample
 
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
-CGROUP_ROOT = "/sys/fs/cgroup/cpu"
 
 
 class SshRabbitMQ:
@@ -132,8 +133,7 @@ class SshRabbitMQ:
             if pid:
                 self._run(host, f"kill {int(pid)} 2>/dev/null; true")
             self._run(host, f"rm -rf {shlex.quote(self._root(host))}; "
-                            f"rmdir {CGROUP_ROOT}/surge-ssh-{self.topology.name}-* 2>/dev/null; "
-                            "true")
+                            + remove_script(f"surge-ssh-{self.topology.name}-"))
         self.state_file.unlink(missing_ok=True)
         for session in self._sessions.values():
             session.close()
@@ -187,17 +187,16 @@ class SshRabbitMQ:
                              f"{START_TIMEOUT_S:.0f} s; see {directory}/console.log there")
 
     def _cap(self, host: HostSpec, index: int, pid: int) -> None:
-        """A cgroup v1 CPU quota for the member, where the host lets us write one."""
+        """A cgroup CPU quota for the member (v2 or v1, as the host has), where the host lets us
+        write one."""
         cores = self.topology.cpu_per_member
         if cores is None:
             return
-        group = f"{CGROUP_ROOT}/surge-ssh-{self.topology.name}-{index}"
-        done = self._run(host, f"mkdir -p {group} && echo 100000 > {group}/cpu.cfs_period_us && "
-                               f"echo {int(cores * 100000)} > {group}/cpu.cfs_quota_us && "
-                               f"echo {pid} > {group}/cgroup.procs && echo ok", check=False)
+        group = f"surge-ssh-{self.topology.name}-{index}"
+        done = self._run(host, cap_script(group, cores, pid), check=False)
         if done.strip() != "ok":
-            self.warnings.append(f"{host.name}: cannot write {group}; member {index} runs "
-                                 "without a CPU quota")
+            self.warnings.append(f"{host.name}: cannot write the CPU cgroup {group}; member "
+                                 f"{index} runs without a CPU quota")
 
     def _ensure_epmd(self, host: HostSpec) -> None:
         state = self._state()
