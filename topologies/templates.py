@@ -1,74 +1,97 @@
-"""Filling the manifest templates of ``k8s/`` (the convention is in each template's header):
-``${name}`` scalars, whole-line ``${name}`` blocks indented like the placeholder, and
-``#% if flag`` ... ``#% endif`` sections."""
+"""Rendering the manifest templates of ``k8s/`` with Jinja2.
+
+The convention (also in each template's header):
+
+- ``{{ name | yaml }}``: a value as a YAML scalar, strings double-quoted with every special
+  character escaped, so no value can change the manifest's structure;
+- ``{{ name }}`` without the filter only inside a literal block (``key: |``), where any
+  character but a line break is literal: a value holding a line break is refused;
+- ``#% if flag`` ... ``#% endif`` (and ``#% for``): Jinja line statements, which read as YAML
+  comments.
+
+A missing value (``StrictUndefined``) or a template error is a :class:`ProvisionError` naming the
+template file and line.
+"""
 
 from __future__ import annotations
 
-import re
-import string
+import math
+import traceback
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import yaml
 
 from orchestrator.errors import ProvisionError
 
-_BLOCK = re.compile(r"^(?P<indent>[ \t]*)\$\{(?P<name>\w+)\}[ \t]*$")
+LINE_STATEMENT = "#%"
 
 
-def fill_template(text: str, values: Mapping[str, object],
-                  blocks: Mapping[str, str] | None = None,
-                  flags: Mapping[str, bool] | None = None) -> str:
-    """Fill a template of ``k8s/`` (the convention is in its header): keep ``#% if flag``
-    sections whose flag is true, drop whole-line comments, expand whole-line block placeholders
-    from ``blocks`` (each line indented like the placeholder, taken literally), then substitute
-    ``${name}`` scalars from ``values``. A placeholder or flag without a value is an error,
-    never left in the output."""
-    blocks, flags = blocks or {}, flags or {}
-    kept: list[str] = []
-    open_flags: list[bool] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        directive = line.strip()
-        if directive.startswith("#% if "):
-            flag = directive.removeprefix("#% if ").strip()
-            if flag not in flags:
-                raise KeyError(f"line {number}: no value for flag {flag!r}")
-            open_flags.append(bool(flags[flag]))
-            continue
-        if directive == "#% endif":
-            if not open_flags:
-                raise ValueError(f"line {number}: #% endif without #% if")
-            open_flags.pop()
-            continue
-        if not all(open_flags) or directive.startswith("#"):
-            continue
-        block = _BLOCK.match(line)
-        if block and block["name"] in blocks:
-            kept += [block["indent"] + part.replace("$", "$$") if part else part
-                     for part in blocks[block["name"]].splitlines()]
-        else:
-            kept.append(line)
-    if open_flags:
-        raise ValueError("#% if without #% endif")
-    for name, value in values.items():
-        if "\n" in str(value):
-            raise ValueError(f"scalar {name!r} holds a line break; pass it as a block")
+def to_yaml(value: object) -> str:
+    """``value`` (a string, number, boolean or ``None``) as a one-line YAML scalar: strings
+    always double-quoted, with line breaks, quotes and control characters escaped."""
+    if isinstance(value, jinja2.Undefined):
+        str(value)  # a StrictUndefined raises the error that names the missing value
+    if not isinstance(value, str | bool | int | float | type(None)):
+        raise jinja2.TemplateRuntimeError(
+            f"the yaml filter takes a string, number, boolean or null, not "
+            f"{type(value).__name__}")
+    text = yaml.safe_dump(value, default_style='"' if isinstance(value, str) else None,
+                          width=math.inf, allow_unicode=True)
+    return text.removesuffix("\n...\n").removesuffix("\n")
+
+
+def _no_line_break(value: object) -> object:
+    """The finalizer of every ``{{ }}``: a line break would start a new line of the manifest."""
+    if "\n" in str(value):
+        raise jinja2.TemplateRuntimeError(
+            f"value {str(value)[:40]!r}... holds a line break; put it in the manifest with the "
+            "yaml filter")
+    return value
+
+
+def _environment(directory: Path) -> jinja2.Environment:
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(directory), undefined=jinja2.StrictUndefined,
+        line_statement_prefix=LINE_STATEMENT, keep_trailing_newline=True,
+        finalize=_no_line_break, autoescape=False)
+    environment.filters["yaml"] = to_yaml
+    return environment
+
+
+def fill_template(path: Path, values: Mapping[str, object]) -> str:
+    """The template at ``path`` rendered with ``values``; a missing value, a template error or
+    a value that would break the manifest is a ProvisionError naming the file and line."""
     try:
-        return string.Template("\n".join(kept) + "\n").substitute(values)
-    except KeyError as missing:
-        raise KeyError(f"no value for placeholder ${{{missing.args[0]}}}") from None
-
-
-def render_file(path: Path, values: Mapping[str, object],
-                 blocks: Mapping[str, str] | None = None,
-                 flags: Mapping[str, bool] | None = None) -> dict[str, Any]:
-    """A template file filled and parsed as YAML; any problem is a ProvisionError naming the
-    file."""
-    try:
-        text = fill_template(path.read_text(), values, blocks, flags)
-    except (KeyError, ValueError) as error:
-        raise ProvisionError(f"template {path}: {error.args[0]}") from None
+        template = _environment(path.parent).get_template(path.name)
+    except jinja2.TemplateNotFound:
+        raise ProvisionError(f"template {path} does not exist") from None
     except OSError as error:
         raise ProvisionError(f"cannot read template {path}: {error.strerror}") from None
-    return yaml.safe_load(text)
+    except jinja2.TemplateSyntaxError as error:
+        raise ProvisionError(f"template {path}, line {error.lineno}: {error.message}") from None
+    try:
+        return template.render(values)
+    except jinja2.TemplateError as error:
+        line = _template_line(error, template.filename)
+        where = f", line {line}" if line else ""
+        raise ProvisionError(f"template {path}{where}: {error.message}") from None
+
+
+def _template_line(error: BaseException, filename: str | None) -> int | None:
+    """The template line being rendered when ``error`` was raised (Jinja rewrites the traceback
+    so that the template's frames carry its file name and line)."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == filename]
+    return frames[-1].lineno if frames else None
+
+
+def render_file(path: Path, values: Mapping[str, object]) -> dict[str, Any]:
+    """A template file filled and parsed as YAML; any problem is a ProvisionError naming the
+    file."""
+    text = fill_template(path, values)
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ProvisionError(f"template {path} rendered no valid YAML: {error}") from None

@@ -94,9 +94,8 @@ def render_agents(count: int, topology: TopologySpec, run_id: str, token: str,
               "run_id": re.sub(r"[^A-Za-z0-9._:+@-]", "-", run_id),
               "count": count, "image": spec.agent_image, "port": AGENT_PORT,
               "max_lifetime": int(max_lifetime_s), "deadline": int(max_lifetime_s) + 60,
-              "token": token, "cpu": cpu, "memory": memory}
-    flags = {"cpu_limit": cpu_limit}
-    return {kind: render_file(templates / f"{kind}.yaml", values, flags=flags)
+              "token": token, "cpu": cpu, "memory": memory, "cpu_limit": cpu_limit}
+    return {kind: render_file(templates / f"{kind}.yaml", values)
             for kind in ("secret", "job", "service")}
 
 

@@ -16,7 +16,6 @@ from orchestrator.errors import ProvisionError, SpecError
 from orchestrator.specs.loader import load_topology
 from orchestrator.specs.scenario import TopologySpec
 from tests.kube import FakeApiError, FakeClock
-from topologies import templates
 from topologies.mq import manifests, nativeha
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -218,42 +217,6 @@ def test_a_topology_that_is_not_native_ha_is_refused_by_the_renderer():
 def test_values_that_would_break_a_manifest_are_refused(override, complaint):
     with pytest.raises(ProvisionError, match=complaint):
         manifests.render(topology(override))
-
-
-# -- the template convention ----------------------------------------------------------------------
-
-def test_fill_template_sections_blocks_and_scalars():
-    text = ("# a comment with ${nothing}\n"
-            "a: ${x}\n"
-            "#% if on\n"
-            "b: kept\n"
-            "#% endif\n"
-            "#% if off\n"
-            "c: dropped ${missing}\n"
-            "#% endif\n"
-            "d: |\n"
-            "  ${body}\n")
-    out = templates.fill_template(text, {"x": 1}, {"body": "one\n  two $HOME\n"},
-                                 {"on": True, "off": False})
-    assert out == "a: 1\nb: kept\nd: |\n  one\n    two $HOME\n"
-    assert yaml.safe_load(out) == {"a": 1, "b": "kept", "d": "one\n  two $HOME\n"}
-
-
-def test_fill_template_refuses_what_it_cannot_fill():
-    with pytest.raises(KeyError, match=r"\$\{y\}"):
-        templates.fill_template("a: ${y}\n", {})
-    with pytest.raises(KeyError, match="flag 'tls'"):
-        templates.fill_template("#% if tls\n#% endif\n", {})
-    with pytest.raises(ValueError, match="without #% endif"):
-        templates.fill_template("#% if a\n", {}, flags={"a": True})
-    with pytest.raises(ValueError, match="line break"):
-        templates.fill_template("a: ${v}\n", {"v": "x\ny"})
-
-
-@pytest.mark.parametrize("name", [manifests.QUEUE_MANAGER_TEMPLATE, manifests.CONFIGMAP_TEMPLATE])
-def test_templates_are_yaml_even_before_filling(name):
-    document = yaml.safe_load((manifests.TEMPLATES / name).read_text())
-    assert document["metadata"]["name"].startswith("${")
 
 
 # -- the provisioner against a fake API -----------------------------------------------------------

@@ -17,7 +17,6 @@ from types import SimpleNamespace
 
 import jsonschema
 import pytest
-import yaml
 
 from drivers import protocol
 from orchestrator.agents import pods as agent_pods
@@ -142,11 +141,6 @@ def test_a_topology_that_is_not_rabbitmq_on_kubernetes_is_refused():
     with pytest.raises(ProvisionError, match="not RabbitMQ on Kubernetes.*placement local"):
         rm.render(TopologySpec(name="r", members=1, start=1))
     assert rm.cluster_name(topology(name="3-nodes")) == "rmq-3-nodes"
-
-
-def test_template_is_yaml_before_filling():
-    document = yaml.safe_load((rm.TEMPLATES / rm.TEMPLATE).read_text())
-    assert document["kind"] == "RabbitmqCluster"
 
 
 # -- a fake operator ------------------------------------------------------------------------------

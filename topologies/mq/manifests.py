@@ -1,9 +1,8 @@
-"""Document 003's Native HA queue manager as Kubernetes objects, rendered from the templates in
-``k8s/mq/`` (see their header for the convention: ``${name}`` scalars, whole-line ``${name}``
-blocks, ``#% if flag`` sections): one ConfigMap with the mqsc and ini files, shared by all
-members, and one ``QueueManager`` per member. Member *i* is queue manager ``ibmmq.qm_name(i)``
-(PERF0, PERF1 ...), a QueueManager object of that name in lower case. Needs nothing beyond
-PyYAML; :mod:`topologies.mq.nativeha` applies them.
+"""Document 003's Native HA queue manager as Kubernetes objects, rendered from the Jinja2
+templates in ``k8s/mq/`` (see :mod:`topologies.templates` and their header): one ConfigMap with
+the mqsc and ini files, shared by all members, and one ``QueueManager`` per member. Member *i* is
+queue manager ``ibmmq.qm_name(i)`` (PERF0, PERF1 ...), a QueueManager object of that name in
+lower case. Needs nothing beyond PyYAML and Jinja2; :mod:`topologies.mq.nativeha` applies them.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from orchestrator.errors import ProvisionError
 from orchestrator.specs.mq import MqSpec, NativeHaSpec
 from orchestrator.specs.scenario import TopologySpec
 from topologies.assets import asset
-from topologies.templates import render_file as _render_file
+from topologies.templates import render_file
 
 TEMPLATES = asset("k8s", "mq")
 QUEUE_MANAGER_TEMPLATE = "queuemanager.yaml"
@@ -97,10 +96,10 @@ def render_configmap(topology: TopologySpec, templates: Path = TEMPLATES) -> dic
     values = {"configmap": configmap_name(topology), "namespace": ha.namespace,
               "topology": topology.name, "max_message_length": ha.max_message_length,
               "channel": mq.channel, "sharecnv": mq.sharecnv,
-              "image_log_length": ha.image_log_length}
-    blocks = {"queue_definitions": queue_definitions(topology),
+              "image_log_length": ha.image_log_length,
+              "queue_definitions": queue_definitions(topology),
               "ini_stanzas": ini_stanzas(topology)}
-    return _render_file(templates / CONFIGMAP_TEMPLATE, values, blocks)
+    return render_file(templates / CONFIGMAP_TEMPLATE, values)
 
 
 def render_member(topology: TopologySpec, index: int, templates: Path = TEMPLATES
@@ -113,13 +112,13 @@ def render_member(topology: TopologySpec, index: int, templates: Path = TEMPLATE
     mq, ha = mq_of(topology), native_ha_of(topology)
     values = {"name": object_name(topology, index), "namespace": ha.namespace,
               "topology": topology.name, "version": ha.version, "license": ha.license,
-              "use": ha.use, "tls_secret": ha.tls_secret or "", "qm_name": mq.qm_name(index),
+              "use": ha.use, "tls": ha.tls_secret is not None,
+              "tls_secret": ha.tls_secret or "", "qm_name": mq.qm_name(index),
               "storage_class": ha.storage_class, "configmap": configmap_name(topology),
               "channel_mqsc": "disable-tls.mqsc" if ha.tls_secret else "disable.mqsc",
               "log_file_pages": ha.log_file_pages, "memory": ha.memory,
               "cpu": cpu_quantity(topology.cpu_per_member) if topology.cpu_per_member else ""}
-    flags = {"tls": ha.tls_secret is not None, "cpu": topology.cpu_per_member is not None}
-    return _render_file(templates / QUEUE_MANAGER_TEMPLATE, values, flags=flags)
+    return render_file(templates / QUEUE_MANAGER_TEMPLATE, values)
 
 
 def render(topology: TopologySpec, templates: Path = TEMPLATES) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ from orchestrator.errors import ProvisionError
 from orchestrator.specs.scenario import TopologySpec
 from topologies.base import BrokerSample, CpuReading, Member, MemberSample, MemberStats
 from topologies.cgroups import BOOT_SHARES, CpuCgroup
-from topologies.rabbitmq import node, queues
+from topologies.rabbitmq import node, ports, queues
 from topologies.rabbitmq.management import Management
 from topologies.rabbitmq.prometheus import node_stats
 
@@ -50,7 +50,7 @@ class LocalRabbitMQ:
     def __init__(self, topology: TopologySpec, state_root: Path | None = None):
         self.topology = topology
         self.state_dir = (state_root or default_state_root()) / topology.name
-        self.epmd_port = topology.port_base + 30000
+        self.epmd_port = ports.epmd_port(topology.port_base)
         self._write_lock = threading.Lock()  # members start in parallel threads
 
     # -- the pool ---------------------------------------------------------------------------
@@ -84,13 +84,19 @@ class LocalRabbitMQ:
 
     def up(self) -> list[Member]:
         """Serve ``topology.start`` members (reusing running ones), boot the rest of a warm pool
-        to standby, cluster them and declare the queues."""
+        to standby, cluster them and declare the queues. Every port of every member to boot is
+        checked first: a busy one is an error and nothing starts."""
         with self._locked():
             state = self._reconcile(self._read_state())
-            self._ensure_epmd(state)
             members = range(self.topology.members)
-            if not any(self._serving(state, i) for i in members):
-                self._serve(state, next((i for i in members if self._booted(state, i)), 0))
+            first = None if any(self._serving(state, i) for i in members) else next(
+                (i for i in members if self._booted(state, i)), 0)
+            wanted = {*range(self.topology.start), *([] if first is None else [first]),
+                      *(members[self.topology.start:] if self.topology.warm_pool else [])}
+            self._check_ports(state, [i for i in sorted(wanted) if not self._booted(state, i)])
+            self._ensure_epmd(state)
+            if first is not None:
+                self._serve(state, first)
             to_serve = [i for i in range(self.topology.start) if not self._serving(state, i)]
             to_stand_by = [i for i in members[self.topology.start:]
                            if self.topology.warm_pool and not self._booted(state, i)]
@@ -112,6 +118,7 @@ class LocalRabbitMQ:
                 if not idle:
                     raise ProvisionError(f"all {self.topology.members} members already serve")
                 index = idle[0]
+            self._check_ports(state, [] if self._booted(state, index) else [index])
             self._ensure_epmd(state)
             self._serve(state, index)
             self._declare_queues([index])
@@ -230,12 +237,11 @@ class LocalRabbitMQ:
             and self._serving(state, i)]
         if not entry.get("joined"):
             shutil.rmtree(files.root, ignore_errors=True)
-        _require_free(member.port, member.management_port, member.prometheus_port,
-                      self.topology.port_base + 20000 + index)
         files.root.mkdir(parents=True, exist_ok=True)
         node.write_files(member, files, seeds)
         group = CpuCgroup.create(f"surge-{self.topology.name}-{index}", None, BOOT_SHARES)
-        env = node.node_env(member, files, self.topology.port_base + 20000 + index, self.epmd_port)
+        env = node.node_env(member, files, ports.dist_port(self.topology.port_base, index),
+                            self.epmd_port)
         process = node.spawn(env, files, group)
         self._write_state(state, entry, pid=process.pid, cgroup=group.name if group else None,
                           serving=False)
@@ -298,7 +304,6 @@ class LocalRabbitMQ:
     def _ensure_epmd(self, state: dict) -> None:
         if _alive(state.get("epmd_pid"), "epmd"):
             return
-        _require_free(self.epmd_port)
         process = subprocess.Popen(
             [shutil.which("epmd") or "epmd", "-port", str(self.epmd_port)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -306,6 +311,15 @@ class LocalRabbitMQ:
         state["epmd_pid"] = process.pid
         self._write_state(state)
         _wait_port(self.epmd_port, 10.0)
+
+    def _check_ports(self, state: dict, to_boot: list[int]) -> None:
+        """Refuse (ProvisionError naming member, port and purpose) if any port of the members
+        ``to_boot``, or of epmd where it is to start, is taken."""
+        claims = [c for i in to_boot for c in ports.member_claims(self.member(i),
+                                                                  self.topology.port_base)]
+        if not _alive(state.get("epmd_pid"), "epmd"):
+            claims.append(ports.epmd_claim(HOST, self.topology.port_base))
+        ports.require_free(claims, ports.bound_here)
 
     def _booted(self, state: dict, index: int) -> bool:
         """Whether the member's VM runs (serving or on standby)."""
@@ -425,14 +439,6 @@ def _tree_cpu_seconds(pid: int | None) -> float | None:
         return total
     except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
         return None
-
-
-def _require_free(*ports: int) -> None:
-    for port in ports:
-        with socket.socket() as probe:
-            if probe.connect_ex((HOST, port)) == 0:
-                raise ProvisionError(f"port {port} on {HOST} is in use by a process surge did "
-                                     "not start; stop it or change the topology's port_base")
 
 
 def _wait_port(port: int, timeout_s: float) -> None:

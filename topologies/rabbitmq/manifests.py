@@ -107,17 +107,15 @@ def render(topology: TopologySpec, replicas: int | None = None, plugins: Sequenc
               "topology": topology.name, "replicas": replicas, "image": spec.image or "",
               "cpu": cpu_quantity(topology.cpu_per_member) if topology.cpu_per_member else "",
               "memory": spec.memory, "storage": spec.storage,
-              "storage_class": spec.storage_class or ""}
-    flags = {"image": bool(spec.image), "cpu": topology.cpu_per_member is not None,
-             "storage_class": bool(spec.storage_class), "plugins": bool(plugins)}
-    blocks = {"additional_config": additional_config(spec),
-              "plugins": "".join(f"- {plugin}\n" for plugin in plugins)}
-    return render_file(templates / TEMPLATE, values, blocks, flags)
+              "storage_class": spec.storage_class or "", "plugins": list(plugins),
+              "additional_config": additional_config(spec)}
+    return render_file(templates / TEMPLATE, values)
 
 
 def _check(topology: TopologySpec, spec: RabbitKubernetesSpec, replicas: int,
            plugins: Sequence[str]) -> None:
-    """Every value that goes into the manifest, checked before it is substituted verbatim."""
+    """Every value that goes into the manifest, checked before it is rendered (the template
+    quotes them; these are the operator's and Kubernetes' own rules)."""
     name, conf = cluster_name(topology), spec.additional_config
     keys_ok = all(_CONF_KEY.match(k) and "\n" not in str(v) and str(v).strip()
                   for k, v in conf.items())

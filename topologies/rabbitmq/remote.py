@@ -3,7 +3,8 @@
 The same provisioner interface as the local one, run through :mod:`topologies.ssh`: each member
 is ``rabbitmq-server`` started in its own session on its host (under a private epmd, like the
 local provisioner), with its files under the host's ``work_dir``, joined by classic peer
-discovery, capped by a cgroup v1 CPU quota where the host allows it (a warning otherwise), and
+discovery, capped by a cgroup CPU quota (v2 or v1, as the host has) where the host allows it (a
+warning otherwise), and
 stopped by PID. Members fill the broker hosts in blocks; member *i* listens on
 ``port_base + i`` like a local one, on its host's address. Clients, the management API and the
 scrapers reach it there. State (PIDs per host) is kept in a file beside the local provisioner's,
@@ -23,7 +24,8 @@ from orchestrator.errors import ProvisionError
 from orchestrator.specs.hosts import HostSpec
 from orchestrator.specs.scenario import TopologySpec
 from topologies.base import BrokerSample, CpuReading, Member, MemberStats
-from topologies.rabbitmq import node, queues
+from topologies.cgroups import cap_script, remove_script
+from topologies.rabbitmq import node, ports, queues
 from topologies.rabbitmq.local import default_state_root
 from topologies.rabbitmq.management import Management
 from topologies.rabbitmq.prometheus import node_stats
@@ -31,7 +33,6 @@ from topologies.rabbitmq.sample import broker_sample
 
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
-CGROUP_ROOT = "/sys/fs/cgroup/cpu"
 
 
 class SshRabbitMQ:
@@ -43,7 +44,7 @@ class SshRabbitMQ:
         self.record = record
         self.placement: list[HostSpec] = [h for h in topology.hosts if "broker" in h.roles
                                           for _ in range(h.members)]
-        self.epmd_port = topology.port_base + 30000
+        self.epmd_port = ports.epmd_port(topology.port_base)
         self.state_file = (state_root or default_state_root()) / f"{topology.name}.ssh.json"
         self._sessions: dict[str, object] = {}
         self.warnings: list[str] = []
@@ -63,11 +64,13 @@ class SshRabbitMQ:
 
     def up(self) -> list[Member]:
         """Start the first ``start`` members that do not run, one after the other (each later
-        one joins the running ones), and declare the queues."""
+        one joins the running ones), and declare the queues. The ports of all of them are
+        checked first, one listing per host: a busy one is an error and nothing starts."""
         alive = self._alive_indexes()
-        for index in range(self.topology.start):
-            if index not in alive:
-                self._boot(index)
+        to_boot = [i for i in range(self.topology.start) if i not in alive]
+        self._check_ports(to_boot)
+        for index in to_boot:
+            self._boot(index)
         self._declare_queues()
         return self.status()
 
@@ -87,6 +90,7 @@ class SshRabbitMQ:
                 raise ProvisionError(f"all {self.topology.members} members already run")
             index = idle[0]
         if index not in alive:
+            self._check_ports([index])
             self._boot(index)
         self._declare_queues()
         return self.status()[index]
@@ -138,8 +142,7 @@ class SshRabbitMQ:
             if pid:
                 self._run(host, f"kill {int(pid)} 2>/dev/null; true")
             self._run(host, f"rm -rf {shlex.quote(self._root(host))}; "
-                            f"rmdir {CGROUP_ROOT}/surge-ssh-{self.topology.name}-* 2>/dev/null; "
-                            "true")
+                            + remove_script(f"surge-ssh-{self.topology.name}-"))
         self.state_file.unlink(missing_ok=True)
         for session in self._sessions.values():
             session.close()
@@ -159,7 +162,7 @@ class SshRabbitMQ:
         session.upload(node.config_text(member, seeds), f"{directory}/rabbitmq.conf")
         session.upload(node.PLUGINS + "\n", f"{directory}/enabled_plugins")
         env = {"RABBITMQ_NODENAME": member.name, "RABBITMQ_NODE_PORT": member.port,
-               "RABBITMQ_DIST_PORT": self.topology.port_base + 20000 + index,
+               "RABBITMQ_DIST_PORT": ports.dist_port(self.topology.port_base, index),
                "RABBITMQ_MNESIA_BASE": f"{directory}/mnesia",
                "RABBITMQ_LOG_BASE": f"{directory}/log",
                "RABBITMQ_ENABLED_PLUGINS_FILE": f"{directory}/enabled_plugins",
@@ -193,17 +196,41 @@ class SshRabbitMQ:
                              f"{START_TIMEOUT_S:.0f} s; see {directory}/console.log there")
 
     def _cap(self, host: HostSpec, index: int, pid: int) -> None:
-        """A cgroup v1 CPU quota for the member, where the host lets us write one."""
+        """A cgroup CPU quota for the member (v2 or v1, as the host has), where the host lets us
+        write one."""
         cores = self.topology.cpu_per_member
         if cores is None:
             return
-        group = f"{CGROUP_ROOT}/surge-ssh-{self.topology.name}-{index}"
-        done = self._run(host, f"mkdir -p {group} && echo 100000 > {group}/cpu.cfs_period_us && "
-                               f"echo {int(cores * 100000)} > {group}/cpu.cfs_quota_us && "
-                               f"echo {pid} > {group}/cgroup.procs && echo ok", check=False)
+        group = f"surge-ssh-{self.topology.name}-{index}"
+        done = self._run(host, cap_script(group, cores, pid), check=False)
         if done.strip() != "ok":
-            self.warnings.append(f"{host.name}: cannot write {group}; member {index} runs "
-                                 "without a CPU quota")
+            self.warnings.append(f"{host.name}: cannot write the CPU cgroup {group}; member "
+                                 f"{index} runs without a CPU quota")
+
+    def _check_ports(self, to_boot: list[int]) -> None:
+        """Refuse (ProvisionError naming member, port and purpose) if a port of the members
+        ``to_boot``, or of epmd where it is to start, is listened on by anything on its host
+        (``ss`` once per host; a host without ``ss`` is not checked, with a warning)."""
+        state = self._state()
+        claims: dict[str, list[ports.Claim]] = {}
+        for index in to_boot:
+            claims.setdefault(self.placement[index].name, []).extend(
+                ports.member_claims(self.member(index, state), self.topology.port_base))
+        listening: dict[str, set[int]] = {}
+        for host in self._broker_hosts():
+            if host.name not in claims:
+                continue
+            epmd = state["epmd"].get(host.name)
+            if not (epmd and self._pids_alive(host, [epmd])):
+                claims[host.name].append(ports.epmd_claim(host.target, self.topology.port_base))
+            listed = self._on(host).run(ports.LISTENING, check=False)
+            if listed.ok:
+                listening[host.name] = ports.listening_ports(listed.stdout)
+            else:
+                self.warnings.append(f"{host.name}: cannot list listening ports "
+                                     f"({ports.LISTENING}); ports not checked before start")
+        host_of = {c: name for name, held in claims.items() for c in held}
+        ports.require_free(host_of, lambda c: c.port in listening.get(host_of[c], set()))
 
     def _ensure_epmd(self, host: HostSpec) -> None:
         state = self._state()
