@@ -11,7 +11,6 @@ benchmark, ``bench/efficiency.py``.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from results import timeline  # noqa: E402
+from results.rundir.manifest import read_manifest  # noqa: E402
 from results.rundir.tables import read_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,8 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def reaction_times(run_dir: Path) -> list[dict]:
     """One entry per scale-out of a run directory (see :func:`results.timeline.reaction_times`)."""
-    manifest = json.loads((run_dir / "run.json").read_text())
-    return timeline.reaction_times(manifest, timeline.read_events(run_dir),
+    return timeline.reaction_times(read_manifest(run_dir), timeline.read_events(run_dir),
                                    read_table(run_dir, "ticks").to_pylist())
 
 

@@ -1,13 +1,13 @@
 """Per-run analysis as Spark jobs over a run directory: step table, members, cost.
 
 Reads only what the run directory holds (``run.json`` and the Parquet parts), never the
-controller. Unreadable parts are skipped and named in ``problems``. The windows are the
-controller's own (:func:`results.rundir.steps.segments` and
-:func:`results.rundir.steps.drain_ticks` on the ticks read with pyarrow); Spark aggregates each
-window's rows as :func:`results.rundir.steps.window_row` does, so the two step tables agree by
-construction. Rates are means of the known seconds; latency percentiles come from histograms
-merged across all seconds of a window (summed per bucket in Spark), never from averaging
-percentiles. A figure no source gave is unknown (``None``), never 0."""
+controller. Unreadable parts are skipped and named in ``problems``. The step table is the
+controller's own rule: the windows are :func:`results.rundir.steps.windows` of the ticks read
+with pyarrow, handed to Spark as a small table joined to the ticks; Spark reduces each window
+by the kind each :class:`results.rundir.steps.StepRow` field declares (the kinds of
+:mod:`results.rundir.figures`, here as Spark expressions) and
+:func:`results.rundir.steps.finish` makes the rows, so the two step tables agree by
+construction. A figure no source gave is unknown (``None``), never 0."""
 
 from __future__ import annotations
 
@@ -16,13 +16,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from results.rundir.histogram import LatencyHistogram
-from results.rundir.jsonfile import read_object
-from results.rundir.steps import drain_ticks, segments
-from results.rundir.tables import CONTROLLER_HOST, FORMAT_VERSION, read_table, readable_parts
+from results.rundir.figures import (
+    CPU_COLUMN,
+    DELIVERED_COLUMN,
+    TICK_KINDS,
+    Change,
+    Count,
+    Delivery,
+    Figure,
+    KeyMean,
+    Max,
+    Mean,
+    MemberSpan,
+    MinLeast,
+    Missing,
+    Partial,
+)
+from results.rundir.manifest import RunManifest, read_manifest
+from results.rundir.steps import (
+    DRAIN_LABEL,
+    FIGURES,
+    StepRow,
+    Window,
+    finish,
+    settle_excluded,
+    windows,
+)
+from results.rundir.tables import read_table, readable_parts
 
-READABLE_VERSIONS = tuple(range(1, FORMAT_VERSION + 1))
-PERCENTILES = {"p50_ms": 50.0, "p95_ms": 95.0, "p99_ms": 99.0, "p999_ms": 99.9}
 HOURS_PER_MONTH = 730.0
 
 
@@ -31,9 +52,9 @@ class RunAnalysis:
     """What the Spark jobs found in one run directory."""
 
     run_dir: Path
-    manifest: dict[str, Any]
-    steps: list[dict[str, Any]] = field(default_factory=list)
-    drain: dict[str, Any] | None = None  # the row after the last step, labelled "drain"
+    manifest: RunManifest
+    steps: list[StepRow] = field(default_factory=list)
+    drain: StepRow | None = None  # the row after the last step, labelled "drain"
     settle_s: float = 0.0
     settle_excluded_s: int = 0  # seconds of the steps left out of every row as settle
     members: list[dict[str, Any]] = field(default_factory=list)
@@ -43,18 +64,7 @@ class RunAnalysis:
     @property
     def scenario(self) -> str:
         """The scenario's name."""
-        return self.manifest["scenario"]["name"]
-
-
-def read_manifest(run_dir: Path) -> dict[str, Any]:
-    """``run.json``, checked for a format version this reader understands."""
-    path = run_dir / "run.json"
-    manifest = read_object(path, missing="missing; not a run directory")
-    version = manifest.get("format_version")
-    if version not in READABLE_VERSIONS:
-        raise ValueError(f"{path}: format_version {version!r}; this surge reads "
-                         f"{' and '.join(map(str, READABLE_VERSIONS))}")
-    return manifest
+        return self.manifest.scenario_name
 
 
 def analyze_run(spark, run_dir: Path, price_per_core_hour: float,
@@ -69,24 +79,19 @@ def analyze_run(spark, run_dir: Path, price_per_core_hour: float,
         result.problems.append(f"{run_dir / 'metrics/ticks'}: no readable ticks; "
                                "nothing to analyse")
         return result
-    if manifest.get("outcome") is None:
+    if manifest.outcome is None:
         result.problems.append(f"{run_dir / 'run.json'}: no outcome (a crashed run); "
                                "analysed as far as it was recorded")
-    result.settle_s = float(manifest["scenario"]["measure"]["settle"])
-    phases = manifest.get("phases") or []
+    result.settle_s = manifest.settle_s
     when = sorted(read_table(run_dir, "ticks").select(["elapsed_s", "phase", "members_running"])
                   .to_pylist(), key=lambda t: t["elapsed_s"])
-    windows = [(phase["index"], label, ticks)
-               for phase, label, ticks in segments(phases, when, result.settle_s)]
-    result.settle_excluded_s = sum(1 for t in when if t["phase"] >= 1) - \
-        sum(len(ticks) for *_, ticks in windows)
-    drain = drain_ticks(phases, when)
+    rows_of = windows(manifest.phases, when, result.settle_s)
+    result.settle_excluded_s = settle_excluded(when, rows_of)
     frames = {table: spark.read.parquet(*paths) if paths else None
               for table, paths in parts.items()}
-    rows = _window_rows(spark, frames["ticks"], frames["members"], frames["hosts"],
-                        windows + ([(0, "drain", drain)] if drain else []))
-    result.steps = [row for row in rows if row["label"] != "drain"]
-    result.drain = next((row for row in rows if row["label"] == "drain"), None)
+    rows = window_rows(spark, frames, rows_of)
+    result.steps = [row for row in rows if row.label != DRAIN_LABEL]
+    result.drain = next((row for row in rows if row.label == DRAIN_LABEL), None)
     members = frames["members"]
     if members is not None:
         members = _with_cpu_seconds(members, result.problems)
@@ -96,21 +101,21 @@ def analyze_run(spark, run_dir: Path, price_per_core_hour: float,
     return result
 
 
-def _window_rows(spark, ticks, members, hosts, windows: list[tuple[int, str, list[dict]]]
-                 ) -> list[dict[str, Any]]:
-    """One row per window ``(step, label, ticks)``: the figures of
-    :func:`results.rundir.steps.window_row` aggregated in Spark over the window's ticks (found
-    by their ``elapsed_s``), with more percentiles, reconnects, max backlog, the messages each
-    member delivered and the balance."""
-    if not windows:
+def window_rows(spark, frames: dict[str, Any], rows_of: list[Window]) -> list[StepRow]:
+    """One :class:`StepRow` per window whose ticks Spark read: each window reduced in Spark
+    (its ticks found by their ``elapsed_s``, the member and host rows by its span) into a
+    :class:`~results.rundir.figures.Partial`, finished as the controller finishes its own."""
+    if not rows_of:
         return []
     from pyspark.sql import functions as F
-    keys = spark.createDataFrame([(float(t["elapsed_s"]), i) for i, (*_, window)
-                                  in enumerate(windows) for t in window],
+    ticks = frames["ticks"]
+    keys = spark.createDataFrame([(float(second), i) for i, window in enumerate(rows_of)
+                                  for second in window.seconds],
                                  "elapsed_s double, window int")
     tagged = ticks.join(F.broadcast(keys), "elapsed_s").cache()
-    figures = {row.window: row for row in
-               tagged.groupBy("window").agg(*_tick_figures(ticks.columns)).collect()}
+    reduced = {row.window: row.asDict() for row in tagged.groupBy("window").agg(
+        *[_tick_expression(how, ticks.columns).alias(name) for name, how in FIGURES.items()
+          if isinstance(how, TICK_KINDS)]).collect()}
     buckets = (tagged.select("window", F.explode(F.arrays_zip("latency_buckets",
                                                               "latency_counts")).alias("b"))
                .groupBy("window", F.col("b.latency_buckets").alias("bucket"))
@@ -119,62 +124,56 @@ def _window_rows(spark, ticks, members, hosts, windows: list[tuple[int, str, lis
     histograms: dict[int, dict[int, int]] = {}
     for row in buckets:
         histograms.setdefault(row.window, {})[row.bucket] = row["count"]
-    spans = spark.createDataFrame(
-        [(i, float(row.start_s), float(row.end_s), row.seconds) for i, row in figures.items()],
-        "window int, start_s double, end_s double, seconds long")
-    per_member = _window_members(members, spans) if members is not None else {}
-    per_host = _window_means(hosts.filter(F.col("host") != CONTROLLER_HOST), "host", spans) \
-        if hosts is not None else {}
-    out = []
-    for i, (step, label, _) in enumerate(windows):
-        row = figures.get(i)
-        if row is None:  # its ticks were all in parts Spark could not read
-            continue
-        histogram = LatencyHistogram.from_sparse(histograms.get(i, {}))
-        known = row.sent_rate is not None and row.received_rate is not None
-        out.append({
-            "step": step, "label": label, "target_rate": row.target_rate,
-            "achieved_rate": min(row.sent_rate, row.received_rate) if known else None,
-            "min_rate": row.min_rate, "sent_rate": row.sent_rate,
-            "received_rate": row.received_rate, "members": row.members,
-            **per_member.get(i, _NO_MEMBERS), "host_cpu_percent": row.host_cpu_percent,
-            "hosts_cpu_percent": per_host.get(i, {}),
-            **{name: histogram.percentile(q) / 1000 if histogram.count else None
-               for name, q in PERCENTILES.items()},
-            "max_ms": histogram.max_us / 1000 if histogram.count else None,
-            **{name: row[name] for name in ("errors", "reconnects", "skipped", "max_backlog",
-                                            "seconds", "missing_seconds", "start_s",
-                                            "end_s")}})
-    return out
+    spans = spark.createDataFrame([(i, float(w.start_s), float(w.end_s))
+                                   for i, w in enumerate(rows_of)],
+                                  "window int, start_s double, end_s double")
+    keyed = {name: _key_means(frames.get(how.table), how, spans)
+             for name, how in FIGURES.items() if isinstance(how, KeyMean)}
+    members = frames.get("members")
+    counted = members is None or DELIVERED_COLUMN in members.columns
+    delivery: tuple[dict[int, list[MemberSpan]], dict[int, int]] = ({}, {})
+    if members is not None and any(isinstance(how, Delivery) for how in FIGURES.values()):
+        delivery = _member_spans(members, spans, counted)
+    return [finish(window, Partial(
+        ticks=reduced[i], histogram=histograms.get(i, {}),
+        keyed={name: means.get(i, {}) for name, means in keyed.items()},
+        members=delivery[0].get(i, []), unknown_seconds=delivery[1].get(i, 0), counted=counted))
+        for i, window in enumerate(rows_of) if i in reduced]  # else its parts were unreadable
 
 
-def _tick_figures(columns: list[str]) -> list:
-    """Spark aggregates of a window's ticks, named as :class:`results.rundir.steps.StepRow`'s
-    fields; columns a format did not record count as 0 (counters) or as known (flags)."""
+def _tick_expression(how: Figure, columns: list[str]):
+    """The Spark aggregate of one tick figure (see :func:`results.rundir.figures.tick_value`);
+    a column the run's format did not record is unknown, or 0 for a counter, or known for a
+    flag."""
     from pyspark.sql import functions as F
 
-    def col(name: str, default):
-        return F.coalesce(F.col(name), F.lit(default)) if name in columns else F.lit(default)
-
-    def change(name: str):  # a cumulative counter from the window's first tick to its last
-        return (F.max_by(col(name, 0), "elapsed_s") - F.min_by(col(name, 0), "elapsed_s")
-                ).alias(name)
-    both = F.col("send_rate").isNotNull() & F.col("receive_rate").isNotNull()
-    missing = (col("agents_missing", 0) > 0) | col("broker_missing", False) \
-        | F.col("queue_depth").isNull()
-    return [F.avg("target_rate").alias("target_rate"), F.avg("send_rate").alias("sent_rate"),
-            F.avg("receive_rate").alias("received_rate"),
-            F.min(F.when(both, F.least("send_rate", "receive_rate"))).alias("min_rate"),
-            F.max("members_running").alias("members"),
-            F.avg("host_cpu_percent").alias("host_cpu_percent"),
-            change("errors"), change("reconnects"), change("skipped"),
-            F.max("queue_depth").alias("max_backlog"), F.count("*").alias("seconds"),
-            F.sum(missing.cast("int")).alias("missing_seconds"),
-            (F.min("elapsed_s") - 1).alias("start_s"), F.max("elapsed_s").alias("end_s")]
-
-
-_NO_MEMBERS: dict[str, Any] = {"cpu_percent": {}, "delivered_per_member": {}, "balance": None,
-                               "balance_seconds": 0, "unknown_per_member": {}}
+    def col(name: str, default=None, kind: str = "double"):
+        if name in columns:
+            return F.col(name)
+        return F.lit(default).cast(kind)
+    if isinstance(how, Mean):
+        return F.avg(col(how.column))
+    if isinstance(how, Max):
+        return F.max(col(how.column))
+    if isinstance(how, Change):
+        counter = F.coalesce(col(how.column, 0, "long"), F.lit(0))
+        return F.max_by(counter, "elapsed_s") - F.min_by(counter, "elapsed_s")
+    if isinstance(how, Count):
+        return F.count(F.lit(1))
+    if isinstance(how, Missing):
+        missing = F.lit(False)
+        for flag in how.flags:
+            missing = missing | F.coalesce(col(flag, False, "boolean").cast("boolean"),
+                                           F.lit(False))
+        for name in (c for c in how.nulls if c in columns):
+            missing = missing | F.col(name).isNull()
+        return F.sum(missing.cast("int"))
+    if isinstance(how, MinLeast):
+        known = F.lit(True)
+        for name in how.columns:
+            known = known & col(name).isNotNull()
+        return F.min(F.when(known, F.least(*[col(name) for name in how.columns])))
+    raise TypeError(f"not a tick figure: {how!r}")
 
 
 def _in_span():
@@ -182,60 +181,48 @@ def _in_span():
     return (F.col("elapsed_s") > F.col("start_s")) & (F.col("elapsed_s") <= F.col("end_s"))
 
 
-def _window_means(frame, key: str, spans) -> dict[int, dict[str, float]]:
-    """Per window and ``key`` (member or host): the mean of the known CPU% in its span."""
+def _key_means(frame, how: KeyMean, spans) -> dict[int, dict[str, float]]:
+    """Per window and key (member or host): the mean known CPU% of the kept rows in its span
+    (see :func:`results.rundir.figures.key_means`)."""
+    if frame is None:
+        return {}
     from pyspark.sql import functions as F
-    rows = (frame.select("elapsed_s", key, "cpu_percent").join(spans, _in_span())
-            .groupBy("window", key).agg(F.avg("cpu_percent").alias("cpu")).collect())
+    column, operator, value = how.where
+    keep = F.col(column) == F.lit(value)
+    rows = (frame.filter(keep if operator == "==" else ~keep)
+            .select("elapsed_s", how.key, CPU_COLUMN).join(spans, _in_span())
+            .groupBy("window", how.key).agg(F.avg(CPU_COLUMN).alias("cpu")).collect())
     out: dict[int, dict[str, float]] = {}
-    for row in sorted(rows, key=lambda r: r[key]):
+    for row in sorted(rows, key=lambda r: r[how.key]):
         if row.cpu is not None:
-            out.setdefault(row.window, {})[row[key]] = row.cpu
+            out.setdefault(row.window, {})[row[how.key]] = row.cpu
     return out
 
 
-def _window_members(members, spans) -> dict[int, dict[str, Any]]:
-    """Per window, over the serving members' rows in its span: mean known CPU%, messages each
-    member's queues delivered (format 2 on), the balance over known readings only (Jain's
-    index over each member's delivery rate between its first and last known count; over mean
-    CPU% for format 1; ``None`` when a member has none), the seconds known for every member and
-    each member's unknown seconds."""
+def _member_spans(members, spans, counted: bool
+                  ) -> tuple[dict[int, list[MemberSpan]], dict[int, int]]:
+    """Per window, each serving member's :class:`~results.rundir.figures.MemberSpan` and the
+    distinct seconds where some member's figure was unknown (see
+    :func:`results.rundir.figures.member_spans`)."""
     from pyspark.sql import functions as F
-    counted = "messages_out" in members.columns
     serving = (members.filter(F.col("running"))
-               .select("elapsed_s", "member", "cpu_percent",
-                       F.col("messages_out" if counted else "cpu_percent").alias("figure"))
+               .select("elapsed_s", "member", CPU_COLUMN,
+                       F.col(DELIVERED_COLUMN if counted else CPU_COLUMN).alias("figure"))
                .join(spans, _in_span()))
     unknown = F.col("figure").isNull()
     known_at = F.when(~unknown, F.col("elapsed_s"))
     rows = (serving.groupBy("window", "member")
-            .agg(F.avg("cpu_percent").alias("cpu"),
+            .agg(F.avg(CPU_COLUMN).alias("cpu"),
                  (F.max("figure") - F.min("figure")).alias("delivered"),
                  (F.max(known_at) - F.min(known_at)).alias("known_s"),
                  F.sum(unknown.cast("int")).alias("unknown")).collect())
-    known_seconds = {row.window: row.known for row in serving.groupBy("window", "seconds").agg(
-        (F.col("seconds") - F.countDistinct(F.when(unknown, F.col("elapsed_s"))))
-        .alias("known")).collect()}
-    out: dict[int, dict[str, Any]] = {}
-    serving_members: dict[int, int] = {}
+    by_window: dict[int, list[MemberSpan]] = {}
     for row in sorted(rows, key=lambda r: r.member):
-        serving_members[row.window] = serving_members.get(row.window, 0) + 1
-        entry = out.setdefault(row.window, {
-            "cpu_percent": {}, "delivered_per_member": {}, "rates": {}, "unknown_per_member": {},
-            "balance_seconds": known_seconds[row.window]})
-        if row.cpu is not None:
-            entry["cpu_percent"][row.member] = row.cpu
-        if row.unknown:
-            entry["unknown_per_member"][row.member] = row.unknown
-        if counted and row.delivered is not None:
-            entry["delivered_per_member"][row.member] = row.delivered
-            if row.known_s:
-                entry["rates"][row.member] = row.delivered / row.known_s
-    for window, entry in out.items():  # no balance while a member's figure is all unknown
-        known = entry.pop("rates") if counted else entry["cpu_percent"]
-        entry["balance"] = jain_index(list(known.values())) \
-            if len(known) == serving_members[window] else None
-    return out
+        by_window.setdefault(row.window, []).append(
+            MemberSpan(row.member, row.delivered, row.known_s, row.unknown, row.cpu))
+    seconds = {row.window: row.n for row in serving.groupBy("window").agg(
+        F.countDistinct(F.when(unknown, F.col("elapsed_s"))).alias("n")).collect()}
+    return by_window, seconds
 
 
 def _with_cpu_seconds(members, problems: list[str]):
@@ -290,7 +277,7 @@ def _shares(values: list[float | None]) -> list[float | None]:
     return [v / total if v is not None and total else None for v in values]
 
 
-def _cost(ticks, members, agents, manifest: dict, price_per_core_hour: float,
+def _cost(ticks, members, agents, manifest: RunManifest, price_per_core_hour: float,
           include_drain: bool, problems: list[str]) -> dict[str, Any]:
     """CPU microseconds per message for the broker and the load generator, and what carrying
     1,000 msg/s costs per month at ``price_per_core_hour`` (document 001's ranking measure).
@@ -307,7 +294,7 @@ def _cost(ticks, members, agents, manifest: dict, price_per_core_hour: float,
                        F.max(F.when(before, F.col("received"))).alias("start")).first()
     received = (totals.end or 0) - (totals.start or 0)
     if include_drain:
-        received = (manifest.get("accounting") or {}).get("received") or received
+        received = (manifest.accounting.received if manifest.accounting else None) or received
     broker_s = None
     if members is not None:
         known = members.agg(F.count("cpu_percent").alias("readings"),
@@ -345,10 +332,3 @@ def _steps_span(ticks) -> tuple[float, float]:
     span = ticks.filter(F.col("phase") >= 1).agg(
         (F.min("elapsed_s") - 1).alias("start"), F.max("elapsed_s").alias("end")).first()
     return (0.0, 0.0) if span.end is None else (span.start, span.end)
-
-
-def jain_index(values: list[float]) -> float | None:
-    """Jain's fairness index: 1.0 when the load is spread evenly, 1/n when one takes it all."""
-    if not values or not any(values):
-        return None
-    return sum(values) ** 2 / (len(values) * sum(v * v for v in values))

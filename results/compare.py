@@ -5,32 +5,23 @@ whose cost is unknown (its members' CPU was not measured) is listed as such, nev
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 from collections.abc import Collection
 from pathlib import Path
 
-from orchestrator.errors import FileError, SurgeError
+from orchestrator.errors import SurgeError
 from results.rundir.jsonfile import read_object
+from results.rundir.manifest import MANIFEST_FILE, read_manifest
 from results.rundir.steps import StepRow, fixed_width
 
 
 def final_step(run_dir: Path) -> tuple[str, StepRow, str]:
     """A run's scenario name, the last row of its step table and its accounting verdict."""
-    path = run_dir / "run.json"
-    manifest = read_object(path, missing="not found; expected a run directory")
-    if not manifest.get("steps"):
-        raise SurgeError(f"{path}: no step table; did the run finish?")
-    try:
-        names = {f.name for f in dataclasses.fields(StepRow)}
-        row = StepRow(**{k: v for k, v in manifest["steps"][-1].items() if k in names})
-        accounting = manifest.get("accounting") or {}
-        verdict = "balanced" if accounting.get("balanced") else \
-            f"lost {accounting.get('lost', '?')}" if accounting else "not accounted"
-        return manifest["scenario"]["name"], row, verdict
-    except (KeyError, IndexError, TypeError, AttributeError) as error:
-        raise FileError(f"{path}: not the run.json of a run ({type(error).__name__}: "
-                        f"{error})") from None
+    manifest = read_manifest(run_dir)
+    if not manifest.steps:
+        raise SurgeError(f"{run_dir / MANIFEST_FILE}: no step table; did the run finish?")
+    verdict = manifest.accounting.verdict() if manifest.accounting else "not accounted"
+    return manifest.scenario_name, manifest.steps[-1], verdict
 
 
 def as_text(run_dirs: list[Path]) -> str:

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from results import report, timeline
-from results.analysis import analyze_run, read_manifest
+from results.analysis import analyze_run
 from results.catalog import Catalog, locked
 from results.integrity import suspect_samples
+from results.rundir.manifest import read_manifest
 from results.rundir.tables import read_table
 
 DEFAULT_PRICE_PER_CORE_HOUR = 0.04  # currency units per core-hour; set your own

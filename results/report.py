@@ -8,8 +8,13 @@ import math
 from pathlib import Path
 from typing import Any
 
-from results.analysis import PERCENTILES, RunAnalysis
-from results.rundir.steps import fixed_width, member_index
+from results.analysis import RunAnalysis
+from results.rundir.figures import Percentile
+from results.rundir.manifest import RunManifest
+from results.rundir.steps import FIGURES, StepRow, fixed_width, member_index
+
+PERCENTILES = sorted((name for name, how in FIGURES.items() if isinstance(how, Percentile)),
+                     key=lambda name: FIGURES[name].q)  # the step table's latency columns
 
 MARKED_EVENTS = {"member_started": ("member started", "tab:green"),
                  "member_stopped": ("member stopped", "tab:purple"),
@@ -23,10 +28,11 @@ def write(analysis: RunAnalysis, ticks: list[dict], members: list[dict], events:
     """Write every output of one run's analysis; returns the ``analysis/`` directory."""
     out = analysis.run_dir / "analysis"
     out.mkdir(exist_ok=True)
-    _write_rows(out / "steps.csv", [_flat(row) for row in _rows(analysis)])
+    _write_rows(out / "steps.csv", [_flat(row.as_json()) for row in _rows(analysis)])
     _write_rows(out / "members.csv", analysis.members)
     (out / "analysis.json").write_text(json.dumps({
-        "scenario": analysis.scenario, "steps": analysis.steps, "drain": analysis.drain,
+        "scenario": analysis.scenario, "steps": [row.as_json() for row in analysis.steps],
+        "drain": analysis.drain.as_json() if analysis.drain else None,
         "settle_s": analysis.settle_s, "settle_excluded_s": analysis.settle_excluded_s,
         "members": analysis.members, "cost": analysis.cost, **derived,
         "problems": analysis.problems}, indent=2, default=str))
@@ -35,17 +41,17 @@ def write(analysis: RunAnalysis, ticks: list[dict], members: list[dict], events:
     return out
 
 
-def _rows(analysis: RunAnalysis) -> list[dict]:
+def _rows(analysis: RunAnalysis) -> list[StepRow]:
     """The step rows, then the drain's if there was one."""
     return analysis.steps + ([analysis.drain] if analysis.drain else [])
 
 
-def step_table_text(steps: list[dict]) -> str:
+def step_table_text(steps: list[StepRow]) -> str:
     """The step table in document 000's Table 1 shape, with full latency percentiles, each
     broker host's CPU beside the controller host's, skipped sends, and the span of seconds
     each row covers; "-" is a figure no source gave, a target of 0 "max" (but for the drain)."""
-    names = sorted({m for row in steps for m in row["cpu_percent"]})
-    hosts = sorted({h for row in steps for h in row.get("hosts_cpu_percent") or {}})
+    names = sorted({m for row in steps for m in row.cpu_percent})
+    hosts = sorted({h for row in steps for h in row.hosts_cpu_percent})
     lines = [["step", "span s", "target msg/s", "achieved msg/s", "min msg/s", "members",
               *[f"m{member_index(m)} CPU%" for m in names], "host CPU%",
               *[f"{h} CPU%" for h in hosts], "balance",
@@ -53,22 +59,21 @@ def step_table_text(steps: list[dict]) -> str:
               "max ms", "skipped", "errors", "reconnects", "max backlog"]]
     for row in steps:
         lines.append([
-            row["label"], f"{row['start_s']:.0f}-{row['end_s']:.0f}",
-            _num(row["target_rate"], 0) if row["target_rate"] or row["label"] == "drain"
-            else "max", _num(row["achieved_rate"], 0), _num(row["min_rate"], 0),
-            str(row["members"]), *[_num(row["cpu_percent"].get(m), 1) for m in names],
-            _num(row["host_cpu_percent"], 1),
-            *[_num((row.get("hosts_cpu_percent") or {}).get(h), 1) for h in hosts],
-            _num(row["balance"], 3), *[_num(row[n], 2) for n in PERCENTILES],
-            _num(row["max_ms"], 2), f"{row.get('skipped') or 0:,}", str(row["errors"]),
-            str(row["reconnects"]), _num(row["max_backlog"], 0)])
+            row.label, f"{row.start_s:.0f}-{row.end_s:.0f}",
+            _num(row.target_rate, 0) if row.target_rate or row.label == "drain"
+            else "max", _num(row.achieved_rate, 0), _num(row.min_rate, 0),
+            str(row.members), *[_num(row.cpu_percent.get(m), 1) for m in names],
+            _num(row.host_cpu_percent, 1), *[_num(row.hosts_cpu_percent.get(h), 1) for h in hosts],
+            _num(row.balance, 3), *[_num(getattr(row, n), 2) for n in PERCENTILES],
+            _num(row.max_ms, 2), f"{row.skipped:,}", str(row.errors), str(row.reconnects),
+            _num(row.max_backlog, 0)])
     return fixed_width(lines)
 
 
 def coverage_text(analysis: RunAnalysis) -> str:
     """Which seconds the step table's rows cover, what was left out as settle, and the
     seconds a source was missing."""
-    missing = sum(row.get("missing_seconds") or 0 for row in _rows(analysis))
+    missing = sum(row.missing_seconds for row in _rows(analysis))
     return (f"Each row covers its span of seconds since the start ((from, to]): a step's "
             f"seconds, split where the number of serving members changed, without the first "
             f"{analysis.settle_s:g} s of each part (settle: {analysis.settle_excluded_s} "
@@ -81,23 +86,23 @@ def coverage_text(analysis: RunAnalysis) -> str:
                if missing else "") + ".")
 
 
-def balance_text(steps: list[dict]) -> list[str]:
+def balance_text(steps: list[StepRow]) -> list[str]:
     """A line per row whose members' figures were unknown in some seconds: the balance is
     over known readings only."""
     lines = []
     for row in steps:
-        unknown = row.get("unknown_per_member") or {}
-        if not unknown:
+        if not row.unknown_per_member:
             continue
-        who = ", ".join(f"member {member_index(m)} unknown in {n}" for m, n in unknown.items())
-        lines.append(f"- step {row['label']}: balance over {row.get('balance_seconds', 0)} of "
-                     f"{row['seconds']} seconds; {who}"
+        who = ", ".join(f"member {member_index(m)} unknown in {n}"
+                        for m, n in row.unknown_per_member.items())
+        lines.append(f"- step {row.label}: balance over {row.balance_seconds} of "
+                     f"{row.seconds} seconds; {who}"
                      + ("; no balance while a member is unknown throughout"
-                        if row["balance"] is None else ""))
+                        if row.balance is None else ""))
     return lines
 
 
-def measurements_text(manifest: dict[str, Any], derived: dict[str, Any]) -> list[str]:
+def measurements_text(manifest: RunManifest, derived: dict[str, Any]) -> list[str]:
     """Whether the run's own measurements can be trusted: suspect samples, skipped sends,
     and how late the ticks and how old the queue depths were (runs of format 3 on)."""
     lines = []
@@ -105,15 +110,14 @@ def measurements_text(manifest: dict[str, Any], derived: dict[str, Any]) -> list
         lines.append(f"- {derived['suspect_samples']['line']}")
     lines.append(f"- skipped sends: {derived.get('skipped_sends', 0):,} (sends a stalled "
                  "sender could not make up)")
-    sampling = manifest.get("sampling")
+    sampling = manifest.sampling
     if sampling:
-        late, age = sampling.get("tick_lateness_s") or {}, sampling.get("depth_age_s") or {}
-        lines.append(f"- sampling: tick lateness p50 {_secs(late.get('p50'), 3)}, p99 "
-                     f"{_secs(late.get('p99'), 3)}, max {_secs(late.get('max'), 3)} over "
-                     f"{late.get('count', 0):,} ticks (deadline "
-                     f"{_secs(sampling.get('deadline_s'), 1)}); "
-                     f"{sampling.get('ticks_skipped', 0):,} ticks skipped; queue depth age p50 "
-                     f"{_secs(age.get('p50'), 3)}, max {_secs(age.get('max'), 3)}")
+        late, age = sampling.tick_lateness_s, sampling.depth_age_s
+        lines.append(f"- sampling: tick lateness p50 {_secs(late.p50, 3)}, p99 "
+                     f"{_secs(late.p99, 3)}, max {_secs(late.max, 3)} over "
+                     f"{late.count:,} ticks (deadline {_secs(sampling.deadline_s, 1)}); "
+                     f"{sampling.ticks_skipped:,} ticks skipped; queue depth age p50 "
+                     f"{_secs(age.p50, 3)}, max {_secs(age.max, 3)}")
     return lines
 
 

@@ -20,8 +20,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
+from orchestrator.specs.plan import Phase
 from results.rundir.histogram import LatencyHistogram
-from results.rundir.tables import CONTROLLER_HOST, FORMAT_VERSION, RunWriter
+from results.rundir.manifest import FORMAT_VERSION, RunManifest, Sampling
+from results.rundir.tables import CONTROLLER_HOST, RunWriter
 
 SECOND_MEMBER_SHARE = 0.4
 DRAIN_RATE = 500.0
@@ -43,16 +45,15 @@ def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member
     """Write the run; returns the raw latencies (us) of each step's steady seconds by label."""
     rng = np.random.default_rng(seed)
     writer = RunWriter(run_dir, flush_every_s=1e9)
-    phases = [{"index": p + 1, "rate_per_sender": 10.0 * (p + 1), "start_s": float(p * phase_s),
-               "end_s": float((p + 1) * phase_s)} for p in range(-(-seconds // phase_s))]
+    phases = [Phase(p + 1, 10.0 * (p + 1), float(p * phase_s), float((p + 1) * phase_s))
+              for p in range(-(-seconds // phase_s))]
     lateness = {"count": seconds + drain_s, "p50": 0.01, "p99": 0.02, "max": 0.03}
-    writer.write_manifest({"format_version": format_version,
-                           "run_id": run_dir.name, "outcome": "completed", "phases": phases,
-                           "scenario": {"name": run_dir.name, "measure": {"settle": settle_s}},
-                           "accounting": {},
-                           **({"sampling": {"tick_lateness_s": lateness, "ticks_skipped": 0,
-                                            "depth_age_s": lateness, "deadline_s": 0.8}}
-                              if format_version >= 3 else {})})
+    sampling = Sampling.model_validate({"tick_lateness_s": lateness, "ticks_skipped": 0,
+                                        "depth_age_s": lateness, "deadline_s": 0.8})
+    writer.write_manifest(RunManifest(
+        format_version=format_version, run_id=run_dir.name, outcome="completed", phases=phases,
+        scenario={"name": run_dir.name, "measure": {"settle": settle_s}},
+        **({"sampling": sampling} if format_version >= 3 else {})))
     raw: dict[str, list[np.ndarray]] = {}
     sent = received = 0
     delivered = [0, 0]

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from results.rundir.manifest import RunManifest
 
 RECOVERED_WITHIN = 0.05  # back within 5% of target
 RECOVERED_FOR_S = 3  # for this many ticks in a row
@@ -43,12 +46,10 @@ def recovered_at(ticks: list[dict], after_s: float) -> float | None:
     return None
 
 
-def reaction_times(manifest: dict, events: list[dict], ticks: list[dict]) -> list[dict]:
+def reaction_times(manifest: RunManifest, events: list[dict], ticks: list[dict]
+                   ) -> list[dict]:
     """Per scale-out: threshold crossed -> decision -> member serving -> achieved recovered."""
-    scaling = manifest["scenario"].get("scaling") or {}
-    triggers = (scaling.get("scale_out") or {}).get("when_any") or \
-        (scaling.get("scale_out") or {}).get("when_all") or []
-    window = max((t["for_s"] for t in triggers), default=0.0)
+    window = manifest.scale_out_window_s
     t0 = next((e["t"] for e in events if e["kind"] == "step"), None)
     out = []
     for decision in (e for e in events if e["kind"] == "scale_decision" and e["action"] == "out"):

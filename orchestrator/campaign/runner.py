@@ -31,6 +31,7 @@ from orchestrator.retry import retrying
 from orchestrator.specs.campaign import Campaign, Cell, load_campaign
 from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
 from results.rundir.jsonfile import read_object
+from results.rundir.manifest import MANIFEST_FILE, RunManifest, read_manifest
 
 if TYPE_CHECKING:
     from topologies.base import Provisioner
@@ -48,28 +49,34 @@ _MAX_ID = 150
 _STATUS = {"completed": "done", "interrupted": "interrupted", "aborted": "interrupted"}
 
 
-def read_manifest(run_dir: Path) -> dict[str, Any] | None:
-    """A cell directory's ``run.json``; None without a directory, ``{}`` if unreadable."""
-    if not run_dir.exists():
-        return None
+def recorded(run_dir: Path) -> RunManifest | None:
+    """A cell directory's ``run.json``, or None if there is none it can be read from."""
     try:
-        return read_object(run_dir / "run.json")
+        return read_manifest(run_dir)
     except FileError:
-        return {}
+        return None
 
 
 def assess(record: CellRecord, run_dir: Path, requirement: Requirement) -> None:
     """Set a record's status and verdict from what its directory holds: ``completed`` is done
-    (and judged), ``interrupted``/``aborted`` interrupted, anything else left behind failed."""
-    manifest = read_manifest(run_dir)
-    if manifest is None:
+    (and judged), ``interrupted``/``aborted`` interrupted, anything else left behind failed
+    (a run.json that cannot be read too, with the reason why)."""
+    if not run_dir.exists():
         record.status, record.passed, record.reason = "pending", None, ""
         return
-    outcome = manifest.get("outcome")
-    record.status = _STATUS.get(outcome, "failed")
+    record.status, record.passed = "failed", None
+    if not (run_dir / MANIFEST_FILE).exists():
+        record.reason = "left no run.json"
+        return
+    try:
+        manifest = read_manifest(run_dir)
+    except FileError as error:
+        record.reason = str(error)
+        return
+    record.status = _STATUS.get(manifest.outcome or "", "failed")
     verdict = judge(requirement, manifest)
     record.passed = verdict.passed if record.status == "done" else None
-    record.reason = verdict.reason if outcome else "left no run.json"
+    record.reason = verdict.reason
 
 
 def recall(root: Path, cells: list[Cell], requirement: Requirement) -> list[CellRecord]:
@@ -171,7 +178,7 @@ class CampaignRunner:
         self.by_id = {record.cell.id: record for record in self.records}
         self.view = CampaignView(campaign, self.records, console)
         self.view.overheads += [o for o in (recorded_overhead(
-            read_manifest(self.root / r.cell.id), campaign.planned_s(r.cell))
+            recorded(self.root / r.cell.id), campaign.planned_s(r.cell))
             for r in self.records if r.status == "done") if o is not None]
         self.stop = threading.Event()
         self.result = CampaignResult(self.root, self.records)
@@ -210,10 +217,11 @@ class CampaignRunner:
                           "yellow")
 
     def _check_drift(self, cell: Cell) -> None:
-        manifest = read_manifest(self.root / cell.id) or {}
+        manifest = recorded(self.root / cell.id)
         scenario, topology = self.campaign.specs[cell.id]
         changed = [name for name, spec in (("scenario", scenario), ("topology", topology))
-                   if manifest.get(name) != json.loads(spec.model_dump_json())]
+                   if manifest is None
+                   or getattr(manifest, name) != json.loads(spec.model_dump_json())]
         if changed:
             self.view.say(f"{cell.id}: recorded with another {' and '.join(changed)} than the "
                           f"files give now; kept (move its directory away to run it again)",
@@ -269,7 +277,7 @@ class CampaignRunner:
             return
         reason = "the last cell failed" if previous.status == "failed" else unfresh(
             [m.index for m in provisioner.status() if m.running], provisioner.topology.start,
-            read_manifest(self.root / previous.cell.id))
+            recorded(self.root / previous.cell.id))
         if reason:
             self.view.say(f"restarting topology {provisioner.topology.name}: {reason}")
             self._down(provisioner)
@@ -358,16 +366,16 @@ def _shielded(say: Callable[[str, str], None]) -> contextlib.AbstractContextMana
     return _sigint(lambda signum, frame: say("tearing the topology down; a moment", "yellow"))
 
 
-def unfresh(serving: list[int], start: int, last_run: dict[str, Any] | None) -> str:
+def unfresh(serving: list[int], start: int, last_run: RunManifest | None) -> str:
     """Why a topology is not as a new run expects it after the last cell, or "" if it is:
     other members serving than its first ``start`` (a scaling run grew it), or messages the
     last run left queued (its accounting, taken after its receivers stopped, says)."""
     if serving != list(range(start)):
         return f"members {serving} serve; a run starts with {list(range(start))}"
-    accounting = (last_run or {}).get("accounting")
-    if not accounting:
+    accounting = last_run.accounting if last_run else None
+    if accounting is None:
         return "the last run has no accounting to show its queue is empty"
-    left = accounting.get("still_queued") or 0
+    left = accounting.still_queued or 0
     return f"the last run left {left:,} messages queued" if left else ""
 
 

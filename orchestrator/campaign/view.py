@@ -4,9 +4,8 @@ an estimate of the time left."""
 from __future__ import annotations
 
 import time
-from datetime import datetime
 from statistics import fmean
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -17,6 +16,7 @@ from orchestrator.specs.campaign import Campaign, Cell
 
 if TYPE_CHECKING:
     from orchestrator.campaign.records import CellRecord
+    from results.rundir.manifest import RunManifest
 
 DEFAULT_OVERHEAD_S = 20.0  # per cell until one is measured: agents, drain, accounting
 
@@ -32,13 +32,14 @@ def eta_s(planned_left: list[float], current_planned: float | None, current_elap
     return current + sum(planned + overhead for planned in planned_left)
 
 
-def recorded_overhead(manifest: dict[str, Any] | None, planned_s: float) -> float | None:
+def recorded_overhead(manifest: RunManifest | None, planned_s: float) -> float | None:
     """Seconds a recorded run took beyond its planned load (from ``started_at`` and
     ``ended_at`` in its run.json), so a resumed campaign's estimate starts from experience."""
+    if manifest is None or manifest.started_at is None or manifest.ended_at is None:
+        return None
     try:
-        took = datetime.fromisoformat(manifest["ended_at"]) - \
-            datetime.fromisoformat(manifest["started_at"])
-    except (TypeError, KeyError, ValueError):
+        took = manifest.ended_at - manifest.started_at
+    except TypeError:  # one with a time zone, one without: not a file surge wrote
         return None
     return max(0.0, took.total_seconds() - planned_s)
 

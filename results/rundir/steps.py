@@ -1,45 +1,95 @@
-"""The step table (the shape of Table 1 of the uniform-cluster document), from recorded rows.
+"""The step table (the shape of Table 1 of the uniform-cluster document): the one rule for
+which seconds each row covers (:func:`windows`) and the one declaration of the row's figures
+(:class:`StepRow`, each field saying how it is taken from its window, see
+:mod:`results.rundir.figures`).
 
-Pure functions of rows: the controller calls them at the end of a run on what it recorded, and
-the analysis can call them on rows read back from Parquet.
+Pure functions of rows: the controller calls them at the end of a run on what it recorded;
+the Spark analysis computes the same windows with :func:`windows`, reduces them with Spark
+expressions of the declared kinds and finishes each row with :func:`finish`, so both print
+the same figures for the same run.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass, field
-from statistics import fmean
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
+from orchestrator.specs.plan import Phase
+from results.rundir.figures import (
+    CONTROLLER_HOST,
+    Change,
+    Count,
+    Delivery,
+    Figure,
+    FromWindow,
+    HistogramMax,
+    KeyMean,
+    Least,
+    Max,
+    Mean,
+    MinLeast,
+    Missing,
+    Partial,
+    Percentile,
+    reduce_rows,
+)
 from results.rundir.histogram import LatencyHistogram
-from results.rundir.tables import CONTROLLER_HOST
+
+DRAIN_LABEL = "drain"
+
+
+def _figure(how: Figure, default: Any = None) -> Any:
+    """A field of :class:`StepRow` declared with how it is taken from its window."""
+    if isinstance(default, dict):
+        return field(default_factory=dict, metadata={"figure": how})
+    return field(default=default, metadata={"figure": how})
 
 
 @dataclass(frozen=True)
 class StepRow:
     """Figures for one phase of the plan over its steady part (after ``settle`` seconds), or
     for the drain after the last step (``label`` "drain"). Rates are means over the seconds
-    whose figures are known (``None`` if none was); ``missing_seconds`` counts the seconds in
-    the window where some source missed its deadline."""
+    whose figures are known (``None`` if none was); latency percentiles come from the
+    histograms merged over the window's seconds, never from averaging percentiles;
+    ``missing_seconds`` counts the seconds in the window where some source missed its
+    deadline. Each field declares how it is taken from its window: add a field here and both
+    the controller's step table and the Spark report have it."""
 
-    step: int
-    label: str
-    target_rate: float
-    achieved_rate: float | None  # end to end: the lower of the mean send and receive rates
-    min_rate: float | None
-    sent_rate: float | None
-    received_rate: float | None
-    members: int
-    cpu_percent: dict[str, float] = field(default_factory=dict)
-    host_cpu_percent: float | None = None
-    p50_ms: float | None = None
-    p99_ms: float | None = None
-    errors: int = 0
-    seconds: int = 0
-    skipped: int = 0  # sends a stalled sender could not make up
-    hosts_cpu_percent: dict[str, float] = field(default_factory=dict)  # broker hosts (SSH)
-    missing_seconds: int = 0
-    start_s: float = 0.0
-    end_s: float = 0.0
+    step: int = _figure(FromWindow("step"), 0)
+    label: str = _figure(FromWindow("label"), "")
+    target_rate: float = _figure(Mean("target_rate"), 0.0)
+    # end to end: the lower of the mean send and receive rates
+    achieved_rate: float | None = _figure(Least(("sent_rate", "received_rate")))
+    min_rate: float | None = _figure(MinLeast(("send_rate", "receive_rate")))
+    sent_rate: float | None = _figure(Mean("send_rate"))
+    received_rate: float | None = _figure(Mean("receive_rate"))
+    members: int = _figure(Max("members_running"), 0)
+    cpu_percent: dict[str, float] = _figure(
+        KeyMean("members", "member", ("running", "==", True)), {})
+    host_cpu_percent: float | None = _figure(Mean("host_cpu_percent"))
+    p50_ms: float | None = _figure(Percentile(50.0))
+    p99_ms: float | None = _figure(Percentile(99.0))
+    errors: int = _figure(Change("errors"), 0)
+    seconds: int = _figure(Count(), 0)
+    skipped: int = _figure(Change("skipped"), 0)  # sends a stalled sender could not make up
+    hosts_cpu_percent: dict[str, float] = _figure(  # broker hosts (SSH)
+        KeyMean("hosts", "host", ("host", "!=", CONTROLLER_HOST)), {})
+    missing_seconds: int = _figure(
+        Missing(flags=("agents_missing", "broker_missing"), nulls=("queue_depth",)), 0)
+    start_s: float = _figure(FromWindow("start_s"), 0.0)
+    end_s: float = _figure(FromWindow("end_s"), 0.0)
+    p95_ms: float | None = _figure(Percentile(95.0))
+    p999_ms: float | None = _figure(Percentile(99.9))
+    max_ms: float | None = _figure(HistogramMax())
+    reconnects: int = _figure(Change("reconnects"), 0)
+    max_backlog: int | None = _figure(Max("queue_depth"))
+    # messages each member's queues delivered (format 2 on)
+    delivered_per_member: dict[str, int] = _figure(Delivery("delivered_per_member"), {})
+    balance: float | None = _figure(Delivery("balance"))  # Jain's index, known readings only
+    balance_seconds: int = _figure(Delivery("balance_seconds"), 0)  # every member known
+    unknown_per_member: dict[str, int] = _figure(Delivery("unknown_per_member"), {})
 
     @property
     def ratio(self) -> float | None:
@@ -48,90 +98,170 @@ class StepRow:
             return 1.0
         return None if self.achieved_rate is None else self.achieved_rate / self.target_rate
 
+    def as_json(self) -> dict[str, Any]:
+        """The row as ``run.json`` records it: its fields and its ratio."""
+        return {**asdict(self), "ratio": self.ratio}
 
-def segments(phases: list[dict], ticks: list[dict], settle_s: float
-             ) -> list[tuple[dict, str, list[dict]]]:
+
+FIGURES: dict[str, Figure] = {f.name: f.metadata["figure"] for f in dataclasses.fields(StepRow)}
+"""Every field of :class:`StepRow` with how it is taken from its window."""
+
+
+# -- the windows ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Window:
+    """The seconds one row covers: the ticks of step ``step`` labelled ``label``, from the
+    second before its first tick to its last, (start_s, end_s]."""
+
+    step: int
+    label: str
+    ticks: list[dict] = field(compare=False, repr=False)
+
+    @property
+    def seconds(self) -> list[float]:
+        """The elapsed seconds of its ticks."""
+        return [t["elapsed_s"] for t in self.ticks]
+
+    @property
+    def start_s(self) -> float:
+        """The second before its first tick."""
+        return self.ticks[0]["elapsed_s"] - 1
+
+    @property
+    def end_s(self) -> float:
+        """Its last tick's second."""
+        return self.ticks[-1]["elapsed_s"]
+
+
+def _phase(phase: Phase | Mapping[str, Any]) -> Phase:
+    return phase if isinstance(phase, Phase) else Phase(**phase)
+
+
+def segments(phases: Sequence[Phase | Mapping[str, Any]], ticks: list[dict], settle_s: float
+             ) -> list[tuple[Phase, str, list[dict]]]:
     """Steady windows: each phase split where the number of running members changed, each
-    part without its first ``settle_s`` seconds. Labels are ``3``, or ``3a``, ``3b``, ..."""
+    part without its first ``settle_s`` seconds. Labels are ``3``, or ``3a``, ``3b``, ...
+    ``ticks`` in time order; ``phases`` as :class:`Phase` or as the dicts run.json holds."""
     out = []
-    for phase in phases:
+    for phase in map(_phase, phases):
         runs: list[list[dict]] = []
-        for tick in (t for t in ticks if t["phase"] == phase["index"]):
+        for tick in (t for t in ticks if t["phase"] == phase.index):
             if not runs or runs[-1][-1]["members_running"] != tick["members_running"]:
                 runs.append([])
             runs[-1].append(tick)
         steady = [[t for t in run if t["elapsed_s"] >= max(run[0]["elapsed_s"] - 1 + settle_s,
-                                                           phase["start_s"] + settle_s)]
+                                                           phase.start_s + settle_s)]
                   for run in runs]
         steady = [run for run in steady if run]
         for k, run in enumerate(steady):
-            label = str(phase["index"]) + (chr(ord("a") + k) if len(steady) > 1 else "")
+            label = str(phase.index) + (chr(ord("a") + k) if len(steady) > 1 else "")
             out.append((phase, label, run))
     return out
 
 
-def drain_ticks(phases: list[dict], ticks: list[dict]) -> list[dict]:
+def drain_ticks(phases: Sequence[Phase | Mapping[str, Any]], ticks: list[dict]) -> list[dict]:
     """The ticks after the last step, while the receivers emptied the queues."""
     if not phases:
         return []
-    end = phases[-1]["start_s"]
+    end = _phase(phases[-1]).start_s
     return [t for t in ticks if t["phase"] == 0 and t["elapsed_s"] > end]
 
 
-def step_rows(phases: list[dict], ticks: list[dict], members: list[dict],
-              settle_s: float, hosts: list[dict] | None = None) -> list[StepRow]:
+def windows(phases: Sequence[Phase | Mapping[str, Any]], ticks: list[dict], settle_s: float,
+            drain: bool = True) -> list[Window]:
+    """Every row's window: the steady windows (:func:`segments`), then (with ``drain``) the
+    drain's, if there was one."""
+    out = [Window(phase.index, label, run) for phase, label, run in
+           segments(phases, ticks, settle_s)]
+    after = drain_ticks(phases, ticks) if drain else []
+    return out + ([Window(0, DRAIN_LABEL, after)] if after else [])
+
+
+def settle_excluded(ticks: list[dict], steady: Sequence[Window]) -> int:
+    """Seconds of the steps (phase 1 on) that are in no steady window: left out as settle."""
+    covered = sum(len(w.ticks) for w in steady if w.label != DRAIN_LABEL)
+    return sum(1 for t in ticks if t["phase"] >= 1) - covered
+
+
+# -- the rows ------------------------------------------------------------------------------------
+
+
+def finish(window: Window, partial: Partial) -> StepRow:
+    """The row of a window from its reduced rows (by either engine)."""
+    histogram = LatencyHistogram.from_sparse(partial.histogram)
+    delivery = delivery_figures(partial, len(window.ticks))
+    values: dict[str, Any] = {}
+    for name, how in FIGURES.items():
+        if isinstance(how, FromWindow):
+            values[name] = getattr(window, how.attribute)
+        elif isinstance(how, Percentile):
+            values[name] = histogram.percentile(how.q) / 1000 if histogram.count else None
+        elif isinstance(how, HistogramMax):
+            values[name] = histogram.max_us / 1000 if histogram.count else None
+        elif isinstance(how, KeyMean):
+            values[name] = partial.keyed.get(name, {})
+        elif isinstance(how, Delivery):
+            values[name] = delivery[how.part]
+        elif not isinstance(how, Least):
+            values[name] = partial.ticks[name]
+    for name, how in FIGURES.items():  # after the figures they are the least of
+        if isinstance(how, Least):
+            parts = [values[f] for f in how.fields]
+            values[name] = None if None in parts else min(parts)
+    return StepRow(**values)
+
+
+def delivery_figures(partial: Partial, seconds: int) -> dict[str, Any]:
+    """The serving members' delivery in a window: what each member's queues delivered (format
+    2 on), each member's unknown seconds, the balance over known readings only (Jain's index
+    over each member's delivery rate between its first and last known count; over mean CPU%
+    for format 1; ``None`` while a member's figure is unknown throughout) and the seconds,
+    of the window's ``seconds``, known for every member."""
+    spans = partial.members
+    if not spans:
+        return {"delivered_per_member": {}, "unknown_per_member": {}, "balance": None,
+                "balance_seconds": 0}
+    delivered = {s.member: s.delivered for s in spans
+                 if partial.counted and s.delivered is not None}
+    rates = {s.member: s.delivered / s.known_s for s in spans
+             if partial.counted and s.delivered is not None and s.known_s}
+    cpu = {s.member: s.cpu for s in spans if s.cpu is not None}
+    known = rates if partial.counted else cpu
+    return {"delivered_per_member": delivered,
+            "unknown_per_member": {s.member: s.unknown for s in spans if s.unknown},
+            "balance": jain_index(list(known.values())) if len(known) == len(spans) else None,
+            "balance_seconds": seconds - partial.unknown_seconds}
+
+
+def jain_index(values: list[float]) -> float | None:
+    """Jain's fairness index: 1.0 when the load is spread evenly, 1/n when one takes it all."""
+    if not values or not any(values):
+        return None
+    return sum(values) ** 2 / (len(values) * sum(v * v for v in values))
+
+
+def window_row(window: Window, members: list[dict], hosts: list[dict]) -> StepRow:
+    """The row of one window of ticks held in memory, with the run's member and host rows."""
+    partial = reduce_rows(FIGURES, window.ticks, window.start_s, window.end_s,
+                          {"members": members, "hosts": hosts})
+    return finish(window, partial)
+
+
+def step_rows(phases: Sequence[Phase | Mapping[str, Any]], ticks: list[dict],
+              members: list[dict], settle_s: float, hosts: list[dict] | None = None
+              ) -> list[StepRow]:
     """One :class:`StepRow` per steady window (see :func:`segments`)."""
-    return [window_row(phase["index"], label, window, members, hosts or [])
-            for phase, label, window in segments(phases, ticks, settle_s)]
+    return [window_row(w, members, hosts or []) for w in windows(phases, ticks, settle_s,
+                                                                  drain=False)]
 
 
-def drain_row(phases: list[dict], ticks: list[dict], members: list[dict],
-              hosts: list[dict] | None = None) -> StepRow | None:
+def drain_row(phases: Sequence[Phase | Mapping[str, Any]], ticks: list[dict],
+              members: list[dict], hosts: list[dict] | None = None) -> StepRow | None:
     """The drain after the last step as a row of its own (``None`` if there was none)."""
-    window = drain_ticks(phases, ticks)
-    return window_row(0, "drain", window, members, hosts or []) if window else None
-
-
-def _known_mean(values) -> float | None:
-    known = [v for v in values if v is not None]
-    return fmean(known) if known else None
-
-
-def window_row(step: int, label: str, window: list[dict], members: list[dict],
-               hosts: list[dict]) -> StepRow:
-    """The figures of one window of ticks: mean known rates, CPU per member and per broker
-    host over the window's span, percentiles of the merged per-second histograms."""
-    start, end = window[0]["elapsed_s"] - 1, window[-1]["elapsed_s"]
-    histogram = LatencyHistogram()
-    for tick in window:
-        histogram.merge(LatencyHistogram.from_sparse(
-            dict(zip(tick["latency_buckets"] or [], tick["latency_counts"] or []))))
-
-    def spread(rows: list[dict], key: str, keep) -> dict[str, float]:
-        values: dict[str, list[float]] = defaultdict(list)
-        for row in rows:
-            if start < row["elapsed_s"] <= end and keep(row) and row["cpu_percent"] is not None:
-                values[row[key]].append(row["cpu_percent"])
-        return {name: fmean(v) for name, v in sorted(values.items())}
-    sent = _known_mean(t["send_rate"] for t in window)
-    received = _known_mean(t["receive_rate"] for t in window)
-    both = [min(t["send_rate"], t["receive_rate"]) for t in window
-            if t["send_rate"] is not None and t["receive_rate"] is not None]
-    return StepRow(
-        step=step, label=label, target_rate=fmean(t["target_rate"] for t in window),
-        achieved_rate=None if sent is None or received is None else min(sent, received),
-        min_rate=min(both) if both else None, sent_rate=sent, received_rate=received,
-        members=max(t["members_running"] for t in window),
-        cpu_percent=spread(members, "member", lambda r: r["running"]),
-        host_cpu_percent=_known_mean(t["host_cpu_percent"] for t in window),
-        p50_ms=histogram.percentile(50) / 1000 if histogram.count else None,
-        p99_ms=histogram.percentile(99) / 1000 if histogram.count else None,
-        errors=window[-1]["errors"] - window[0]["errors"], seconds=len(window),
-        skipped=(window[-1].get("skipped") or 0) - (window[0].get("skipped") or 0),
-        hosts_cpu_percent=spread(hosts, "host", lambda r: r["host"] != CONTROLLER_HOST),
-        missing_seconds=sum(1 for t in window if t.get("agents_missing") or
-                            t.get("broker_missing") or t.get("queue_depth", 0) is None),
-        start_s=start, end_s=end)
+    after = drain_ticks(phases, ticks)
+    return window_row(Window(0, DRAIN_LABEL, after), members, hosts or []) if after else None
 
 
 def as_text(rows: list[StepRow], unit: str = "msg/s", settle_s: float | None = None) -> str:

@@ -1,4 +1,5 @@
-"""The run directory: the versioned contract between the controller and the analysis.
+"""The run directory: the versioned contract between the controller and the analysis (its
+version and ``run.json``: :mod:`results.rundir.manifest`).
 
 ``runs/<run-id>/``
     ``run.json``      resolved specs, versions, host facts, start/end, outcome, accounting, steps
@@ -23,13 +24,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-FORMAT_VERSION = 3
-"""3: every reading is timed at its source: ticks carry lateness_s, depth_age_s, backlog (sent -
-received: messages in queues and in flight to or from them), agents_missing,
-read_span_s, broker_missing, skipped/skip_rate, nacked, held; rates and percentiles are null when
-unknown; members carry phase and cpu_interval_s (the interval the CPU% is over) and null (not 0)
-for figures a member did not report; a hosts table holds each host's CPU; agents carry
-monotonic_s. 2: members carry messages_in and messages_out. 1 had neither."""
+from results.rundir.figures import CONTROLLER_HOST as CONTROLLER_HOST  # the hosts table's name
+from results.rundir.manifest import FORMAT_VERSION, RunManifest, write_json
 
 _HISTOGRAM = [("latency_buckets", pa.list_(pa.int32())), ("latency_counts", pa.list_(pa.int64()))]
 _WHEN = [("t", pa.float64()), ("elapsed_s", pa.float64()), ("phase", pa.int32())]
@@ -65,7 +61,6 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 
 
-CONTROLLER_HOST = "controller"  # the hosts table's name for the machine of the controller
 
 
 def new_run_id(scenario_name: str) -> str:
@@ -89,12 +84,13 @@ class RunWriter:
         self._events = open(root / "events.jsonl", "a", buffering=1)  # noqa: SIM115 - long-lived
         self._lock = threading.Lock()  # scaling actions log events from their own thread
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
-        """(Re)write ``run.json`` atomically, stamping the format version."""
-        data = {"format_version": FORMAT_VERSION, **manifest}
-        tmp = self.root / "run.json.tmp"
-        tmp.write_text(json.dumps(data, indent=2, default=str))
-        os.replace(tmp, self.root / "run.json")
+    def write_manifest(self, manifest: RunManifest | dict[str, Any]) -> None:
+        """(Re)write ``run.json`` atomically (see :mod:`results.rundir.manifest`). A plain dict
+        is written as given, stamped with the format version unless it carries one."""
+        if isinstance(manifest, RunManifest):
+            manifest.write(self.root)
+        else:
+            write_json(self.root, {"format_version": FORMAT_VERSION, **manifest})
 
     def event(self, kind: str, **fields: Any) -> dict[str, Any]:
         """Append one event line (flushed at once) and return it."""

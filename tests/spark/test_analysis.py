@@ -1,6 +1,5 @@
 """The Spark analysis on synthetic run directories with known answers."""
 
-import dataclasses
 import json
 import math
 
@@ -8,11 +7,16 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from results.analysis import analyze_run, jain_index
+from orchestrator.campaign.requirement import judge
+from orchestrator.specs.campaign import Requirement
+from results.analysis import analyze_run
+from results.compare import as_text, final_step
 from results.pipeline import analyze
+from results.report import step_table_text
 from results.rundir.histogram import SUB_COUNT
-from results.rundir.steps import StepRow, drain_row, step_rows
-from results.rundir.tables import FORMAT_VERSION, read_table
+from results.rundir.manifest import FORMAT_VERSION, read_manifest
+from results.rundir.steps import FIGURES, drain_row, jain_index, step_rows
+from results.rundir.tables import read_table
 from results.synthetic import DRAIN_RATE
 from results.synthetic import write_run as write_synthetic
 
@@ -26,70 +30,105 @@ def write_run(root, name="synthetic", seed=1, format_version=FORMAT_VERSION, **o
                                     **options)
 
 
-def test_spark_step_rows_are_the_controllers(spark, tmp_path):
-    # Seconds 5-6 and all of 2b (33-40) unknown: rates, percentiles and member 1's figures.
-    run_dir, _ = write_run(tmp_path, drain_s=5, unknown={5, 6, *range(33, 41)})
-    result = analyze_run(spark, run_dir, 0.04)
-    phases = result.manifest["phases"]
-    rows = {table: read_table(run_dir, table).to_pylist()
+def controller_rows(run_dir, manifest):
+    """The step rows the controller makes of what it recorded (here read back from Parquet)."""
+    rows = {table: sorted(read_table(run_dir, table).to_pylist(), key=lambda r: r["elapsed_s"])
             for table in ("ticks", "members", "hosts")}
-    expected = step_rows(phases, rows["ticks"], rows["members"], 3.0, rows["hosts"]) + \
-        [drain_row(phases, rows["ticks"], rows["members"], rows["hosts"])]
+    steps = step_rows(manifest.phases, rows["ticks"], rows["members"], manifest.settle_s,
+                      rows["hosts"])
+    return steps, drain_row(manifest.phases, rows["ticks"], rows["members"], rows["hosts"])
+
+
+@pytest.mark.parametrize("format_version", [FORMAT_VERSION, 2, 1])
+def test_spark_step_rows_are_the_controllers(spark, tmp_path, format_version):
+    # Seconds 5-6 and all of 2b (33-40) unknown: rates, percentiles and member 1's figures.
+    run_dir, _ = write_run(tmp_path, format_version=format_version, drain_s=5,
+                           unknown={5, 6, *range(33, 41)})
+    result = analyze_run(spark, run_dir, 0.04)
+    steps, drain = controller_rows(run_dir, result.manifest)
     got = result.steps + [result.drain]
-    assert [r["label"] for r in got] == ["1", "2a", "2b", "drain"]
-    for want, row in zip(expected, got):
-        for name in (f.name for f in dataclasses.fields(StepRow)):
-            assert row[name] == pytest.approx(getattr(want, name)), (want.label, name)
+    assert [r.label for r in got] == ["1", "2a", "2b", "drain"]
+    assert len(FIGURES) >= 28  # every declared field is compared, the balance's too
+    for want, row in zip(steps + [drain], got):
+        for name in FIGURES:
+            assert getattr(row, name) == pytest.approx(getattr(want, name)), (want.label, name)
     one, _, two_b, drain = got
-    assert one["missing_seconds"] == 2 and one["achieved_rate"] == 900  # known seconds only
-    assert two_b["achieved_rate"] is None and two_b["p99_ms"] is None
-    assert two_b["hosts_cpu_percent"] == {"broker-1": 30.0}
-    assert drain["seconds"] == 5 and drain["received_rate"] == DRAIN_RATE
+    assert one.achieved_rate == 900  # known seconds only
+    assert two_b.achieved_rate is None and two_b.p99_ms is None
+    assert drain.seconds == 5 and drain.received_rate == DRAIN_RATE
+    if format_version == FORMAT_VERSION:
+        assert one.missing_seconds == 2 and two_b.hosts_cpu_percent == {"broker-1": 30.0}
     # The settle: seconds 1-2, 21-22 and 31-32 of the steps are in no row.
     assert result.settle_excluded_s == 6
+
+
+def test_report_compare_and_verdicts_print_the_same_figures(spark, tmp_path):
+    run_dir, _ = write_run(tmp_path, drain_s=5, unknown={5, 6, 38})
+    manifest = read_manifest(run_dir)
+    steps, drain = controller_rows(run_dir, manifest)
+    accounting = {"sent": 56_000, "received": 56_000, "balanced": True, "lost": 0,
+                  "still_queued": 0, "unexplained": 0}
+    manifest = manifest.replace(accounting=accounting)
+    manifest.replace(steps=steps, drain=drain).write(run_dir)  # as the controller records them
+    assert analyze([run_dir], say=lambda line: None).analysed == [run_dir]
+    spark_rows = analyze_run(spark, run_dir, 0.04)
+    report = (run_dir / "analysis" / "report.md").read_text()
+    assert step_table_text(steps + [drain]) in report
+    assert step_table_text(spark_rows.steps + [spark_rows.drain]) in report
+    _, final, _ = final_step(run_dir)
+    assert final == read_manifest(run_dir).steps[-1] == steps[-1]
+    compared = as_text([run_dir])
+    (run_dir / "run.json").write_text(json.dumps(
+        manifest.replace(steps=spark_rows.steps, drain=spark_rows.drain).to_json()))
+    assert as_text([run_dir]) == compared
+    for requirement in (Requirement(), Requirement(rate_within="15%", p99_below="1s"),
+                        Requirement(rate="published", lossless=False)):
+        assert judge(requirement, read_manifest(run_dir).replace(outcome="completed")) == \
+            judge(requirement, manifest.replace(steps=steps, outcome="completed"))
 
 
 def test_balance_and_shares_are_over_known_readings(spark, tmp_path):
     run_dir, _ = write_run(tmp_path, unknown={38, 39, 40})
     result = analyze_run(spark, run_dir, 0.04)
     two_b = result.steps[-1]
-    assert two_b["unknown_per_member"] == {"surge-x-1@localhost": 3}
-    assert two_b["balance_seconds"] == 8 - 3
+    assert two_b.unknown_per_member == {"surge-x-1@localhost": 3}
+    assert two_b.balance_seconds == 8 - 3
     # member 1's count is known over 33-37: its delivery rate there, not a count cut short
-    assert two_b["balance"] == pytest.approx(jain_index([1200, 800]))
+    assert two_b.balance == pytest.approx(jain_index([1200, 800]))
     second = next(m for m in result.members if m["member"] == "surge-x-1@localhost")
     assert second["cpu_unknown_s"] == 3 and second["seconds_serving"] == 10
     assert second["cpu_seconds"] == pytest.approx(7 * 0.15)  # unknown seconds are not 0 s
     whole = analyze_run(spark, write_run(tmp_path, "throughout", unknown=range(31, 41))[0],
                         0.04)
-    assert whole.steps[-1]["balance"] is None  # member 1 unknown in all of 2b
+    assert whole.steps[-1].balance is None  # member 1 unknown in all of 2b
 
 
 def test_step_table_against_hand_computed_values(spark, tmp_path):
     run_dir, _ = write_run(tmp_path)
     steps = analyze_run(spark, run_dir, price_per_core_hour=0.04).steps
-    assert [s["label"] for s in steps] == ["1", "2a", "2b"]
+    assert [s.label for s in steps] == ["1", "2a", "2b"]
     one, two_a, two_b = steps
     # Phase 1: seconds 3..20 are steady (settle 3 s), 18 ticks at 1,000 sent and 900 received.
-    assert one["seconds"] == 18 and one["target_rate"] == 1000
-    assert one["achieved_rate"] == 900 and one["min_rate"] == 900 and one["members"] == 1
+    assert one.seconds == 18 and one.target_rate == 1000
+    assert one.achieved_rate == 900 and one.min_rate == 900 and one.members == 1
     # Phase 2 splits where the second member starts (second 31); each part settles 3 s.
-    assert (two_a["seconds"], two_b["seconds"]) == (8, 8)
-    assert two_a["achieved_rate"] == 1800 and two_b["achieved_rate"] == 2000
-    assert two_b["members"] == 2
-    assert two_b["cpu_percent"] == {"surge-x-0@localhost": 25.0, "surge-x-1@localhost": 15.0}
-    assert one["errors"] == 20 // 10 - 3 // 10 and one["max_backlog"] == 600
+    assert (two_a.seconds, two_b.seconds) == (8, 8)
+    assert two_a.achieved_rate == 1800 and two_b.achieved_rate == 2000
+    assert two_b.members == 2
+    assert two_b.cpu_percent == {"surge-x-0@localhost": 25.0, "surge-x-1@localhost": 15.0}
+    assert one.errors == 20 // 10 - 3 // 10 and one.max_backlog == 600
 
 
 def test_percentiles_come_from_merged_histograms(spark, tmp_path):
     run_dir, raw = write_run(tmp_path)
-    steps = {s["label"]: s for s in analyze_run(spark, run_dir, 0.04).steps}
+    steps = {s.label: s for s in analyze_run(spark, run_dir, 0.04).steps}
     for label, values in raw.items():
         for name, q in (("p50_ms", 50), ("p95_ms", 95), ("p99_ms", 99), ("p999_ms", 99.9)):
             rank = max(1, math.ceil(q * len(values) / 100))  # nearest rank, as the histogram
             exact_ms = np.sort(values)[rank - 1] / 1000
-            assert steps[label][name] == pytest.approx(exact_ms, rel=PRECISION), (label, name)
-        assert steps[label]["max_ms"] == pytest.approx(values.max() / 1000, rel=PRECISION)
+            assert getattr(steps[label], name) == pytest.approx(exact_ms, rel=PRECISION), \
+                (label, name)
+        assert steps[label].max_ms == pytest.approx(values.max() / 1000, rel=PRECISION)
 
 
 def test_cost_per_message_and_per_month(spark, tmp_path):
@@ -144,8 +183,8 @@ def test_a_corrupt_part_is_named_and_the_rest_is_analysed(spark, tmp_path):
     bad.write_bytes(b"not parquet at all")
     result = analyze_run(spark, run_dir, 0.04)
     assert any(str(bad) in p and "skipped" in p for p in result.problems), result.problems
-    assert [s["label"] for s in result.steps] == ["1", "2a", "2b"]
-    assert result.steps[0]["seconds"] == 8  # seconds 11-20 of phase 1 were in the bad part
+    assert [s.label for s in result.steps] == ["1", "2a", "2b"]
+    assert result.steps[0].seconds == 8  # seconds 11-20 of phase 1 were in the bad part
 
 
 def test_analyze_is_incremental_and_reports_bad_runs_without_stopping(spark, tmp_path):
@@ -176,18 +215,18 @@ def test_message_shares_per_member_and_the_previous_format(spark, tmp_path):
     result = analyze_run(spark, current, 0.04)
     two_b = result.steps[-1]
     # 2b spans seconds 33-40; the counters advance over 34-40: 7 s of 2,000 msg/s, 60/40.
-    assert two_b["delivered_per_member"] == {"surge-x-0@localhost": 8400,
-                                             "surge-x-1@localhost": 5600}
-    assert two_b["balance"] == pytest.approx(jain_index([8400, 5600]))
+    assert two_b.delivered_per_member == {"surge-x-0@localhost": 8400,
+                                          "surge-x-1@localhost": 5600}
+    assert two_b.balance == pytest.approx(jain_index([8400, 5600]))
     # Over the whole run, a member's first sample is its baseline (counters are cumulative):
     # the second member delivers 9 s x 800 after second 31, the first 47,100 after second 1.
     shares = {m["member"]: m["message_share"] for m in result.members}
     assert shares["surge-x-1@localhost"] == pytest.approx(7200 / (7200 + 47100))
     previous, _ = write_run(tmp_path, "previous", format_version=1)
     old = analyze_run(spark, previous, 0.04)
-    assert [s["label"] for s in old.steps] == ["1", "2a", "2b"]
-    assert old.steps[-1]["delivered_per_member"] == {}
-    assert old.steps[-1]["balance"] == pytest.approx(jain_index([25.0, 15.0]))  # from CPU
+    assert [s.label for s in old.steps] == ["1", "2a", "2b"]
+    assert old.steps[-1].delivered_per_member == {}
+    assert old.steps[-1].balance == pytest.approx(jain_index([25.0, 15.0]))  # from CPU
     assert all(m["message_share"] is None for m in old.members)
 
 

@@ -235,7 +235,7 @@ def test_compare_names_a_run_json_that_is_a_directory(tmp_path: Path):
 
 def test_analysis_reports_a_damaged_run_json_as_one_line(tmp_path: Path):
     from orchestrator.errors import FileError
-    from results.analysis import read_manifest
+    from results.rundir.manifest import read_manifest
     (tmp_path / "run.json").write_text(json.dumps(["not", "an", "object"]))
     with pytest.raises(FileError, match=r"run.json: expected a JSON object, got list$"):
         read_manifest(tmp_path)

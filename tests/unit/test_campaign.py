@@ -30,6 +30,7 @@ from orchestrator.specs.campaign import (
 )
 from orchestrator.specs.kinds import load_any
 from results.compare import ranking_text
+from results.rundir.manifest import RunManifest
 
 TOPOLOGY = """\
 name: t1
@@ -197,12 +198,17 @@ def step(label, target, achieved, p99=5.0, sent=None):
             "sent_rate": target if sent is None else sent, "p99_ms": p99}
 
 
-BALANCED = {"balanced": True, "lost": 0, "duplicates": 0, "unexplained": 0,
-            "still_queued": 0}
+BALANCED = {"sent": 100, "received": 100, "balanced": True, "lost": 0, "duplicates": 0,
+            "unexplained": 0, "still_queued": 0}
 
 
-def manifest(steps, accounting=BALANCED, outcome="completed"):
-    return {"outcome": outcome, "steps": steps, "accounting": accounting}
+def manifest(steps, accounting=BALANCED, outcome="completed", **fields) -> RunManifest:
+    return RunManifest(run_id="r", scenario={"name": "s"}, outcome=outcome, steps=steps,
+                       accounting=accounting, **fields)
+
+
+def run_json(*args, **fields) -> str:
+    return json.dumps(manifest(*args, **fields).to_json())
 
 
 def test_a_run_within_its_targets_and_balanced_passes():
@@ -247,8 +253,8 @@ def record_run(root: Path, cell_id_: str, outcome: str | None, steps=None) -> Pa
     run_dir = root / cell_id_
     run_dir.mkdir(parents=True)
     if outcome is not None:
-        (run_dir / "run.json").write_text(json.dumps(manifest(
-            steps or [step("1", 100, 100)], outcome=outcome)))
+        (run_dir / "run.json").write_text(run_json(steps or [step("1", 100, 100)],
+                                                   outcome=outcome))
     return run_dir
 
 
@@ -282,9 +288,10 @@ def test_time_left_uses_planned_durations_and_measured_overhead():
     assert eta_s([60, 60], None, 0, []) == 2 * (60 + 20)  # default overhead until measured
     assert eta_s([60], 30, 10, [8, 12]) == (30 + 10 - 10) + (60 + 10)
     assert eta_s([], 30, 100, [10]) == 0
-    run = {"started_at": "2026-11-22T12:00:00+00:00", "ended_at": "2026-11-22T12:01:10+00:00"}
+    run = manifest([], started_at="2026-11-22T12:00:00+00:00",
+                   ended_at="2026-11-22T12:01:10+00:00")
     assert recorded_overhead(run, 60) == 10
-    assert recorded_overhead({}, 60) is None and recorded_overhead(None, 60) is None
+    assert recorded_overhead(manifest([]), 60) is None and recorded_overhead(None, 60) is None
 
 
 def test_a_topology_is_reused_only_as_a_run_starts_it():
@@ -340,8 +347,8 @@ class Fakes:
                 self.run_dir.mkdir(parents=True)
                 written = "aborted" if outcome == "ctrl-c" else \
                     "failed" if outcome == "raise" else outcome
-                (self.run_dir / "run.json").write_text(json.dumps(manifest(
-                    [step("1", 100, 100)], outcome=written)))
+                (self.run_dir / "run.json").write_text(run_json([step("1", 100, 100)],
+                                                                outcome=written))
                 if outcome == "raise":
                     raise RuntimeError("agent 0 did not answer")
                 if outcome == "ctrl-c":
@@ -482,10 +489,10 @@ def test_summary_has_cells_comparison_and_ranking(spec_dir, tmp_path):
     records = [CellRecord(cell) for cell in campaign.cells]
     for record, achieved in zip(records[:2], (100, 50)):
         run_dir = record_run(root, record.cell.id, "completed", [step("1", 100, achieved)])
-        (run_dir / "run.json").write_text(json.dumps({
-            **manifest([{**step("1", 100, achieved), "min_rate": achieved, "sent_rate": 100,
-                         "received_rate": achieved, "members": 1}]),
-            "scenario": {"name": "s1"}}))
+        (run_dir / "run.json").write_text(json.dumps(
+            manifest([{**step("1", 100, achieved), "min_rate": achieved, "sent_rate": 100,
+                       "received_rate": achieved, "members": 1}]).replace(
+                scenario={"name": "s1"}).to_json()))
         analysed(run_dir, achieved, 1.0)
     records[0].status, records[0].passed, records[0].reason = "done", True, "ok"
     records[1].status, records[1].passed, records[1].reason = "done", False, "too slow"
@@ -507,12 +514,12 @@ def test_unknown_figures_never_meet_a_requirement():
                                               "lossless": True})
     step = {"label": "1", "target_rate": 100.0, "achieved_rate": 100.0, "sent_rate": 100.0,
             "p99_ms": 5.0}
-    accounting = {"lost": 0, "unexplained": 0, "duplicates": 0}
+    accounting = {"sent": 100, "received": 100, "balanced": True, "lost": 0,
+                  "unexplained": 0, "duplicates": 0}
 
     def verdict(**changes):
-        manifest = {"outcome": "completed", "steps": [{**step, **changes.get("step", {})}],
-                    "accounting": {**accounting, **changes.get("accounting", {})}}
-        return judge(requirement, manifest)
+        return judge(requirement, manifest([{**step, **changes.get("step", {})}],
+                                           {**accounting, **changes.get("accounting", {})}))
     assert verdict().passed
     assert "unknown" in verdict(step={"achieved_rate": None}).reason
     assert "p99 unknown" in verdict(step={"p99_ms": None}).reason

@@ -6,13 +6,15 @@ import pytest
 
 from orchestrator.errors import SurgeError
 from results.compare import as_text, final_step, ranking_text, statistics_text
+from results.rundir.manifest import RunManifest
 
 
 def _run(tmp_path, name, steps, accounting):
     run_dir = tmp_path / name
     run_dir.mkdir()
-    (run_dir / "run.json").write_text(json.dumps({
-        "scenario": {"name": name}, "steps": steps, "accounting": accounting}))
+    RunManifest(run_id=name, scenario={"name": name}, steps=steps,
+                accounting=accounting and {"sent": 1, "received": 1, **accounting}
+                ).write(run_dir)
     return run_dir
 
 

@@ -2,7 +2,8 @@ import json
 
 import pyarrow.parquet as pq
 
-from results.rundir.tables import FORMAT_VERSION, RunWriter, read_table
+from results.rundir.manifest import FORMAT_VERSION
+from results.rundir.tables import RunWriter, read_table
 
 
 def member_row(i):

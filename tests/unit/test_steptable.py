@@ -50,3 +50,37 @@ def test_a_member_start_splits_a_step():
     assert [(r.label, r.members, round(r.achieved_rate)) for r in rows] == [
         ("1", 2, 100), ("2a", 2, 120), ("2b", 3, 200)]
     assert rows[2].seconds == 3  # 16..19 less the settle after the start at ~15.5 s
+
+
+def synthetic_rows(tmp_path, **options):
+    from results.rundir.manifest import read_manifest
+    from results.rundir.tables import read_table
+    from results.synthetic import write_run
+    write_run(tmp_path / "run", **options)
+    manifest = read_manifest(tmp_path / "run")
+    rows = {table: sorted(read_table(tmp_path / "run", table).to_pylist(),
+                          key=lambda r: r["elapsed_s"]) for table in ("ticks", "members", "hosts")}
+    return step_rows(manifest.phases, rows["ticks"], rows["members"], manifest.settle_s,
+                     rows["hosts"])
+
+
+def test_delivery_balance_and_backlog_over_known_readings(tmp_path):
+    from results.rundir.steps import jain_index
+    one, two_a, two_b = synthetic_rows(tmp_path, unknown={38, 39, 40})
+    # 2b spans 33-40; member 1's count is known over 33-37: its rate there, not a count cut
+    assert two_b.unknown_per_member == {"surge-x-1@localhost": 3}
+    assert two_b.balance_seconds == 8 - 3 and two_b.seconds == 8
+    assert two_b.balance == pytest.approx(jain_index([1200, 800]))
+    assert two_b.delivered_per_member == {"surge-x-0@localhost": 8400,
+                                          "surge-x-1@localhost": 5600 - 3 * 800}
+    assert one.max_backlog == 600 and one.reconnects == 0 and one.missing_seconds == 0
+    assert two_b.missing_seconds == 3 and two_b.hosts_cpu_percent == {"broker-1": 30.0}
+    assert one.p50_ms <= one.p95_ms <= one.p99_ms <= one.p999_ms <= one.max_ms
+
+
+def test_the_first_format_balances_over_cpu(tmp_path):
+    from results.rundir.steps import jain_index
+    *_, two_b = synthetic_rows(tmp_path, format_version=1)
+    assert two_b.delivered_per_member == {} and two_b.hosts_cpu_percent == {}
+    assert two_b.balance == pytest.approx(jain_index([25.0, 15.0]))
+    assert two_b.skipped == 0 and two_b.missing_seconds == 0  # columns format 1 lacked

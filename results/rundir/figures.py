@@ -1,0 +1,248 @@
+"""How each figure of a step row is taken from a window of recorded rows: the vocabulary the
+step row's fields are declared in (:class:`results.rundir.steps.StepRow`), and its engine on
+rows in memory (the controller's, or rows read back with pyarrow).
+
+A figure comes in two stages. First the window's rows are reduced to a :class:`Partial`: one
+value per tick figure (:class:`Mean`, :class:`Max`, :class:`Change`, :class:`Count`,
+:class:`Missing`, :class:`MinLeast`), the window's merged latency histogram, the mean CPU per
+member or host (:class:`KeyMean`) and each serving member's delivery (:class:`Delivery`). The
+Spark analysis (``results.analysis``) computes the same partial with Spark expressions of these
+same kinds. Then one function, :func:`results.rundir.steps.finish`, turns a partial into the
+row: percentiles, the least of two rates, the balance. So the controller's step table and the
+report's agree by construction, and a field declared once is computed by both.
+
+A value no row gave is unknown (``None``), never 0; a counter a run format did not record
+counts from 0.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from statistics import fmean
+from typing import Any
+
+# -- the kinds of figure -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Figure:
+    """How one field of a step row is taken from its window (see the subclasses)."""
+
+
+@dataclass(frozen=True)
+class FromWindow(Figure):
+    """An attribute of the window itself (``step``, ``label``, ``start_s``, ``end_s``)."""
+
+    attribute: str
+
+
+@dataclass(frozen=True)
+class Mean(Figure):
+    """The mean of a tick column over the window's seconds whose value is known."""
+
+    column: str
+
+
+@dataclass(frozen=True)
+class Max(Figure):
+    """The largest known value of a tick column in the window."""
+
+    column: str
+
+
+@dataclass(frozen=True)
+class Change(Figure):
+    """A cumulative tick counter from the window's first second to its last (a counter the
+    run's format did not record counts as 0)."""
+
+    column: str
+
+
+@dataclass(frozen=True)
+class Count(Figure):
+    """The number of seconds (ticks) in the window."""
+
+
+@dataclass(frozen=True)
+class Missing(Figure):
+    """The seconds where a source missed its deadline: any of ``flags`` set, or any of
+    ``nulls`` recorded as unknown (a column the format did not record is known)."""
+
+    flags: tuple[str, ...]
+    nulls: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MinLeast(Figure):
+    """The lowest, over the seconds where all of ``columns`` are known, of their least."""
+
+    columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Least(Figure):
+    """The least of other fields of the row (unknown if any of them is)."""
+
+    fields: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Percentile(Figure):
+    """A latency percentile (ms) of the histogram merged over the window's seconds."""
+
+    q: float
+
+
+@dataclass(frozen=True)
+class HistogramMax(Figure):
+    """The largest latency (ms) of the merged histogram."""
+
+
+@dataclass(frozen=True)
+class KeyMean(Figure):
+    """Per ``key`` (member or host) of ``table``: the mean known CPU% of its rows in the
+    window's span (start, end], of the rows where ``where`` = (column, "==" or "!=", value)."""
+
+    table: str
+    key: str
+    where: tuple[str, str, Any]
+
+    def keeps(self, row: Mapping[str, Any]) -> bool:
+        """Whether a row in memory passes ``where``."""
+        column, operator, value = self.where
+        return (row.get(column) == value) == (operator == "==")
+
+
+@dataclass(frozen=True)
+class Delivery(Figure):
+    """One figure of the serving members' delivery in the window (``delivered_per_member``,
+    ``unknown_per_member``, ``balance`` or ``balance_seconds``, see
+    :func:`results.rundir.steps.delivery_figures`)."""
+
+    part: str
+
+
+TICK_KINDS = (Mean, Max, Change, Count, Missing, MinLeast)
+"""The kinds reduced straight from the window's ticks into :attr:`Partial.ticks`."""
+CONTROLLER_HOST = "controller"  # the hosts table's name for the machine of the controller
+MEMBERS_TABLE = "members"
+DELIVERED_COLUMN = "messages_out"  # format 2 on; format 1 balances over CPU instead
+CPU_COLUMN = "cpu_percent"
+
+
+# -- the partial ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemberSpan:
+    """One member over its serving rows in a window: the change of its delivered count (or
+    of its CPU figure, for formats without counts), the seconds between its first and last
+    known figure, its rows with the figure unknown, and its mean known CPU%."""
+
+    member: str
+    delivered: float | None
+    known_s: float | None
+    unknown: int
+    cpu: float | None
+
+
+@dataclass
+class Partial:
+    """A window reduced: tick figures by field name, the merged histogram (bucket -> count),
+    per-key means by field name, the serving members, the distinct seconds where some serving
+    member's figure was unknown, and whether members' delivered counts were recorded."""
+
+    ticks: dict[str, Any] = field(default_factory=dict)
+    histogram: dict[int, int] = field(default_factory=dict)
+    keyed: dict[str, dict[str, float]] = field(default_factory=dict)
+    members: list[MemberSpan] = field(default_factory=list)
+    unknown_seconds: int = 0
+    counted: bool = True
+
+
+# -- the engine on rows in memory ----------------------------------------------------------------
+
+
+def reduce_rows(figures: Mapping[str, Figure], ticks: list[dict], start_s: float,
+                end_s: float, tables: Mapping[str, list[dict]]) -> Partial:
+    """The :class:`Partial` of one window of ``ticks`` (in time order), with the rows of
+    ``tables`` (``members``, ``hosts``) in its span (start_s, end_s]."""
+    def spanned(name: str) -> list[dict]:
+        return [r for r in tables.get(name, []) if start_s < r["elapsed_s"] <= end_s]
+    partial = Partial(ticks={name: tick_value(how, ticks) for name, how in figures.items()
+                             if isinstance(how, TICK_KINDS)},
+                      histogram=merged_histogram(ticks))
+    for name, how in figures.items():
+        if isinstance(how, KeyMean):
+            partial.keyed[name] = key_means(how, spanned(how.table))
+    members = tables.get(MEMBERS_TABLE, [])
+    partial.counted = not members or DELIVERED_COLUMN in members[0]
+    if any(isinstance(how, Delivery) for how in figures.values()):
+        serving = [r for r in spanned(MEMBERS_TABLE) if r.get("running")]
+        partial.members, partial.unknown_seconds = member_spans(serving, partial.counted)
+    return partial
+
+
+def _known(values: Iterable[Any]) -> list[Any]:
+    return [v for v in values if v is not None]
+
+
+def tick_value(how: Figure, ticks: list[dict]) -> Any:
+    """One tick figure of a window's ticks."""
+    if isinstance(how, Mean):
+        known = _known(t.get(how.column) for t in ticks)
+        return fmean(known) if known else None
+    if isinstance(how, Max):
+        return max(_known(t.get(how.column) for t in ticks), default=None)
+    if isinstance(how, Change):
+        return (ticks[-1].get(how.column) or 0) - (ticks[0].get(how.column) or 0)
+    if isinstance(how, Count):
+        return len(ticks)
+    if isinstance(how, Missing):
+        return sum(1 for t in ticks if any(t.get(f) for f in how.flags)
+                   or any(c in t and t[c] is None for c in how.nulls))
+    if isinstance(how, MinLeast):
+        return min((min(t[c] for c in how.columns) for t in ticks
+                    if all(t.get(c) is not None for c in how.columns)), default=None)
+    raise TypeError(f"not a tick figure: {how!r}")
+
+
+def merged_histogram(ticks: list[dict]) -> dict[int, int]:
+    """The per-second latency histograms of ``ticks`` summed per bucket."""
+    merged: dict[int, int] = defaultdict(int)
+    for tick in ticks:
+        for bucket, count in zip(tick.get("latency_buckets") or [],
+                                 tick.get("latency_counts") or []):
+            merged[bucket] += count
+    return dict(merged)
+
+
+def key_means(how: KeyMean, rows: list[dict]) -> dict[str, float]:
+    """Per key, the mean known CPU% of the kept rows, by key name."""
+    values: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        if how.keeps(row) and row.get(CPU_COLUMN) is not None:
+            values[row[how.key]].append(row[CPU_COLUMN])
+    return {name: fmean(v) for name, v in sorted(values.items())}
+
+
+def member_spans(serving: list[dict], counted: bool) -> tuple[list[MemberSpan], int]:
+    """Each serving member's :class:`MemberSpan` (by name) and the distinct seconds where
+    some member's figure was unknown."""
+    figure = DELIVERED_COLUMN if counted else CPU_COLUMN
+    by_member: dict[str, list[dict]] = defaultdict(list)
+    for row in serving:
+        by_member[row["member"]].append(row)
+    spans = []
+    for member, rows in sorted(by_member.items()):
+        known = [r for r in rows if r.get(figure) is not None]
+        values = [r[figure] for r in known]
+        times = [r["elapsed_s"] for r in known]
+        cpu = _known(r.get(CPU_COLUMN) for r in rows)
+        spans.append(MemberSpan(member, max(values) - min(values) if values else None,
+                                max(times) - min(times) if times else None,
+                                len(rows) - len(known), fmean(cpu) if cpu else None))
+    unknown = {r["elapsed_s"] for r in serving if r.get(figure) is None}
+    return spans, len(unknown)

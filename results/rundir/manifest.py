@@ -1,0 +1,301 @@
+"""``run.json``, the run's manifest: a typed model of everything it holds, its format version,
+the one reader (:func:`read_manifest`) and the writer (:meth:`RunManifest.write`).
+
+The controller builds a :class:`RunManifest` when a run starts (:meth:`RunManifest.begin`),
+rewrites it as the run goes (:meth:`RunManifest.replace`, :meth:`RunManifest.write`) and ends
+it with the outcome, the accounting and the step table. Everything that reads a run (the
+analysis and its report, ``surge compare``, a campaign's verdicts) reads it here, so a
+damaged or foreign file is named in one way everywhere, and a file of a newer format is
+refused rather than misread. Runs of formats 1 and 2 read as well: what they did not record
+is unknown (``None``) or empty.
+
+The resolved scenario and topology are recorded as their specs' JSON, verbatim: a run stays
+readable when the spec models change later. What the readers use of them is typed here
+(:attr:`RunManifest.scenario_name`, :attr:`RunManifest.settle_s`,
+:attr:`RunManifest.scale_out_window_s`) and checked when the file is read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    ValidationError,
+    field_serializer,
+)
+
+from orchestrator.errors import FileError, one_line
+from orchestrator.specs.plan import Phase
+from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from results.rundir.jsonfile import read_object
+from results.rundir.steps import StepRow
+
+FORMAT_VERSION = 3
+"""3: every reading is timed at its source: ticks carry lateness_s, depth_age_s, backlog (sent -
+received: messages in queues and in flight to or from them), agents_missing,
+read_span_s, broker_missing, skipped/skip_rate, nacked, held; rates and percentiles are null when
+unknown; members carry phase and cpu_interval_s (the interval the CPU% is over) and null (not 0)
+for figures a member did not report; a hosts table holds each host's CPU; agents carry
+monotonic_s. 2: members carry messages_in and messages_out. 1 had neither."""
+READABLE_VERSIONS = tuple(range(1, FORMAT_VERSION + 1))
+MANIFEST_FILE = "run.json"
+SHOWN_PROBLEMS = 3  # validation problems named in the error; the rest are counted
+
+Outcome = Literal["running", "completed", "interrupted", "aborted", "failed"]
+"""``running`` until the run ends (so a crashed run is left ``running``)."""
+
+
+class Record(BaseModel):
+    """A part of the manifest: immutable; keys this surge does not know are ignored."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class Quantiles(Record):
+    """Nearest-rank quantiles of some seconds (``None`` when there were none)."""
+
+    count: int = 0
+    p50: float | None = None
+    p99: float | None = None
+    max: float | None = None
+
+
+class Sampling(Record):
+    """How timely the run's own measurements were (format 3 on): how late the ticks fired,
+    whole seconds skipped because a tick ran over, how old the queue depths were, and the
+    deadline by which a tick's readings had to be in (seconds)."""
+
+    tick_lateness_s: Quantiles = Quantiles()
+    ticks_skipped: int = 0
+    depth_age_s: Quantiles = Quantiles()
+    deadline_s: float | None = None
+
+
+class ClockOffset(Record):
+    """One load host's clock against the controller's (ms)."""
+
+    offset_ms: float
+    uncertainty_ms: float
+
+
+class Clocks(Record):
+    """The load hosts' clocks (SSH agents): how far apart they may be, and so whether latency
+    measured across hosts can be trusted."""
+
+    hosts: dict[str, ClockOffset]
+    latency_error_bound_ms: float
+    latency_reliable: bool
+
+
+class HostFacts(Record):
+    """The host the run was driven from."""
+
+    hostname: str | None = None
+    cpus: int | None = None
+    memory_bytes: int | None = None
+    kernel: str | None = None
+    python: str | None = None
+
+
+class Accounting(Record):
+    """The end-of-run balance (``drivers.accounting.Reconciliation`` as recorded, with its
+    one-line explanation): ``None`` where the queues could not be read, never guessed."""
+
+    sent: int
+    confirmed: int | None = None
+    nacked: int = 0
+    received: int
+    duplicates: int = 0
+    still_queued: int | None = None
+    lost: int | None = None
+    unexplained: int | None = None
+    balanced: bool
+    explain: str = ""
+
+    def verdict(self) -> str:
+        """``balanced`` or ``lost N`` (``lost ?`` when the loss is unknown)."""
+        return "balanced" if self.balanced else \
+            f"lost {'?' if self.lost is None else self.lost}"
+
+
+class FaultRecovery(Record):
+    """Seconds from a fault until the achieved rate was back within 5% of target."""
+
+    fault: str
+    at_s: float
+    recovery_s: float | None = None
+
+
+def _legacy_step(row: Any) -> Any:
+    """A format 1 step row had no label: its step number is its label."""
+    if isinstance(row, dict) and "label" not in row and "step" in row:
+        return {**row, "label": str(row["step"])}
+    return row
+
+
+Step = Annotated[StepRow, BeforeValidator(_legacy_step)]
+
+
+def _no_accounting(value: Any) -> Any:
+    """An empty object records no accounting (as synthetic runs write it)."""
+    return None if value == {} else value
+
+
+Accounted = Annotated[Accounting | None, BeforeValidator(_no_accounting)]
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where}: expected a number, got {value!r:.60}")
+    return float(value)
+
+
+def _recorded_scenario(scenario: dict[str, Any]) -> dict[str, Any]:
+    """The recorded scenario, checked for what the readers take from it."""
+    if not isinstance(scenario.get("name"), str):
+        raise ValueError(f"name: expected the scenario's name, got {scenario.get('name')!r:.60}")
+    measure = scenario.get("measure") or {}
+    if not isinstance(measure, dict):
+        raise ValueError("measure: expected an object")
+    if "settle" in measure:
+        _number(measure["settle"], "measure.settle")
+    for trigger in _scale_out_triggers(scenario):
+        _number(trigger.get("for_s", trigger.get("for")), "scaling.scale_out trigger for_s")
+    return scenario
+
+
+def _scale_out_triggers(scenario: dict[str, Any]) -> list[dict[str, Any]]:
+    rule = (scenario.get("scaling") or {}).get("scale_out") or {}
+    triggers = rule.get("when_any") or rule.get("when_all") or []
+    if not isinstance(triggers, list) or not all(isinstance(t, dict) for t in triggers):
+        raise ValueError("scaling.scale_out: expected a list of triggers")
+    return triggers
+
+
+RecordedScenario = Annotated[dict[str, Any], AfterValidator(_recorded_scenario)]
+"""A :class:`~orchestrator.specs.scenario.ScenarioSpec` as JSON, verbatim."""
+
+
+class RunManifest(Record):
+    """Everything ``run.json`` holds. Build it with :meth:`begin`, change it with
+    :meth:`replace`, save it with :meth:`write`; read it with :func:`read_manifest`."""
+
+    format_version: int = FORMAT_VERSION
+    run_id: str
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    outcome: Outcome | None = None
+    scenario: RecordedScenario
+    topology: dict[str, Any] | None = None  # a TopologySpec as JSON, verbatim
+    phases: list[Phase] = []  # the plan expanded, as the run followed it
+    versions: dict[str, str] = {}  # surge and the libraries that shape the figures
+    host: HostFacts | None = None
+    clocks: Clocks | None = None  # SSH agents only
+    accounting: Accounted = None
+    accounting_details: dict[str, int] = {}  # out_of_order, redelivered, nacked_total, ...
+    steps: list[Step] = []
+    drain: Step | None = None
+    faults: list[FaultRecovery] = []  # scenarios with faults only
+    sampling: Sampling | None = None
+
+    @classmethod
+    def begin(cls, run_id: str, started_at: datetime, scenario: ScenarioSpec,
+              topology: TopologySpec, phases: list[Phase], versions: dict[str, str],
+              host: HostFacts) -> RunManifest:
+        """The manifest of a run that is starting (outcome ``running``)."""
+        return cls(run_id=run_id, started_at=started_at, outcome="running",
+                   scenario=scenario.model_dump(mode="json"),
+                   topology=topology.model_dump(mode="json"), phases=phases,
+                   versions=versions, host=host)
+
+    def replace(self, **changes: Any) -> RunManifest:
+        """A copy with ``changes`` (checked as when read)."""
+        given = {name: getattr(self, name) for name in self.model_fields_set}
+        return type(self).model_validate({**given, **changes})
+
+    @field_serializer("steps")
+    def _steps_json(self, steps: list[StepRow]) -> list[dict[str, Any]]:
+        return [row.as_json() for row in steps]
+
+    @field_serializer("drain")
+    def _drain_json(self, drain: StepRow | None) -> dict[str, Any] | None:
+        return None if drain is None else drain.as_json()
+
+    @property
+    def scenario_name(self) -> str:
+        """The scenario's name."""
+        return self.scenario["name"]
+
+    @property
+    def settle_s(self) -> float:
+        """Seconds after each change left out of the step figures (``measure.settle``)."""
+        return float((self.scenario.get("measure") or {}).get("settle", 0.0))
+
+    @property
+    def scale_out_window_s(self) -> float:
+        """The longest a scale-out condition had to hold before the decision (0 without
+        scaling)."""
+        return max((float(t.get("for_s", t.get("for"))) for t in
+                    _scale_out_triggers(self.scenario)), default=0.0)
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest as JSON: the fields that were given (the format version always)."""
+        return {"format_version": self.format_version,
+                **self.model_dump(mode="json", exclude_unset=True)}
+
+    def write(self, run_dir: Path) -> None:
+        """(Re)write ``run_dir/run.json`` atomically."""
+        write_json(run_dir, self.to_json())
+
+
+def write_json(run_dir: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` as ``run_dir/run.json`` atomically."""
+    tmp = run_dir / (MANIFEST_FILE + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    os.replace(tmp, run_dir / MANIFEST_FILE)
+
+
+def read_manifest(run_dir: Path) -> RunManifest:
+    """``run_dir/run.json``: checked for a format this surge reads and for every field it
+    holds; anything else is a :class:`~orchestrator.errors.FileError` naming the file and
+    what was expected."""
+    path = run_dir / MANIFEST_FILE
+    data = read_object(path, missing="not found; expected a run directory")
+    version = data.get("format_version")
+    readable = f"{READABLE_VERSIONS[0]} to {READABLE_VERSIONS[-1]}"
+    if version is None:
+        raise FileError(f"{path}: not the run.json of a run (no format_version; expected "
+                        f"{readable})")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise FileError(f"{path}: format_version {version!r:.40} is not a format version "
+                        f"(expected {readable})")
+    if version not in READABLE_VERSIONS:
+        raise FileError(f"{path}: format_version {version}; this surge reads {readable} "
+                        f"(a newer surge wrote it?)")
+    try:
+        return RunManifest.model_validate(data)
+    except ValidationError as error:
+        raise FileError(one_line(f"{path}: not the run.json of a run: "
+                                 f"{_problems(error)}")) from None
+
+
+def _problems(error: ValidationError) -> str:
+    """The first few problems as ``field: what was expected (got ...)``."""
+    problems = error.errors(include_url=False)
+    shown = []
+    for problem in problems[:SHOWN_PROBLEMS]:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in problem["loc"])
+        message = problem["msg"].removeprefix("Value error, ")
+        got = "" if problem["type"] in ("missing", "value_error") else \
+            f" (got {problem['input']!r:.60})"
+        shown.append(f"{where.lstrip('.') or 'the file'}: {message}{got}")
+    more = len(problems) - len(shown)
+    return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
