@@ -44,6 +44,7 @@ from orchestrator.scaling.scaler import Scaler
 from orchestrator.specs import plan as plans
 from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
 from results import timeline
+from results.rundir.manifest import Accounting, Clocks, HostFacts, RunManifest, Sampling
 from results.rundir.steps import StepRow, drain_row, step_rows
 from results.rundir.tables import CONTROLLER_HOST, RunWriter, new_run_id
 from topologies.base import BrokerSample, CpuReading, MemberSample, Provisioner
@@ -103,7 +104,9 @@ class Controller:
         self.ticks: list[dict] = []
         self.member_rows: list[dict] = []
         self.host_rows: list[dict] = []
-        self.manifest: dict[str, Any] = {}
+        self.manifest = RunManifest.begin(
+            self.run_id, _utc(clock.time()), scenario, topology, self.phases, versions(),
+            HostFacts(**host_facts()))
         self.math = TickMath()
         self.lateness = Timeliness()
         self.broker: BrokerSample | None = None  # the latest sample that arrived
@@ -155,10 +158,10 @@ class Controller:
                                   self.scenario.measure.settle, self.host_rows)
                 drain = drain_row(phases, self.ticks, self.member_rows, self.host_rows)
                 if drain is not None:
-                    self.manifest["drain"] = asdict(drain)
+                    self.manifest = self.manifest.replace(drain=drain)
                 if self.scenario.faults:
-                    self.manifest["faults"] = timeline.fault_recoveries(
-                        timeline.read_events(self.run_dir), self.ticks)
+                    self.manifest = self.manifest.replace(faults=timeline.fault_recoveries(
+                        timeline.read_events(self.run_dir), self.ticks))
         except KeyboardInterrupt:
             outcome = "aborted"
             raise
@@ -204,7 +207,7 @@ class Controller:
                     senders=self._active(first), target_rate=self._target(first, 0.0))
 
     def _record_clocks(self, clocks: dict[str, Any]) -> None:
-        self.manifest["clocks"] = clocks
+        self.manifest = self.manifest.replace(clocks=Clocks.model_validate(clocks))
         bound, reliable = clocks["latency_error_bound_ms"], clocks["latency_reliable"]
         self._event("clocks", hosts=clocks["hosts"], latency_error_bound_ms=bound,
                     latency_reliable=reliable,
@@ -479,7 +482,7 @@ class Controller:
         self._event("accounting", **asdict(done.result), explain=done.result.explain(),
                     producers_missing={k: v for k, v in done.missing.items() if v},
                     **done.extras)
-        self.manifest["accounting_details"] = done.extras
+        self.manifest = self.manifest.replace(accounting_details=done.extras)
         return done.result
 
     # -- records ----------------------------------------------------------------------------
@@ -502,26 +505,18 @@ class Controller:
 
     def _write_manifest(self, outcome: str, accounting: Reconciliation | None = None,
                         steps: list[StepRow] | None = None) -> None:
-        if not self.manifest:
-            self.manifest = {
-                "run_id": self.run_id,
-                "started_at": _iso(self.clock.time()),
-                "scenario": self.scenario.model_dump(mode="json"),
-                "topology": self.topology.model_dump(mode="json"),
-                "phases": [asdict(p) for p in self.phases],
-                "versions": versions(),
-                "host": host_facts(),
-            }
-        self.manifest.update(outcome=outcome)
+        changes: dict[str, Any] = {"outcome": outcome}
         if outcome != "running":
-            self.manifest["ended_at"] = _iso(self.clock.time())
+            changes["ended_at"] = _utc(self.clock.time())
         if accounting is not None:
-            self.manifest["accounting"] = {**asdict(accounting), "explain": accounting.explain()}
+            changes["accounting"] = Accounting(**asdict(accounting),
+                                               explain=accounting.explain())
         if steps:
-            self.manifest["steps"] = [{**asdict(s), "ratio": s.ratio} for s in steps]
+            changes["steps"] = steps
         if self.lateness.lateness_s:
-            self.manifest["sampling"] = {**self.lateness.summary(),
-                                         "deadline_s": TICK_DEADLINE_S}
+            changes["sampling"] = Sampling.model_validate(
+                {**self.lateness.summary(), "deadline_s": TICK_DEADLINE_S})
+        self.manifest = self.manifest.replace(**changes)
         self.writer.write_manifest(self.manifest)
 
 
@@ -547,8 +542,8 @@ def stop_on_ctrl_c(controller: Controller) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _iso(wall_s: float) -> str:
-    return datetime.fromtimestamp(wall_s, timezone.utc).isoformat()
+def _utc(wall_s: float) -> datetime:
+    return datetime.fromtimestamp(wall_s, timezone.utc)
 
 
 def _ok(result: Any) -> Any:

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from results.rundir.figures import CONTROLLER_HOST as CONTROLLER_HOST  # the hosts table's name
-from results.rundir.manifest import FORMAT_VERSION, RunManifest, write_json
+from results.rundir.manifest import RunManifest
 
 _HISTOGRAM = [("latency_buckets", pa.list_(pa.int32())), ("latency_counts", pa.list_(pa.int64()))]
 _WHEN = [("t", pa.float64()), ("elapsed_s", pa.float64()), ("phase", pa.int32())]
@@ -84,13 +84,9 @@ class RunWriter:
         self._events = open(root / "events.jsonl", "a", buffering=1)  # noqa: SIM115 - long-lived
         self._lock = threading.Lock()  # scaling actions log events from their own thread
 
-    def write_manifest(self, manifest: RunManifest | dict[str, Any]) -> None:
-        """(Re)write ``run.json`` atomically (see :mod:`results.rundir.manifest`). A plain dict
-        is written as given, stamped with the format version unless it carries one."""
-        if isinstance(manifest, RunManifest):
-            manifest.write(self.root)
-        else:
-            write_json(self.root, {"format_version": FORMAT_VERSION, **manifest})
+    def write_manifest(self, manifest: RunManifest) -> None:
+        """(Re)write ``run.json`` atomically (see :mod:`results.rundir.manifest`)."""
+        manifest.write(self.root)
 
     def event(self, kind: str, **fields: Any) -> dict[str, Any]:
         """Append one event line (flushed at once) and return it."""

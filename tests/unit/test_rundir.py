@@ -2,7 +2,7 @@ import json
 
 import pyarrow.parquet as pq
 
-from results.rundir.manifest import FORMAT_VERSION
+from results.rundir.manifest import FORMAT_VERSION, RunManifest
 from results.rundir.tables import RunWriter, read_table
 
 
@@ -13,7 +13,8 @@ def member_row(i):
 
 def test_parts_are_complete_files_and_manifest_is_versioned(tmp_path):
     writer = RunWriter(tmp_path, flush_every_s=3600)
-    writer.write_manifest({"run_id": "r1", "outcome": "running"})
+    writer.write_manifest(RunManifest(run_id="r1", outcome="running",
+                                      scenario={"name": "s"}))
     for i in range(3):
         writer.row("members", member_row(i))
     writer.flush()
