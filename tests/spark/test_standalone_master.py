@@ -75,10 +75,10 @@ def test_analyze_on_a_standalone_master_matches_local(spark, tmp_path):
         remote = json.loads((runs / "synthetic" / "analysis" / "analysis.json").read_text())
         from results.analysis import analyze_run
         local = analyze_run(spark, runs / "synthetic", price_per_core_hour=0.04)
-        assert [s["label"] for s in remote["steps"]] == [s["label"] for s in local.steps]
-        for theirs, ours in zip(remote["steps"], local.steps):
+        assert [s["label"] for s in remote["steps"]] == [s.label for s in local.steps]
+        for theirs, ours in zip(remote["steps"], local.steps, strict=True):
             for key in ("achieved_rate", "p99_ms", "p999_ms", "balance"):
-                assert theirs[key] == pytest.approx(ours[key]), key
+                assert theirs[key] == pytest.approx(getattr(ours, key)), key
     finally:
         for process in (worker, master):
             if process is not None:
