@@ -41,10 +41,13 @@ $(SSHD):
 	apt-get update -q && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -q --no-install-recommends openssh-server openssh-client
 
+# pip's output goes to $(VENV)/pip.log, shown (its end) only if pip fails.
+PIP := $(BIN)/pip --disable-pip-version-check
 $(BIN)/surge: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	@echo "installing surge into $(VENV) (pip's output: $(VENV)/pip.log)"
+	@{ $(PIP) install --upgrade pip && $(PIP) install -e '.[dev]'; } >$(VENV)/pip.log 2>&1 || \
+		{ tail -n 30 $(VENV)/pip.log; echo "pip failed; all of its output: $(VENV)/pip.log"; exit 1; }
 	touch $@
 
 clean:

@@ -7,7 +7,9 @@ and nowhere else.
 from __future__ import annotations
 
 import functools
+import json
 import logging
+import math
 import os
 import sys
 import time
@@ -17,17 +19,83 @@ from typing import Annotated
 
 import typer
 
+from orchestrator import environment
 from orchestrator.errors import SurgeError
+from orchestrator.run.exposition import DEFAULT_METRICS_PORT
+
+HELP = f"""Live load generation for message brokers: provision a cluster, ramp load through real
+clients, watch it live, and get a run directory and a step table.
+
+\b
+Examples:
+  surge validate scenarios/quickstart.yaml
+  surge run scenarios/quickstart.yaml --set workload.senders=50
+  surge run scenarios/quickstart.yaml --no-live --json > result.json
+  surge analyze --compare
+  surge compare runs/*-uniform-* --json | jq '.[].achieved_rate'
+  surge campaign campaigns/smoke.yaml
+  surge status topologies/local-3.yaml --json
+  surge --install-completion
+
+While a run runs, its figures are on http://127.0.0.1:{DEFAULT_METRICS_PORT}/metrics for
+Prometheus (--metrics-port moves it; file-based service discovery: see the README).
+"""
 
 app = typer.Typer(
-    help="Live load generation for message brokers: provision a cluster, ramp load through real "
-         "clients, watch it live, and get a run directory and a step table.",
-    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+    help=HELP, epilog=environment.help_text(),
+    no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False)
+
+JsonOption = Annotated[bool, typer.Option(
+    "--json", help="Print one JSON document on stdout and nothing else there (other lines go "
+                   "to stderr)")]
+MetricsPortOption = Annotated[int | None, typer.Option(
+    help=f"Port of the controller's Prometheus /metrics on 127.0.0.1 [default: "
+         f"{DEFAULT_METRICS_PORT}, or any free port with a note when that is taken; 0 = any "
+         f"free port; a port given here and taken is an error]", show_default=False)]
 
 TopologyArg = Annotated[Path, typer.Argument(help="Topology YAML, e.g. topologies/local-3.yaml")]
 SetOption = Annotated[list[str], typer.Option(
     "--set", help="Override a field, e.g. --set workload.senders=50 or "
                   "--set topology.cpu_per_member=1 (validated like the file).")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            typer.echo(f"surge {version('surge')}")
+        except PackageNotFoundError:
+            typer.echo("surge (not installed: no version recorded)")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(_version_flag: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True,
+        help="Print surge's version and exit")] = False) -> None:
+    """Live load generation for message brokers (see surge --help)."""
+
+
+def _say(json_output: bool):
+    """Where human lines go: stdout, or stderr when stdout carries the JSON document."""
+    return functools.partial(typer.echo, err=json_output)
+
+
+def _print_json(document, one_line: bool = False) -> None:
+    """``document`` as JSON on stdout (indented, or on ``one_line``): paths as strings, NaN and
+    infinities as null."""
+    typer.echo(json.dumps(_json_ready(document), indent=None if one_line else 2, default=str,
+                          allow_nan=False))
+
+
+def _json_ready(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(v) for v in value]
+    return value
 
 
 def _surge_errors(command):
@@ -72,39 +140,60 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
         runs_dir: Annotated[Path, typer.Option(help="Where run directories go")] = Path("runs"),
         keep: Annotated[bool, typer.Option(
             help="Leave a topology this run started up afterwards")] = False,
-        live: Annotated[bool, typer.Option(help="Live terminal view")] = True,
-        metrics_port: Annotated[int, typer.Option(
-            help="Port of the controller's Prometheus /metrics (0 = any free port)")] = 0,
+        live: Annotated[bool, typer.Option(help="Live terminal view (on stderr)")] = True,
+        metrics_port: MetricsPortOption = None,
         analyze: Annotated[bool, typer.Option(
             help="Analyse the run with Spark at the end (report.md, plots)")] = True,
+        json_output: JsonOption = False,
         ) -> None:
     """Run a scenario: provision (or reuse) its topology, drive the plan, print the step table.
 
     Ctrl-C once stops early and cleanly (the run directory is complete); twice forces.
+    With --json, stdout holds one document: run_id, run_dir, outcome, scenario, rate_unit,
+    steps, drain, accounting and analysis (surge analyze's summary, or null).
     """
     from orchestrator.run.controller import Controller, stop_on_ctrl_c
+    from orchestrator.run.exposition import check_metrics_port
     from orchestrator.specs.loader import load_scenario
     from results.rundir.steps import as_text
+    say = _say(json_output)
     spec, topology = load_scenario(scenario, overrides or [])
+    check_metrics_port(metrics_port)
     controller = Controller(spec, topology, runs_dir, live=live, keep_topology=keep,
                             metrics_port=metrics_port)
     with stop_on_ctrl_c(controller):
         result = controller.run()
-    typer.echo(f"\nrun {result.outcome}: {result.run_dir}")
+    say(f"\nrun {result.outcome}: {result.run_dir}")
+    rate_unit = "round trips/s" if spec.workload.pattern == "request-reply" else "msg/s"
     if result.steps:
-        request_reply = spec.workload.pattern == "request-reply"
         rows = result.steps + ([result.drain] if result.drain else [])
-        typer.echo(as_text(rows, "round trips/s" if request_reply else "msg/s",
-                           settle_s=spec.measure.settle))
+        say(as_text(rows, rate_unit, settle_s=spec.measure.settle))
     if result.accounting:
         color = typer.colors.GREEN if result.accounting.balanced else typer.colors.YELLOW
-        typer.secho(result.accounting.explain(), fg=color)
+        typer.secho(result.accounting.explain(), fg=color, err=json_output)
+    summary = None
     if analyze and result.outcome == "completed":
         from results.pipeline import analyze as analyze_runs
-        typer.echo("analysing with Spark (--no-analyze skips this) ...")
-        analyze_runs([result.run_dir], say=typer.echo)
+        say("analysing with Spark (--no-analyze skips this) ...")
+        summary = analyze_runs([result.run_dir], say=say)
+    if json_output:
+        _print_json(run_document(result, spec.name, rate_unit, summary))
     if result.outcome != "completed":
         raise typer.Exit(1)
+
+
+def run_document(result, scenario: str, rate_unit: str, summary=None) -> dict:
+    """What ``surge run --json`` prints: a :class:`~orchestrator.run.controller.RunResult` and
+    the analysis :class:`~results.pipeline.Summary` (None: not analysed) as JSON-ready data."""
+    from dataclasses import asdict
+    accounting = result.accounting
+    return {"run_id": result.run_dir.name, "run_dir": str(result.run_dir),
+            "outcome": result.outcome, "scenario": scenario, "rate_unit": rate_unit,
+            "steps": [asdict(row) for row in result.steps],
+            "drain": asdict(result.drain) if result.drain else None,
+            "accounting": {**asdict(accounting), "explain": accounting.explain()}
+            if accounting else None,
+            "analysis": summary.as_dict() if summary else None}
 
 
 @app.command("plan")
@@ -124,13 +213,19 @@ def plan_(scenario: Annotated[Path, typer.Argument(
 @app.command()
 @_surge_errors
 def compare(runs: Annotated[list[Path], typer.Argument(
-        help="Run directories, e.g. runs/*-uniform-*")]) -> None:
+                help="Run directories, e.g. runs/*-uniform-*")],
+            json_output: JsonOption = False) -> None:
     """Compare finished runs at their final step: target and achieved msg/s, members, CPU%.
 
     The shape of document 000's Table 2, e.g. the scaling test against its fixed-rate variants.
+    With --json, a list with one object per run (run_dir, test, target_rate, achieved_rate,
+    members, member_cpu_percent_mean, host_cpu_percent, p99_ms, accounting; null = unknown).
     """
-    from results.compare import as_text
-    typer.echo(as_text(runs))
+    from results.compare import as_text, final_rows
+    if json_output:
+        _print_json(final_rows(runs))
+    else:
+        typer.echo(as_text(runs))
 
 
 @app.command()
@@ -155,10 +250,16 @@ def analyze(runs: Annotated[list[Path] | None, typer.Argument(
                 "--include-drain", help="Count the drain (before the first step and after the "
                                         "last) in the cost; with --force for analysed runs")]
             = False,
+            json_output: JsonOption = False,
             ) -> None:
     """Analyse runs with Spark: step table with merged-histogram latency percentiles, members
     and balance, cost per message, scale-out reaction times, report.md and PNG plots in
     <run>/analysis/. Only new or changed runs are analysed; a bad run is reported and skipped.
+    Spark's own log goes to spark.log in the runs' directory, not to the console.
+
+    With --json, stdout holds one document: analysed, reports, up_to_date, failed (run: why),
+    problems, seconds, and with --compare statistics and ranking; with --watch, one such
+    document per pass, each on one line.
     """
     from orchestrator.specs.units import parse_duration
     from results.catalog import run_dirs
@@ -167,15 +268,27 @@ def analyze(runs: Annotated[list[Path] | None, typer.Argument(
         interval = parse_duration(watch) if watch else None
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--watch") from None
+    say = _say(json_output)
     while True:
         dirs = list(runs) if runs else run_dirs(runs_dir)
-        summary = analyze_runs(dirs, price_per_core_hour, force, typer.echo, spark_master,
+        summary = analyze_runs(dirs, price_per_core_hour, force, say, spark_master,
                                include_drain)
-        typer.echo(f"analysed {len(summary.analysed)}, up to date {len(summary.skipped)}, "
-                   f"failed {len(summary.failed)} in {summary.seconds:.1f} s")
+        say(f"analysed {len(summary.analysed)}, up to date {len(summary.skipped)}, "
+            f"failed {len(summary.failed)} in {summary.seconds:.1f} s")
+        document = summary.as_dict()
         if compare:
-            from results.compare import ranking_text, statistics_text
-            typer.echo("\n" + statistics_text(dirs) + "\n\n" + ranking_text(dirs))
+            from results.compare import (
+                ranking_rows,
+                ranking_text,
+                statistics_rows,
+                statistics_text,
+            )
+            if json_output:
+                document.update(statistics=statistics_rows(dirs), ranking=ranking_rows(dirs))
+            else:
+                typer.echo("\n" + statistics_text(dirs) + "\n\n" + ranking_text(dirs))
+        if json_output:
+            _print_json(document, one_line=interval is not None)
         if interval is None:
             if summary.failed:
                 raise typer.Exit(1)
@@ -197,6 +310,7 @@ def campaign(file: Annotated[Path, typer.Argument(help="Campaign YAML, e.g. "
              price_per_core_hour: Annotated[float | None, typer.Option(
                  help="Price of one core for one hour, for the cost ranking (default: the "
                       "campaign's price_per_core_hour, else surge analyze's)")] = None,
+             metrics_port: MetricsPortOption = None,
              ) -> None:
     """Run a campaign: a matrix of scenarios x parameters x repetitions, each cell one run,
     ending in a comparison and a ranking by cost among the runs that met the requirement.
@@ -226,8 +340,11 @@ def campaign(file: Annotated[Path, typer.Argument(help="Campaign YAML, e.g. "
     requirement or not), 1 when a cell failed to run, 130 when stopped by Ctrl-C.
     """
     from orchestrator.campaign.runner import run_campaign
+    from orchestrator.run.exposition import check_metrics_port
+    check_metrics_port(metrics_port)
     result = run_campaign(file, campaigns_dir, analyze=analyze,
-                          price_per_core_hour=price_per_core_hour, say=typer.echo)
+                          price_per_core_hour=price_per_core_hour, say=typer.echo,
+                          metrics_port=metrics_port)
     if result.stopped:
         raise typer.Exit(130)
     if result.with_status("failed"):
@@ -273,9 +390,21 @@ def up(topology: TopologyArg,
 @app.command()
 @_surge_errors
 def status(topology: TopologyArg,
-           overrides: SetOption = None) -> None:
-    """Show every member of the pool: running or not, PID, endpoints."""
-    for member in _provisioner(topology, overrides).status():
+           overrides: SetOption = None,
+           json_output: JsonOption = False) -> None:
+    """Show every member of the pool: running or not, PID, endpoints.
+
+    With --json, one document: topology and members, each with index, name, host, amqp_port,
+    management_port, prometheus_port, running, pid, standby and client_url.
+    """
+    from dataclasses import asdict
+    provisioner = _provisioner(topology, overrides)
+    members = provisioner.status()
+    if json_output:
+        _print_json({"topology": provisioner.topology.name,
+                     "members": [asdict(member) for member in members]})
+        return
+    for member in members:
         _print_member(member)
 
 

@@ -24,17 +24,29 @@ def final_step(run_dir: Path) -> tuple[str, StepRow, str]:
     return manifest.scenario_name, manifest.steps[-1], verdict
 
 
-def as_text(run_dirs: list[Path]) -> str:
-    """One line per run: target and achieved rate, members, mean member and host CPU; "-"
-    for a figure no source gave."""
-    lines = [["test", "target msg/s", "achieved msg/s", "members", "member CPU% (mean)",
-              "host CPU%", "p99 ms", "accounting"]]
+def final_rows(run_dirs: list[Path]) -> list[dict]:
+    """Per run, its final step: target and achieved rate (msg/s), members, mean member CPU and
+    host CPU (%), p99 (ms) and the accounting verdict; None for a figure no source gave."""
+    rows = []
     for run_dir in run_dirs:
         name, row, verdict = final_step(run_dir)
         cpu = sum(row.cpu_percent.values()) / len(row.cpu_percent) if row.cpu_percent else None
-        lines.append([name, f"{row.target_rate:,.0f}", _figure(row.achieved_rate),
-                      str(row.members), _figure(cpu, ".1f"), _figure(row.host_cpu_percent, ".1f"),
-                      _figure(row.p99_ms, ".2f"), verdict])
+        rows.append({"run_dir": str(run_dir), "test": name, "target_rate": row.target_rate,
+                     "achieved_rate": row.achieved_rate, "members": row.members,
+                     "member_cpu_percent_mean": cpu, "host_cpu_percent": row.host_cpu_percent,
+                     "p99_ms": row.p99_ms, "accounting": verdict})
+    return rows
+
+
+def as_text(run_dirs: list[Path]) -> str:
+    """One line per run (:func:`final_rows`); "-" for a figure no source gave."""
+    lines = [["test", "target msg/s", "achieved msg/s", "members", "member CPU% (mean)",
+              "host CPU%", "p99 ms", "accounting"]]
+    for row in final_rows(run_dirs):
+        lines.append([row["test"], f"{row['target_rate']:,.0f}", _figure(row["achieved_rate"]),
+                      str(row["members"]), _figure(row["member_cpu_percent_mean"], ".1f"),
+                      _figure(row["host_cpu_percent"], ".1f"), _figure(row["p99_ms"], ".2f"),
+                      row["accounting"]])
     return fixed_width(lines)
 
 
@@ -53,28 +65,38 @@ def load(run_dir: Path) -> dict:
     return read_object(run_dir / "analysis" / "analysis.json")
 
 
-def statistics_text(run_dirs: list[Path]) -> str:
-    """Per figure over the runs: mean, standard deviation, min, max, and the change from the
-    first run to the last in %."""
+def statistics_rows(run_dirs: list[Path]) -> list[dict]:
+    """Per figure over the analysed runs: how many runs gave it, mean, standard deviation,
+    min, max, and the change from the first run to the last in % (NaN from a first run of 0)."""
     analyses = [load(d) for d in run_dirs if (d / "analysis" / "analysis.json").exists()]
     analyses = [a for a in analyses if a["steps"]]
-    lines = [["figure (final step)", "runs", "mean", "stdev", "min", "max", "change %"]]
+    rows = []
     for name, read in FIGURES.items():
         values = [v for v in (read(a) for a in analyses) if v is not None]
         if not values:
             continue
-        stdev = statistics.stdev(values) if len(values) > 1 else 0.0
-        change = (values[-1] - values[0]) / values[0] * 100 if values[0] else float("nan")
-        lines.append([name, str(len(values)), f"{statistics.fmean(values):,.2f}",
-                      f"{stdev:,.2f}", f"{min(values):,.2f}", f"{max(values):,.2f}",
-                      f"{change:+.1f}"])
+        rows.append({"figure": name, "runs": len(values), "mean": statistics.fmean(values),
+                     "stdev": statistics.stdev(values) if len(values) > 1 else 0.0,
+                     "min": min(values), "max": max(values),
+                     "change_percent": (values[-1] - values[0]) / values[0] * 100
+                     if values[0] else float("nan")})
+    return rows
+
+
+def statistics_text(run_dirs: list[Path]) -> str:
+    """:func:`statistics_rows` as a table."""
+    lines = [["figure (final step)", "runs", "mean", "stdev", "min", "max", "change %"]]
+    for row in statistics_rows(run_dirs):
+        lines.append([row["figure"], str(row["runs"]),
+                      *(f"{row[k]:,.2f}" for k in ("mean", "stdev", "min", "max")),
+                      f"{row['change_percent']:+.1f}"])
     return fixed_width(lines)
 
 
-def ranking_text(run_dirs: list[Path], passed: Collection[Path] | None = None) -> str:
-    """Runs that met their requirement, cheapest per 1,000 msg/s first, then those whose
-    cost is unknown, unranked. The requirement is the final step within 3% of its target,
-    unless ``passed`` names the runs that met one of their own (a campaign's)."""
+def ranking_rows(run_dirs: list[Path], passed: Collection[Path] | None = None) -> list[dict]:
+    """Runs that met their requirement, cheapest per 1,000 msg/s first (``rank`` from 1), then
+    those whose cost is unknown (``rank`` None). The requirement is the final step within 3% of
+    its target, unless ``passed`` names the runs that met one of their own (a campaign's)."""
     chosen = None if passed is None else {run_dir.resolve() for run_dir in passed}
     rows, unknown = [], []
     for run_dir in run_dirs:
@@ -89,11 +111,20 @@ def ranking_text(run_dirs: list[Path], passed: Collection[Path] | None = None) -
         if met:
             (unknown if cost is None else rows).append(
                 (cost, run_dir.name, last["achieved_rate"], last["members"]))
+    return [{"rank": rank, "run": name, "achieved_rate": achieved, "members": members,
+             "cost_per_1k_msg_s_month": cost}
+            for rank, (cost, name, achieved, members) in
+            [*enumerate(sorted(rows), start=1), *((None, entry) for entry in unknown)]]
+
+
+def ranking_text(run_dirs: list[Path], passed: Collection[Path] | None = None) -> str:
+    """:func:`ranking_rows` as a table ("-" and "cost unknown" for the unranked)."""
     lines = [["rank", "run", "achieved msg/s", "members", "cost per 1k msg/s/month"]]
-    for rank, (cost, name, achieved, members) in enumerate(sorted(rows), start=1):
-        lines.append([str(rank), name, _figure(achieved), str(members), f"{cost:,.2f}"])
-    for _, name, achieved, members in unknown:
-        lines.append(["-", name, _figure(achieved), str(members), "cost unknown"])
+    for row in ranking_rows(run_dirs, passed):
+        cost = row["cost_per_1k_msg_s_month"]
+        lines.append(["-" if row["rank"] is None else str(row["rank"]), row["run"],
+                      _figure(row["achieved_rate"]), str(row["members"]),
+                      "cost unknown" if cost is None else f"{cost:,.2f}"])
     return fixed_width(lines)
 
 

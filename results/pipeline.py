@@ -15,6 +15,7 @@ from results.rundir.manifest import read_manifest
 from results.rundir.tables import read_table
 
 DEFAULT_PRICE_PER_CORE_HOUR = 0.04  # currency units per core-hour; set your own
+SPARK_LOG = "spark.log"  # in the runs root: what Spark's JVM says, off the console
 
 
 @dataclass
@@ -26,6 +27,14 @@ class Summary:
     failed: dict[Path, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        """The summary as JSON-ready data (paths as strings; each analysed run's report)."""
+        return {"analysed": [str(d) for d in self.analysed],
+                "reports": {str(d): str(d / "analysis" / "report.md") for d in self.analysed},
+                "up_to_date": [str(d) for d in self.skipped],
+                "failed": {str(d): why for d, why in self.failed.items()},
+                "problems": list(self.problems), "seconds": round(self.seconds, 3)}
 
 
 def analyze(dirs: list[Path], price_per_core_hour: float = DEFAULT_PRICE_PER_CORE_HOUR,
@@ -51,7 +60,7 @@ def analyze(dirs: list[Path], price_per_core_hour: float = DEFAULT_PRICE_PER_COR
                                  include_drain)
                 except Exception as error:  # noqa: BLE001 - one bad run never stops the rest
                     summary.failed[run_dir] = f"{type(error).__name__}: {error}"
-                    say(f"{run_dir}: not analysed: {error}")
+                    say(f"{run_dir}: not analysed: {error}{_see_spark_log()}")
                     continue
                 catalog.done(run_dir, digest)
                 summary.analysed.append(run_dir)
@@ -59,11 +68,18 @@ def analyze(dirs: list[Path], price_per_core_hour: float = DEFAULT_PRICE_PER_COR
     return summary
 
 
+def _see_spark_log() -> str:
+    from results.spark import log_file
+    log = log_file()
+    return f" (Spark's log: {log})" if log else ""
+
+
 def _analyze_one(run_dir: Path, price: float, master: str | None, summary: Summary,
                  say: Callable[[str], None], include_drain: bool = False) -> None:
     from results.spark import session
     read_manifest(run_dir)  # a damaged run.json is named before Spark starts
-    analysis = analyze_run(session(master), run_dir, price, include_drain)
+    spark = session(master, run_dir.parent / SPARK_LOG)
+    analysis = analyze_run(spark, run_dir, price, include_drain)
     manifest = analysis.manifest
     ticks = sorted(read_table(run_dir, "ticks").to_pylist(), key=lambda t: t["elapsed_s"])
     members = read_table(run_dir, "members").to_pylist()

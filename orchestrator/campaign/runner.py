@@ -170,8 +170,9 @@ class CampaignRunner:
     """
 
     def __init__(self, campaign: Campaign, campaigns_dir: Path,
-                 console: Console | None = None):
+                 console: Console | None = None, metrics_port: int | None = None):
         self.campaign = campaign
+        self.metrics_port = metrics_port  # each cell's controller's /metrics (None: default)
         self.root = campaigns_dir / campaign.spec.name
         self.root.mkdir(parents=True, exist_ok=True)
         self.records = recall(self.root, campaign.cells, campaign.spec.requirement)
@@ -314,7 +315,8 @@ class CampaignRunner:
         error: Exception | None = None
         try:
             controller = Controller(scenario, topology, self.root, live=False,
-                                    keep_topology=True, run_id=cell.id)
+                                    keep_topology=True, run_id=cell.id,
+                                    metrics_port=self.metrics_port)
             self.view.start(cell, controller.state)
             with stop_on_ctrl_c(controller):
                 controller.run()
@@ -449,11 +451,14 @@ def stopped_text(campaign: Campaign, result: CampaignResult, campaigns_dir: Path
 
 def run_campaign(path: Path, campaigns_dir: Path, analyze: bool = True,
                  price_per_core_hour: float | None = None,
-                 say: Callable[[str], None] = print) -> CampaignResult:
+                 say: Callable[[str], None] = print,
+                 metrics_port: int | None = None) -> CampaignResult:
     """``surge campaign``: validate, run what is not done, then (unless stopped) analyse the
-    done cells, print the summary and write it to ``<campaign dir>/summary.md``."""
+    done cells, print the summary and write it to ``<campaign dir>/summary.md``.
+    ``metrics_port`` is each cell's controller's ``/metrics`` port (see
+    :class:`~orchestrator.run.exposition.ControllerMetrics`)."""
     campaign = load_campaign(path)
-    result = CampaignRunner(campaign, campaigns_dir).run()
+    result = CampaignRunner(campaign, campaigns_dir, metrics_port=metrics_port).run()
     if result.stopped:
         say(stopped_text(campaign, result, campaigns_dir))
         return result

@@ -34,6 +34,12 @@ from orchestrator.run import rows
 from orchestrator.run.accounting import account
 from orchestrator.run.collector import Collector, Failed
 from orchestrator.run.depth import ProbeFactory, QueueDepth
+from orchestrator.run.discovery import (
+    default_sd_dir,
+    remove_service_discovery,
+    target,
+    write_service_discovery,
+)
 from orchestrator.run.exposition import ControllerMetrics
 from orchestrator.run.faults import FaultInjector
 from orchestrator.run.hostinfo import host_cpu, host_facts, versions
@@ -44,7 +50,14 @@ from orchestrator.scaling.scaler import Scaler
 from orchestrator.specs import plan as plans
 from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
 from results import timeline
-from results.rundir.manifest import Accounting, Clocks, HostFacts, RunManifest, Sampling
+from results.rundir.manifest import (
+    Accounting,
+    Clocks,
+    HostFacts,
+    Prometheus,
+    RunManifest,
+    Sampling,
+)
 from results.rundir.steps import StepRow, drain_row, step_rows
 from results.rundir.tables import CONTROLLER_HOST, RunWriter, new_run_id
 from topologies.base import BrokerSample, CpuReading, MemberSample, Provisioner
@@ -82,7 +95,8 @@ class Controller:
                  run_id: str | None = None, *, provisioner: Provisioner | None = None,
                  launcher: Launcher | None = None, clock: Clock = SYSTEM_CLOCK,
                  host_cpu: Callable[[], CpuReading] = host_cpu,
-                 probes: ProbeFactory = depth_probe, background: bool = True):
+                 probes: ProbeFactory = depth_probe, background: bool = True,
+                 sd_dir: Path | None = None):
         self.scenario, self.topology = scenario, topology
         self.run_id = run_id or new_run_id(scenario.name)
         self.run_dir = runs_dir / self.run_id
@@ -90,6 +104,7 @@ class Controller:
         self.view = LiveView(enabled=live)
         self.keep_topology, self.metrics_port = keep_topology, metrics_port
         self.clock, self.host_cpu = clock, host_cpu
+        self.sd_dir = sd_dir or default_sd_dir()  # Prometheus' file_sd targets of live runs
         self.token = secrets.token_urlsafe(24)
         self.provisioner = provisioner or provisioner_for(topology, record=self._remote_command)
         self.launcher = launcher or launcher_for(scenario, topology, self.run_id, self.token,
@@ -143,13 +158,14 @@ class Controller:
         self._write_manifest(outcome="running")
         try:
             with self.view:
-                metrics = ControllerMetrics(self.metrics_port)
+                metrics = ControllerMetrics(self.metrics_port, say=self.view.say)
                 self.state.metrics_url = metrics.url
                 self._event("provision", topology=self.topology.name,
                             members=f"{self.topology.start} of {self.topology.members}")
                 members = self.provisioner.up()
                 self._event("members_up", members=[m.name for m in members if m.running])
                 self._start_agents([m for m in members if m.running])
+                self._announce(metrics)
                 self._tick_through_plan(metrics)
                 accounting = self._finish(metrics)
                 outcome = "interrupted" if self.stop_requested.is_set() else "completed"
@@ -170,6 +186,7 @@ class Controller:
             raise
         finally:
             self._stop_agents()
+            remove_service_discovery(self.sd_dir, self.run_id)
             if metrics:
                 metrics.close()
             if started_topology and not self.keep_topology:
@@ -205,6 +222,15 @@ class Controller:
         self._apply(0.0, first)
         self._event("step", step=1, rate_per_sender=first.rate_per_sender,
                     senders=self._active(first), target_rate=self._target(first, 0.0))
+
+    def _announce(self, metrics: ControllerMetrics) -> None:
+        """List the controller's and agents' /metrics for Prometheus (file_sd) while the run
+        goes, and in run.json."""
+        agents = [target(a.host, a.port) for a in self.agents if getattr(a, "port", None)]
+        path = write_service_discovery(self.sd_dir, self.run_id, self.scenario.name,
+                                       metrics.address, agents)
+        self.manifest = self.manifest.replace(prometheus=Prometheus(
+            controller=metrics.address, agents=agents, sd_file=str(path)))
 
     def _record_clocks(self, clocks: dict[str, Any]) -> None:
         self.manifest = self.manifest.replace(clocks=Clocks.model_validate(clocks))

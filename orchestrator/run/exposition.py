@@ -1,10 +1,40 @@
-"""The controller's own ``/metrics``: the figures of the live view, for Prometheus to scrape."""
+"""The controller's own ``/metrics``: the figures of the live view, for Prometheus to scrape.
+
+It listens on :data:`DEFAULT_METRICS_PORT` unless told otherwise, so a Prometheus can be pointed
+at it once and for all. When that port is taken (a second run at the same time), the run still
+starts, on a free port, and says so in one line; the run's service-discovery file
+(:mod:`orchestrator.run.discovery`) names whichever port it got. A port asked for explicitly is
+never swapped: if it is taken, that is a :class:`MetricsPortError`.
+"""
 
 from __future__ import annotations
 
+import errno
+import socket
+import sys
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
+from orchestrator.errors import SurgeError
+
 NAN = float("nan")  # Prometheus' value for "unknown this scrape"
+LOOPBACK = "127.0.0.1"
+
+#: The controller's ``/metrics`` port unless ``--metrics-port`` says otherwise. Prometheus'
+#: registry of exporter ports fills 9100-9999, so any port there is some exporter's; this one is
+#: outside it, outside surge's own brokers' ports (port_base 5680 and +10000, +10100, +20000,
+#: +30000 from it; MQ 1414 and its exporters from 9157), RabbitMQ's (4369, 5672, 15672, 15692,
+#: 25672), Spark's (4040, 7077, 8080) and Prometheus' own (9090-9094), and below Linux' ephemeral
+#: range (32768-60999), so the kernel never hands it to some client as a random local port.
+DEFAULT_METRICS_PORT = 19420
+
+
+class MetricsPortError(SurgeError):
+    """The ``/metrics`` port asked for is taken (or cannot be bound)."""
+
+    exit_code = 2
+
 
 # gauge name -> (help, the ViewState attribute it shows, scale to the unit in the name)
 GAUGES = {
@@ -18,17 +48,63 @@ GAUGES = {
 }
 
 
-class ControllerMetrics:
-    """Gauges refreshed once a tick, served on loopback."""
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
-    def __init__(self, port: int = 0):
+
+def check_metrics_port(port: int | None, address: str = LOOPBACK) -> None:
+    """Raise :class:`MetricsPortError` if ``port`` was asked for explicitly (not None, not 0)
+    and cannot be bound on ``address`` now: for the command line to call before anything
+    starts. (The port is let go again; :class:`ControllerMetrics` binds it for real.)"""
+    if not port:
+        return
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does
+            probe.bind((address, port))
+    except OSError as error:
+        raise _port_error(port, address, error) from None
+
+
+def _port_error(port: int, address: str, error: OSError) -> MetricsPortError:
+    why = "is in use" if error.errno == errno.EADDRINUSE else f"cannot be bound ({error.strerror})"
+    return MetricsPortError(f"--metrics-port {port}: {address}:{port} {why}; choose another port, "
+                            f"or 0 for any free one")
+
+
+class ControllerMetrics:
+    """Gauges refreshed once a tick, served on ``address`` (loopback by default).
+
+    ``port``: None for :data:`DEFAULT_METRICS_PORT`, or any free port with one line to ``say``
+    when that is taken; 0 for any free port; else exactly that port, or
+    :class:`MetricsPortError`. ``default_port`` is there for tests.
+    """
+
+    def __init__(self, port: int | None = None, say: Callable[[str], None] | None = None, *,
+                 address: str = LOOPBACK, default_port: int = DEFAULT_METRICS_PORT):
         self.registry = CollectorRegistry()
         self.gauges = {name: Gauge(name, help_text, ["scenario"], registry=self.registry)
                        for name, (help_text, _, _) in GAUGES.items()}
         self.member_cpu = Gauge("surge_member_cpu_percent", "member CPU, 100 = one core",
                                 ["scenario", "member"], registry=self.registry)
-        self.server, _ = start_http_server(port, addr="127.0.0.1", registry=self.registry)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
+        self.server = self._serve(address, port, default_port, say or _stderr)
+        self.port: int = self.server.server_address[1]
+        self.address = f"{address}:{self.port}"  # host:port, as Prometheus names a target
+        self.url = f"http://{self.address}/metrics"
+
+    def _serve(self, address: str, port: int | None, default_port: int,
+               say: Callable[[str], None]):
+        wanted = default_port if port is None else port
+        try:
+            server, _ = start_http_server(wanted, addr=address, registry=self.registry)
+            return server
+        except OSError as error:
+            if port is not None:
+                raise _port_error(port, address, error) from None
+            server, _ = start_http_server(0, addr=address, registry=self.registry)
+            say(f"metrics: port {wanted} is in use (another surge run?); /metrics is on "
+                f"{address}:{server.server_address[1]} for this run (--metrics-port sets it)")
+            return server
 
     def update(self, scenario: str, state) -> None:
         """Copy a :class:`~orchestrator.run.liveview.ViewState` into the gauges (NaN if unknown)."""

@@ -95,6 +95,15 @@ class Clocks(Record):
     latency_reliable: bool
 
 
+class Prometheus(Record):
+    """Where Prometheus scrapes the run: the controller's and agents' ``host:port`` and the
+    file-based service-discovery file that lists them while the run goes."""
+
+    controller: str
+    agents: list[str] = []
+    sd_file: str | None = None
+
+
 class HostFacts(Record):
     """The host the run was driven from."""
 
@@ -205,6 +214,7 @@ class RunManifest(Record):
     drain: Step | None = None
     faults: list[FaultRecovery] = []  # scenarios with faults only
     sampling: Sampling | None = None
+    prometheus: Prometheus | None = None
 
     @classmethod
     def begin(cls, run_id: str, started_at: datetime, scenario: ScenarioSpec,

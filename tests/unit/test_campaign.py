@@ -335,8 +335,10 @@ class Fakes:
                 return []
 
         class Controller:
-            def __init__(self, scenario, topology, runs_dir, live, keep_topology, run_id):
+            def __init__(self, scenario, topology, runs_dir, live, keep_topology, run_id,
+                         metrics_port):
                 assert live is False and keep_topology is True
+                assert metrics_port is None  # the default port, or any free one
                 self.run_dir = runs_dir / run_id
                 self.run_id = run_id
                 self.state = ViewState()

@@ -32,7 +32,7 @@ def run(spec: ScenarioSpec, topo: TopologySpec, tmp_path, agents=2, cpu_share=0.
     launcher = MemoryLauncher(agents, clock)
     controller = Controller(spec, topo, tmp_path, live=False, provisioner=provisioner,
                             launcher=launcher, clock=clock, host_cpu=idle_host,
-                            probes=no_probe, background=False)
+                            probes=no_probe, background=False, sd_dir=tmp_path / "sd")
     result = controller.run()
     manifest = json.loads((result.run_dir / "run.json").read_text())
     return result, controller, provisioner, launcher, manifest
@@ -60,6 +60,8 @@ def test_a_two_step_plan_runs_on_fake_time_and_every_row_has_its_rate(tmp_path):
     assert cpu == pytest.approx([50.0] * len(cpu))
     assert manifest["outcome"] == "completed" and manifest["accounting"]["balanced"]
     assert launcher.stopped and provisioner.downs == 1
+    assert manifest["prometheus"]["controller"].startswith("127.0.0.1:")
+    assert not list((tmp_path / "sd").iterdir())  # the targets file goes with the run
 
 
 def test_workers_are_placed_and_rates_sent_as_typed_messages(tmp_path):

@@ -1,0 +1,55 @@
+"""Every ``SURGE_*`` environment variable surge reads, and what it does: the one list that
+``surge --help`` shows and the README's table repeats (a test checks both against the code)."""
+
+from __future__ import annotations
+
+import textwrap
+
+#: name -> (what it sets, its default)
+VARIABLES: dict[str, tuple[str, str]] = {
+    "SURGE_STATE_DIR": (
+        "where surge keeps what it started: members' PIDs, data and logs, Ansible's private "
+        "data, the Prometheus targets files of running runs", "~/.local/state/surge"),
+    "SURGE_RABBITMQ_BIN": (
+        "directory of rabbitmq-server and rabbitmqctl, here and on SSH broker hosts",
+        "/usr/lib/rabbitmq/bin"),
+    "SURGE_CGROUP_ROOT": (
+        "where the cgroup hierarchies are mounted, for members' CPU quotas and accounting",
+        "/sys/fs/cgroup"),
+    "SURGE_CGROUP_PARENT": (
+        "on cgroup v2, the subtree (relative to the root) members' groups go under: a "
+        "delegated one on systemd hosts", "surge"),
+    "SURGE_ANSIBLE_DIR": (
+        "playbooks and roles for surge up --via ansible", "the ones shipped with surge"),
+    "SURGE_SPARK_MASTER": (
+        "Spark master of surge analyze (--spark-master wins)", "local[*]"),
+    "SURGE_SPARK_DRIVER_MEMORY": (
+        "memory of the Spark driver surge starts", "2g"),
+    "SURGE_MQ_USER": (
+        "user the MQ driver presents where the channel asks for credentials (MQCSP); read in "
+        "the agents' environment (local agents inherit surge's)", "none: no credentials"),
+    "SURGE_MQ_PASSWORD": (
+        "that user's password, read like SURGE_MQ_USER; never in specs or run records",
+        "empty"),
+    "SURGE_AGENT_TOKEN": (
+        "bearer token of an agent's control API; surge sets it for the agents it starts (set "
+        "it yourself only for a surge agent started by hand)", "a new one per run"),
+}
+
+
+def help_text(width: int = 78) -> str:
+    """The variables as a help section that is not rewrapped (click's ``\\b``): each name,
+    then what it sets and its default, indented and wrapped to ``width``."""
+    lines = ["\b", "Environment variables:"]
+    for name, (what, default) in VARIABLES.items():
+        lines.append(f"  {name}")
+        lines += textwrap.wrap(f"{what} (default: {default})", width,
+                               initial_indent=" " * 6, subsequent_indent=" " * 6)
+    return "\n".join(lines)
+
+
+def markdown_table() -> str:
+    """The variables as the README's Markdown table."""
+    rows = ["| Variable | What it sets | Default |", "|---|---|---|"]
+    rows += [f"| `{name}` | {what} | {default} |" for name, (what, default) in VARIABLES.items()]
+    return "\n".join(rows)

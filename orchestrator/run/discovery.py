@@ -1,0 +1,77 @@
+"""Prometheus' file-based service discovery: a running run's scrape targets in a file.
+
+Every run writes ``<state>/prometheus/<run id>.json`` (the state directory being surge's,
+``$SURGE_STATE_DIR`` or ``~/.local/state/surge``) while its agents are up, and removes it when it
+ends. The file is what ``file_sd_configs`` reads: the controller's ``/metrics`` and every agent's,
+labelled with the run id, the scenario and the role (controller or agent). One scrape job covers
+every run on the machine, however many and on whatever ports::
+
+    scrape_configs:
+      - job_name: surge
+        scrape_interval: 1s
+        file_sd_configs:
+          - files: ["/home/me/.local/state/surge/prometheus/*.json"]
+
+The file is replaced atomically (written beside it under a name the pattern does not match, then
+renamed), so Prometheus never reads half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+SD_DIR_NAME = "prometheus"
+
+
+def target(host: str, port: int) -> str:
+    """``host:port`` as Prometheus writes a target (an IPv6 address in brackets)."""
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
+def targets_document(controller: str, agents: Sequence[str], run_id: str,
+                     scenario: str) -> list[dict]:
+    """The ``file_sd_configs`` document of one run: a target group for the controller's
+    ``/metrics`` (``controller``, ``host:port``) and one for the agents' (``agents``, each
+    ``host:port``; no group when there are none), labelled ``run_id``, ``scenario`` and
+    ``role`` (``controller`` or ``agent``)."""
+    def group(addresses: Sequence[str], role: str) -> dict:
+        return {"targets": list(addresses),
+                "labels": {"run_id": run_id, "scenario": scenario, "role": role}}
+    groups = [group([controller], "controller")]
+    if agents:
+        groups.append(group(agents, "agent"))
+    return groups
+
+
+def default_sd_dir() -> Path:
+    """``<state root>/prometheus``: the one directory every run on this machine writes its
+    targets file into, so one ``file_sd_configs`` pattern finds them all."""
+    from topologies.rabbitmq.local import default_state_root
+    return default_state_root() / SD_DIR_NAME
+
+
+def sd_file(directory: Path, run_id: str) -> Path:
+    """Where the targets file of run ``run_id`` goes in ``directory``."""
+    return directory / f"{run_id}.json"
+
+
+def write_service_discovery(directory: Path, run_id: str, scenario: str, controller: str,
+                            agents: Sequence[str]) -> Path:
+    """Write (or replace, atomically) the targets file of run ``run_id`` in ``directory``
+    (see :func:`targets_document`); returns its path."""
+    path = sd_file(directory, run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(targets_document(controller, agents, run_id, scenario),
+                                  indent=2) + "\n")
+    os.replace(partial, path)
+    return path
+
+
+def remove_service_discovery(directory: Path, run_id: str) -> None:
+    """Remove the targets file of run ``run_id`` (its processes are gone); no error if there is
+    none."""
+    sd_file(directory, run_id).unlink(missing_ok=True)
