@@ -76,7 +76,8 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
         metrics_port: Annotated[int, typer.Option(
             help="Port of the controller's Prometheus /metrics (0 = any free port)")] = 0,
         analyze: Annotated[bool, typer.Option(
-            help="Analyse the run with Spark at the end (report.md, plots)")] = True,
+            help="Analyse the run with Spark at the end (report.md, plots; needs the analysis "
+                 "extra, skipped without it)")] = True,
         ) -> None:
     """Run a scenario: provision (or reuse) its topology, drive the plan, print the step table.
 
@@ -98,9 +99,13 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
         color = typer.colors.GREEN if result.accounting.balanced else typer.colors.YELLOW
         typer.secho(result.accounting.explain(), fg=color)
     if analyze and result.outcome == "completed":
+        from results.installed import analysis_missing
         from results.pipeline import analyze as analyze_runs
-        typer.echo("analysing with Spark (--no-analyze skips this) ...")
-        analyze_runs([result.run_dir], say=typer.echo)
+        if why := analysis_missing():
+            typer.secho(f"analysis skipped: {why}", fg=typer.colors.YELLOW)
+        else:
+            typer.echo("analysing with Spark (--no-analyze skips this) ...")
+            analyze_runs([result.run_dir], say=typer.echo)
     if result.outcome != "completed":
         raise typer.Exit(1)
 
@@ -157,6 +162,7 @@ def analyze(runs: Annotated[list[Path] | None, typer.Argument(
     """Analyse runs with Spark: step table with merged-histogram latency percentiles, members
     and balance, cost per message, scale-out reaction times, report.md and PNG plots in
     <run>/analysis/. Only new or changed runs are analysed; a bad run is reported and skipped.
+    Needs surge's analysis extra (pip install 'surge[analysis]') and Java 17 or later.
     """
     from orchestrator.specs.units import parse_duration
     from results.catalog import run_dirs
@@ -230,6 +236,20 @@ def campaign(file: Annotated[Path, typer.Argument(help="Campaign YAML, e.g. "
         raise typer.Exit(130)
     if result.with_status("failed"):
         raise typer.Exit(1)
+
+
+@app.command()
+@_surge_errors
+def examples(directory: Annotated[Path, typer.Argument(help="Where to write them, e.g. .")],
+             force: Annotated[bool, typer.Option(
+                 help="Overwrite files of the same names")] = False) -> None:
+    """Write the shipped example scenarios, topologies and campaigns into DIRECTORY, as
+    scenarios/, topologies/ and campaigns/ (they refer to each other by relative paths).
+    Existing files are left alone unless --force."""
+    from orchestrator.examples import write_examples
+    written = write_examples(directory, force)
+    typer.echo(f"wrote {len(written)} files under {directory}; e.g. "
+               f"surge validate {directory / 'scenarios' / 'quickstart.yaml'}")
 
 
 def _provisioner(topology_file: Path, overrides: list[str] | None):
