@@ -143,7 +143,8 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
         live: Annotated[bool, typer.Option(help="Live terminal view (on stderr)")] = True,
         metrics_port: MetricsPortOption = None,
         analyze: Annotated[bool, typer.Option(
-            help="Analyse the run with Spark at the end (report.md, plots)")] = True,
+            help="Analyse the run with Spark at the end (report.md, plots; needs the analysis "
+                 "extra, skipped without it)")] = True,
         json_output: JsonOption = False,
         ) -> None:
     """Run a scenario: provision (or reuse) its topology, drive the plan, print the step table.
@@ -173,9 +174,13 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
         typer.secho(result.accounting.explain(), fg=color, err=json_output)
     summary = None
     if analyze and result.outcome == "completed":
+        from results.installed import analysis_missing
         from results.pipeline import analyze as analyze_runs
-        say("analysing with Spark (--no-analyze skips this) ...")
-        summary = analyze_runs([result.run_dir], say=say)
+        if why := analysis_missing():
+            typer.secho(f"analysis skipped: {why}", fg=typer.colors.YELLOW, err=json_output)
+        else:
+            say("analysing with Spark (--no-analyze skips this) ...")
+            summary = analyze_runs([result.run_dir], say=say)
     if json_output:
         _print_json(run_document(result, spec.name, rate_unit, summary))
     if result.outcome != "completed":
@@ -255,7 +260,8 @@ def analyze(runs: Annotated[list[Path] | None, typer.Argument(
     """Analyse runs with Spark: step table with merged-histogram latency percentiles, members
     and balance, cost per message, scale-out reaction times, report.md and PNG plots in
     <run>/analysis/. Only new or changed runs are analysed; a bad run is reported and skipped.
-    Spark's own log goes to spark.log in the runs' directory, not to the console.
+    Spark's own log goes to spark.log in the runs' directory, not to the console. Needs
+    surge's analysis extra (pip install 'surge[analysis]') and Java 17 or later.
 
     With --json, stdout holds one document: analysed, reports, up_to_date, failed (run: why),
     problems, seconds, and with --compare statistics and ranking; with --watch, one such
@@ -349,6 +355,20 @@ def campaign(file: Annotated[Path, typer.Argument(help="Campaign YAML, e.g. "
         raise typer.Exit(130)
     if result.with_status("failed"):
         raise typer.Exit(1)
+
+
+@app.command()
+@_surge_errors
+def examples(directory: Annotated[Path, typer.Argument(help="Where to write them, e.g. .")],
+             force: Annotated[bool, typer.Option(
+                 help="Overwrite files of the same names")] = False) -> None:
+    """Write the shipped example scenarios, topologies and campaigns into DIRECTORY, as
+    scenarios/, topologies/ and campaigns/ (they refer to each other by relative paths).
+    Existing files are left alone unless --force."""
+    from orchestrator.examples import write_examples
+    written = write_examples(directory, force)
+    typer.echo(f"wrote {len(written)} files under {directory}; e.g. "
+               f"surge validate {directory / 'scenarios' / 'quickstart.yaml'}")
 
 
 def _provisioner(topology_file: Path, overrides: list[str] | None):

@@ -10,6 +10,7 @@ from pathlib import Path
 from results import report, timeline
 from results.analysis import analyze_run
 from results.catalog import Catalog, locked
+from results.installed import require_analysis
 from results.integrity import suspect_samples
 from results.rundir.manifest import read_manifest
 from results.rundir.tables import read_table
@@ -43,7 +44,9 @@ def analyze(dirs: list[Path], price_per_core_hour: float = DEFAULT_PRICE_PER_COR
     """Analyse those of ``dirs`` that are new or changed (all with ``force``); a run that
     cannot be analysed is reported and the others go on. ``include_drain`` counts the drain
     (before the first step and after the last) in the cost (runs already analysed without it
-    are analysed again only with ``force``)."""
+    are analysed again only with ``force``). Raises
+    :class:`~results.installed.AnalysisUnavailable` when a run is due and the analysis extra is
+    not installed."""
     started = time.monotonic()
     summary = Summary()
     roots: dict[Path, list[Path]] = {}
@@ -54,6 +57,8 @@ def analyze(dirs: list[Path], price_per_core_hour: float = DEFAULT_PRICE_PER_COR
             catalog = Catalog(root)
             pending = catalog.pending(members, force)
             summary.skipped += [d for d in members if d not in pending]
+            if pending:
+                require_analysis()  # what to install, before a run is tried
             for run_dir, digest in pending.items():
                 try:
                     _analyze_one(run_dir, price_per_core_hour, spark_master, summary, say,

@@ -464,12 +464,16 @@ def run_campaign(path: Path, campaigns_dir: Path, analyze: bool = True,
         return result
     done = [result.root / r.cell.id for r in result.with_status("done")]
     if analyze and done:
+        from results.installed import analysis_missing
         from results.pipeline import DEFAULT_PRICE_PER_CORE_HOUR
         from results.pipeline import analyze as analyze_runs
         price = price_per_core_hour or campaign.spec.price_per_core_hour \
             or DEFAULT_PRICE_PER_CORE_HOUR
-        say("analysing the done cells with Spark (--no-analyze skips this) ...")
-        analyze_runs(done, price, say=say)
+        if why := analysis_missing():
+            say(f"analysis skipped: {why}")
+        else:
+            say("analysing the done cells with Spark (--no-analyze skips this) ...")
+            analyze_runs(done, price, say=say)
     text = summary_text(campaign, result)
     (result.root / SUMMARY_FILE).write_text(
         f"# Campaign {campaign.spec.name}\n\nFrom `{campaign.path}`.\n\n```text\n{text}\n```\n")

@@ -38,7 +38,8 @@ class HostSpec(Spec):
     ssh: SshSpec = Field(default_factory=lambda: SshSpec(user="root"))
     work_dir: str = Field("/var/tmp/surge", description="where members' data and agents' logs "
                                                        "go on the host")
-    python: str = Field("python3", description="the interpreter with surge installed (agents)")
+    python: str = Field("python3", description="the interpreter with surge installed (agents; "
+                                                "the core install, without extras, is enough)")
     forward: bool = Field(False, description="reach the agents through SSH port forwarding "
                                              "instead of connecting to their ports directly")
 

@@ -9,11 +9,7 @@ The agent pods need an image with surge installed that the cluster can run. With
     kubectl apply -f https://github.com/rabbitmq/cluster-operator/releases/latest/download/cluster-operator.yml
     kubectl -n rabbitmq-system rollout status deployment/rabbitmq-cluster-operator
     kubectl create namespace surge
-    docker build -t surge:dev -f - . <<'EOF'
-    FROM python:3.11-slim
-    COPY . /src
-    RUN pip install --no-cache-dir /src
-    EOF
+    docker build -t surge:dev --build-arg EXTRAS= .      # the Containerfile, agents only
     kind load docker-image surge:dev --name surge
     KUBECONFIG=~/.kube/config SURGE_TEST_AGENT_IMAGE=surge:dev \\
         .venv/bin/pytest tests/integration/test_rabbit_k8s_apply.py -v
