@@ -343,7 +343,10 @@ def test_the_image_runs_as_a_user_with_java():
 
 def test_the_manifests_commands_exist_in_the_image(image, elsewhere):
     assets = Path(str(site_packages(image))) / "topologies" / "assets" / "k8s"
-    job = yaml.safe_load(re.sub(r"\$\{(\w+)\}", "1", (assets / "agents" / "job.yaml").read_text()))
+    from orchestrator.agents.pods import render_agents
+    from orchestrator.specs.loader import load_topology
+    topology = load_topology(REPO / "topologies" / "k8s-rabbitmq-3.yaml")
+    job = render_agents(2, topology, "run-1", "t" * 24, 600, templates=assets / "agents")["job"]
     cronjob = yaml.safe_load((assets / "analyze-cronjob.yaml").read_text())
     [agent] = job["spec"]["template"]["spec"]["containers"]
     [analyze] = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
