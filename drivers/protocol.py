@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import json
 import types
 import typing
@@ -240,8 +241,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
+@functools.cache
+def _hints(kind: type) -> dict[str, Any]:
+    """A message class's field types, evaluated once (messages arrive every second)."""
+    return typing.get_type_hints(kind)
+
+
 def _build(kind: Any, data: Any, where: str) -> Any:
-    hints = typing.get_type_hints(kind)
+    hints = _hints(kind)
     if not isinstance(data, dict):
         raise ProtocolError(f"{where}: expected an object, got {type(data).__name__}")
     names = {f.name for f in dataclasses.fields(kind)}
