@@ -67,8 +67,7 @@ class AgentHandle:
     port: int
     token: str
     process: Any = None  # subprocess.Popen of a local agent
-    closer: Callable[[float], None] | None = None
-    stopper: Callable[[AgentHandle, float], None] | None = field(default=None, repr=False)
+    closer: Callable[[float], None] | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
@@ -121,9 +120,7 @@ class AgentHandle:
 
     def stop(self, timeout_s: float = 20.0) -> None:
         """Shut the agent down the way it was started (see the launchers)."""
-        if self.stopper is not None:
-            self.stopper(self, timeout_s)
-        elif self.closer is not None:
+        if self.closer is not None:
             self.closer(timeout_s)
 
     def _call(self, method: str, path: str, body: Any, reply: type[M],

@@ -64,7 +64,9 @@ def _spawn(index: int, log_dir: Path, max_lifetime_s: float) -> AgentHandle:
         _signal(process, signal.SIGKILL)
         process.wait()
         raise
-    return AgentHandle(index, "127.0.0.1", hello.port, token, process, stopper=_stop_local)
+    handle = AgentHandle(index, "127.0.0.1", hello.port, token, process)
+    handle.closer = lambda timeout_s: _stop_local(handle, timeout_s)
+    return handle
 
 
 def _read_line(process: subprocess.Popen, timeout_s: float) -> str:
