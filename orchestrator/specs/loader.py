@@ -20,6 +20,7 @@ from orchestrator.errors import Problem, SpecError
 from orchestrator.specs import yamlsafe
 from orchestrator.specs.base import COLLECT, Loc, Spec, cross_problems
 from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.specs.secrets import INLINE_SECRET
 from orchestrator.specs.yamlsafe import PlusSigned
 
 __all__ = ["PlusSigned", "Problem", "load_model", "load_scenario", "load_topology"]
@@ -59,6 +60,7 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None
                                                   f"{topology.members - 1}")
                 for i, f in enumerate(scenario.faults)
                 if f.member is not None and f.member >= topology.members]
+    problems += [at(*loc, message=message) for loc, message in _unsupported(scenario, topology)]
     load_hosts = {h.name for h in topology.hosts if "load" in h.roles}
     for role in ("senders", "receivers"):
         problems += [at("agents_on", role, i, message=f"{name!r} is not a host with role load "
@@ -84,6 +86,41 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None
     return scenario, topology
 
 
+NEEDS_COMMANDS = {"kill_member": ("kill_member", "start_member"),
+                  "stop_member": ("stop_member", "start_member"),
+                  "rolling_restart": ("stop_member", "start_member")}
+"""Member faults and the commands of ``existing.commands`` they need on a cluster surge did
+not start (a stopped or killed member is started again)."""
+
+
+def _unsupported(scenario: ScenarioSpec, topology: TopologySpec) -> list[tuple[Loc, str]]:
+    """Scale-out, scale-in and member faults asked of a cluster surge did not start, without
+    the commands that would do them."""
+    if topology.placement != "existing" or topology.existing is None:
+        return []
+    given = topology.existing.commands
+
+    def missing(names: tuple[str, ...]) -> str:
+        lacking = [n for n in names if getattr(given, n) is None]
+        return ", ".join(f"existing.commands.{n}" for n in lacking)
+
+    found: list[tuple[Loc, str]] = []
+    scaling = scenario.scaling
+    for rule, command in (("scale_out", "start_member"), ("scale_in", "stop_member")):
+        if scaling is not None and getattr(scaling, rule) is not None and missing((command,)):
+            found.append((("scaling", rule),
+                          f"topology {topology.name} is a cluster surge did not start: "
+                          f"{rule.replace('_', '-')} needs the command that does it "
+                          f"(existing.commands.{command}), or remove scaling.{rule}"))
+    for i, fault in enumerate(scenario.faults):
+        lacking = missing(NEEDS_COMMANDS.get(fault.kind, ()))
+        if lacking:
+            found.append((("faults", i, "kind"),
+                          f"topology {topology.name} is a cluster surge did not start: "
+                          f"{fault.kind} needs {lacking} in its topology"))
+    return found
+
+
 def load_model(path: str | Path, model: type[BaseModel]) -> tuple[Any, dict[Loc, int]]:
     """Read and validate ``path`` as ``model`` with this module's file/line errors; also return
     the line of every field, so a caller can point problems found later at the file."""
@@ -102,7 +139,7 @@ def _load(path: Path, model: type[BaseModel], overrides: list[str]) -> tuple[Any
 def _validate(path: Path, model: type[BaseModel], document: Any, lines: dict[Loc, int]):
     """``document`` as ``model``; every problem, of a field or between fields, at its line."""
     try:
-        spec = model.model_validate(document, context=COLLECT)
+        spec = model.model_validate(document, context={**COLLECT, "base_dir": path.parent})
     except ValidationError as error:
         problems = [_problem(model, err, lines) for err in error.errors()]
         raise SpecError(str(path), problems) from None
@@ -186,6 +223,7 @@ def _problem(model: type[BaseModel], err: dict, lines: dict[Loc, int]) -> Proble
     if err["type"] == "missing":
         message = "required field is missing"
     elif "input" in err and not isinstance(err["input"], (dict, list)) \
+            and err["type"] != INLINE_SECRET \
             and repr(err["input"]) not in message:
         message = f"{message} (got {err['input']!r})"
     return Problem(field, message, line)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.specs.base import Bytes, FilePath, Fraction, Loc, SafeName, Seconds, Spec
+from orchestrator.specs.existing import ExistingSpec
 from orchestrator.specs.hosts import HostSpec, RabbitKubernetesSpec
 from orchestrator.specs.mq import MqSpec
 
@@ -106,14 +107,19 @@ class TopologySpec(Spec):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=63,
                       description="used in node and cgroup names")
     broker: Literal["rabbitmq", "ibmmq"] = "rabbitmq"
-    placement: Literal["local", "ssh", "kubernetes"] = Field(
-        "local", description="local: processes on this machine (rabbitmq); ssh: queue managers "
-                             "on ibmmq.hosts; kubernetes: ibmmq.native_ha through the MQ "
-                             "operator")
-    members: int = Field(3, ge=1, le=32, description="size of the pool of members")
-    start: int = Field(3, ge=1, description="members started at provisioning")
+    placement: Literal["local", "ssh", "kubernetes", "existing"] = Field(
+        "local", description="local: processes on this machine (rabbitmq); ssh: members or "
+                             "queue managers on hosts; kubernetes: through the RabbitMQ or MQ "
+                             "operator; existing: a cluster surge did not start (the existing "
+                             "section)")
+    members: int = Field(3, ge=1, le=32, description="size of the pool of members (existing: "
+                                                     "default the members it lists)")
+    start: int = Field(3, ge=1, description="members started at provisioning (existing: "
+                                            "default all)")
     cpu_per_member: float | None = Field(
-        None, gt=0, description="cgroup CPU quota per member in cores; null = unlimited")
+        None, gt=0, description="cgroup CPU quota per member in cores; null = unlimited "
+                                "(existing: the cores each member has, for CPU shares and "
+                                "cost; null = unknown)")
     port_base: int = Field(
         5680, ge=1024, le=30000,
         description="member i listens for AMQP on port_base+i, management on port_base+10000+i, "
@@ -132,6 +138,21 @@ class TopologySpec(Spec):
                                           "ssh) and load agents (role load, any placement)")
     kubernetes: RabbitKubernetesSpec | None = Field(
         None, description="RabbitMQ through the cluster operator (placement kubernetes)")
+    existing: ExistingSpec | None = Field(
+        None, description="a cluster surge did not start (placement existing)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _existing_sizes(cls, data: Any) -> Any:
+        """An existing RabbitMQ cluster is as large as the members it lists, all serving,
+        unless the file says otherwise."""
+        if isinstance(data, dict) and data.get("placement") == "existing" and \
+                isinstance(data.get("existing"), dict) and \
+                isinstance(data["existing"].get("members"), list) and data["existing"]["members"]:
+            data = dict(data)
+            data.setdefault("members", len(data["existing"]["members"]))
+            data.setdefault("start", data["members"])
+        return data
 
     def cross_problems(self) -> list[tuple[Loc, str]]:
         """``start`` within the pool; the broker's sections and hosts fit its placement."""
@@ -139,6 +160,8 @@ class TopologySpec(Spec):
         if self.start > self.members:
             found.append((("start",), f"start ({self.start}) cannot exceed members "
                                       f"({self.members})"))
+        if self.placement == "existing":
+            return found + self._existing_problems()
         if self.broker == "rabbitmq" and self.placement == "ssh":
             on_hosts = sum(h.members for h in self.hosts if "broker" in h.roles)
             if on_hosts != self.members:
@@ -160,6 +183,18 @@ class TopologySpec(Spec):
             if self.placement == "kubernetes" and mq.native_ha is None:
                 found.append((("ibmmq",), "placement kubernetes needs ibmmq.native_ha"))
         return found
+
+    def _existing_problems(self) -> list[tuple[Loc, str]]:
+        """A cluster surge did not start is described by its existing section (RabbitMQ
+        members there, IBM MQ queue managers in the ibmmq section)."""
+        if self.existing is None:
+            return [(("placement",), "placement existing needs an existing section (members' "
+                                     "URIs, credentials)")]
+        if self.broker == "rabbitmq" and len(self.existing.members) != self.members:
+            return [(("existing", "members"),
+                     f"list {self.members} member URIs (members says {self.members}, the list "
+                     f"has {len(self.existing.members)})")]
+        return []
 
     def queue(self, name: str) -> QueueSpec | None:
         """The queue called ``name``, if the topology declares it."""
