@@ -167,9 +167,8 @@ def _make_driver(broker: str, destination: Destination, settings: dict[str, Any]
     """The driver of ``broker``, given the run's destination and the driver's own settings."""
     if broker == "rabbitmq":
         from drivers.amqp.driver import AmqpDriver
-        if settings:
-            raise ValueError(f"the AMQP driver takes no settings, got {sorted(settings)}")
-        return AmqpDriver(destination, recorder)
+        from drivers.amqp.settings import AmqpSettings
+        return AmqpDriver(destination, recorder, AmqpSettings.from_json(settings))
     if broker == "ibmmq":
         from drivers.mq.driver import MqDriver
         from drivers.mq.settings import MqSettings

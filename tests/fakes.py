@@ -213,7 +213,7 @@ class ScriptedProvisioner:
         return ["all members stopped"]
 
 
-def no_probe(broker: str, endpoints: list[str], queues: list[str]) -> None:
+def no_probe(broker: str, endpoints: list[str], queues: list[str], settings: dict) -> None:
     """No queue-depth probe: depths come from the provisioner's samples."""
     return None
 

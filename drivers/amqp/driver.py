@@ -14,6 +14,7 @@ message per delay, holding the rest of its prefetch unacknowledged, as a slow ap
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from collections import deque
@@ -24,6 +25,7 @@ import pika
 from pika.adapters.select_connection import IOLoop
 
 from drivers.amqp import wire as amqp_wire
+from drivers.amqp.settings import AmqpSettings
 from drivers.base import Driver, rotation
 from drivers.header import HEADER_SIZE
 from drivers.protocol import Destination
@@ -53,7 +55,7 @@ class _Link:
 
     def connect(self) -> None:
         endpoint = self.endpoints[self.attempt % len(self.endpoints)]
-        params = pika.URLParameters(endpoint)
+        params = self.driver.settings.parameters(endpoint, self.driver.tls_contexts)
         params.heartbeat = 30
         params.connection_attempts = 1
         self.connection = pika.SelectConnection(
@@ -419,8 +421,12 @@ class _ReceiverLink(_Link):
 class AmqpDriver(Driver):
     """Senders and receivers over pika, all on one IOLoop thread."""
 
-    def __init__(self, destination: Destination, recorder):
+    def __init__(self, destination: Destination, recorder, settings: AmqpSettings | None = None):
         self.destination = destination
+        self.settings = settings or AmqpSettings()
+        self.tls_contexts: dict[str, ssl.SSLContext] = {}
+        for endpoint in destination.endpoints:  # bad endpoints or TLS material fail here
+            self.settings.parameters(endpoint, self.tls_contexts)
         self.queue = destination.queue
         self.recorder = recorder
         self.consumer_delay_s = 0.0

@@ -9,23 +9,45 @@ goes away; a queue that does not exist is reported as missing rather than as emp
 from __future__ import annotations
 
 import contextlib
+import ssl
 import time
 
 import pika
 import pika.exceptions
 
+from drivers.amqp.settings import AmqpSettings
+
 PROBE_TIMEOUT_S = 2.0
 
 
 class QueueDepthProbe:
-    """Reads the ready count of each queue over one AMQP connection of its own."""
+    """Reads the ready count of each queue over one AMQP connection of its own, as the run's
+    clients connect (``settings``: credentials, virtual host, TLS)."""
 
-    def __init__(self, endpoints: list[str], queues: list[str]):
+    def __init__(self, endpoints: list[str], queues: list[str],
+                 settings: AmqpSettings | None = None):
         self.endpoints = list(endpoints)
         self.queues = list(queues)
+        self.settings = settings or AmqpSettings()
+        self._contexts: dict[str, ssl.SSLContext] = {}
         self._connection: pika.BlockingConnection | None = None
         self._channel = None
         self._next = 0
+
+    def check(self) -> None:
+        """Before any load: every endpoint accepts the run's credentials (and, over TLS, shows
+        a certificate the run trusts), and every queue exists. ``ConnectionError`` names the
+        first endpoint that does not, and why; ``LookupError`` lists the missing queues."""
+        for endpoint in self.endpoints:
+            try:
+                connection = pika.BlockingConnection(self._parameters(endpoint))
+            except (pika.exceptions.AMQPError, OSError, ValueError) as error:
+                raise ConnectionError(f"{endpoint}: {explain(error)}") from None
+            with contextlib.suppress(pika.exceptions.AMQPError, OSError):
+                connection.close()
+        missing = [q for q in self.queues if q not in self.read()[0]]
+        if missing:
+            raise LookupError(", ".join(missing))
 
     def read(self) -> tuple[dict[str, int], float]:
         """``({queue: ready messages}, monotonic time of the reads' midpoint)``; queues the
@@ -56,17 +78,20 @@ class QueueDepthProbe:
         for _ in range(len(self.endpoints)):
             url = self.endpoints[self._next % len(self.endpoints)]
             self._next += 1
-            parameters = pika.URLParameters(url)
-            parameters.socket_timeout = PROBE_TIMEOUT_S
-            parameters.blocked_connection_timeout = PROBE_TIMEOUT_S
-            parameters.connection_attempts = 1
             try:
-                self._connection = pika.BlockingConnection(parameters)
+                self._connection = pika.BlockingConnection(self._parameters(url))
                 self._channel = None
                 return
-            except (pika.exceptions.AMQPError, OSError) as error:
-                errors.append(f"{parameters.host}:{parameters.port}: {error!r}")
+            except (pika.exceptions.AMQPError, OSError, ValueError) as error:
+                errors.append(f"{url}: {explain(error)}")
         raise ConnectionError("queue depth probe: no member answers (" + "; ".join(errors) + ")")
+
+    def _parameters(self, endpoint: str) -> pika.ConnectionParameters:
+        parameters = self.settings.parameters(endpoint, self._contexts)
+        parameters.socket_timeout = PROBE_TIMEOUT_S
+        parameters.blocked_connection_timeout = PROBE_TIMEOUT_S
+        parameters.connection_attempts = 1
+        return parameters
 
     def close(self) -> None:
         """Close the connection (a later read opens a new one)."""
@@ -74,3 +99,22 @@ class QueueDepthProbe:
         if connection is not None and connection.is_open:
             with contextlib.suppress(pika.exceptions.AMQPError, OSError):
                 connection.close()
+
+
+def explain(error: BaseException) -> str:
+    """Why a connection failed, in words: refused credentials, an untrusted certificate, or
+    the network error underneath pika's wrappers."""
+    if isinstance(error, (pika.exceptions.ProbableAuthenticationError,
+                          pika.exceptions.AuthenticationError)):
+        return "the broker refused the user and password (or the user may not use the vhost)"
+    if isinstance(error, pika.exceptions.ProbableAccessDeniedError):
+        return "access refused: the user may not use this virtual host"
+    cause = error
+    while isinstance(cause, pika.exceptions.AMQPConnectionError) and cause.args and \
+            isinstance(cause.args[0], BaseException):
+        cause = cause.args[0]
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        return f"TLS: the broker's certificate is not trusted ({cause.verify_message})"
+    if isinstance(cause, ssl.SSLError):
+        return f"TLS: {cause.reason or cause}"
+    return f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__

@@ -164,6 +164,7 @@ class Controller:
                             members=f"{self.topology.start} of {self.topology.members}")
                 members = self.provisioner.up()
                 self._event("members_up", members=[m.name for m in members if m.running])
+                self.depth.check([m for m in members if m.running])
                 self._start_agents([m for m in members if m.running])
                 self._announce(metrics)
                 self._tick_through_plan(metrics)

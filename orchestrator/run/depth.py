@@ -14,14 +14,16 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from orchestrator.clock import Clock
+from orchestrator.errors import ProvisionError
 from orchestrator.run.sampling import DepthReading
 from orchestrator.specs.scenario import QueueSpec
-from topologies.base import BrokerSample, MemberSample, MemberStats, Provisioner
+from topologies.base import BrokerSample, Member, MemberSample, MemberStats, Provisioner
 
 MAX_DEPTH_AGE_S = 1.0  # an older queue or member reading makes the depth unknown
 SETTLE_READS, SETTLE_PAUSE_S = 5, 0.5  # final depth: read until two reads agree
 
-ProbeFactory = Callable[[str, list[str], list[str]], Any]  # drivers.depth.depth_probe
+ProbeFactory = Callable[[str, list[str], list[str], dict[str, Any]], Any]
+"""How a run opens a depth probe: :func:`drivers.depth.depth_probe`."""
 
 
 class QueueDepth:
@@ -39,10 +41,30 @@ class QueueDepth:
         """Open the probe over every member's endpoint; the collector's source for it, or
         ``None`` where the broker has no probe."""
         self.probe = self.probes(self.broker, [m.endpoint for m in self.provisioner.status()],
-                                 self.queue.instances(range(members)))
+                                 self.queue.instances(range(members)),
+                                 self.provisioner.client_settings())
         if self.probe is None:
             return None
         return lambda: DepthReading(*self.probe.read())
+
+    def check(self, running: list[Member]) -> None:
+        """Before any load: the run's clients can connect to every running member (credentials,
+        TLS) and the workload's queues exist; :class:`ProvisionError` saying which does not."""
+        probe = self.probes(self.broker, [m.endpoint for m in running],
+                            self.queue.instances([m.index for m in running]),
+                            self.provisioner.client_settings())
+        if probe is None:
+            return
+        try:
+            probe.check()
+        except ConnectionError as error:
+            raise ProvisionError(f"the run's clients cannot connect to {error}") from None
+        except LookupError as error:
+            raise ProvisionError(f"the workload's queues do not exist: {error}; create them "
+                                 f"before the run (or, on a cluster surge did not start, let it "
+                                 f"declare them: existing.declare: true)") from None
+        finally:
+            probe.close()
 
     def fold(self, reading: DepthReading | None, members: Iterable[MemberSample],
              stats: dict[str, MemberStats]) -> None:
@@ -107,7 +129,7 @@ class QueueDepth:
         """Messages ready in one queue now, over a connection of its own (the scaler asks from
         its thread while the tick reads the others); ``None``: unknown."""
         running = [m.endpoint for m in self.provisioner.status() if m.running]
-        probe = self.probes(self.broker, running, [queue])
+        probe = self.probes(self.broker, running, [queue], self.provisioner.client_settings())
         if probe is None:
             depths = self.provisioner.settled_queue_depths()
             return None if depths is None else depths.get(queue, 0)

@@ -295,7 +295,7 @@ def test_member_is_the_statefulset_pod_behind_the_headless_service():
     assert (member.port, member.management_port, member.prometheus_port) == (5672, 15672,
                                                                                  15692)
     assert member.metrics_url == "http://rmq-k8s-server-1.rmq-k8s-nodes.perf:15692/metrics"
-    assert member.endpoint == ""  # no credentials read yet
+    assert member.endpoint == "amqp://rmq-k8s-server-1.rmq-k8s-nodes.perf:5672"  # no secret
 
 
 def test_up_applies_start_replicas_waits_for_all_replicas_ready_and_declares_queues():
@@ -305,8 +305,8 @@ def test_up_applies_start_replicas_waits_for_all_replicas_ready_and_declares_que
     assert operator.calls[0] == ("create", "rmq-k8s", 3)
     assert [m.running for m in members] == [True, True, True, False, False]
     assert prov._clock() >= 2 * rk.POLL_INTERVAL_S  # it waited for the operator
-    assert members[0].endpoint == ("amqp://admin-x:p%40ss%2Fw%3Ard@rmq-k8s-server-0."
-                                     "rmq-k8s-nodes.perf:5672/%2F")
+    assert members[0].endpoint == "amqp://rmq-k8s-server-0.rmq-k8s-nodes.perf:5672"
+    assert prov.client_settings() == {"user": "admin-x", "password": "p@ss/w:rd"}
     # per-member instances through their own member, a pattern's queues in turn
     assert FakeManagement.declared == [
         ("rmq-k8s-server-0", "perf.0"), ("rmq-k8s-server-1", "perf.1"),

@@ -17,12 +17,8 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import json
 import os
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -61,31 +57,6 @@ from topologies.rabbitmq.manifests import (
 )
 from topologies.rabbitmq.sample import broker_sample
 
-
-class OperatorManagement(Management):
-    """The management API client with the operator's generated administrator instead of guest
-    (which the operator's clusters do not have)."""
-
-    def __init__(self, host: str, port: int, username: str, password: str,
-                 timeout_s: float = 5.0):
-        super().__init__(host, port, timeout_s)
-        self._auth = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
-
-    def request(self, method: str, path: str, body: Any = None) -> Any:
-        """One API call; JSON in and out. Raises ``ProvisionError`` (temporary) on failure."""
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base + path, data=data, method=method)
-        req.add_header("Authorization", self._auth)
-        req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as response:
-                payload = response.read()
-        except (urllib.error.URLError, OSError) as error:
-            raise ProvisionError(f"management API {method} {path} at {self.base}: {error}",
-                                 temporary=True) from None
-        return json.loads(payload) if payload else None
-
-
 # -- the provisioner ----------------------------------------------------------------------------
 
 class RabbitKubernetesProvisioner:
@@ -106,7 +77,7 @@ class RabbitKubernetesProvisioner:
 
     def __init__(self, topology: TopologySpec, custom: Any = None, core: Any = None,
                  streams: Any = None, reach: str = "auto",
-                 management: Callable[[str, int, str, str], Management] = OperatorManagement,
+                 management: Callable[[str, int, str, str], Management] = Management,
                  exec_command: Callable[[str, list[str]], str] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep,
@@ -127,12 +98,11 @@ class RabbitKubernetesProvisioner:
 
     def member(self, index: int) -> Member:
         """Member ``index``: pod ``N-server-<index>`` through the headless Service ``N-nodes``.
-        Its ``endpoint`` carries the operator's credentials once up/status has read them."""
+        Clients connect with the operator's credentials (:meth:`client_settings`)."""
         host = f"{self.name}-server-{index}.{self.name}-nodes.{self.namespace}"
-        url = node.amqp_url(host, AMQP_PORT, *self._credentials) if self._credentials else ""
         return Member(index=index, name=f"rabbit@{host}", host=host, port=AMQP_PORT,
                       management_port=MANAGEMENT_PORT, prometheus_port=PROMETHEUS_PORT,
-                      endpoint=url)
+                      endpoint=node.amqp_url(host, AMQP_PORT))
 
     def up(self) -> list[Member]:
         """Apply the RabbitmqCluster with ``start`` replicas (an existing one keeps a larger
@@ -214,8 +184,15 @@ class RabbitKubernetesProvisioner:
                              stats=management_stats(api))
 
     def client_settings(self) -> dict[str, Any]:
-        """AMQP clients need nothing beyond each member's URL."""
-        return {}
+        """The operator's generated administrator (there is no guest user), read from its
+        Secret; they reach agents only in their control messages."""
+        if self._credentials is None:
+            self._read_credentials()
+        if self._credentials is None:
+            raise ProvisionError(f"no credentials in Secret {self.namespace}/{self.name}-default-"
+                                 f"user yet", temporary=True)
+        user, password = self._credentials
+        return {"user": user, "password": password}
 
     def settled_queue_depths(self) -> dict[str, int]:
         """Messages per queue from the queue processes themselves (``rabbitmqctl list_queues``

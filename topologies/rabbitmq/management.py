@@ -1,9 +1,11 @@
-"""A small client for RabbitMQ's management HTTP API (loopback, guest credentials)."""
+"""A small client for RabbitMQ's management HTTP API, over HTTP or HTTPS, with the cluster's
+credentials."""
 
 from __future__ import annotations
 
 import base64
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -16,28 +18,31 @@ from orchestrator.specs.scenario import QueueSpec
 from topologies.base import Member, MemberStats
 from topologies.rabbitmq import queues
 
-_AUTH = "Basic " + base64.b64encode(b"guest:guest").decode()
-
 
 class Management:
-    """Calls to one member's management listener; any running member sees the whole cluster."""
+    """Calls to one member's management listener; any running member sees the whole cluster.
+    ``tls``: a client context for an ``https`` listener; ``vhost`` is where queues are."""
 
-    def __init__(self, host: str, port: int, timeout_s: float = 5.0):
-        self.base = f"http://{host}:{port}/api"
-        self.timeout_s = timeout_s
+    def __init__(self, host: str, port: int, user: str = "guest", password: str = "guest",
+                 timeout_s: float = 5.0, tls: ssl.SSLContext | None = None, vhost: str = "/"):
+        name = f"[{host}]" if ":" in host else host
+        self.base = f"{'https' if tls else 'http'}://{name}:{port}/api"
+        self.timeout_s, self.tls = timeout_s, tls
+        self._vhost = urllib.parse.quote(vhost, safe="")
+        self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
         """One API call; JSON in and out. Raises ``ProvisionError`` (temporary) on failure."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.base + path, data=data, method=method)
-        req.add_header("Authorization", _AUTH)
+        req.add_header("Authorization", self._auth)
         req.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as response:
+            with urllib.request.urlopen(req, timeout=self.timeout_s, context=self.tls) as response:
                 payload = response.read()
         except (urllib.error.URLError, OSError) as error:
-            raise ProvisionError(f"management API {method} {path}: {error}", temporary=True) \
-                from None
+            raise ProvisionError(f"management API {method} {path} at {self.base}: {error}",
+                                 temporary=True) from None
         return json.loads(payload) if payload else None
 
     def declare_queue(self, queue: QueueSpec, name: str | None = None) -> None:
@@ -48,13 +53,13 @@ class Management:
         body: dict[str, Any] = {"durable": queue.durable, "auto_delete": queue.auto_delete,
                                 "arguments": queues.arguments(queue)}
         quoted = urllib.parse.quote(name or queue.name, safe="")
-        self.request("PUT", f"/queues/%2F/{quoted}", body)
+        self.request("PUT", f"/queues/{self._vhost}/{quoted}", body)
 
     def queues(self) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
-        """Messages (ready + unacknowledged) per queue on the default vhost, and per member
+        """Messages (ready + unacknowledged) per queue of the virtual host, and per member
         node the messages published to and delivered from the queues it leads, since they
         were declared."""
-        rows = self.request("GET", "/queues/%2F?columns=name,node,messages,"
+        rows = self.request("GET", f"/queues/{self._vhost}?columns=name,node,messages,"
                                    "message_stats.publish,message_stats.deliver_get") or []
         depths, per_node = {}, {}
         for row in rows:

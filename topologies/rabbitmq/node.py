@@ -15,11 +15,11 @@ RABBITMQ_BIN = Path(os.environ.get("SURGE_RABBITMQ_BIN", "/usr/lib/rabbitmq/bin"
 PLUGINS = "[rabbitmq_management,rabbitmq_prometheus]."
 
 
-def amqp_url(host: str, port: int, user: str = "guest", password: str = "guest") -> str:
-    """The AMQP URL clients of a member use (the default vhost); guest works on loopback only,
-    which is where surge's own nodes listen."""
-    from urllib.parse import quote
-    return f"amqp://{quote(user, safe='')}:{quote(password, safe='')}@{host}:{port}/%2F"
+def amqp_url(host: str, port: int, tls: bool = False) -> str:
+    """The endpoint clients of a member connect to, without credentials (those travel in the
+    driver's settings): ``amqp://HOST:PORT``, ``amqps://`` with ``tls``."""
+    name = f"[{host}]" if ":" in host else host
+    return f"{'amqps' if tls else 'amqp'}://{name}:{port}"
 
 
 @dataclass(frozen=True)
