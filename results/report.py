@@ -118,6 +118,7 @@ def measurements_text(manifest: RunManifest, derived: dict[str, Any]) -> list[st
                      f"{late.count:,} ticks (deadline {_secs(sampling.deadline_s, 1)}); "
                      f"{sampling.ticks_skipped:,} ticks skipped; queue depth age p50 "
                      f"{_secs(age.p50, 3)}, max {_secs(age.max, 3)}")
+    lines += [f"- not measured: {figure} ({why})" for figure, why in manifest.unmeasured.items()]
     return lines
 
 

@@ -44,14 +44,16 @@ class CpuReading:
 @dataclass(frozen=True)
 class MemberStats:
     """A member's own figures, asked of the member itself: client connections, messages
-    published into and delivered out of it (cumulative), and its channels' deliveries waiting
-    for an acknowledgement now (``None`` where the source does not know them)."""
+    published into and delivered out of it (cumulative), its channels' deliveries waiting
+    for an acknowledgement now (``None`` where the source does not know them), and the CPU its
+    runtime reports having used (where the provisioner cannot read the member's CPU itself)."""
 
     connections: int
     messages_in: int
     messages_out: int
     unacknowledged: int | None = None
     at: float | None = None  # when the member answered (the reader's monotonic clock)
+    cpu: CpuReading | None = None
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,10 @@ class MemberSample:
     unacknowledged: int | None = None  # its channels' deliveries awaiting an ack, now
 
     def with_stats(self, stats: MemberStats | None) -> MemberSample:
-        """This sample with the member's own figures (all unknown if ``stats`` is None)."""
-        return replace(self, connections=stats.connections if stats else None,
+        """This sample with the member's own figures (all unknown if ``stats`` is None); a CPU
+        reading the provisioner took itself is kept over the member's own."""
+        return replace(self, cpu=self.cpu if self.cpu is not None or stats is None else stats.cpu,
+                       connections=stats.connections if stats else None,
                        messages_in=stats.messages_in if stats else None,
                        messages_out=stats.messages_out if stats else None,
                        unacknowledged=stats.unacknowledged if stats else None)
@@ -85,6 +89,27 @@ class BrokerSample:
     members: list[MemberSample]
     queue_depths: dict[str, int] | None = None
     hosts: dict[str, CpuReading | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one command a provisioner ran did (on a host over SSH, or here).
+
+    ``status`` is the exit status, or -1 when there is none (killed by a signal, timed out,
+    connection lost).
+    """
+
+    host: str
+    command: str
+    status: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        """Whether the command exited with status 0."""
+        return self.status == 0
 
 
 class Provisioner(Protocol):

@@ -10,9 +10,13 @@ from topologies.base import Provisioner
 
 def provisioner_for(topology: TopologySpec, record: Callable[[object], None] | None = None
                     ) -> Provisioner:
-    """RabbitMQ on loopback, on SSH hosts or through the cluster operator on Kubernetes, an MQ
+    """RabbitMQ on loopback, on SSH hosts, through the cluster operator on Kubernetes or as it
+    already runs elsewhere, an MQ
     uniform cluster over SSH, or MQ Native HA on Kubernetes; ``record`` receives every remote
     command's result where there are remote commands."""
+    if topology.broker == "rabbitmq" and topology.placement == "existing":
+        from topologies.rabbitmq.existing import ExistingRabbitMQ
+        return ExistingRabbitMQ(topology, record=record)
     if topology.broker == "rabbitmq" and topology.placement == "ssh":
         from topologies.rabbitmq.remote import SshRabbitMQ
         return SshRabbitMQ(topology, record=record)

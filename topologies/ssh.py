@@ -57,7 +57,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -65,6 +64,7 @@ import paramiko
 
 from orchestrator.errors import SurgeError
 from orchestrator.specs.hosts import SshSpec
+from topologies.base import CommandResult
 
 log = logging.getLogger(__name__)
 
@@ -82,27 +82,6 @@ STDERR_TAIL_LINES = 10
 
 _CHUNK = 65536
 _accept_new_lock = threading.Lock()
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    """What one remote command did.
-
-    ``status`` is the exit status, or -1 when there is none (killed by a signal, timed out,
-    connection lost).
-    """
-
-    host: str
-    command: str
-    status: int
-    stdout: str
-    stderr: str
-    seconds: float
-
-    @property
-    def ok(self) -> bool:
-        """Whether the command exited with status 0."""
-        return self.status == 0
 
 
 def _short(command: str, limit: int = 200) -> str:

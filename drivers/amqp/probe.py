@@ -110,9 +110,14 @@ def explain(error: BaseException) -> str:
     if isinstance(error, pika.exceptions.ProbableAccessDeniedError):
         return "access refused: the user may not use this virtual host"
     cause = error
-    while isinstance(cause, pika.exceptions.AMQPConnectionError) and cause.args and \
-            isinstance(cause.args[0], BaseException):
-        cause = cause.args[0]
+    while True:  # pika wraps the socket's or TLS's own error, one or two levels deep
+        inner = getattr(cause, "exception", None)
+        if not isinstance(inner, BaseException) and cause.args and \
+                isinstance(cause.args[0], BaseException):
+            inner = cause.args[0]
+        if not isinstance(inner, BaseException) or inner is cause:
+            break
+        cause = inner
     if isinstance(cause, ssl.SSLCertVerificationError):
         return f"TLS: the broker's certificate is not trusted ({cause.verify_message})"
     if isinstance(cause, ssl.SSLError):

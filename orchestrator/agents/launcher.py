@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from orchestrator.agents.client import AgentClient, AgentHandle
 from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.specs.secrets import secret_variables
 
 CLOCK_TOLERANCE_MS = 2.0  # host clocks possibly further apart: cross-host latency is unreliable
 
@@ -42,13 +43,13 @@ class LocalLauncher:
     """Agents as subprocesses on loopback: one per core unless the scenario says how many,
     never more than the workers they host."""
 
-    def __init__(self, count: int, log_dir: Path):
-        self.count, self.log_dir = count, log_dir
+    def __init__(self, count: int, log_dir: Path, hide: frozenset[str] = frozenset()):
+        self.count, self.log_dir, self.hide = count, log_dir, hide
 
     def start(self, lifetime_s: float) -> Fleet:
-        """Spawn the agents."""
+        """Spawn the agents (without the environment variables in ``hide``: secrets)."""
         from orchestrator.agents.local import spawn_local_agents
-        agents = spawn_local_agents(self.count, self.log_dir, lifetime_s)
+        agents = spawn_local_agents(self.count, self.log_dir, lifetime_s, self.hide)
         return Fleet(agents, agents, agents)
 
     def stop(self, fleet: Fleet) -> list[str]:
@@ -139,7 +140,7 @@ def launcher_for(scenario: ScenarioSpec, topology: TopologySpec, run_id: str, to
     workload = scenario.workload
     count = scenario.agents or os.cpu_count() or 1
     return LocalLauncher(max(1, min(count, workload.senders + workload.receivers)),
-                         run_dir / "agents")
+                         run_dir / "agents", frozenset(secret_variables(topology)))
 
 
 def clock_agreement(clocks: dict[str, dict[str, float]]) -> dict[str, Any]:

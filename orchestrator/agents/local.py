@@ -34,12 +34,15 @@ def _stop_local(handle: AgentHandle, timeout_s: float) -> None:
             process.wait()
 
 
-def spawn_local_agents(count: int, log_dir: Path, max_lifetime_s: float) -> list[AgentHandle]:
-    """Start ``count`` agents as subprocesses on loopback, each with its own token."""
+def spawn_local_agents(count: int, log_dir: Path, max_lifetime_s: float,
+                       hide: frozenset[str] = frozenset()) -> list[AgentHandle]:
+    """Start ``count`` agents as subprocesses on loopback, each with its own token, in this
+    process's environment less the variables in ``hide`` (secrets the topology names: agents
+    get credentials in their control messages)."""
     handles: list[AgentHandle] = []
     try:
         for index in range(count):
-            handles.append(_spawn(index, log_dir, max_lifetime_s))
+            handles.append(_spawn(index, log_dir, max_lifetime_s, hide))
     except AgentError:
         for handle in handles:
             handle.stop()
@@ -47,9 +50,11 @@ def spawn_local_agents(count: int, log_dir: Path, max_lifetime_s: float) -> list
     return handles
 
 
-def _spawn(index: int, log_dir: Path, max_lifetime_s: float) -> AgentHandle:
+def _spawn(index: int, log_dir: Path, max_lifetime_s: float, hide: frozenset[str]
+           ) -> AgentHandle:
     token = secrets.token_urlsafe(24)
-    env = dict(os.environ, SURGE_AGENT_TOKEN=token)
+    env = {k: v for k, v in os.environ.items() if k not in hide}
+    env["SURGE_AGENT_TOKEN"] = token
     log_dir.mkdir(parents=True, exist_ok=True)
     with open(log_dir / f"agent-{index}.log", "ab") as log:
         process = subprocess.Popen(

@@ -164,6 +164,7 @@ class Controller:
                             members=f"{self.topology.start} of {self.topology.members}")
                 members = self.provisioner.up()
                 self._event("members_up", members=[m.name for m in members if m.running])
+                self._note_unmeasured()
                 self.depth.check([m for m in members if m.running])
                 self._start_agents([m for m in members if m.running])
                 self._announce(metrics)
@@ -232,6 +233,14 @@ class Controller:
                                        metrics.address, agents)
         self.manifest = self.manifest.replace(prometheus=Prometheus(
             controller=metrics.address, agents=agents, sd_file=str(path)))
+
+    def _note_unmeasured(self) -> None:
+        """Say, in the events and run.json, which figures this placement cannot know and why
+        (they stay unknown in the rows, never zero)."""
+        unmeasured = getattr(self.provisioner, "unmeasured", dict)()
+        if unmeasured:
+            self._event("unmeasured", figures=unmeasured)
+            self.manifest = self.manifest.replace(unmeasured=unmeasured)
 
     def _record_clocks(self, clocks: dict[str, Any]) -> None:
         self.manifest = self.manifest.replace(clocks=Clocks.model_validate(clocks))

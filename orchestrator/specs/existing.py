@@ -9,6 +9,7 @@ credentials, ``declare`` and commands of this section.
 
 from __future__ import annotations
 
+import string
 from typing import Annotated
 from urllib.parse import urlsplit
 
@@ -18,6 +19,7 @@ from orchestrator.specs.base import Loc, Seconds, Spec
 from orchestrator.specs.secrets import Credentials, SpecFile, refuse_userinfo
 
 AMQP_PORTS = {"amqp": 5672, "amqps": 5671}
+PLACEHOLDERS = ("index", "name", "count")
 
 
 def _amqp_uri(text: str) -> str:
@@ -60,6 +62,24 @@ class MemberCommands(Spec):
     kill_member: str | None = Field(None, min_length=1,
                                     description="kill a member at once (fault injection)")
     timeout: Seconds = Field(300.0, gt=0, description="longest a command may run")
+
+    def cross_problems(self) -> list[tuple[Loc, str]]:
+        """Templates use only the placeholders surge fills in."""
+        found: list[tuple[Loc, str]] = []
+        for name in ("start_member", "stop_member", "kill_member"):
+            template = getattr(self, name)
+            if template is None:
+                continue
+            try:
+                names = {n for _, n, _, _ in string.Formatter().parse(template) if n is not None}
+            except ValueError as error:
+                found.append(((name,), f"{error} (write a literal brace as {{{{ or }}}})"))
+                continue
+            unknown = sorted(names - set(PLACEHOLDERS))
+            if unknown:
+                found.append(((name,), f"unknown placeholder {{{unknown[0]}}}: a command may use "
+                                       f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)}"))
+        return found
 
 
 class AmqpTlsSpec(Spec):

@@ -190,6 +190,9 @@ class TopologySpec(Spec):
         if self.existing is None:
             return [(("placement",), "placement existing needs an existing section (members' "
                                      "URIs, credentials)")]
+        if self.broker == "rabbitmq" and self.existing.credentials is None:
+            return [(("existing",), "RabbitMQ needs credentials: existing.credentials with a "
+                                    "user and password_env or password_file")]
         if self.broker == "rabbitmq" and len(self.existing.members) != self.members:
             return [(("existing", "members"),
                      f"list {self.members} member URIs (members says {self.members}, the list "

@@ -104,6 +104,22 @@ class Credentials(Spec):
         return read_secret_file(self.password_file, f"{where}.password_file")
 
 
+def secret_variables(spec: Spec) -> set[str]:
+    """The environment variables ``spec`` (and every spec inside it) reads passwords from: the
+    processes surge starts do not inherit them."""
+    if isinstance(spec, Credentials):
+        return {spec.password_env} if spec.password_env else set()
+    found: set[str] = set()
+    for name in type(spec).model_fields:
+        value = getattr(spec, name)
+        items = value.values() if isinstance(value, dict) else \
+            value if isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, Spec):
+                found |= secret_variables(item)
+    return found
+
+
 def read_secret_file(path: Path, where: str) -> str:
     """The first line of a secret file; a warning if others than its owner may read it."""
     try:

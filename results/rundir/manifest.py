@@ -215,6 +215,7 @@ class RunManifest(Record):
     faults: list[FaultRecovery] = []  # scenarios with faults only
     sampling: Sampling | None = None
     prometheus: Prometheus | None = None
+    unmeasured: dict[str, str] = {}  # figure -> why this placement cannot know it
 
     @classmethod
     def begin(cls, run_id: str, started_at: datetime, scenario: ScenarioSpec,

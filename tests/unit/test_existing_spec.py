@@ -131,3 +131,15 @@ faults:
     _write(tmp_path / "t.yaml", commands)
     scenario, topology = load_scenario(path)
     assert topology.existing.commands.kill_member.startswith("ssh {name}")
+
+
+def test_a_command_may_use_only_the_placeholders_surge_fills_in(tmp_path):
+    bad = TOPOLOGY.replace("  tls: {ca_file: ca.pem}\n", """\
+  tls: {ca_file: ca.pem}
+  commands: {start_member: "kubectl scale sts/r --replicas={replicas}", stop_member: "x {"}
+""")
+    with pytest.raises(SpecError) as raised:
+        load_topology(_write(tmp_path / "t.yaml", bad))
+    text = str(raised.value)
+    assert "existing.commands.start_member: unknown placeholder {replicas}" in text
+    assert "existing.commands.stop_member: " in text and "{{" in text

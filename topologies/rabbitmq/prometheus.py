@@ -7,6 +7,7 @@ report), so one member's silence makes only that member's figures unknown.
 
 from __future__ import annotations
 
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -14,7 +15,7 @@ from dataclasses import replace
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from topologies.base import MemberStats
+from topologies.base import CpuReading, MemberStats
 
 SCRAPE_TIMEOUT_S = 2.0  # a member at its CPU quota answers slowly; late is kept, not lost
 _WANTED = {"rabbitmq_connections": "connections",
@@ -22,27 +23,36 @@ _WANTED = {"rabbitmq_connections": "connections",
            "rabbitmq_global_messages_delivered": "delivered",
            "rabbitmq_global_messages_delivered_consume_manual_ack": "manual",
            "rabbitmq_global_messages_delivered_get_manual_ack": "manual",
-           "rabbitmq_global_messages_acknowledged": "acknowledged"}
+           "rabbitmq_global_messages_acknowledged": "acknowledged",
+           "erlang_vm_statistics_runtime_milliseconds": "runtime_ms"}  # optional: user CPU
 
 
-def node_stats(url: str, timeout_s: float = SCRAPE_TIMEOUT_S) -> MemberStats | None:
+def node_stats(url: str, timeout_s: float = SCRAPE_TIMEOUT_S,
+               tls: ssl.SSLContext | None = None, cpu: bool = False) -> MemberStats | None:
     """Scrape ``url`` (a member's ``/metrics``); ``None`` if it does not answer in time or
-    lacks the figures (unknown, not zero)."""
+    lacks the figures (unknown, not zero). ``cpu``: keep the VM's CPU too, for members whose
+    provisioner cannot read it on the host (one source per member, never two mixed).
+    Everything is stamped with the midpoint of the scrape."""
     try:
         start = time.monotonic()
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+        with urllib.request.urlopen(url, timeout=timeout_s, context=tls) as response:
             text = response.read().decode("utf-8", "replace")
     except (urllib.error.URLError, OSError, ValueError):
         return None
     stats = parse_node_stats(text)
-    return replace(stats, at=(start + time.monotonic()) / 2) if stats else None
+    if stats is None:
+        return None
+    at = (start + time.monotonic()) / 2
+    return replace(stats, at=at, cpu=replace(stats.cpu, at=at) if cpu and stats.cpu else None)
 
 
 def parse_node_stats(text: str) -> MemberStats | None:
     """A member's figures from Prometheus text (summed over protocols and queue types);
     ``None`` if any is absent. Unacknowledged is deliveries needing an ack less acks; a
     delivery requeued by a closed channel stays counted (the broker keeps no counter of
-    requeues), so after reconnects it is an upper bound."""
+    requeues), so after reconnects it is an upper bound. The CPU is the VM's runtime (user
+    seconds of all its threads; measured against the kernel's figures), not yet stamped
+    (``at`` 0)."""
     found: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         key = _WANTED.get(family.name)
@@ -51,8 +61,9 @@ def parse_node_stats(text: str) -> MemberStats | None:
         for sample in family.samples:
             if sample.name in (family.name, family.name + "_total"):
                 found[key] = found.get(key, 0.0) + sample.value
-    if set(found) != set(_WANTED.values()):
+    if not set(_WANTED.values()) - {"runtime_ms"} <= set(found):
         return None
     unacknowledged = max(0, int(found["manual"] - found["acknowledged"]))
+    cpu = CpuReading(found["runtime_ms"] / 1000.0, 0.0) if "runtime_ms" in found else None
     return MemberStats(int(found["connections"]), int(found["received"]),
-                       int(found["delivered"]), unacknowledged)
+                       int(found["delivered"]), unacknowledged, cpu=cpu)
