@@ -33,6 +33,8 @@ def _topology_text(topology: TopologySpec) -> str:
             + (f", {topology.cpu_per_member:g} cores each" if topology.cpu_per_member else ""))
     if topology.broker == "ibmmq" and topology.placement == "ssh":
         return head + "\n\n" + _uniform_cluster_text(topology)
+    if topology.broker == "rabbitmq" and topology.placement == "existing":
+        return head + "\n\n" + _existing_rabbitmq_text(topology)
     if topology.placement == "kubernetes":
         if topology.broker == "ibmmq":
             from topologies.mq.manifests import render
@@ -58,6 +60,33 @@ def _uniform_cluster_text(topology: TopologySpec) -> str:
     for path, content in files.items():
         lines += ["", f"## {path}", "", content.rstrip()]
     return "\n".join(lines)
+
+
+def _existing_rabbitmq_text(topology: TopologySpec) -> str:
+    """What surge will do with a cluster it did not start: connect, check, observe, and act on
+    members only through the commands given. Reads no secret."""
+    from topologies.factory import provisioner_for
+    existing = topology.existing
+    assert existing is not None
+    provisioner = provisioner_for(topology)
+    rows = [["member", "clients connect to", "prometheus", "management"]]
+    rows += [[provisioner.member(i).name, m.uri, m.prometheus or "-", m.management or "-"]
+             for i, m in enumerate(existing.members)]
+    user = existing.credentials.user if existing.credentials else "-"
+    queues = [f"{'declare' if existing.declare else 'check it exists:'} {q.type} queue {name}"
+              for q in topology.queues for name in (q.names if not q.per_member else
+                                                    [f"{q.name}.<member>"])]
+    commands = [f"{name}: {getattr(existing.commands, name)}"
+                for name in ("start_member", "stop_member", "kill_member")
+                if getattr(existing.commands, name)]
+    return "\n".join([
+        "## Members (a cluster surge did not start: nothing is started or stopped)", "",
+        fixed_width(rows), "", f"as user {user} on virtual host {existing.vhost}", "",
+        "## Queues, before any load" + (" (management API)" if existing.declare else ""), "",
+        *queues, "", "## Member commands (scale-out and faults)", "",
+        *(commands or ["none: scale-out and member faults are refused"]), "",
+        "## Not measured", "",
+        *[f"{figure}: {why}" for figure, why in provisioner.unmeasured().items()]])
 
 
 def _rabbitmq_members_text(topology: TopologySpec) -> str:

@@ -142,6 +142,10 @@ def test_a_run_over_amqps_against_a_cluster_surge_did_not_start(broker, tmp_path
     assert list(manifest["unmeasured"]) == ["member system CPU"]  # the one figure missing
     assert manifest["topology"]["existing"]["credentials"]["password_env"] == PASSWORD_VARIABLE
 
+    report = run_dir / "analysis" / "report.md"
+    if report.exists():  # where Java is there for Spark
+        assert "not measured: member system CPU" in report.read_text()
+
     assert watch.agents_seen > 0
     assert watch.seen == []
     secret = broker.password.encode()
