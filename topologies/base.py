@@ -69,6 +69,7 @@ class MemberSample:
     messages_in: int | None = None  # published through this member, cumulative
     messages_out: int | None = None  # delivered through this member, cumulative
     unacknowledged: int | None = None  # its channels' deliveries awaiting an ack, now
+    cpu_age_s: float | None = None  # at most how old the CPU figure is; None: not said
 
     def with_stats(self, stats: MemberStats | None) -> MemberSample:
         """This sample with the member's own figures (all unknown if ``stats`` is None); a CPU

@@ -43,8 +43,9 @@ Counting: roles and the ``Recorder`` are not thread-safe, so every role call and
 update happens under the driver's lock (``call`` takes it too); MQI calls never hold it. That is
 one uncontended acquire per receiver message and one per sender batch (see the unit tests).
 
-Credentials, where the channel asks for them: ``SURGE_MQ_USER`` and ``SURGE_MQ_PASSWORD`` in
-the agent's environment (MQCSP through the library's ``user``/``password``).
+Credentials, where the channel asks for them: ``MqSettings.user``/``password`` (a topology's
+credentials, sent over the control channel), else ``SURGE_MQ_USER`` and ``SURGE_MQ_PASSWORD``
+in the agent's environment, as an MQCSP (:mod:`drivers.mq.connect`).
 
 Reconnects: ``MqSettings.reconnect`` sets ``MQCNO_RECONNECT`` (``yes``, PerfHarness's
 ``WMQ_CLIENT_RECONNECT``), ``MQCNO_RECONNECT_Q_MGR`` (``qmgr``) or ``MQCNO_RECONNECT_DISABLED``.
@@ -62,7 +63,6 @@ then the old connection is closed. A requester moves once its outstanding replie
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -79,6 +79,7 @@ from drivers.mq.client import (
     load_mqi,
     reply_queue_name,
 )
+from drivers.mq.connect import connect_args
 from drivers.mq.settings import MqSettings
 from drivers.mq.workers import ReceiverWorker, RequesterWorker, SenderWorker, Worker
 from drivers.protocol import Destination
@@ -117,52 +118,12 @@ class MqDriver(Driver):
 
     def connect(self, endpoint: str, appltag: str) -> Any:
         """MQCONNX as a client to ``endpoint`` with application name ``appltag``; returns the
-        connected ``QueueManager``."""
-        mqi, C, settings = self.mqi, self.C, self.settings
-        target = MqEndpoint.parse(endpoint, settings)
-        kwargs: dict[str, Any] = {}
-        env: dict[str, str] = {}
-        if target.conname:
-            cd = mqi.CD()
-            cd.ChannelName = target.channel.encode()
-            cd.ConnectionName = target.conname.encode()
-            cd.ChannelType = mqi.CMQXC.MQCHT_CLNTCONN
-            cd.TransportType = mqi.CMQXC.MQXPT_TCP
-            if settings.tls_cipher_spec:
-                cd.SSLCipherSpec = settings.tls_cipher_spec.encode()
-            kwargs["cd"] = cd
-        if settings.tls_key_repository:
-            sco = mqi.SCO()
-            sco.KeyRepository = settings.tls_key_repository.encode()
-            kwargs["sco"] = sco
-        ccdt = "" if target.conname else settings.ccdt_url
-        if hasattr(mqi, "CNO"):  # ibmmq: MQCNO with CCDTUrl (MQ 9.0) and ApplName (9.1.2)
-            cno = mqi.CNO()
-            cno.Options = self.connect_options
-            if ccdt and hasattr(cno, "CCDTUrl"):
-                cno.CCDTUrl = ccdt
-                cno.Version = max(cno.Version, getattr(C, "MQCNO_VERSION_6", 6))
-            elif ccdt:
-                env["MQCCDTURL"] = ccdt
-            if appltag and hasattr(cno, "ApplName"):
-                cno.ApplName = appltag.encode()
-                cno.Version = max(cno.Version, getattr(C, "MQCNO_VERSION_7", 7))
-            elif appltag:
-                env["MQAPPLNAME"] = appltag
-            kwargs["cno"] = cno
-        else:  # pymqi: MQCNO Options only; the rest through the client's environment
-            kwargs["opts"] = self.connect_options
-            if ccdt:
-                env["MQCCDTURL"] = ccdt
-            if appltag:
-                env["MQAPPLNAME"] = appltag
-        user = os.environ.get("SURGE_MQ_USER", "")
-        if user:  # from the agent's environment, never from specs or run records
-            kwargs["user"] = user
-            kwargs["password"] = os.environ.get("SURGE_MQ_PASSWORD", "")
-        qm = mqi.QueueManager(None)
-        with environment(env):
-            qm.connect_with_options(target.qmgr, **kwargs)
+        connected ``QueueManager`` (the structures: :mod:`drivers.mq.connect`)."""
+        target = MqEndpoint.parse(endpoint, self.settings)
+        args = connect_args(self.mqi, self.settings, target, appltag, self.connect_options)
+        qm = self.mqi.QueueManager(None)
+        with environment(args.env):
+            qm.connect_with_options(args.qmgr, **args.kwargs)
         if self.reconnecting:
             self._watch(qm)
         return qm

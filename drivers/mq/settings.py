@@ -5,7 +5,7 @@ managers. They travel to agents in :attr:`drivers.protocol.Configure.settings`; 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from drivers.protocol import ProtocolError, decode
@@ -18,7 +18,11 @@ RECONNECT_MODES = ("", "no", "yes", "qmgr", "disabled")
 class MqSettings:
     """Connection settings every MQ worker of a run shares. Endpoints are
     ``mq://HOST(PORT)/QMNAME?channel=CHL`` (a client channel of its own) or a queue manager
-    name / ``*GROUP`` looked up in the CCDT (see :mod:`drivers.mq.driver`)."""
+    name / ``*GROUP`` looked up in the CCDT (see :mod:`drivers.mq.driver`).
+
+    ``user``/``password`` and the key repository's password come from the topology's
+    credentials, read by the provisioner at run time; they travel only in the Configure
+    message over the agents' authenticated control channel and are left out of ``repr``."""
 
     queue_manager: str = ""  # QM name or *GROUP for endpoints that name none
     channel: str = ""  # SVRCONN channel of mq://host endpoints (default SYSTEM.DEF.SVRCONN)
@@ -29,6 +33,10 @@ class MqSettings:
     reply_queue: str = ""  # request-reply: shared reply queue; "" = queue with request->reply
     tls_cipher_spec: str = ""  # e.g. ANY_TLS12_OR_HIGHER for mq://host endpoints
     tls_key_repository: str = ""  # key repository stem (MQSCO KeyRepository)
+    tls_certificate_label: str = ""  # the client certificate's label (MQSCO CertificateLabel)
+    tls_key_repository_password: str = field(default="", repr=False)  # MQSCO KeyRepoPassword
+    user: str = ""  # MQCSP user where the channel asks for credentials ("" = none)
+    password: str = field(default="", repr=False)  # MQCSP password: never shown, never logged
 
     def __post_init__(self) -> None:
         if self.reconnect.strip().lower() not in RECONNECT_MODES:

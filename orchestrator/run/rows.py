@@ -52,6 +52,8 @@ def member_rows(stamped: dict[str, Any], members: Iterable[MemberSample], tick: 
     return [{**stamped, "member": m.name, "running": m.running,
              "cpu_percent": tick.member_cpu_percent.get(m.name),
              "cpu_interval_s": tick.member_cpu_interval_s.get(m.name),
+             "cpu_age_s": m.cpu_age_s if tick.member_cpu_percent.get(m.name) is not None
+             else None,
              "cpu_quota_cores": m.cpu_quota_cores, "connections": m.connections,
              "messages_in": m.messages_in, "messages_out": m.messages_out} for m in members]
 

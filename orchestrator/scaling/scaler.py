@@ -3,7 +3,12 @@
 The controller feeds one :class:`~orchestrator.scaling.policy.Observation` per tick; decisions
 come from the pure policy, and each action runs in a background thread so the 1 Hz tick never
 waits for a member to boot. Workers are placed per member (``placement``); a new member gets a
-fair share of senders and receivers, a drained one gives all of its own away before it stops."""
+fair share of senders and receivers, a drained one gives all of its own away before it stops.
+
+Where the broker balances its clients itself (a provisioner with ``balances_clients``: an IBM MQ
+uniform cluster, whose reconnectable applications of a QM group the queue managers move), the
+scaler only starts and stops members and sends no moves; the balance shows in the members'
+connection and message counts."""
 
 from __future__ import annotations
 
@@ -47,6 +52,7 @@ class Scaler:
         self.placement: dict[Worker, int] = {}
         self.agent_of: dict[Worker, Any] = {}
         self.queue_depth = 0
+        self.broker_balances = bool(getattr(provisioner, "balances_clients", False))
 
     def place(self, worker: Worker, agent, member_index: int) -> None:
         """Record where a worker was started."""
@@ -103,14 +109,21 @@ class Scaler:
             return
         self.event("member_started", member=member.name, index=member.index,
                    seconds=round(self.clock.monotonic() - started, 2),
-                   explain=f"{member.name} serves")
-        if self.spec.rebalance:
+                   explain=f"{member.name} serves" + (
+                       "; the cluster moves clients to it itself" if self.broker_balances
+                       else ""))
+        if self.spec.rebalance and not self.broker_balances:
             self._move_to([*running, member.index])
 
     def _scale_in(self, running: list[int]) -> None:
         leaving = max(i for i in running if i != 0)
         staying = [i for i in running if i != leaving]
         name = self.provisioner.member(leaving).name
+        if self.broker_balances:  # its clients reconnect to the others as it ends
+            self.provisioner.stop_member(leaving)
+            self.event("member_stopped", member=name,
+                       explain=f"{name} stopped; its clients reconnect to the others")
+            return
         self.event("member_draining", member=name, explain=f"moving clients off {name}")
         self._move_to(staying, kinds=("s",))
         if self.queue.per_member:

@@ -4,17 +4,55 @@ Document 000's uniform cluster: cluster ``UC01``, QM group ``UC01QM``, queue man
 ``UC01QM01``..``UC01QM12`` spread over hosts in blocks (6 on ``QMHost1`` on ports 1414..1419, 6 on
 ``QMHost2``), created with ``crtmqm -ii/-ic/-iv`` from one qm.ini fragment and one MQSC file.
 Document 003's Native HA queue manager is the ``native_ha`` part, rendered as a ``QueueManager``
-for the MQ operator. Renderers live in :mod:`topologies.mq`.
+for the MQ operator. Queue managers surge did not start (``placement: existing``) are listed in
+``queue_managers`` (by ``host(port)`` and channel) or reached through ``ccdt_url`` and the QM
+group, with TLS in ``tls``. Renderers live in :mod:`topologies.mq`.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from orchestrator.specs.base import Loc, Seconds, Spec
 from orchestrator.specs.hosts import SshSpec
+from orchestrator.specs.secrets import refuse_userinfo
+
+MQ_NAME = r"^[A-Za-z0-9._%/]{1,48}$"  # queue manager and object names (MQ_Q_MGR_NAME_LENGTH)
+CHANNEL_NAME = r"^[A-Za-z0-9._%/]{1,20}$"  # MQ_CHANNEL_NAME_LENGTH
+_CONNAME = re.compile(r"^[A-Za-z0-9.:\-\[\]]+\(\d{1,5}\)$")
+
+
+def _conname(text: str) -> str:
+    """``host(port)``, comma-separated for a multi-instance queue manager."""
+    if not all(_CONNAME.match(part.strip()) for part in text.split(",")):
+        raise ValueError(f"expected HOST(PORT), e.g. qm1.example.com(1414), or several "
+                         f"separated by commas (got {text!r})")
+    return text
+
+
+def _ccdt_url(text: str) -> str:
+    refuse_userinfo(text)
+    if urlsplit(text).scheme not in ("file", "http", "https", "ftp"):
+        raise ValueError(f"expected a CCDT URL such as file:///var/mqm/UC01.json or "
+                         f"https://host/ccdt.json (got {text!r})")
+    return text
+
+
+def _exporter_url(text: str) -> str:
+    refuse_userinfo(text)
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"expected the exporter's http(s)://HOST:PORT/metrics (got {text!r})")
+    return text
+
+
+Conname = Annotated[str, AfterValidator(_conname)]
+CcdtUrl = Annotated[str, AfterValidator(_ccdt_url)]
+ExporterUrl = Annotated[str, AfterValidator(_exporter_url)]
 
 
 class MqHostSpec(Spec):
@@ -43,6 +81,41 @@ class NativeHaSpec(Spec):
     max_message_length: int = Field(104857600, ge=1, description="MAXMSGL everywhere")
     max_depth: int = Field(5000, ge=1, description="MAXDEPTH of each defined queue")
     ready_timeout: Seconds = Field(600.0, gt=0, description="wait for status Running")
+
+
+class MqQueueManagerSpec(Spec):
+    """A queue manager of a cluster surge did not start (``placement: existing``)."""
+
+    name: str = Field(pattern=MQ_NAME, description="the queue manager's name")
+    conname: Conname | None = Field(
+        None, description="HOST(PORT) of its listener; may be left out with ibmmq.ccdt_url "
+                          "(the CCDT says where it is)")
+    channel: str | None = Field(None, pattern=CHANNEL_NAME,
+                                description="its SVRCONN channel; default ibmmq.channel")
+    exporter: ExporterUrl | None = Field(
+        None, description="its mq_prometheus endpoint, e.g. http://qm1.example.com:9157/metrics; "
+                          "without one its CPU, connections and messages are unknown")
+    cpus: int | None = Field(None, ge=1, description="its host's cores: the exporter gives "
+                                                     "the queue manager's CPU as a share of the "
+                                                     "host; without them its CPU is unknown")
+
+
+class MqTlsSpec(Spec):
+    """TLS between surge's MQ clients and the queue managers (the client side of a channel
+    with an SSLCIPH): the cipher spec and the key repository on the load hosts."""
+
+    cipher_spec: str = Field(min_length=1, max_length=32,
+                             description="the channel's SSLCIPH, e.g. ANY_TLS12_OR_HIGHER")
+    key_repository: str = Field(
+        min_length=1, description="key repository stem on every load host (MQSCO "
+                                  "KeyRepository), e.g. /var/mqm/ssl/client for client.kdb; "
+                                  "its password in the stash file beside it (client.sth)")
+    certificate_label: str | None = Field(None, min_length=1, max_length=64,
+                                          description="the client certificate's label")
+    key_repository_password_env: str | None = Field(
+        None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="environment variable holding the key repository's password, where "
+                    "there is no stash file (sent to the agents over their control channel)")
 
 
 class MqSpec(Spec):
@@ -85,20 +158,49 @@ class MqSpec(Spec):
         "mqperf.receiver", max_length=28,
         description="APPLTAG of receivers and responders (28 characters at most)")
     cgroup_slice: str = Field("mq-{qm}.slice", description="per-QM systemd slice, {qm} = name")
+    sudo: bool = Field(
+        False, description="start queue managers in their CPU-limited slices as root through "
+                           "`sudo -n` (systemctl set-property, systemd-run --uid=<mq_user>); "
+                           "the SSH user needs passwordless sudo for systemctl and systemd-run")
+    mq_user: str = Field("mqm", pattern=r"^[a-z_][a-z0-9_-]{0,31}$",
+                         description="user the queue managers run as (with sudo)")
+    statistics_interval: Seconds = Field(
+        10.0, ge=1, le=3600,
+        description="seconds between the queue managers' resource publications (qm.ini "
+                    "TuningParameters MonitorPublishHeartBeat, set by -ii where surge creates "
+                    "them; MQ's default is 10): how often the exporter has a new CPU figure")
     exporter_port_base: int = Field(
         9157, ge=1, le=65000,
         description="mq_prometheus (ibmmq_* metrics) of a host's first QM; the next count up")
     ssh: SshSpec = Field(default_factory=SshSpec)
     native_ha: NativeHaSpec | None = None
+    queue_managers: list[MqQueueManagerSpec] = Field(
+        default_factory=list, max_length=64,
+        description="placement existing: the queue managers, by name and HOST(PORT)")
+    ccdt_url: CcdtUrl | None = Field(
+        None, description="placement existing: the CCDT clients use to reach *<qm_group>, "
+                          "e.g. file:///var/mqm/UC01.json (as the load hosts see it)")
+    tls: MqTlsSpec | None = Field(None, description="TLS towards the queue managers")
 
     def cross_problems(self) -> list[tuple[Loc, str]]:
-        """The full repositories named are queue managers of the hosts."""
+        """The full repositories named are queue managers of the hosts; listed queue managers
+        have distinct names and, without a CCDT, a CONNAME each."""
+        found: list[tuple[Loc, str]] = []
         names = {self.qm_name(i) for i in range(sum(h.members for h in self.hosts))}
         unknown = [r for r in self.repositories if r not in names]
         if unknown and self.hosts:
-            return [(("repositories",), f"repositories {unknown} are not queue managers of "
-                                        f"the hosts ({min(names)} to {max(names)})")]
-        return []
+            found.append((("repositories",), f"repositories {unknown} are not queue managers "
+                                             f"of the hosts ({min(names)} to {max(names)})"))
+        seen: set[str] = set()
+        for i, qm in enumerate(self.queue_managers):
+            if qm.name in seen:
+                found.append((("queue_managers", i, "name"), f"{qm.name} is listed twice"))
+            seen.add(qm.name)
+            if qm.conname is None and self.ccdt_url is None:
+                found.append((("queue_managers", i, "conname"),
+                              f"{qm.name} needs its HOST(PORT) (or give ibmmq.ccdt_url, and "
+                              f"the CCDT says where it is)"))
+        return found
 
     def qm_name(self, index: int) -> str:
         """Queue manager ``index`` (0-based): ``UC01QM01`` for 0 (``PERF0`` with ``qm_first``

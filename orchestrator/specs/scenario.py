@@ -152,6 +152,12 @@ class TopologySpec(Spec):
             data = dict(data)
             data.setdefault("members", len(data["existing"]["members"]))
             data.setdefault("start", data["members"])
+        elif isinstance(data, dict) and data.get("placement") == "existing" and \
+                data.get("broker") == "ibmmq" and isinstance(data.get("ibmmq"), dict):
+            listed = data["ibmmq"].get("queue_managers")  # none: the CCDT's group, one member
+            data = dict(data)
+            data.setdefault("members", len(listed) if isinstance(listed, list) and listed else 1)
+            data.setdefault("start", data["members"])
         return data
 
     def cross_problems(self) -> list[tuple[Loc, str]]:
@@ -172,9 +178,9 @@ class TopologySpec(Spec):
             found.append((("placement",), "placement kubernetes needs a kubernetes section"))
         mq = self.ibmmq
         if self.broker == "ibmmq" and (mq is None or self.placement == "local"):
-            found.append((("broker",), "broker ibmmq needs an ibmmq section and placement ssh "
-                                       "or kubernetes (MQ cannot be installed on this "
-                                       "machine)"))
+            found.append((("broker",), "broker ibmmq needs an ibmmq section and placement "
+                                       "ssh, kubernetes or existing (surge does not install "
+                                       "MQ on this machine)"))
         elif self.broker == "ibmmq" and mq is not None:
             on_hosts = sum(h.members for h in mq.hosts)
             if self.placement == "ssh" and on_hosts != self.members:
@@ -197,7 +203,35 @@ class TopologySpec(Spec):
             return [(("existing", "members"),
                      f"list {self.members} member URIs (members says {self.members}, the list "
                      f"has {len(self.existing.members)})")]
+        if self.broker == "ibmmq":
+            return self._existing_mq_problems()
         return []
+
+    def _existing_mq_problems(self) -> list[tuple[Loc, str]]:
+        """Queue managers surge did not start are listed in the ibmmq section, or reached
+        through its CCDT; the existing section holds their credentials, not members."""
+        mq, existing = self.ibmmq, self.existing
+        if mq is None or not (mq.queue_managers or mq.ccdt_url):
+            return [(("ibmmq",), "broker ibmmq with placement existing needs an ibmmq section "
+                                 "with queue_managers (name and conname: HOST(PORT)) or "
+                                 "ccdt_url (clients connect to *<qm_group> through it)")]
+        found: list[tuple[Loc, str]] = []
+        if existing is not None and existing.members:
+            found.append((("existing", "members"), "IBM MQ queue managers are listed in "
+                                                   "ibmmq.queue_managers, not here"))
+        if existing is not None and existing.tls is not None:
+            found.append((("existing", "tls"), "IBM MQ TLS is ibmmq.tls (cipher_spec, "
+                                               "key_repository)"))
+        if existing is not None and existing.declare:
+            found.append((("existing", "declare"),
+                          "surge does not define queues on queue managers it did not start: "
+                          "define them (e.g. DEFINE QLOCAL in runmqsc) and leave declare "
+                          "false"))
+        pool = len(mq.queue_managers) or 1
+        if self.members != pool:
+            found.append((("members",), f"the pool is the {pool} queue manager(s) of "
+                                        f"ibmmq.queue_managers (members says {self.members})"))
+        return found
 
     def queue(self, name: str) -> QueueSpec | None:
         """The queue called ``name``, if the topology declares it."""

@@ -48,7 +48,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "members": pa.schema([
         *_WHEN, ("member", pa.string()),
         ("running", pa.bool_()), ("cpu_percent", pa.float64()), ("cpu_interval_s", pa.float64()),
-        ("cpu_quota_cores", pa.float64()), ("connections", pa.int64()),
+        ("cpu_age_s", pa.float64()), ("cpu_quota_cores", pa.float64()), ("connections", pa.int64()),
         ("messages_in", pa.int64()), ("messages_out", pa.int64())]),
     "hosts": pa.schema([
         *_WHEN, ("host", pa.string()), ("cpu_percent", pa.float64()),

@@ -69,7 +69,7 @@ def test_up_scale_out_scale_in_depths_and_down_over_ssh(sshd, standins):
         created = [c for c in calls(standins) if c.startswith("crtmqm")]
         assert created == [uniform.crtmqm(spec, qm) for qm in uniform.queue_managers(spec)]
         assert [m.running for m in members] == [True, False, False, False]
-        assert members[0].endpoint == "mq://127.0.0.1(1414)/UC01QM01?channel=PERF.APP.CHL"
+        assert {m.endpoint for m in members} == {"*UC01QM"}  # the QM group, via the CCDT
 
         assert provisioner.up()[0].running  # idempotent: nothing created twice
         assert len([c for c in calls(standins) if c.startswith("crtmqm")]) == 4
@@ -106,5 +106,40 @@ def test_a_failing_command_stops_provisioning_with_host_command_and_stderr(sshd,
         assert "no space left on device" in message
         assert not [c for c in calls(standins) if c.startswith(("crtmqm", "strmqm"))
                     and "UC01QM04" in c]  # nothing after the failure
+    finally:
+        provisioner.down()
+
+
+def test_with_sudo_queue_managers_start_in_their_slices_as_root(sshd, standins):
+    spec = topology(sshd, standins, cpu_per_member=2,
+                    ibmmq={**topology(sshd, standins).ibmmq.model_dump(exclude_none=True),
+                           "sudo": True, "mq_user": "mqm"})
+    recorded = []
+    provisioner = UniformClusterProvisioner(spec, record=recorded.append)
+    try:
+        provisioner.up()
+        provisioner.start_member()
+        lines = calls(standins)
+        assert [c for c in lines if c.startswith(("sudo", "systemctl", "systemd-run",
+                                                  "strmqm"))] == [
+            "sudo -n systemctl set-property --runtime mq-UC01QM01.slice CPUQuota=200%",
+            "systemctl set-property --runtime mq-UC01QM01.slice CPUQuota=200%",
+            "sudo -n systemd-run --scope --slice=mq-UC01QM01.slice --unit=UC01QM01-start "
+            "--uid=mqm strmqm UC01QM01",
+            "systemd-run --scope --slice=mq-UC01QM01.slice --unit=UC01QM01-start --uid=mqm "
+            "strmqm UC01QM01",
+            "strmqm UC01QM01",
+            "sudo -n systemctl set-property --runtime mq-UC01QM02.slice CPUQuota=200%",
+            "systemctl set-property --runtime mq-UC01QM02.slice CPUQuota=200%",
+            "sudo -n systemd-run --scope --slice=mq-UC01QM02.slice --unit=UC01QM02-start "
+            "--uid=mqm strmqm UC01QM02",
+            "systemd-run --scope --slice=mq-UC01QM02.slice --unit=UC01QM02-start --uid=mqm "
+            "strmqm UC01QM02",
+            "strmqm UC01QM02"]
+        assert [m.running for m in provisioner.status()] == [True, True, False, False]
+        assert any(r.command.endswith("--uid=mqm strmqm UC01QM02") and r.status == 0
+                   for r in recorded)
+        ini = Path(uniform.file_paths(spec)["ini"]).read_text()
+        assert "TuningParameters:\n   MonitorPublishHeartBeat=10\n" in ini
     finally:
         provisioner.down()

@@ -12,6 +12,10 @@ DEV.APP.SVRCONN, queues DEV.QUEUE.1 to DEV.QUEUE.3, user ``app``)::
     export SURGE_MQ_USER=app SURGE_MQ_PASSWORD=...            # if the channel checks them
     export SURGE_MQ_QUEUE=DEV.QUEUE.1             # put/get (default DEV.QUEUE.1)
     export SURGE_MQ_REQUEST_QUEUE=DEV.QUEUE.2 SURGE_MQ_REPLY_QUEUE=DEV.QUEUE.3
+    # and, for the way document 000's applications connect (CCDT, QM group, reconnect, MQCSP
+    # from the driver's settings rather than the environment):
+    export SURGE_MQ_CCDT_URL=file:///path/to/ccdt.json  # its entries name the group as queueManager
+    export SURGE_MQ_GROUP='*QM1'                  # default '*' + SURGE_MQ_QMGR
     pytest --noconftest tests/integration/test_mq_real.py
 
 ``--noconftest``: the directory's conftest skips everything where RabbitMQ is not installed.
@@ -27,6 +31,7 @@ import pytest
 
 from drivers.header import PayloadBuilder
 from drivers.mq.driver import MqClientMissing, MqDriver, load_mqi
+from drivers.mq.settings import MqSettings
 from drivers.protocol import Destination
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
 
@@ -49,6 +54,8 @@ except MqClientMissing as missing:
     pytest.skip(str(missing), allow_module_level=True)
 
 ENDPOINT = f"mq://{CONNAME}/{QMGR}?channel={CHANNEL}" if CHANNEL and CONNAME else QMGR
+CCDT_URL = os.environ.get("SURGE_MQ_CCDT_URL", "")
+GROUP = os.environ.get("SURGE_MQ_GROUP", "") or f"*{QMGR.lstrip('*')}"
 
 
 def driver(queue: str, **fields) -> MqDriver:
@@ -110,3 +117,27 @@ def test_request_reply_through_the_real_library():
     mq.stop(10)
     assert (recorder.sent, recorder.served, recorder.received, recorder.unmatched,
             recorder.timeouts, recorder.errors) == (20, 20, 20, 0, 0, 0)
+
+
+@pytest.mark.skipif(not CCDT_URL, reason="needs SURGE_MQ_CCDT_URL (a CCDT whose entries name "
+                                         "the queue manager group; see the docstring)")
+def test_through_the_ccdt_and_the_group_reconnectable_with_mqcsp_from_the_settings(
+        monkeypatch):
+    user, password = os.environ.get("SURGE_MQ_USER", ""), os.environ.get("SURGE_MQ_PASSWORD", "")
+    monkeypatch.delenv("SURGE_MQ_USER", raising=False)  # only the settings carry them now
+    monkeypatch.delenv("SURGE_MQ_PASSWORD", raising=False)
+    monkeypatch.delenv("MQCCDTURL", raising=False)
+    empty(QUEUE)
+    settings = MqSettings(queue_manager=GROUP, ccdt_url=CCDT_URL, reconnect="yes", user=user,
+                          password=password)
+    mq = MqDriver(Destination(endpoints=(GROUP,), queue=QUEUE, manual_ack=True), Recorder(),
+                  settings, mqi=MQI)
+    mq.start()
+    recorder = mq.recorder
+    mq.add_receiver(ReceiverRole(recorder, 1), GROUP)
+    mq.add_sender(mq.call(lambda: SenderRole(1, 100, PayloadBuilder(2048), recorder, limit=30)),
+                  GROUP)
+    until(lambda: mq.call(lambda: recorder.received) == 30)
+    mq.stop(10)
+    assert (recorder.sent, recorder.received, recorder.errors, recorder.tracker.duplicates) \
+        == (30, 30, 0, 0)

@@ -132,6 +132,11 @@ class CMQC:
     MQENC_NATIVE = 0x00000222
     MQPRI_PRIORITY_AS_Q_DEF = -1
 
+    MQCSP_AUTH_NONE = 0
+    MQCSP_AUTH_USER_ID_AND_PWD = 1
+    MQCSP_VERSION_1 = 1
+    MQSCO_VERSION_5, MQSCO_VERSION_6 = 5, 6
+
     MQOP_REGISTER = 0x00000100
     MQOP_DEREGISTER = 0x00000200
     MQCBT_MESSAGE_CONSUMER = 0x00000001
@@ -180,7 +185,8 @@ def _fail(reason: int) -> MQMIError:
 
 _LENGTHS = {"MsgId": 24, "CorrelId": 24, "ReplyToQ": 48, "ReplyToQMgr": 48, "Format": 8,
             "PutApplName": 28, "ObjectName": 48, "ObjectQMgrName": 48, "ChannelName": 20,
-            "ConnectionName": 264, "SSLCipherSpec": 32, "KeyRepository": 256, "ApplName": 28}
+            "ConnectionName": 264, "SSLCipherSpec": 32, "KeyRepository": 256, "ApplName": 28,
+            "CertificateLabel": 64}
 _BINARY = {"MsgId", "CorrelId"}
 
 
@@ -239,7 +245,11 @@ def _structures(strict: bool) -> dict[str, type]:
         "OD": struct("OD", {"ObjectName": b"", "ObjectQMgrName": b""}),
         "CD": struct("CD", {"ChannelName": b"", "ConnectionName": b"", "ChannelType": 1,
                             "TransportType": 1, "SSLCipherSpec": b"", "Version": 11}),
-        "SCO": struct("SCO", {"KeyRepository": b"", "Version": 5}),
+        "SCO": struct("SCO", {"KeyRepository": b"", "CertificateLabel": b"",
+                              "KeyRepoPassword": None, "Version": CMQC.MQSCO_VERSION_5}),
+        "CSP": struct("CSP", {"Version": CMQC.MQCSP_VERSION_1,
+                              "AuthenticationType": CMQC.MQCSP_AUTH_NONE, "CSPUserId": None,
+                              "CSPPassword": None}),
         "CNO": struct("CNO", {"Version": CMQC.MQCNO_VERSION_5, "Options": CMQC.MQCNO_NONE,
                               "CCDTUrl": 0, "ApplName": b""}),
         "CBD": struct("CBD", {"CallbackType": CMQC.MQCBT_MESSAGE_CONSUMER, "Options": 0,
@@ -335,8 +345,8 @@ class StandIn:
         structures = _structures(strict=flavour == "pymqi")
         for name in ("MD", "GMO", "PMO", "OD", "CD", "SCO"):
             setattr(self, name, structures[name])
-        if flavour == "ibmmq":
-            self.CNO, self.CBD = structures["CNO"], structures["CBD"]
+        if flavour == "ibmmq":  # pymqi's CSP has only C pointer fields: user= / password=
+            self.CNO, self.CBD, self.CSP = structures["CNO"], structures["CBD"], structures["CSP"]
         self._cbc = structures["CBC"]
         standin = self
         base = _IbmmqQueueManager if flavour == "ibmmq" else _QueueManager
@@ -470,6 +480,9 @@ class _QueueManager:
             options |= CMQC.MQCNO_HANDLE_SHARE_BLOCK  # ibmmq adds it by itself
         _check_options("MQCNO", options, _CNO_SUPPORTED)
         cd, sco = kwargs.get("cd"), kwargs.get("sco")
+        user, password, auth = _credentials(standin, kwargs)
+        if sco is not None and sco.KeyRepoPassword is not None and standin.flavour == "pymqi":
+            raise AttributeError("stand-in: pymqi's SCO has no KeyRepoPassword")
         requested = name.decode() if isinstance(name, bytes) else name
         ccdt = appl = ""
         if cno is not None and cno.Version >= CMQC.MQCNO_VERSION_6 and cno.CCDTUrl:
@@ -487,7 +500,11 @@ class _QueueManager:
             "transport": cd.TransportType if cd else None,
             "cipher": _text(cd._field("SSLCipherSpec")) if cd else "",
             "key_repository": _text(sco._field("KeyRepository")) if sco else "",
-            "user": kwargs.get("user") or "", "password_given": kwargs.get("password") is not None}
+            "certificate_label": _text(sco._field("CertificateLabel")) if sco else "",
+            "key_repository_password": (sco.KeyRepoPassword if sco else None)
+            or os.environ.get("MQKEYRPWD"),
+            "user": user, "password": password, "authentication": auth,
+            "password_given": password is not None}
         thread = threading.get_ident()
         shared = options & (CMQC.MQCNO_HANDLE_SHARE_BLOCK | CMQC.MQCNO_HANDLE_SHARE_NO_BLOCK)
         with standin.cond:
@@ -560,6 +577,27 @@ class _IbmmqQueueManager(_QueueManager):
             conn = standin._live(self.hconn)
             conn.handler = cbd.CallbackFunction if operation == CMQC.MQOP_REGISTER else None
             standin._record("MQCB", self.hconn, operation=operation, type=cbd.CallbackType)
+
+
+def _credentials(standin: StandIn, kwargs: dict[str, Any]) -> tuple[str, str | None, int]:
+    """The MQCSP the library would build: ibmmq's ``csp=CSP(CSPUserId=, CSPPassword=)`` (its
+    ``UserId``/``Password`` are refused), or ``user=``/``password=`` (both libraries; a user
+    without a password is refused, as ibmmq does)."""
+    csp = kwargs.get("csp")
+    if csp is not None:
+        if standin.flavour != "ibmmq":
+            raise TypeError("stand-in: pymqi takes user= and password=, not a CSP")
+        user, password = csp.CSPUserId, csp.CSPPassword
+        if user and csp.AuthenticationType != CMQC.MQCSP_AUTH_USER_ID_AND_PWD:
+            raise ValueError("stand-in: a CSP user needs MQCSP_AUTH_USER_ID_AND_PWD")
+    else:
+        user, password = kwargs.get("user"), kwargs.get("password")
+    if user and password is None:
+        raise ValueError("Password must not be None if user is provided")
+    user = user.decode() if isinstance(user, bytes) else (user or "")
+    password = password.decode() if isinstance(password, bytes) else password
+    auth = CMQC.MQCSP_AUTH_USER_ID_AND_PWD if user else CMQC.MQCSP_AUTH_NONE
+    return user, password, auth
 
 
 def _commit(conn: _Connection) -> None:

@@ -37,10 +37,32 @@ def test_crtmqm_lines_are_the_documents(topology):
         by_host["MQHost1"][5].endswith("CONNAME=MQHost1(1419) UC01QM06")
 
 
-def test_ini_file_is_the_documents(topology):
+def test_ini_file_is_the_documents_plus_the_publication_interval(topology):
     ours, theirs = uniform.ini_text(topology), (GOLDEN / "uniclus.ini").read_text()
-    assert [line.lower() for line in commands(ours)] == [line.lower() for line in commands(theirs)]
+    document = [line.lower() for line in commands(theirs)]
+    assert [line.lower() for line in commands(ours)] == document + [
+        "tuningparameters:", "monitorpublishheartbeat=10"]
     assert "Repository1Conname=MQHost1(1414)" in ours
+
+
+def test_the_publication_interval_is_the_topologys_unless_its_ini_sets_it():
+    path = ROOT / "topologies" / "mq-uc01-uniform.yaml"
+    five = load_topology(path, ["ibmmq.statistics_interval=5s"])
+    assert "   MonitorPublishHeartBeat=5\n" in uniform.ini_text(five)
+    assert uniform.statistics_interval(five.ibmmq) == 5.0
+    own = load_topology(path, ["ibmmq.ini={TuningParameters: {MonitorPublishHeartBeat: '30'}}"])
+    assert uniform.ini_text(own).count("MonitorPublishHeartBeat") == 1
+    assert uniform.statistics_interval(own.ibmmq) == 30.0
+
+
+def test_with_sudo_the_slice_and_the_start_run_as_root_without_a_prompt():
+    path = ROOT / "topologies" / "mq-uc01-uniform.yaml"
+    spec = load_topology(path, ["ibmmq.sudo=true"])
+    qm = uniform.queue_managers(spec)[0]
+    assert uniform.strmqm(spec, qm) == (
+        "sudo -n systemctl set-property --runtime mq-UC01QM01.slice CPUQuota=400% && "
+        "sudo -n systemd-run --scope --slice=mq-UC01QM01.slice --unit=UC01QM01-start "
+        "--uid=mqm strmqm UC01QM01")
 
 
 def test_mqsc_file_is_the_documents(topology):

@@ -4,7 +4,9 @@
 over SSH (skipping queue managers that exist already), so what ``surge plan`` prints is what
 runs. Members of the pool beyond ``start`` are created but not started (the document's
 pre-created queue managers); a scale-out is one ``strmqm`` in the member's slice, a scale-in
-``endmqm -r`` so reconnectable clients move to the other members. Every remote command, its
+``endmqm -r`` so reconnectable clients move to the other members. Workers connect to the QM
+group through the CCDT with reconnect, so the uniform cluster balances them itself
+(``balances_clients``: the scaler sends no moves). Every remote command, its
 output and exit status go to ``record`` (the controller keeps them in the run directory); a
 failing command stops provisioning with the host, the command and its stderr.
 """
@@ -19,8 +21,9 @@ from typing import Any
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.scenario import TopologySpec
-from topologies.base import BrokerSample, CpuReading, Member, MemberSample
+from topologies.base import BrokerSample, Member, MemberSample
 from topologies.mq import metrics, uniform
+from topologies.mq.figures import Figures, PublishedFigures
 from topologies.mq.uniform import QueueManager, client_settings
 
 START_TIMEOUT_S = 120.0
@@ -76,26 +79,30 @@ def plan(topology: TopologySpec) -> list[PlanStep]:
 class UniformClusterProvisioner:
     """The :class:`topologies.base.Provisioner` of an MQ uniform cluster on SSH hosts."""
 
+    balances_clients = True  # reconnectable clients of the QM group: MQ moves them
+
     def __init__(self, topology: TopologySpec, session: Callable[[str], object] | None = None,
-                 record: Callable[[object], None] | None = None):
+                 record: Callable[[object], None] | None = None,
+                 scrape: Callable[[str, str], metrics.ExporterReading | None] = metrics.scrape,
+                 monotonic: Callable[[], float] = time.monotonic):
         self.topology = topology
         self.qms = uniform.queue_managers(topology)
         self.record = record
         self._session_factory = session or self._ssh
         self._sessions: dict[str, object] = {}
-        self._cpu_seconds: dict[str, float] = {}
-        self._last_sample: float | None = None
+        self._scrape, self._monotonic = scrape, monotonic
+        interval = uniform.statistics_interval(topology.ibmmq)
+        self._figures = {qm.index: PublishedFigures(interval, qm.host.cpus) for qm in self.qms}
         self._running: dict[int, bool] = {}  # what dspmq said last; sample() asks no host
 
     # -- the provisioner interface ------------------------------------------------------------
 
     def member(self, index: int) -> Member:
-        """Queue manager ``index`` as a member: its listener and exporter, and the endpoint
-        workers use (``mq://HOST(PORT)/QMNAME?channel=...``)."""
+        """Queue manager ``index`` as a member: its listener and exporter; the endpoint workers
+        use is the QM group (``*UC01QM``), whichever member they are placed with."""
         qm = self.qms[index]
-        mq = self.topology.ibmmq
         return Member(index, qm.name, qm.address, qm.port, 0, qm.exporter_port,
-                      endpoint=f"mq://{qm.address}({qm.port})/{qm.name}?channel={mq.channel}")
+                      endpoint=uniform.group_endpoint(self.topology.ibmmq))
 
     def up(self) -> list[Member]:
         """Upload the shared files to every host, create the queue managers that do not exist
@@ -137,28 +144,20 @@ class UniformClusterProvisioner:
         self._running[index] = False
 
     def sample(self) -> BrokerSample:
-        """CPU, connections and depths from each running queue manager's exporter (running as
-        dspmq last said, so a tick asks no host); CPU is integrated from the exporter's
-        percentage into cumulative seconds."""
-        now = time.monotonic()
-        dt = 0.0 if self._last_sample is None else now - self._last_sample
-        self._last_sample = now
+        """CPU, connections, messages and depths from each running queue manager's exporter
+        (running as dspmq last said, so a tick asks no host), timed as
+        :mod:`topologies.mq.figures` says: CPU at the statistics interval it really has."""
         members, depths = [], {}
         for qm in self.qms:
-            member = self.member(qm.index)
             running = self._running.get(qm.index, False)
-            reading = metrics.scrape(f"http://{qm.address}:{qm.exporter_port}/metrics",
-                                     qm.name) if running else None
-            cpu = reading.cpu_percent_of_core(qm.host.cpus) if reading else None
-            if cpu is not None:
-                self._cpu_seconds[qm.name] = self._cpu_seconds.get(qm.name, 0.0) + cpu / 100 * dt
+            reading = self._scrape(f"http://{qm.address}:{qm.exporter_port}/metrics",
+                                   qm.name) if running else None
+            figures = self._figures[qm.index].observe(reading, self._monotonic())
             if reading:
                 for queue, depth in reading.depths.items():
                     depths[queue] = depths.get(queue, 0) + depth
-            members.append(MemberSample(
-                member.name, running, CpuReading(self._cpu_seconds[qm.name], now)
-                if cpu is not None else None, self.topology.cpu_per_member,
-                connections=reading.connections if reading else None))
+            members.append(member_sample(qm.name, running, figures,
+                                         self.topology.cpu_per_member))
         return BrokerSample(members, depths)
 
     def client_settings(self) -> dict[str, Any]:
@@ -242,6 +241,14 @@ class UniformClusterProvisioner:
         mq = self.topology.ibmmq
         host = next(h for h in mq.hosts if h.name == host_name)
         return SshSession(host.address or host.name, host.ssh or mq.ssh, record=self.record)
+
+
+def member_sample(name: str, running: bool, figures: Figures, quota: float | None
+                  ) -> MemberSample:
+    """A queue manager's sample from its exporter's figures of one tick."""
+    return MemberSample(name, running, figures.cpu, quota, connections=figures.connections,
+                        messages_in=figures.messages_in, messages_out=figures.messages_out,
+                        cpu_age_s=figures.cpu_age_s)
 
 
 def _curdepths(runmqsc_output: str) -> dict[str, int]:

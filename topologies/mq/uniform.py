@@ -59,10 +59,25 @@ def ini_text(topology: TopologySpec) -> str:
         lines += [f"   Repository{number}Conname={qms[index].conname}",
                   f"   Repository{number}Name={qms[index].name}"]
     lines += [f"   ClusterName={mq.cluster}", "   Type=Uniform", "#", "# Custom entries"]
-    for stanza, entries in mq.ini.items():
+    for stanza, entries in ini_stanzas(mq).items():
         lines.append(f"{stanza}:")
         lines += [f"   {key}={value}" for key, value in entries.items()]
     return "\n".join(lines) + "\n"
+
+
+def ini_stanzas(mq: MqSpec) -> dict[str, dict[str, str]]:
+    """The custom stanzas, with the resource publication interval the exporter's CPU figures
+    come at (``TuningParameters: MonitorPublishHeartBeat``, seconds) unless the topology sets
+    it itself."""
+    stanzas = {name: dict(entries) for name, entries in mq.ini.items()}
+    stanzas.setdefault("TuningParameters", {}).setdefault(
+        "MonitorPublishHeartBeat", f"{mq.statistics_interval:g}")
+    return stanzas
+
+
+def statistics_interval(mq: MqSpec) -> float:
+    """Seconds between a queue manager's resource publications as its -ii file sets them."""
+    return float(ini_stanzas(mq)["TuningParameters"]["MonitorPublishHeartBeat"])
 
 
 def mqsc_text(topology: TopologySpec) -> str:
@@ -110,14 +125,18 @@ def crtmqm(topology: TopologySpec, qm: QueueManager) -> str:
 
 def strmqm(topology: TopologySpec, qm: QueueManager) -> str:
     """Start a queue manager in its own systemd slice capped at ``cpu_per_member`` cores (the
-    document's cgroup per QM); the slice's quota is set first, idempotently."""
+    document's cgroup per QM); the slice's quota is set first, idempotently. Both need root:
+    with ``ibmmq.sudo`` they run through ``sudo -n`` (never a password prompt) and the queue
+    manager is started as ``ibmmq.mq_user``."""
     if topology.cpu_per_member is None:
         return f"strmqm {qm.name}"
-    slice_ = _mq(topology).cgroup_slice.format(qm=qm.name)
+    mq = _mq(topology)
+    slice_ = mq.cgroup_slice.format(qm=qm.name)
     quota = f"CPUQuota={topology.cpu_per_member * 100:g}%"
-    return (f"systemctl set-property --runtime {slice_} {quota} && "
-            f"systemd-run --scope --slice={slice_} --unit={shlex.quote(qm.name + '-start')} "
-            f"strmqm {qm.name}")
+    root, user = ("sudo -n ", f" --uid={mq.mq_user}") if mq.sudo else ("", "")
+    return (f"{root}systemctl set-property --runtime {slice_} {quota} && "
+            f"{root}systemd-run --scope --slice={slice_} "
+            f"--unit={shlex.quote(qm.name + '-start')}{user} strmqm {qm.name}")
 
 
 def endmqm(qm: QueueManager, kill: bool = False) -> str:
@@ -171,6 +190,13 @@ def _mq(topology: TopologySpec) -> MqSpec:
     if topology.ibmmq is None:
         raise ValueError(f"topology {topology.name} has no ibmmq section")
     return topology.ibmmq
+
+
+def group_endpoint(mq: MqSpec) -> str:
+    """What every worker connects to: ``*<qm_group>`` (``*UC01QM``), any queue manager of the
+    group that the CCDT lists, as document 000's applications do; with reconnect the queue
+    managers of a uniform cluster move the applications between them."""
+    return f"*{mq.qm_group}"
 
 
 def client_settings(topology: TopologySpec) -> dict[str, Any]:
