@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, Field
 
 from orchestrator.specs.base import Loc, Seconds, Spec
+from orchestrator.specs.existing import HttpUrl
 from orchestrator.specs.hosts import SshSpec
 from orchestrator.specs.secrets import refuse_userinfo
 
@@ -42,17 +43,8 @@ def _ccdt_url(text: str) -> str:
     return text
 
 
-def _exporter_url(text: str) -> str:
-    refuse_userinfo(text)
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"expected the exporter's http(s)://HOST:PORT/metrics (got {text!r})")
-    return text
-
-
 Conname = Annotated[str, AfterValidator(_conname)]
 CcdtUrl = Annotated[str, AfterValidator(_ccdt_url)]
-ExporterUrl = Annotated[str, AfterValidator(_exporter_url)]
 
 
 class MqHostSpec(Spec):
@@ -92,7 +84,7 @@ class MqQueueManagerSpec(Spec):
                           "(the CCDT says where it is)")
     channel: str | None = Field(None, pattern=CHANNEL_NAME,
                                 description="its SVRCONN channel; default ibmmq.channel")
-    exporter: ExporterUrl | None = Field(
+    exporter: HttpUrl | None = Field(
         None, description="its mq_prometheus endpoint, e.g. http://qm1.example.com:9157/metrics; "
                           "without one its CPU, connections and messages are unknown")
     cpus: int | None = Field(None, ge=1, description="its host's cores: the exporter gives "
