@@ -182,7 +182,7 @@ def test_rabbitmq_playbook_brings_up_a_working_cluster(tmp_path, monkeypatch):
         api = Management("127.0.0.1", topology.port_base + 10001, secrets.user, secrets.password)
         assert sorted(api.running_nodes()) == nodes
         with pytest.raises(ProvisionError, match="401"):  # there is no guest
-            Management("127.0.0.1", topology.port_base + 10001).running_nodes()
+            Management("127.0.0.1", topology.port_base + 10001, "guest", "guest").running_nodes()
         # the nodes and their epmd listen on loopback only
         leaders = [pid_in(state_dir / f"member-{i}" / "node.pid") for i in range(2)]
         listening = {(c.laddr.ip, c.laddr.port)
