@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -29,8 +30,10 @@ from topologies.rabbitmq.local import LocalRabbitMQ  # noqa: E402
 QUEUES = {"classic": "eff-classic", "quorum": "eff-quorum"}
 
 
-def measure_agent(endpoint: str, queue: str, seconds: float, warmup: float) -> dict:
-    """One agent with one unlimited sender and one receiver; figures over ``seconds``."""
+def measure_agent(endpoint: str, queue: str, seconds: float, warmup: float,
+                  settings: dict[str, Any]) -> dict:
+    """One agent with one unlimited sender and one receiver, connecting with the driver's
+    ``settings`` (the provisioner's credentials); figures over ``seconds``."""
     with tempfile.TemporaryDirectory() as logs:
         (agent,) = spawn_local_agents(1, Path(logs), max_lifetime_s=seconds + warmup + 120)
         try:
@@ -38,7 +41,7 @@ def measure_agent(endpoint: str, queue: str, seconds: float, warmup: float) -> d
                 broker="rabbitmq", pattern="point-to-point", message_size=2048,
                 destination=protocol.Destination((endpoint,), queue, prefetch=1000),
                 senders=[protocol.SenderConfig(1, 0, endpoint)],
-                receivers=[protocol.ReceiverConfig(1, endpoint)]))
+                receivers=[protocol.ReceiverConfig(1, endpoint)], settings=settings))
             process = psutil.Process(agent.process.pid)
             time.sleep(warmup)
             before, cpu0, t0 = agent.snapshot(), _cpu(process), time.monotonic()
@@ -72,13 +75,15 @@ def main() -> None:
     try:
         (member,) = [m for m in provisioner.up() if m.running]
         api = provisioner.management()
+        settings = provisioner.client_settings()
         print(f"{'queue':8} {'generator':18} {'delivered msg/s':>16} {'msg per CPU-s':>14} "
               f"{'CPU s':>6} {'backlog +':>10}")
         for kind, queue in QUEUES.items():
             plain = measure_plain_pika(member.host, member.port, queue, seconds=args.seconds,
-                                       warmup=args.warmup, queue_type=kind, cleanup=False)
+                                       warmup=args.warmup, queue_type=kind, cleanup=False,
+                                       credentials=(settings["user"], settings["password"]))
             api.request("DELETE", f"/queues/%2F/{queue}/contents")
-            ours = measure_agent(member.endpoint, queue, args.seconds, args.warmup)
+            ours = measure_agent(member.endpoint, queue, args.seconds, args.warmup, settings)
             api.request("DELETE", f"/queues/%2F/{queue}/contents")
             for name, figures in (("plain pika loop", plain), ("surge agent", ours)):
                 print(f"{kind:8} {name:18} {figures['msgs_per_s']:>16,.0f} "

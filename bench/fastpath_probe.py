@@ -32,12 +32,15 @@ Consumer variants:
 
 Usage::
 
-    python bench/fastpath_probe.py --port 5790                    # full table
-    python bench/fastpath_probe.py --port 5790 --case pre+fast --queue-type quorum --json
+    python bench/fastpath_probe.py --topology local-1 --port 5680          # full table
+    python bench/fastpath_probe.py --topology local-1 --port 5680 --case pre+fast \
+        --queue-type quorum --json
     py-spy record -o prof.txt --format raw -- \
-        python bench/fastpath_probe.py --port 5790 --case pika+auto --inproc
+        python bench/fastpath_probe.py --topology local-1 --port 5680 --case pika+auto --inproc
 
-Loopback only.  Every case is bounded by --warmup + --seconds (+ a few s).
+Loopback only, against the members of a surge topology (``surge up`` first), as its generated
+user (the provisioner's ``client_settings()``).  Every case is bounded by --warmup + --seconds
+(+ a few s).
 """
 
 from __future__ import annotations
@@ -57,12 +60,14 @@ from pika.adapters.select_connection import IOLoop
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from plain_pika import (  # noqa: E402
+    Credentials,
     broker_process,
     declare_queue,
     delete_queue,
     measure_plain_pika,
     proc_cpu,
     queue_depth,
+    topology_credentials,
 )
 
 TRANSIENT = pika.BasicProperties(delivery_mode=1)
@@ -236,6 +241,7 @@ class Case:
         queue_type,
         pub,
         con,
+        credentials: Credentials,
         size=2048,
         batch=200,
         window=5000,
@@ -248,6 +254,7 @@ class Case:
         pace=0.0,
     ):
         self.host, self.port, self.queue, self.queue_type = host, port, queue, queue_type
+        self.credentials = credentials
         self.pub_mode, self.con_mode = pub, con
         self.size, self.batch, self.window = size, batch, window
         self.prefetch, self.ack_every = prefetch, ack_every
@@ -282,12 +289,12 @@ class Case:
         return pika.ConnectionParameters(
             host=self.host,
             port=self.port,
-            credentials=pika.PlainCredentials("guest", "guest"),
+            credentials=pika.PlainCredentials(*self.credentials),
             heartbeat=60,
         )
 
     def run(self) -> dict:
-        declare_queue(self.host, self.port, self.queue, self.queue_type)
+        declare_queue(self.host, self.port, self.queue, self.credentials, self.queue_type)
         self.pub_conn = pika.SelectConnection(
             self.params(),
             on_open_callback=self._pub_open,
@@ -305,8 +312,8 @@ class Case:
             self._run_paced()
         else:
             self.ioloop.start()
-        backlog_after_stop = queue_depth(self.host, self.port, self.queue)
-        delete_queue(self.host, self.port, self.queue)
+        backlog_after_stop = queue_depth(self.host, self.port, self.queue, self.credentials)
+        delete_queue(self.host, self.port, self.queue, self.credentials)
         if self.errors:
             raise RuntimeError(f"case failed: {self.errors[0]!r}")
         s0, s1 = self.snap["t0"], self.snap["t1"]
@@ -585,7 +592,7 @@ class Case:
             self._kick()
 
 
-def run_case(host, port, queue_type, case, **kw) -> dict:
+def run_case(host, port, queue_type, case, credentials: Credentials, **kw) -> dict:
     queue = f"bench.fast.{queue_type}"
     if case == "plain":
         if kw.get("rate"):
@@ -599,11 +606,12 @@ def run_case(host, port, queue_type, case, **kw) -> dict:
             seconds=kw.get("seconds", 10.0),
             warmup=kw.get("warmup", 2.0),
             prefetch=kw.get("prefetch", 1000),
+            credentials=credentials,
         )
         r["variant"] = "plain"
         return r
     pub, con = case.split("+")
-    return Case(host, port, queue, queue_type, pub, con, **kw).run()
+    return Case(host, port, queue, queue_type, pub, con, credentials, **kw).run()
 
 
 DEFAULT_CASES = [
@@ -623,8 +631,9 @@ DEFAULT_CASES = [
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--topology", required=True, help="the surge topology (its credentials)")
     ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=5790)
+    ap.add_argument("--port", type=int, default=5680)
     ap.add_argument("--queue-type", default="classic,quorum")
     ap.add_argument("--case", default=",".join(DEFAULT_CASES))
     ap.add_argument("--size", type=int, default=2048)
@@ -654,6 +663,10 @@ def main() -> None:
     a = ap.parse_args()
     if a.host not in ("127.0.0.1", "localhost", "::1"):
         ap.error("loopback only")
+    try:
+        credentials = topology_credentials(a.topology)
+    except Exception as error:  # ProvisionError: missing or damaged state  # noqa: BLE001
+        ap.error(str(error))
     kw = dict(
         size=a.size,
         seconds=a.seconds,
@@ -670,13 +683,15 @@ def main() -> None:
     for qt in a.queue_type.split(","):
         for case in a.case.split(","):
             if a.inproc or (len(a.case.split(",")) == 1 and "," not in a.queue_type):
-                r = run_case(a.host, a.port, qt, case, **kw)
+                r = run_case(a.host, a.port, qt, case, credentials, **kw)
             else:  # isolate every case in a fresh interpreter
                 cmd = [
                     sys.executable,
                     os.path.abspath(__file__),
                     "--json",
                     "--inproc",
+                    "--topology",
+                    a.topology,
                     "--host",
                     a.host,
                     "--port",

@@ -12,10 +12,12 @@ process (``time.process_time()`` covers every thread).  Publish rate, consume
 rate and the queue backlog at the start and end of the measured window are
 reported, so a publisher that outruns the consumer is visible.
 
-Usage::
+Usage (against the members of a surge topology, ``surge up`` first; it connects as the
+topology's generated user, what its provisioner's ``client_settings()`` gives)::
 
-    python bench/plain_pika.py --port 5790 --queue-type classic
-    python bench/plain_pika.py --port 5790 --queue-type quorum --max-inflight 20000
+    python bench/plain_pika.py --topology local-1 --port 5680 --queue-type classic
+    python bench/plain_pika.py --topology local-1 --port 5680 --queue-type quorum \
+        --max-inflight 20000
 
 Only talk to a broker on 127.0.0.1 / localhost.
 """
@@ -25,8 +27,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pika
 
@@ -37,12 +41,27 @@ except ImportError:  # pragma: no cover - psutil is a project dependency
 
 TRANSIENT = pika.BasicProperties(delivery_mode=1)
 
+#: A broker user and password.
+Credentials = tuple[str, str]
 
-def _params(host: str, port: int) -> pika.ConnectionParameters:
+
+def topology_credentials(name: str) -> Credentials:
+    """The user and password of the surge topology ``name`` (its provisioner's
+    ``client_settings()``), from its state directory; ``ProvisionError`` if it was never
+    provisioned."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from topologies.rabbitmq.credentials import read
+    from topologies.rabbitmq.local import default_state_root
+
+    secrets = read(default_state_root() / name / "credentials.json")
+    return secrets.user, secrets.password
+
+
+def _params(host: str, port: int, credentials: Credentials) -> pika.ConnectionParameters:
     return pika.ConnectionParameters(
         host=host,
         port=port,
-        credentials=pika.PlainCredentials("guest", "guest"),
+        credentials=pika.PlainCredentials(*credentials),
         heartbeat=60,
         blocked_connection_timeout=30,
     )
@@ -68,14 +87,16 @@ def proc_cpu(proc) -> float:
     return t.user + t.system
 
 
-def declare_queue(host: str, port: int, queue: str, queue_type: str = "classic") -> bool:
+def declare_queue(
+    host: str, port: int, queue: str, credentials: Credentials, queue_type: str = "classic"
+) -> bool:
     """Make sure ``queue`` exists and is empty.
 
     An existing queue is only purged (its arguments are the caller's business);
     a missing one is declared with ``x-queue-type`` = ``queue_type`` (quorum
     queues durable).  Returns True when this call created the queue.
     """
-    conn = pika.BlockingConnection(_params(host, port))
+    conn = pika.BlockingConnection(_params(host, port, credentials))
     try:
         ch = conn.channel()
         try:
@@ -96,16 +117,16 @@ def declare_queue(host: str, port: int, queue: str, queue_type: str = "classic")
         conn.close()
 
 
-def queue_depth(host: str, port: int, queue: str) -> int:
-    conn = pika.BlockingConnection(_params(host, port))
+def queue_depth(host: str, port: int, queue: str, credentials: Credentials) -> int:
+    conn = pika.BlockingConnection(_params(host, port, credentials))
     try:
         return conn.channel().queue_declare(queue, passive=True).method.message_count
     finally:
         conn.close()
 
 
-def delete_queue(host: str, port: int, queue: str) -> None:
-    conn = pika.BlockingConnection(_params(host, port))
+def delete_queue(host: str, port: int, queue: str, credentials: Credentials) -> None:
+    conn = pika.BlockingConnection(_params(host, port, credentials))
     try:
         conn.channel().queue_delete(queue)
     finally:
@@ -120,6 +141,7 @@ def measure_plain_pika(
     seconds: float = 10.0,
     warmup: float = 2.0,
     *,
+    credentials: Credentials,
     queue_type: str = "classic",
     prefetch: int = 1000,
     auto_ack: bool = True,
@@ -140,7 +162,7 @@ def measure_plain_pika(
     Returns a dict with published, received, seconds, cpu_seconds,
     msgs_per_s, msgs_per_cpu_s, backlog (+ extra diagnostic keys).
     """
-    declare_queue(host, port, queue, queue_type)
+    declare_queue(host, port, queue, credentials, queue_type)
     body = os.urandom(size)
     stop = threading.Event()
     counters = {"pub": 0, "recv": 0}
@@ -150,7 +172,7 @@ def measure_plain_pika(
 
     def consumer() -> None:
         try:
-            conn = pika.BlockingConnection(_params(host, port))
+            conn = pika.BlockingConnection(_params(host, port, credentials))
             ch = conn.channel()
             ch.basic_qos(prefetch_count=prefetch)
 
@@ -180,7 +202,7 @@ def measure_plain_pika(
 
     def publisher() -> None:
         try:
-            conn = pika.BlockingConnection(_params(host, port))
+            conn = pika.BlockingConnection(_params(host, port, credentials))
             ch = conn.channel()
             publish = ch.basic_publish
             n = 0
@@ -203,14 +225,14 @@ def measure_plain_pika(
 
     broker = broker_process(port)
     time.sleep(warmup)
-    d0 = queue_depth(host, port, queue)
+    d0 = queue_depth(host, port, queue, credentials)
     b0 = proc_cpu(broker)
     p0, r0, c0, t0 = counters["pub"], counters["recv"], time.process_time(), time.monotonic()
     time.sleep(seconds)
     p1, r1, c1, t1 = counters["pub"], counters["recv"], time.process_time(), time.monotonic()
     b1 = proc_cpu(broker)
     # queue depth while the load is still running (end of the window)
-    d1 = queue_depth(host, port, queue)
+    d1 = queue_depth(host, port, queue, credentials)
 
     stop.set()
     tp.join(10)
@@ -218,9 +240,9 @@ def measure_plain_pika(
         consumer_state["conn"].add_callback_threadsafe(consumer_state["ch"].stop_consuming)
     tc.join(10)
     # what the broker still holds after both sides stopped
-    backlog_after_stop = queue_depth(host, port, queue)
+    backlog_after_stop = queue_depth(host, port, queue, credentials)
     if cleanup:
-        delete_queue(host, port, queue)
+        delete_queue(host, port, queue, credentials)
     if errors:
         raise RuntimeError(f"benchmark thread failed: {errors[0]!r}") from errors[0]
 
@@ -251,8 +273,9 @@ def measure_plain_pika(
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--topology", required=True, help="the surge topology (its credentials)")
     ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=5790)
+    ap.add_argument("--port", type=int, default=5680)
     ap.add_argument("--queue", default=None)
     ap.add_argument("--queue-type", default="classic", choices=["classic", "quorum"])
     ap.add_argument("--size", type=int, default=2048)
@@ -266,6 +289,10 @@ def main() -> None:
     a = ap.parse_args()
     if a.host not in ("127.0.0.1", "localhost", "::1"):
         ap.error("loopback only")
+    try:
+        credentials = topology_credentials(a.topology)
+    except Exception as error:  # ProvisionError: missing or damaged state  # noqa: BLE001
+        ap.error(str(error))
     res = measure_plain_pika(
         a.host,
         a.port,
@@ -278,6 +305,7 @@ def main() -> None:
         auto_ack=not a.manual_ack,
         ack_every=a.ack_every,
         max_inflight=a.max_inflight,
+        credentials=credentials,
     )
     if a.json:
         print(json.dumps(res))

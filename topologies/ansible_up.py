@@ -36,6 +36,9 @@ from orchestrator.errors import ProvisionError
 from orchestrator.specs.hosts import SshSpec
 from orchestrator.specs.scenario import TopologySpec
 from topologies.assets import asset
+from topologies.rabbitmq import credentials
+from topologies.rabbitmq.credentials import ClusterSecrets
+from topologies.rabbitmq.node import LOOPBACK
 
 #: The playbook of each broker, and the one for load agents, relative to the ansible directory.
 PLAYBOOKS = {"rabbitmq": "rabbitmq.yml", "ibmmq": "mq-uniform-cluster.yml",
@@ -113,18 +116,22 @@ def queue_declarations(topology: TopologySpec, members: list[int]) -> list[dict[
             for queue, name, index in queues.placements(topology.queues, members)]
 
 
-def rabbitmq_inventory(topology: TopologySpec, base_dir: Path | None = None,
-                       cookie: str = "") -> dict[str, Any]:
-    """The inventory of a RabbitMQ topology: this machine for placement local (process mode,
-    loopback, surge's state directory ``base_dir`` and surge's own Erlang cookie, so ``surge
-    status``/``down`` see the nodes), or the hosts with role broker for placement ssh (systemd
-    units, members in blocks in host order, node names and directories as surge's SSH
-    provisioner makes them, the shared ``cookie``). The first ``start``
-    members run; scaling out to the rest of the pool stays surge's job."""
+def rabbitmq_inventory(topology: TopologySpec, cluster: ClusterSecrets,
+                       base_dir: Path | None = None) -> dict[str, Any]:
+    """The inventory of a RabbitMQ topology, with its own secrets ``cluster`` (the Erlang cookie and
+    the broker user that replaces guest, as surge's provisioners keep them): this machine for
+    placement local (process mode, loopback, surge's state directory ``base_dir`` as the nodes'
+    files and ``HOME``, so ``surge status``/``down`` see the nodes), or the hosts with role
+    broker for placement ssh (systemd units, members in blocks in host order, node names and
+    directories as surge's SSH provisioner makes them). epmd and the Erlang distribution listen
+    on loopback where the nodes do. The first ``start`` members run; scaling out to the rest of
+    the pool stays surge's job."""
     started = list(range(topology.start))
     common = {"rabbitmq_topology": topology.name, "rabbitmq_port_base": topology.port_base,
               "rabbitmq_cpu_cores": topology.cpu_per_member,
-              "rabbitmq_queues": queue_declarations(topology, started)}
+              "rabbitmq_queues": queue_declarations(topology, started),
+              "rabbitmq_erlang_cookie": cluster.cookie,
+              "rabbitmq_default_user": cluster.user, "rabbitmq_default_pass": cluster.password}
     if topology.placement == "local":
         if base_dir is None:
             raise ProvisionError("placement local needs the state directory for the nodes")
@@ -132,9 +139,9 @@ def rabbitmq_inventory(topology: TopologySpec, base_dir: Path | None = None,
         host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                 "rabbitmq_members": started,
                 "rabbitmq_mode": "process", "rabbitmq_install": root, "rabbitmq_become": False,
-                "rabbitmq_node_host": "localhost", "rabbitmq_bind_address": "127.0.0.1",
-                "rabbitmq_base_dir": str(base_dir),
-                "rabbitmq_home_dir": str(Path.home()), "rabbitmq_erlang_cookie": ""}
+                "rabbitmq_node_host": "localhost", "rabbitmq_bind_address": LOOPBACK,
+                "rabbitmq_dist_address": LOOPBACK, "rabbitmq_base_dir": str(base_dir),
+                "rabbitmq_home_dir": str(base_dir)}
         return _inventory({GROUPS["rabbitmq"]: {"localhost": host}}, common)
     if topology.placement != "ssh":
         raise ProvisionError(f"topology {topology.name}: --via ansible provisions placement local "
@@ -150,11 +157,11 @@ def rabbitmq_inventory(topology: TopologySpec, base_dir: Path | None = None,
                 "rabbitmq_become": spec.ssh.user != "root",
                 "rabbitmq_node_host": "localhost" if loopback else spec.name,
                 "rabbitmq_bind_address": spec.target if loopback else None,
+                "rabbitmq_dist_address": LOOPBACK if loopback else None,
                 "rabbitmq_base_dir": f"{spec.work_dir.rstrip('/')}/{topology.name}"}
     if not hosts:
         raise ProvisionError(f"topology {topology.name} has no host with role broker")
-    return _inventory({GROUPS["rabbitmq"]: hosts},
-                      {**common, "rabbitmq_mode": "systemd", "rabbitmq_erlang_cookie": cookie})
+    return _inventory({GROUPS["rabbitmq"]: hosts}, {**common, "rabbitmq_mode": "systemd"})
 
 
 def mq_inventory(topology: TopologySpec, files_dir: Path) -> dict[str, Any]:
@@ -223,20 +230,6 @@ def write_mq_files(topology: TopologySpec, directory: Path) -> dict[str, Path]:
     return out
 
 
-def erlang_cookie(private_dir: Path) -> str:
-    """The cluster's Erlang cookie, made once and kept in ``private_dir`` (mode 0600), so a
-    second run does not change it (and restart every node)."""
-    path = private_dir / "erlang.cookie"
-    if path.exists():
-        return path.read_text().strip()
-    cookie = secrets.token_hex(20).upper()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(cookie)
-    return cookie
-
-
 def plan_for(topology: TopologySpec, private_dir: Path, agents: bool = False
              ) -> tuple[str, dict[str, Any]]:
     """The playbook for ``topology`` and its inventory (``agents``: the load hosts' instead),
@@ -247,9 +240,12 @@ def plan_for(topology: TopologySpec, private_dir: Path, agents: bool = False
         files_dir = private_dir / "mq-files"
         write_mq_files(topology, files_dir)
         return PLAYBOOKS["ibmmq"], mq_inventory(topology, files_dir)
-    base_dir = private_dir.parent if topology.placement == "local" else None
-    cookie = erlang_cookie(private_dir) if topology.placement == "ssh" else ""
-    return PLAYBOOKS["rabbitmq"], rabbitmq_inventory(topology, base_dir, cookie)
+    # the topology's state directory: its secrets, and for placement local the nodes' files,
+    # where surge's provisioners keep them (so a second run does not change them)
+    state_dir = private_dir.parent
+    cluster = credentials.load_or_create(state_dir / "credentials.json")
+    base_dir = state_dir if topology.placement == "local" else None
+    return PLAYBOOKS["rabbitmq"], rabbitmq_inventory(topology, cluster, base_dir)
 
 
 # -- running it -----------------------------------------------------------------------------------
@@ -274,7 +270,7 @@ def up(topology: TopologySpec, *, state_root: Path | None = None, say: Say | Non
     project = ansible_dir()
     private_dir = default_private_dir(topology, state_root)
     private_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(private_dir, 0o700)  # holds the cookie, extra vars and tokens
+    os.chmod(private_dir, 0o700)  # holds the inventory (with the secrets), extra vars, tokens
     playbook, inventory = plan_for(topology, private_dir, agents)
     inventory_path = private_dir / "inventory" / "hosts.yml"
     inventory_path.parent.mkdir(exist_ok=True)

@@ -30,6 +30,7 @@ from orchestrator.specs.scenario import TopologySpec
 from tests.sshd import free_port, missing, running_sshd
 from topologies import ansible_up
 from topologies.mq import uniform
+from topologies.rabbitmq import credentials
 from topologies.rabbitmq.management import Management
 from topologies.rabbitmq.node import rabbitmqctl
 
@@ -172,10 +173,24 @@ def test_rabbitmq_playbook_brings_up_a_working_cluster(tmp_path, monkeypatch):
         assert [line.split()[:2] for line in result.output.splitlines()[-2:]] == \
             [[nodes[0], "running"], [nodes[1], "running"]]
 
-        # the member answers as itself, and both are running members of one cluster
-        assert f"Status of node {nodes[1]}" in rabbitmqctl(nodes[1], epmd_port, "status")
-        api = Management("127.0.0.1", topology.port_base + 10001)
+        # the member answers as itself (to rabbitmqctl with the topology's own cookie, its
+        # HOME the state directory), and both are running members of one cluster
+        secrets = credentials.read(state_dir / "credentials.json")
+        assert (state_dir / ".erlang.cookie").read_text() == secrets.cookie
+        assert f"Status of node {nodes[1]}" in rabbitmqctl(nodes[1], epmd_port, state_dir,
+                                                           "status")
+        api = Management("127.0.0.1", topology.port_base + 10001, secrets.user, secrets.password)
         assert sorted(api.running_nodes()) == nodes
+        with pytest.raises(ProvisionError, match="401"):  # there is no guest
+            Management("127.0.0.1", topology.port_base + 10001, "guest", "guest").running_nodes()
+        # the nodes and their epmd listen on loopback only
+        leaders = [pid_in(state_dir / f"member-{i}" / "node.pid") for i in range(2)]
+        listening = {(c.laddr.ip, c.laddr.port)
+                     for pid in [*leaders, pid_in(state_dir / "epmd.pid")]
+                     for c in psutil.Process(pid).net_connections("inet")
+                     if c.status == psutil.CONN_LISTEN}
+        assert {topology.port_base + 20000, epmd_port} <= {port for _, port in listening}
+        assert {ip for ip, _ in listening} <= {"127.0.0.1", "::1"}, listening
         # the management API and Prometheus answer on surge's ports; queues and policy are there
         queues = {q["name"]: q for q in api.request("GET", "/queues/%2F")}
         assert set(queues) == {"perf", "inst.0", "inst.1"}
@@ -208,8 +223,10 @@ def test_check_mode_reports_changes_and_starts_nothing(tmp_path):
                                             "port_base": 7990})
     result = ansible_up.up(topology, state_root=tmp_path, check=True)
     assert result.status == "successful" and result.changed["localhost"] > 0
-    # nothing was written but ansible-runner's own directory, nothing runs
-    assert sorted(p.name for p in (tmp_path / "ansible-check").iterdir()) == ["ansible"]
+    # nothing was written but ansible-runner's own directory and the topology's secrets (the
+    # inventory holds them), nothing runs
+    assert sorted(p.name for p in (tmp_path / "ansible-check").iterdir()) == \
+        ["ansible", "credentials.json"]
     assert not leftovers(topology)
 
 

@@ -71,7 +71,8 @@ def test_workers_reconnect_to_another_member_when_theirs_stops(cluster, tmp_path
             broker="rabbitmq", pattern="point-to-point", message_size=512,
             destination=protocol.Destination(tuple(endpoints), "plain", confirms=True),
             senders=[protocol.SenderConfig(1, 200, member.endpoint)],
-            receivers=[protocol.ReceiverConfig(1, member.endpoint)]))
+            receivers=[protocol.ReceiverConfig(1, member.endpoint)],
+            settings=cluster.client_settings()))
         time.sleep(3)
         before = agent.snapshot()
         assert before.received > 300 and before.connections == 2

@@ -5,6 +5,7 @@ QMHost1, its senders on AppHost1 and its receivers on AppHost2."""
 from __future__ import annotations
 
 import json
+import stat
 import sys
 import threading
 import time
@@ -102,6 +103,7 @@ def test_members_on_a_broker_host_and_agents_on_two_load_hosts(provisioner, topo
     result = controller.run()
     assert result.outcome == "completed"
     assert result.accounting.balanced and result.accounting.sent > 0.9 * 200 * 6
+    assert_closed(ssh, topology, result.run_dir)
     assert 0.95 <= result.steps[0].ratio <= 1.05, result.steps
     hosts = sorted(a["host"] for a in agents_of(result.run_dir))
     assert hosts == ["127.0.0.1", "127.0.1.2"]  # the receivers' agent through a forwarded port
@@ -168,6 +170,31 @@ def test_a_lost_load_host_is_reported_and_the_run_ends_cleanly(provisioner, topo
                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert not [a for a in agents_of(run_dir) if a["host"] == "127.0.1.2"
                 and _listening(a["port"])]  # the other host's agent was stopped too
+
+
+def assert_closed(ssh: SshRabbitMQ, topology: TopologySpec, run_dir: Path) -> None:
+    """The topology's own cookie (0400, in its 0700 directory on the host) and broker user (its
+    password only in the 0600 rabbitmq.conf there): neither in any file of the run (every SSH
+    command is in events.jsonl); the member and its epmd listen on loopback only."""
+    secrets = ssh.secrets()
+    assert ssh.client_settings() == {"user": "surge", "password": secrets.password}
+    root = Path(topology.hosts[0].work_dir) / topology.name
+    mode = lambda path: stat.S_IMODE(path.stat().st_mode)  # noqa: E731
+    assert mode(root) == 0o700 and mode(root / ".erlang.cookie") == 0o400
+    assert (root / ".erlang.cookie").read_text() == secrets.cookie
+    assert mode(root / "member-0" / "rabbitmq.conf") == 0o600
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert secrets.password.encode() not in data and secrets.cookie.encode() not in data, \
+                path
+    member = ssh.status()[0]
+    epmd = json.loads(ssh.state_file.read_text())["epmd"]["brokers"]
+    listening = {(c.laddr.ip, c.laddr.port) for pid in (member.pid, epmd)
+                 for c in psutil.Process(pid).net_connections("inet")
+                 if c.status == psutil.CONN_LISTEN}
+    assert {port for _, port in listening} >= {7700, 17700, 27700, 37700}, listening
+    assert {ip for ip, _ in listening} <= {"127.0.0.1", "127.0.1.1", "::1"}, listening
 
 
 def _listening(port: int) -> bool:

@@ -21,6 +21,9 @@ from orchestrator.specs.loader import load_topology
 from orchestrator.specs.scenario import TopologySpec
 from topologies import ansible_up
 from topologies.mq import uniform
+from topologies.rabbitmq import credentials
+
+SECRETS = credentials.ClusterSecrets(cookie="COOKIE", user="surge", password="PASS")
 
 ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE = ROOT / "ansible"
@@ -67,7 +70,7 @@ def role_defaults(role: str) -> set[str]:
 # -- RabbitMQ -----------------------------------------------------------------------------------
 
 def test_local_topology_runs_its_started_members_on_this_machine_like_surge():
-    inventory = ansible_up.rabbitmq_inventory(local(), Path("/state/inv"))
+    inventory = ansible_up.rabbitmq_inventory(local(), SECRETS, Path("/state/inv"))
     host = hosts_of(inventory, "rabbitmq")["localhost"]
     assert host["ansible_connection"] == "local"
     assert host["ansible_python_interpreter"] == sys.executable
@@ -76,13 +79,18 @@ def test_local_topology_runs_its_started_members_on_this_machine_like_surge():
     assert host["rabbitmq_node_host"] == "localhost"
     assert host["rabbitmq_bind_address"] == "127.0.0.1"
     assert host["rabbitmq_base_dir"] == "/state/inv"  # surge's own state directory
-    assert host["rabbitmq_home_dir"] == str(Path.home()) and host["rabbitmq_erlang_cookie"] == ""
-    assert group_vars(inventory, "rabbitmq")["rabbitmq_port_base"] == 7800
-    assert group_vars(inventory, "rabbitmq")["rabbitmq_topology"] == "inv"
+    # the topology's own cookie (in the state directory, the nodes' HOME) and broker user;
+    # epmd and distribution on loopback
+    assert host["rabbitmq_home_dir"] == "/state/inv"
+    assert host["rabbitmq_dist_address"] == "127.0.0.1"
+    common = group_vars(inventory, "rabbitmq")
+    assert (common["rabbitmq_erlang_cookie"], common["rabbitmq_default_user"],
+            common["rabbitmq_default_pass"]) == ("COOKIE", "surge", "PASS")
+    assert common["rabbitmq_port_base"] == 7800 and common["rabbitmq_topology"] == "inv"
 
 
 def test_queues_are_declared_where_surge_declares_them():
-    queues = group_vars(ansible_up.rabbitmq_inventory(local(), Path("/s")),
+    queues = group_vars(ansible_up.rabbitmq_inventory(local(), SECRETS, Path("/s")),
                         "rabbitmq")["rabbitmq_queues"]
     placed = [(q["name"], q["member"]) for q in queues]
     assert placed == [("perf", 0), ("inst.0", 0), ("inst.1", 1),
@@ -95,7 +103,7 @@ def test_queues_are_declared_where_surge_declares_them():
 
 
 def test_ssh_topology_puts_members_in_blocks_on_the_broker_hosts():
-    inventory = ansible_up.rabbitmq_inventory(ssh_topology(), cookie="COOKIE")
+    inventory = ansible_up.rabbitmq_inventory(ssh_topology(), SECRETS)
     hosts = hosts_of(inventory, "rabbitmq")
     assert list(hosts) == ["b1", "b2"]  # l1 has no broker role
     assert hosts["b1"]["rabbitmq_members"] == [0, 1] and hosts["b2"]["rabbitmq_members"] == [2]
@@ -107,22 +115,24 @@ def test_ssh_topology_puts_members_in_blocks_on_the_broker_hosts():
     assert b1["rabbitmq_become"] is False and hosts["b2"]["rabbitmq_become"] is True
     assert b1["rabbitmq_base_dir"] == "/srv/surge/remote"
     assert b1["rabbitmq_node_host"] == "b1" and "rabbitmq_bind_address" not in b1
+    assert "rabbitmq_dist_address" not in b1  # other hosts' nodes reach it by name
     assert hosts["b2"]["ansible_host"] == "b2"  # no address: the name
     common = group_vars(inventory, "rabbitmq")
     assert common["rabbitmq_mode"] == "systemd" and common["rabbitmq_erlang_cookie"] == "COOKIE"
+    assert (common["rabbitmq_default_user"], common["rabbitmq_default_pass"]) == ("surge", "PASS")
     assert common["rabbitmq_cpu_cores"] == 2
 
 
 def test_a_loopback_host_has_localhost_nodes_bound_to_loopback():
     spec = ssh_topology(hosts=[{"name": "lo", "address": "127.0.0.1", "roles": ["broker"],
                                 "members": 3}])
-    host = hosts_of(ansible_up.rabbitmq_inventory(spec, cookie="C"), "rabbitmq")["lo"]
-    assert (host["rabbitmq_node_host"], host["rabbitmq_bind_address"]) == ("localhost",
-                                                                           "127.0.0.1")
+    host = hosts_of(ansible_up.rabbitmq_inventory(spec, SECRETS), "rabbitmq")["lo"]
+    assert (host["rabbitmq_node_host"], host["rabbitmq_bind_address"],
+            host["rabbitmq_dist_address"]) == ("localhost", "127.0.0.1", "127.0.0.1")
 
 
 def test_hosts_whose_members_do_not_start_are_left_out():
-    inventory = ansible_up.rabbitmq_inventory(ssh_topology(start=2), cookie="C")
+    inventory = ansible_up.rabbitmq_inventory(ssh_topology(start=2), SECRETS)
     assert list(hosts_of(inventory, "rabbitmq")) == ["b1"]
 
 
@@ -147,12 +157,12 @@ def test_a_key_file_under_home_is_expanded():
 def test_kubernetes_placement_is_refused():
     spec = local(placement="kubernetes", kubernetes={"namespace": "x"})
     with pytest.raises(ProvisionError, match="placement local or ssh, not kubernetes"):
-        ansible_up.rabbitmq_inventory(spec)
+        ansible_up.rabbitmq_inventory(spec, SECRETS)
 
 
 def test_local_placement_needs_a_state_directory():
     with pytest.raises(ProvisionError, match="state directory"):
-        ansible_up.rabbitmq_inventory(local())
+        ansible_up.rabbitmq_inventory(local(), SECRETS)
 
 
 # -- IBM MQ -------------------------------------------------------------------------------------
@@ -223,8 +233,9 @@ def test_agents_need_a_load_host():
 # -- the inventory and the roles agree ----------------------------------------------------------
 
 @pytest.mark.parametrize(("render", "group", "role"), [
-    (lambda: ansible_up.rabbitmq_inventory(local(), Path("/s")), "rabbitmq", "rabbitmq"),
-    (lambda: ansible_up.rabbitmq_inventory(ssh_topology(), cookie="C"), "rabbitmq", "rabbitmq"),
+    (lambda: ansible_up.rabbitmq_inventory(local(), SECRETS, Path("/s")), "rabbitmq",
+     "rabbitmq"),
+    (lambda: ansible_up.rabbitmq_inventory(ssh_topology(), SECRETS), "rabbitmq", "rabbitmq"),
     (lambda: ansible_up.mq_inventory(load_topology(ROOT / "topologies/mq-uc01-uniform.yaml"),
                                      Path("/f")), "mq_uniform", "mq_uniform"),
     (lambda: ansible_up.agents_inventory(ssh_topology()), "surge_agents", "surge_agent"),
@@ -246,13 +257,23 @@ def test_each_playbook_targets_the_group_surge_renders():
 
 # -- secrets kept between runs ------------------------------------------------------------------
 
-def test_the_cookie_and_the_agent_token_are_made_once_and_private(tmp_path):
-    cookie = ansible_up.erlang_cookie(tmp_path)
-    assert ansible_up.erlang_cookie(tmp_path) == cookie and len(cookie) >= 20
+def test_the_agent_token_is_made_once_and_private(tmp_path):
     token = ansible_up.agent_token(tmp_path)
     assert ansible_up.agent_token(tmp_path) == token
-    for name in ("erlang.cookie", "agent-token"):
-        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "agent-token").stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("topology", [local, ssh_topology])
+def test_the_cluster_secrets_are_the_provisioners_made_once_in_the_state_directory(
+        tmp_path, topology):
+    private_dir = tmp_path / "state" / topology().name / "ansible"
+    _, first = ansible_up.plan_for(topology(), private_dir)
+    _, again = ansible_up.plan_for(topology(), private_dir)
+    kept = credentials.read(tmp_path / "state" / topology().name / "credentials.json")
+    for inventory in (first, again):
+        common = group_vars(inventory, "rabbitmq")
+        assert (common["rabbitmq_erlang_cookie"], common["rabbitmq_default_user"],
+                common["rabbitmq_default_pass"]) == (kept.cookie, kept.user, kept.password)
 
 
 # -- events and failures ------------------------------------------------------------------------

@@ -2,6 +2,11 @@
 
 State (PIDs, cgroups, the private epmd) lives in ``<state root>/<topology>/state.json`` so that
 ``surge down`` stops exactly what surge started, by PID, and a crashed run's leftovers are found.
+That directory (mode 0700) also holds the topology's own secrets (:mod:`~topologies.rabbitmq.
+credentials`, made at its first ``up``): ``credentials.json`` (0600) and ``.erlang.cookie``
+(0400), the directory being ``HOME`` of its members and of every ``rabbitmqctl`` call. The
+private epmd and every member's Erlang distribution listen on loopback only, like the AMQP,
+management and Prometheus listeners.
 """
 
 from __future__ import annotations
@@ -28,13 +33,14 @@ from orchestrator.errors import ProvisionError
 from orchestrator.specs.scenario import TopologySpec
 from topologies.base import BrokerSample, CpuReading, Member, MemberSample, MemberStats
 from topologies.cgroups import BOOT_SHARES, CpuCgroup
-from topologies.rabbitmq import node, ports, queues
+from topologies.rabbitmq import credentials, node, ports, queues
+from topologies.rabbitmq.credentials import ClusterSecrets
 from topologies.rabbitmq.management import Management
 from topologies.rabbitmq.prometheus import node_stats
 
 log = logging.getLogger(__name__)
 
-HOST = "127.0.0.1"
+HOST = node.LOOPBACK
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
 
@@ -51,6 +57,8 @@ class LocalRabbitMQ:
         self.topology = topology
         self.state_dir = (state_root or default_state_root()) / topology.name
         self.epmd_port = ports.epmd_port(topology.port_base)
+        self.secrets_file = self.state_dir / "credentials.json"
+        self._secrets: ClusterSecrets | None = None
         self._write_lock = threading.Lock()  # members start in parallel threads
 
     # -- the pool ---------------------------------------------------------------------------
@@ -88,6 +96,7 @@ class LocalRabbitMQ:
         checked first: a busy one is an error and nothing starts."""
         with self._locked():
             state = self._reconcile(self._read_state())
+            self._provision_secrets(state)
             members = range(self.topology.members)
             first = None if any(self._serving(state, i) for i in members) else next(
                 (i for i in members if self._booted(state, i)), 0)
@@ -131,7 +140,7 @@ class LocalRabbitMQ:
             state = self._read_state()
             entry = state["members"].get(str(index), {})
             if self.topology.warm_pool and not kill and self._booted(state, index):
-                node.rabbitmqctl(self.member(index).name, self.epmd_port, "stop_app")
+                self._ctl(self.member(index).name, "stop_app")
                 entry["serving"] = False
             else:
                 _stop_process(entry.get("pid"), self.member(index).name, kill)
@@ -168,7 +177,7 @@ class LocalRabbitMQ:
         running = [m for m in (members if members is not None else self.status()) if m.running]
         if not running:
             raise ProvisionError(f"no member of {self.topology.name} runs", temporary=True)
-        return Management(HOST, running[0].management_port)
+        return self._api(running[0].management_port)
 
     def sample(self) -> BrokerSample:
         """Per member its CPU seconds (its cgroup's, else its processes'), stamped with the
@@ -198,8 +207,15 @@ class LocalRabbitMQ:
         return node_stats(member.metrics_url)
 
     def client_settings(self) -> dict[str, Any]:
-        """AMQP clients need nothing beyond each member's URL."""
-        return {}
+        """The AMQP driver's settings: the topology's generated user and password."""
+        return self.secrets().client_settings()
+
+    def secrets(self) -> ClusterSecrets:
+        """The topology's Erlang cookie and broker user, made at its first ``up``
+        (``ProvisionError`` if it was never provisioned)."""
+        if self._secrets is None:
+            self._secrets = credentials.read(self.secrets_file)
+        return self._secrets
 
     def settled_queue_depths(self) -> dict[str, int]:
         """Messages (ready + unacknowledged) per queue, asked of the queue processes themselves:
@@ -207,8 +223,7 @@ class LocalRabbitMQ:
         running = self.running()
         if not running:
             raise ProvisionError(f"no member of {self.topology.name} runs", temporary=True)
-        return node.parse_queue_listing(
-            node.rabbitmqctl(running[0].name, self.epmd_port, *node.LIST_QUEUES))
+        return node.parse_queue_listing(self._ctl(running[0].name, *node.LIST_QUEUES))
 
     # -- internals --------------------------------------------------------------------------
 
@@ -238,18 +253,18 @@ class LocalRabbitMQ:
         if not entry.get("joined"):
             shutil.rmtree(files.root, ignore_errors=True)
         files.root.mkdir(parents=True, exist_ok=True)
-        node.write_files(member, files, seeds)
+        node.write_files(member, files, seeds, self.secrets())
         group = CpuCgroup.create(f"surge-{self.topology.name}-{index}", None, BOOT_SHARES)
         env = node.node_env(member, files, ports.dist_port(self.topology.port_base, index),
-                            self.epmd_port)
+                            self.epmd_port, self.state_dir)
         process = node.spawn(env, files, group)
         self._write_state(state, entry, pid=process.pid, cgroup=group.name if group else None,
                           serving=False)
         self._await(member, process.pid, files)
-        if seeds and member.name not in Management(HOST, member.management_port).running_nodes():
+        if seeds and member.name not in self._api(member.management_port).running_nodes():
             self._join(member, seeds[0])
         if not serve:
-            node.rabbitmqctl(member.name, self.epmd_port, "stop_app")
+            self._ctl(member.name, "stop_app")
         self._write_state(state, entry, joined=True, serving=serve)
         if group:
             group.set_quota(self.topology.cpu_per_member)
@@ -263,8 +278,7 @@ class LocalRabbitMQ:
         group = CpuCgroup.at(entry["cgroup"]) if entry.get("cgroup") else None
         if group:
             group.set_quota(None, BOOT_SHARES)
-        node.rabbitmqctl(member.name, self.epmd_port, "start_app",
-                         cgroup=group)
+        self._ctl(member.name, "start_app", cgroup=group)
         self._await(member, entry["pid"], node.NodeFiles(self.state_dir / f"member-{index}"))
         self._write_state(state, entry, serving=True)
         if group:
@@ -273,7 +287,7 @@ class LocalRabbitMQ:
 
     def _await(self, member: Member, pid: int, files: node.NodeFiles) -> None:
         """Wait until the member's management API answers as that node (the last thing to boot)."""
-        api = Management(HOST, member.management_port, timeout_s=2.0)
+        api = self._api(member.management_port, timeout_s=2.0)
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             if _exited(pid):
@@ -292,20 +306,42 @@ class LocalRabbitMQ:
     def _join(self, member: Member, seed: str) -> None:
         """Join by hand where peer discovery did not (a seed that was busy at boot)."""
         log.info("%s: joining %s with rabbitmqctl", member.name, seed)
-        node.rabbitmqctl(member.name, self.epmd_port, "stop_app")
-        node.rabbitmqctl(member.name, self.epmd_port, "join_cluster", seed)
-        node.rabbitmqctl(member.name, self.epmd_port, "start_app")
+        self._ctl(member.name, "stop_app")
+        self._ctl(member.name, "join_cluster", seed)
+        self._ctl(member.name, "start_app")
 
     def _declare_queues(self, members: list[int]) -> None:
         """Declare shared queues (idempotent) and the per-member instances of ``members``."""
         for queue, name, index in queues.placements(self.topology.queues, members):
-            Management(HOST, self.member(index).management_port).declare_queue(queue, name)
+            self._api(self.member(index).management_port).declare_queue(queue, name)
+
+    def _api(self, port: int, timeout_s: float = 5.0) -> Management:
+        """A management client for the member whose management listener is on ``port``, as the
+        topology's user."""
+        secrets = self.secrets()
+        return Management(HOST, port, secrets.user, secrets.password, timeout_s=timeout_s)
+
+    def _ctl(self, name: str, *args: str, cgroup: CpuCgroup | None = None) -> str:
+        """``rabbitmqctl -n name ARGS`` through the topology's epmd, with its cookie."""
+        return node.rabbitmqctl(name, self.epmd_port, self.state_dir, *args, cgroup=cgroup)
+
+    def _provision_secrets(self, state: dict) -> None:
+        """Make the topology's secrets at its first ``up`` and (re)write its cookie file. Live
+        members without a secrets file were started by an older surge (guest, the shared
+        cookie): refused, they need a ``surge down`` first."""
+        if not self.secrets_file.exists() and any(
+                self._booted(state, i) for i in range(self.topology.members)):
+            raise ProvisionError(f"{self.topology.name}: its members run without the "
+                                 f"topology's own credentials ({self.secrets_file} is missing); "
+                                 "run surge down on it, then surge up")
+        self._secrets = credentials.load_or_create(self.secrets_file)
+        credentials.write_cookie(self.state_dir, self._secrets.cookie)
 
     def _ensure_epmd(self, state: dict) -> None:
         if _alive(state.get("epmd_pid"), "epmd"):
             return
         process = subprocess.Popen(
-            [shutil.which("epmd") or "epmd", "-port", str(self.epmd_port)],
+            [shutil.which("epmd") or "epmd", "-port", str(self.epmd_port), "-address", HOST],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
         state["epmd_pid"] = process.pid
@@ -369,7 +405,7 @@ class LocalRabbitMQ:
 
     @contextmanager
     def _locked(self):
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        credentials.private_dir(self.state_dir)
         with open(self.state_dir / "lock", "w") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             yield

@@ -23,7 +23,7 @@ class Management:
     """Calls to one member's management listener; any running member sees the whole cluster.
     ``tls``: a client context for an ``https`` listener; ``vhost`` is where queues are."""
 
-    def __init__(self, host: str, port: int, user: str = "guest", password: str = "guest",
+    def __init__(self, host: str, port: int, user: str, password: str,
                  timeout_s: float = 5.0, tls: ssl.SSLContext | None = None, vhost: str = "/"):
         name = f"[{host}]" if ":" in host else host
         self.base = f"{'https' if tls else 'http'}://{name}:{port}/api"

@@ -9,6 +9,15 @@ stopped by PID. Members fill the broker hosts in blocks; member *i* listens on
 ``port_base + i`` like a local one, on its host's address. Clients, the management API and the
 scrapers reach it there. State (PIDs per host) is kept in a file beside the local provisioner's,
 so ``surge down`` works after a crash.
+
+The topology's secrets (:mod:`~topologies.rabbitmq.credentials`: its own Erlang cookie, and the
+broker user that replaces guest) are made at its first ``up`` and kept in ``<state root>/
+<topology>/credentials.json`` (0600). The cookie goes over SFTP to ``.erlang.cookie`` (0400) in
+the topology's directory under each broker host's ``work_dir`` (0700), which is ``HOME`` of the
+members and of ``rabbitmqctl``; the password only in the members' ``rabbitmq.conf`` (0600). On a
+loopback host the private epmd and the Erlang distribution listen on 127.0.0.1 only; on a real
+host they listen on every address (the other hosts' members reach them by node name), behind
+the topology's cookie.
 """
 
 from __future__ import annotations
@@ -25,7 +34,8 @@ from orchestrator.specs.hosts import HostSpec
 from orchestrator.specs.scenario import TopologySpec
 from topologies.base import BrokerSample, CpuReading, Member, MemberStats
 from topologies.cgroups import cap_script, remove_script
-from topologies.rabbitmq import node, ports, queues
+from topologies.rabbitmq import credentials, node, ports, queues
+from topologies.rabbitmq.credentials import ClusterSecrets
 from topologies.rabbitmq.local import default_state_root
 from topologies.rabbitmq.management import Management
 from topologies.rabbitmq.prometheus import node_stats
@@ -45,7 +55,10 @@ class SshRabbitMQ:
         self.placement: list[HostSpec] = [h for h in topology.hosts if "broker" in h.roles
                                           for _ in range(h.members)]
         self.epmd_port = ports.epmd_port(topology.port_base)
-        self.state_file = (state_root or default_state_root()) / f"{topology.name}.ssh.json"
+        root = state_root or default_state_root()
+        self.state_file = root / f"{topology.name}.ssh.json"
+        self.secrets_file = root / topology.name / "credentials.json"
+        self._secrets: ClusterSecrets | None = None
         self._sessions: dict[str, object] = {}
         self.warnings: list[str] = []
 
@@ -67,6 +80,7 @@ class SshRabbitMQ:
         one joins the running ones), and declare the queues. The ports of all of them are
         checked first, one listing per host: a busy one is an error and nothing starts."""
         alive = self._alive_indexes()
+        self._provision_secrets(alive)
         to_boot = [i for i in range(self.topology.start) if i not in alive]
         self._check_ports(to_boot)
         for index in to_boot:
@@ -116,8 +130,15 @@ class SshRabbitMQ:
         return node_stats(member.metrics_url)
 
     def client_settings(self) -> dict[str, Any]:
-        """AMQP clients need nothing beyond each member's URL."""
-        return {}
+        """The AMQP driver's settings: the topology's generated user and password."""
+        return self.secrets().client_settings()
+
+    def secrets(self) -> ClusterSecrets:
+        """The topology's Erlang cookie and broker user, made at its first ``up``
+        (``ProvisionError`` if it was never provisioned)."""
+        if self._secrets is None:
+            self._secrets = credentials.read(self.secrets_file)
+        return self._secrets
 
     def settled_queue_depths(self) -> dict[str, int]:
         """Exact depths from ``rabbitmqctl list_queues`` on a running member's host."""
@@ -144,6 +165,8 @@ class SshRabbitMQ:
             self._run(host, f"rm -rf {shlex.quote(self._root(host))}; "
                             + remove_script(f"surge-ssh-{self.topology.name}-"))
         self.state_file.unlink(missing_ok=True)
+        self.secrets_file.unlink(missing_ok=True)
+        self._secrets = None
         for session in self._sessions.values():
             session.close()
         self._sessions.clear()
@@ -159,7 +182,9 @@ class SshRabbitMQ:
         seeds = [] if joined else [self.member(i).name for i in self._alive_indexes()
                                    if i != index]
         session = self._on(host)
-        session.upload(node.config_text(member, seeds), f"{directory}/rabbitmq.conf")
+        self._upload_cookie(host)
+        session.upload(node.config_text(member, seeds, self.secrets()),
+                       f"{directory}/rabbitmq.conf", mode=0o600)
         session.upload(node.PLUGINS + "\n", f"{directory}/enabled_plugins")
         env = {"RABBITMQ_NODENAME": member.name, "RABBITMQ_NODE_PORT": member.port,
                "RABBITMQ_DIST_PORT": ports.dist_port(self.topology.port_base, index),
@@ -167,7 +192,9 @@ class SshRabbitMQ:
                "RABBITMQ_LOG_BASE": f"{directory}/log",
                "RABBITMQ_ENABLED_PLUGINS_FILE": f"{directory}/enabled_plugins",
                "RABBITMQ_CONFIG_FILE": f"{directory}/rabbitmq",
-               "ERL_EPMD_PORT": self.epmd_port, "RUNNING_UNDER_SYSTEMD": 1}
+               "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": node.dist_args(_dist_address(host)),
+               "ERL_EPMD_PORT": self.epmd_port, "HOME": self._root(host),
+               "RUNNING_UNDER_SYSTEMD": 1}
         assignments = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items())
         pid = int(self._run(host, (
             f"mkdir -p {shlex.quote(directory)}/mnesia {shlex.quote(directory)}/log; "
@@ -178,8 +205,31 @@ class SshRabbitMQ:
         self._await(member, host, pid, directory)
         self._save_member(index, pid=pid, joined=True)
 
+    def _upload_cookie(self, host: HostSpec) -> None:
+        """The topology's directory on ``host`` made 0700 first (the upload's temporary file is
+        not readable by others even for a moment), then its cookie written there (0400)."""
+        root = shlex.quote(self._root(host))
+        self._run(host, f"mkdir -p {root} && chmod 700 {root}")
+        self._on(host).upload(self.secrets().cookie,
+                              f"{self._root(host)}/{credentials.COOKIE_FILE}", mode=0o400)
+
+    def _provision_secrets(self, alive: set[int]) -> None:
+        """Make the topology's secrets at its first ``up``; live members without them were
+        started by an older surge (guest, a shared cookie) and need a ``surge down`` first."""
+        if alive and not self.secrets_file.exists():
+            raise ProvisionError(f"{self.topology.name}: its members run without the "
+                                 f"topology's own credentials ({self.secrets_file} is missing); "
+                                 "run surge down on it, then surge up")
+        self._secrets = credentials.load_or_create(self.secrets_file)
+
+    def _api(self, member: Member, timeout_s: float = 5.0) -> Management:
+        """A management client for ``member``, as the topology's user."""
+        secrets = self.secrets()
+        return Management(member.host, member.management_port, secrets.user, secrets.password,
+                          timeout_s=timeout_s)
+
     def _await(self, member: Member, host: HostSpec, pid: int, directory: str) -> None:
-        api = Management(member.host, member.management_port, timeout_s=2.0)
+        api = self._api(member, timeout_s=2.0)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             try:
@@ -237,7 +287,9 @@ class SshRabbitMQ:
         pid = state["epmd"].get(host.name)
         if pid and self._pids_alive(host, [pid]):
             return
-        pid = int(self._run(host, f"setsid epmd -port {self.epmd_port} > /dev/null 2>&1 "
+        address = _dist_address(host)
+        only = f" -address {address}" if address else ""
+        pid = int(self._run(host, f"setsid epmd -port {self.epmd_port}{only} > /dev/null 2>&1 "
                                   "< /dev/null & echo $!").strip())
         state["epmd"][host.name] = pid
         self._write(state)
@@ -246,7 +298,7 @@ class SshRabbitMQ:
         running = {m.index: m for m in self.status() if m.running}
         for queue, name, index in queues.placements(self.topology.queues, list(running)):
             member = running[index]
-            Management(member.host, member.management_port).declare_queue(queue, name)
+            self._api(member).declare_queue(queue, name)
 
     def _alive_indexes(self, state: dict | None = None) -> set[int]:
         members = (state or self._state())["members"]
@@ -305,7 +357,11 @@ class SshRabbitMQ:
     def _ctl(self, member: Member, *args: str) -> str:
         host = self.placement[member.index]
         quoted = " ".join(shlex.quote(a) for a in args)
-        return self._run(host, f"ERL_EPMD_PORT={self.epmd_port} {node.RABBITMQ_BIN}/rabbitmqctl "
+        # the CLI's own VM only connects out: its listener stays on loopback on any host
+        erl_args = shlex.quote(node.dist_args(node.LOOPBACK))
+        return self._run(host, f"HOME={shlex.quote(self._root(host))} "
+                               f"ERL_EPMD_PORT={self.epmd_port} RABBITMQ_CTL_ERL_ARGS={erl_args} "
+                               f"{node.RABBITMQ_BIN}/rabbitmqctl "
                                f"-n {shlex.quote(member.name)} {quoted}")
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -339,3 +395,10 @@ class SshRabbitMQ:
         state = self._state()
         state["members"].setdefault(str(index), {}).update(fields)
         self._write(state)
+
+
+def _dist_address(host: HostSpec) -> str | None:
+    """Where the topology's epmd and Erlang distribution listen on ``host``: 127.0.0.1 on a
+    loopback host (its members are ``...@localhost``); every address elsewhere (``None``), as the
+    members of other hosts reach them by node name."""
+    return node.LOOPBACK if host.target.startswith("127.") else None
