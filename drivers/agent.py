@@ -7,14 +7,12 @@ so a crashed controller leaves no agent behind.
 
 from __future__ import annotations
 
-import hmac
 import json
 import os
 import random
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -23,6 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from drivers import protocol
 from drivers.base import Driver
 from drivers.header import PayloadBuilder
+from drivers.http import IDLE_TIMEOUT_S, MAX_CONNECTIONS, GuardedServer, HttpError, JsonHandler
 from drivers.protocol import Destination
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
 from results.rundir.histogram import bucket_bounds
@@ -197,7 +196,9 @@ def _handler(agent: Agent, token: str, registry: CollectorRegistry, done: thread
         "/shutdown": ("POST", None, shutdown),
     }
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
+        max_body_bytes = protocol.MAX_MESSAGE_BYTES
+
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
             self._route("GET")
 
@@ -206,58 +207,50 @@ def _handler(agent: Agent, token: str, registry: CollectorRegistry, done: thread
 
         def _route(self, method: str) -> None:
             if method == "GET" and self.path == "/metrics":
-                self._send(200, generate_latest(registry), "text/plain; version=0.0.4")
+                self.reply(200, generate_latest(registry), "text/plain; version=0.0.4")
                 return
             route = routes.get(self.path)
             if route is None or route[0] != method:
-                self._json(404, {"error": f"no such endpoint: {method} {self.path}"})
+                self.reply_json(404, {"error": f"no such endpoint: {method} {self.path}"})
                 return
-            given = self.headers.get("Authorization", "").removeprefix("Bearer ")
-            if not hmac.compare_digest(given.encode(), token.encode()):
-                self._json(401, {"error": "missing or wrong token"})
+            if not self.authorized(token):
+                self.reply_json(401, {"error": "missing or wrong token (Authorization: Bearer "
+                                               "<token>)"})
                 return
-            length = int(self.headers.get("Content-Length") or 0)
             _, request, act = route
             try:
-                body = json.loads(self.rfile.read(length)) if length else {}
-                message = protocol.decode(request, body) if request else None
-            except (ValueError, protocol.ProtocolError) as error:
-                self._json(400, {"error": f"bad request: {error}"})
+                body = self.read_body(required=request is not None)
+                message = protocol.decode(request, json.loads(body)) if request else None
+            except HttpError as error:
+                self.reply_json(error.status, {"error": error.message})
+                return
+            except (ValueError, RecursionError, protocol.ProtocolError) as error:
+                self.reply_json(400, {"error": f"bad request: {error}"})
                 return
             try:
-                self._json(200, protocol.encode(act(message)))
+                self.reply_json(200, protocol.encode(act(message)))
             except Exception as error:  # noqa: BLE001 - reported to the controller as data
-                self._json(500, {"error": f"{type(error).__name__}: {error}"})
-
-        def _json(self, status: int, payload: Any) -> None:
-            self._send(status, json.dumps(payload).encode(), "application/json")
-
-        def _send(self, status: int, data: bytes, content_type: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args) -> None:
-            pass
+                self.reply_json(500, {"error": f"{type(error).__name__}: {error}"})
 
     return Handler
 
 
-def serve(host: str, port: int, token: str, max_lifetime_s: float) -> None:
+def serve(host: str, port: int, token: str, max_lifetime_s: float, *,
+          idle_timeout_s: float = IDLE_TIMEOUT_S, max_connections: int = MAX_CONNECTIONS) -> None:
     """Run an agent until told to shut down, its parent dies, or its lifetime ends.
 
-    Prints one :class:`~drivers.protocol.Hello` JSON line on stdout once it listens.
+    Prints one :class:`~drivers.protocol.Hello` JSON line on stdout once it listens. A
+    connection idle for ``idle_timeout_s`` is closed; beyond ``max_connections`` open at once,
+    a new one is answered 503 (see :class:`~drivers.http.GuardedServer`).
     """
     agent = Agent()
     registry = CollectorRegistry(auto_describe=True)
     registry.register(_Collector(agent))
     done = threading.Event()
-    server = ThreadingHTTPServer((host, port), None)
+    server = GuardedServer((host, port), JsonHandler, idle_timeout_s=idle_timeout_s,
+                           max_connections=max_connections)
     hello = protocol.Hello(server.server_address[1], os.getpid(), protocol.PROTOCOL_VERSION)
     server.RequestHandlerClass = _handler(agent, token, registry, done, hello)
-    server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="agent-http", daemon=True).start()
     print(protocol.dumps(hello).decode(), flush=True)
     parent = os.getppid()

@@ -21,7 +21,8 @@ call                  request                      reply
 ``GET /metrics``      (none, no token)             Prometheus text
 ====================  ===========================  ============================
 
-Every call but ``/metrics`` carries ``Authorization: Bearer <token>``. On start the agent
+Every call but ``/metrics`` carries exactly ``Authorization: Bearer <token>``, and a request
+body up to :data:`MAX_MESSAGE_BYTES` with its ``Content-Length``. On start the agent
 prints one :class:`Hello` line on stdout (where it listens); ``GET /hello`` answers the same for
 agents whose output the controller cannot read (pods).
 """
@@ -39,6 +40,11 @@ from typing import Any, TypeVar
 
 PROTOCOL_VERSION = 2
 """Bumped whenever a message or path changes meaning; controller and agent must agree."""
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""The largest request body an agent reads. A :class:`Configure` of 10,000 workers is about
+2 MB; not-fixed senders carry every queue name of their pattern (1,000 senders of 1,000 queues:
+about 20 MB)."""
 
 
 class ProtocolError(ValueError):

@@ -19,6 +19,7 @@ from typing import Annotated
 
 import typer
 
+from drivers.http import IDLE_TIMEOUT_S, MAX_CONNECTIONS
 from orchestrator import environment
 from orchestrator.errors import SurgeError
 from orchestrator.run.exposition import DEFAULT_METRICS_PORT
@@ -439,7 +440,11 @@ def down(topology: TopologyArg,
 
 @app.command(hidden=True)
 def agent(host: str = "127.0.0.1", port: int = 0,
-          max_lifetime: Annotated[float, typer.Option(help="Seconds before exiting")] = 86400.0
+          max_lifetime: Annotated[float, typer.Option(help="Seconds before exiting")] = 86400.0,
+          idle_timeout: Annotated[float, typer.Option(
+              min=0.01, help="Seconds after which an idle connection is closed")] = IDLE_TIMEOUT_S,
+          max_connections: Annotated[int, typer.Option(
+              min=1, help="Connections served at once; more are answered 503")] = MAX_CONNECTIONS,
           ) -> None:
     """Host workers for a controller (started by surge; token in $SURGE_AGENT_TOKEN)."""
     from drivers.agent import serve
@@ -447,7 +452,8 @@ def agent(host: str = "127.0.0.1", port: int = 0,
     if not token:
         typer.secho("SURGE_AGENT_TOKEN is not set", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
-    serve(host, port, token, max_lifetime)
+    serve(host, port, token, max_lifetime, idle_timeout_s=idle_timeout,
+          max_connections=max_connections)
 
 
 def _print_member(member) -> None:

@@ -1,16 +1,22 @@
 """The Spark session surge's analysis jobs run in: ``local[*]`` unless a master is given.
 
 Spark's own output never reaches the console. The JVM surge starts writes its stdout and
-stderr to a log file (appended; ``<runs>/spark.log`` for ``surge analyze``), logs warnings and
-errors there through ``spark-log4j2.properties`` (shipped beside this module), and, with a local
-master, binds to loopback (``SPARK_LOCAL_IP``, ``SPARK_LOCAL_HOSTNAME``, unless already set), so
-it has no hostname to warn about. A driver that ``spark-submit`` started keeps that JVM and its
-logging as they are.
+stderr to a log file (appended; ``<runs>/spark.log`` for ``surge analyze``) and logs warnings and
+errors there through ``spark-log4j2.properties`` (shipped beside this module). A driver that
+``spark-submit`` started keeps that JVM and its logging as they are.
+
+Nothing listens beyond this machine when nothing else needs to reach it: the web UI is off, and
+with a master on this machine (``local[...]``, or a standalone master on a loopback address) the
+driver's RPC and block manager bind to 127.0.0.1 (``spark.driver.bindAddress`` and
+``spark.driver.host``, in a ``spark-submit`` driver too), and the JVM surge starts gets
+``SPARK_LOCAL_IP`` and ``SPARK_LOCAL_HOSTNAME`` on loopback, so it has no hostname to warn about.
+Py4J's gateway listens on loopback by itself.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import tempfile
 from collections.abc import Iterator
@@ -27,6 +33,7 @@ SETTINGS = {  # small shuffles (a run is thousands of rows, not billions), no UI
     "spark.sql.session.timeZone": "UTC",
 }
 LOOPBACK = {"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "localhost"}
+LOOPBACK_SETTINGS = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
 
 _started: dict[str, object] = {}  # "session" and "log" of this process, once started
 
@@ -62,24 +69,56 @@ def _start(master: str | None, log: Path):
     if chosen or not _submitted():
         conf.setMaster(chosen or DEFAULT_MASTER).set(
             "spark.driver.memory", os.environ.get("SURGE_SPARK_DRIVER_MEMORY", "2g"))
+    on_loopback = on_this_machine(conf.get("spark.master") or _submitted_master())
+    if on_loopback:
+        conf.setAll(list(LOOPBACK_SETTINGS.items()))
     if not _submitted():
         conf.set("spark.driver.extraJavaOptions", f'-Dlog4j2.configurationFile="{LOG4J_CONFIG}"')
         log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as out, _loopback(conf.get("spark.master", "")):
+        with open(log, "ab") as out, _environment(LOOPBACK if on_loopback else {}):
             gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": out})
         SparkContext(conf=conf, gateway=gateway)
     return SparkSession.builder.config(conf=conf).getOrCreate()
 
 
+def on_this_machine(master: str) -> bool:
+    """Whether ``master`` runs everything on this machine: ``local[...]``, or a standalone
+    master (``spark://``) on a loopback address, whose workers can only be here too."""
+    if master.startswith("local"):
+        return True
+    if not master.startswith("spark://"):
+        return False
+    return all(_loopback(address) for address in master.removeprefix("spark://").split(","))
+
+
+def _loopback(address: str) -> bool:
+    """Whether ``host:port`` names a loopback host."""
+    host = address.rsplit(":", 1)[0].strip("[]")
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _submitted_master() -> str:
+    """The master ``spark-submit`` gave the JVM it started ("" if none, or no such JVM)."""
+    if not _submitted():
+        return ""
+    from pyspark import SparkContext
+    SparkContext._ensure_initialized()
+    return SparkContext._jvm.System.getProperty("spark.master") or ""
+
+
 @contextlib.contextmanager
-def _loopback(master: str) -> Iterator[None]:
-    """With a local master, ``SPARK_LOCAL_IP`` and ``SPARK_LOCAL_HOSTNAME`` on loopback (those
-    not set already) while the JVM starts; the environment as it was afterwards."""
-    added = {name: value for name, value in LOOPBACK.items()
-             if master.startswith("local") and name not in os.environ}
-    os.environ.update(added)
+def _environment(variables: dict[str, str]) -> Iterator[None]:
+    """``variables`` in the environment (while the JVM starts); as it was afterwards."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
     try:
         yield
     finally:
-        for name in added:
-            os.environ.pop(name, None)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

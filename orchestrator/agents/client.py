@@ -127,6 +127,9 @@ class AgentHandle:
               timeout_s: float = 30.0) -> M:
         """One authenticated call; :class:`AgentError` names the agent and the call."""
         data = None if body is None else protocol.dumps(body)
+        if data is not None and len(data) > protocol.MAX_MESSAGE_BYTES:
+            raise AgentError(f"agent {self.index} {method} {path}: the message is {len(data):,} "
+                             f"bytes, over the {protocol.MAX_MESSAGE_BYTES:,} an agent reads")
         request = urllib.request.Request(self.url + path, data=data, method=method)
         request.add_header("Authorization", f"Bearer {self.token}")
         request.add_header("Content-Type", "application/json")

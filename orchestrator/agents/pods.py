@@ -7,13 +7,18 @@ a cluster is asked), waits until ``count`` agent pods are Ready and returns hand
 calls like local agents (``process`` None; their ``closer`` asks the agent to shut down and closes
 the port-forward). ``stop_agent_pods`` deletes the run's objects.
 
-How the controller reaches a pod: inside the cluster (``$KUBERNETES_SERVICE_HOST`` set, the
-controller itself a pod) directly at the pod's IP, port 7070. Outside it, pod IPs are usually not
-routable, so each agent gets a :class:`PortForwarder`: a loopback listening socket whose every
-accepted connection is carried to the pod's port by its own port-forward stream through the API
-server (``kubernetes.stream.portforward``, what ``kubectl port-forward`` does). One stream per
-connection keeps it simple and correct: the agent API is one short HTTP/1.0 exchange per
-connection, so a call costs one extra WebSocket handshake and nothing is multiplexed.
+How the controller reaches a pod, inside the cluster or outside it: only through the API
+server's port-forward, never at the pod's IP. The agent's control API is plain HTTP with the
+run's bearer token, so a call to the pod's IP would carry the token in clear across the pod
+network; a port-forward carries it inside the API server's TLS and the kubelet's, into the pod's
+own network namespace. Each agent gets a :class:`PortForwarder`: a loopback listening socket
+whose every accepted connection is carried to the pod's port by its own port-forward stream
+(``kubernetes.stream.portforward``, what ``kubectl port-forward`` does; a controller running as a
+pod needs RBAC ``create`` on ``pods/portforward``). One stream per connection keeps it simple and
+correct: the agent API is one short HTTP/1.0 exchange per connection, so a call costs one extra
+WebSocket handshake and nothing is multiplexed. The agent still listens on the pod's address
+for the kubelet's readiness probe and for Prometheus, which read the unauthenticated
+``/metrics``; nothing sends it the token there.
 """
 
 from __future__ import annotations
@@ -21,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import os
 import re
 import time
 from collections.abc import Callable
@@ -101,20 +105,19 @@ def render_agents(count: int, topology: TopologySpec, run_id: str, token: str,
 
 # -- start and stop ------------------------------------------------------------------------------
 
-def _closer(handle: AgentHandle, forwarder: PortForwarder | None) -> Callable[[float], None]:
+def _closer(handle: AgentHandle, forwarder: PortForwarder) -> Callable[[float], None]:
     """``AgentHandle.closer`` of an agent pod: ask the agent to shut down (best effort; its pod
     then completes and the Job does not restart it), then close its port-forward."""
     def close(timeout_s: float) -> None:
         with contextlib.suppress(AgentError):
             handle.shutdown(min(5.0, timeout_s))
-        if forwarder is not None:
-            forwarder.close()
+        forwarder.close()
     return close
 
 
 def start_agent_pods(count: int, topology: TopologySpec, run_id: str, token: str,
                      max_lifetime_s: float, *, core: Any = None, batch: Any = None,
-                     streams: Any = None, reach: str = "auto", cpu: str = "1",
+                     streams: Any = None, cpu: str = "1",
                      memory: str = "512Mi", cpu_limit: bool = False,
                      ready_timeout_s: float | None = None,
                      clock: Callable[[], float] = time.monotonic,
@@ -122,19 +125,14 @@ def start_agent_pods(count: int, topology: TopologySpec, run_id: str, token: str
                      poll_interval_s: float = POLL_INTERVAL_S,
                      templates: Path = TEMPLATES) -> list[AgentHandle]:
     """Apply the run's Secret, Job and Service, wait until ``count`` agent pods are Ready and
-    return their handles by agent index. ``reach``: ``direct`` (pod IPs), ``port-forward``, or
-    ``auto`` (direct inside the cluster). ``core``/``batch``/``streams`` (CoreV1Api, BatchV1Api,
-    the CoreV1Api for streams) default to clients from the kubeconfig. On any failure what was
-    created is deleted again."""
+    return their handles by agent index, each reached through a port-forward.
+    ``core``/``batch``/``streams`` (CoreV1Api, BatchV1Api, the CoreV1Api for streams) default to
+    clients from the kubeconfig. On any failure what was created is deleted again."""
     objects = render_agents(count, topology, run_id, token, max_lifetime_s, cpu, memory,
                             cpu_limit, templates)
     if core is None or batch is None:
         client = load_kubernetes()
         core, batch = core or client.CoreV1Api(), batch or client.BatchV1Api()
-    if reach == "auto":
-        reach = "direct" if os.environ.get("KUBERNETES_SERVICE_HOST") else "port-forward"
-    if reach not in ("direct", "port-forward"):
-        raise ProvisionError(f"reach {reach!r}: expected direct, port-forward or auto")
     namespace, name = topology.kubernetes.namespace, objects["job"]["metadata"]["name"]
     timeout_s = ready_timeout_s or topology.kubernetes.ready_timeout
     hint = f"does the namespace {namespace} exist?"
@@ -159,9 +157,9 @@ def start_agent_pods(count: int, topology: TopologySpec, run_id: str, token: str
                      {"metadata": {"ownerReferences": owner}})
         pods = _wait_ready(core, namespace, name, count, timeout_s, clock, sleep,
                            poll_interval_s)
-        if reach == "port-forward" and streams is None:
+        if streams is None:
             streams = stream_core(load_kubernetes())
-        return [_handle(pod, position, namespace, token, reach, streams)
+        return [_handle(pod, position, namespace, token, streams)
                 for position, pod in enumerate(pods)]
     except BaseException:
         with contextlib.suppress(Exception):
@@ -229,15 +227,12 @@ def _index(pod: Any, default: int = 1 << 30) -> int:
     return int(value) if str(value).isdigit() else default
 
 
-def _handle(pod: Any, position: int, namespace: str, token: str, reach: str,
-            streams: Any) -> AgentHandle:
-    """The handle of one Ready agent pod (``process`` None, ``closer`` set)."""
-    name, index, forwarder = dig(pod, "metadata", "name"), _index(pod, position), None
-    if reach == "direct":
-        handle = AgentHandle(index, dig(pod, "status", "pod_ip"), AGENT_PORT, token)
-    else:
-        forwarder = PortForwarder(lambda: open_portforward(streams, name, namespace, AGENT_PORT),
-                                  AGENT_PORT, f"{namespace}/{name}")
-        handle = AgentHandle(index, "127.0.0.1", forwarder.port, token)
+def _handle(pod: Any, position: int, namespace: str, token: str, streams: Any) -> AgentHandle:
+    """The handle of one Ready agent pod, through its own port-forward (``process`` None,
+    ``closer`` set)."""
+    name, index = dig(pod, "metadata", "name"), _index(pod, position)
+    forwarder = PortForwarder(lambda: open_portforward(streams, name, namespace, AGENT_PORT),
+                              AGENT_PORT, f"{namespace}/{name}")
+    handle = AgentHandle(index, "127.0.0.1", forwarder.port, token)
     handle.closer = _closer(handle, forwarder)
     return handle

@@ -3,9 +3,9 @@
 Each agent is ``surge agent`` started through its own SSH channel with ``exec``, so its parent
 is the session's sshd: when the controller goes away, the connection closes, the agent's
 parent dies and the agent exits by itself, as local agents do. The per-run token travels on
-the channel's standard input, never on a command line. The controller then talks to the agent
-over HTTP exactly as to a local one: directly, or (``forward: true``, when the agents' ports are
-not reachable) through SSH port forwarding to an agent that listens on the host's loopback only.
+the channel's standard input, never on a command line. The agent listens on the host's loopback
+only; the controller talks to it over HTTP exactly as to a local one, through SSH port
+forwarding, so its plain-HTTP control API and the token never cross the network outside SSH.
 """
 
 from __future__ import annotations
@@ -41,10 +41,9 @@ def spawn_ssh_agents(session: SshSession, host: HostSpec, first_index: int, toke
 def _spawn(session: SshSession, host: HostSpec, index: int, token: str,
            max_lifetime_s: float) -> AgentHandle:
     work = shlex.quote(host.work_dir)
-    listen = "127.0.0.1" if host.forward else host.target  # forwarded: only sshd reaches it
     command = (f"read -r SURGE_AGENT_TOKEN; export SURGE_AGENT_TOKEN; mkdir -p {work}; "
                f"exec {shlex.quote(host.python)} -m orchestrator.cli agent "
-               f"--host {shlex.quote(listen)} --port 0 "
+               f"--host 127.0.0.1 --port 0 "
                f"--max-lifetime {int(max_lifetime_s)} 2>>{work}/agent-{index}.log")
     process = session.spawn(command, input_text=token + "\n")
     line = process.readline(AGENT_START_TIMEOUT_S)
@@ -54,10 +53,7 @@ def _spawn(session: SshSession, host: HostSpec, index: int, token: str,
         detail = process.stderr_tail() or f"see {host.work_dir}/agent-{index}.log on the host"
         process.close()
         raise AgentError(f"{error}; {detail}") from None
-    if host.forward:
-        handle = AgentHandle(index, "127.0.0.1", session.forward("127.0.0.1", port), token)
-    else:
-        handle = AgentHandle(index, host.target, port, token)
+    handle = AgentHandle(index, "127.0.0.1", session.forward("127.0.0.1", port), token)
     handle.closer = _closer(handle, process)
     return handle
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from orchestrator.specs.base import Seconds, Spec
 
@@ -40,8 +40,19 @@ class HostSpec(Spec):
                                                        "go on the host")
     python: str = Field("python3", description="the interpreter with surge installed (agents; "
                                                 "the core install, without extras, is enough)")
-    forward: bool = Field(False, description="reach the agents through SSH port forwarding "
-                                             "instead of connecting to their ports directly")
+    forward: bool = Field(True, description="agents listen on the host's loopback only and are "
+                                            "reached through SSH port forwarding, the one way "
+                                            "(false is refused: their control API is plain "
+                                            "HTTP with a bearer token)")
+
+    @field_validator("forward")
+    @classmethod
+    def _forwarded(cls, forward: bool) -> bool:
+        if not forward:
+            raise ValueError("agents are reached only through SSH port forwarding: without it "
+                             "their plain-HTTP control API and its token would cross the "
+                             "network in clear (remove forward: false)")
+        return forward
 
     @property
     def target(self) -> str:

@@ -1,4 +1,5 @@
-"""The same analysis job on a Spark standalone master and worker (real JVMs on loopback)."""
+"""The same analysis job on a Spark standalone master and worker (real JVMs on loopback, their
+web UIs too)."""
 
 import json
 import os
@@ -26,7 +27,8 @@ def _spark_class(spark_home: str, log: Path, *args: str) -> subprocess.Popen:
         return subprocess.Popen([f"{spark_home}/bin/spark-class", *args], stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True,
-                                env={**os.environ, "SPARK_HOME": spark_home})
+                                env={**os.environ, "SPARK_HOME": spark_home,
+                                     "SPARK_LOCAL_IP": "127.0.0.1"})  # web UIs too
 
 
 def _await_line(log: Path, text: str, timeout_s: float) -> None:

@@ -555,14 +555,18 @@ class FakeAgentsApi:
 
 
 def start(api: FakeAgentsApi, count: int = 3, **kwargs):
+    """Agent pods on the recording API; port-forward streams that cannot be opened unless the
+    test gives its own."""
     clock = FakeClock()
+    kwargs.setdefault("streams", object())
     return agent_pods.start_agent_pods(count, topology(), RUN, TOKEN, 600, core=api, batch=api,
                                        clock=clock, sleep=clock.sleep, **kwargs)
 
 
-def test_start_applies_secret_job_service_and_waits_for_ready_pods():
+def test_start_applies_secret_job_service_and_waits_for_ready_pods(monkeypatch):
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")  # the controller in the cluster
     api = FakeAgentsApi(lag=3)
-    handles = start(api, reach="direct")
+    handles = start(api)
     name = agent_pods.job_name(RUN)
     assert [c[:3] for c in api.calls if c[0] == "create"] == [
         ("create", "Secret", f"{name}-token"), ("create", "Job", name),
@@ -573,17 +577,19 @@ def test_start_applies_secret_job_service_and_waits_for_ready_pods():
         in api.calls
     assert api.objects[("Service", name)]["metadata"]["ownerReferences"] == owner
     assert api.listings == 3
-    assert [(h.index, h.host, h.port, h.token, h.process) for h in handles] == [
-        (0, "10.1.0.10", 7070, TOKEN, None), (1, "10.1.0.11", 7070, TOKEN, None),
-        (2, "10.1.0.12", 7070, TOKEN, None)]
-    assert all(h.closer is not None for h in handles)
+    # never at the pod IPs (plain HTTP with the token): each through its own port-forward
+    assert [(h.index, h.host, h.token, h.process) for h in handles] == [
+        (0, "127.0.0.1", TOKEN, None), (1, "127.0.0.1", TOKEN, None),
+        (2, "127.0.0.1", TOKEN, None)]
+    assert len({h.port for h in handles}) == 3 and 7070 not in {h.port for h in handles}
+    agent_pods.stop_agent_pods(handles, topology(), RUN, core=api, batch=api)
 
 
 def test_an_image_that_cannot_be_pulled_fails_and_cleans_up():
     api = FakeAgentsApi(waiting="ImagePullBackOff")
     with pytest.raises(ProvisionError, match=r"agent pod perf/surge-agents-.*-2-abcde of Job "
                                              r".* will not start: ImagePullBackOff"):
-        start(api, reach="direct")
+        start(api)
     assert api.objects == {}
 
 
@@ -591,23 +597,23 @@ def test_pods_that_never_get_ready_time_out_and_clean_up():
     api = FakeAgentsApi(lag=10 ** 6)
     with pytest.raises(ProvisionError, match="0 of 3 agent pods of Job perf/surge-agents-.* "
                                              "Ready after 5s") as caught:
-        start(api, reach="direct", ready_timeout_s=5)
+        start(api, ready_timeout_s=5)
     assert caught.value.temporary and api.objects == {}
 
 
 def test_an_existing_job_is_not_touched():
     api = FakeAgentsApi(job_exists=True)
     with pytest.raises(ProvisionError, match="exists already"):
-        start(api, reach="direct")
+        start(api)
     assert ("Job", agent_pods.job_name(RUN)) in api.objects
     assert not any(c[0] == "delete" for c in api.calls)
 
 
 def test_stop_deletes_the_job_in_the_background_and_its_secret_and_service():
     api = FakeAgentsApi(lag=1)
-    start(api, reach="direct")
+    handles = start(api)
     name = agent_pods.job_name(RUN)
-    done = agent_pods.stop_agent_pods([], topology(), RUN, core=api, batch=api)
+    done = agent_pods.stop_agent_pods(handles, topology(), RUN, core=api, batch=api)
     assert done == [f"deleted Job perf/{name}", f"deleted Secret perf/{name}-token",
                     f"deleted Service perf/{name}"]
     assert ("delete", "Job", name, {"propagation_policy": "Background"}) in api.calls
@@ -685,7 +691,7 @@ def stand_in(monkeypatch):
 
 def test_port_forwarded_handles_reach_their_pods_and_stop_them(stand_in):
     api = FakeAgentsApi(lag=1)
-    handles = start(api, count=2, reach="port-forward", streams=object())
+    handles = start(api, count=2)
     assert all(h.host == "127.0.0.1" and h.port != 7070 for h in handles)
     results: list = []
     threads = [threading.Thread(target=lambda h=h: results.append(h.clock()))
