@@ -452,14 +452,16 @@ class Controller:
 
     def _observation(self, row: dict[str, Any], tick: Tick, elapsed: float, target: float,
                      depth: int | None) -> Observation:
-        """What the scaling policy sees of one tick (member CPU as a share of its quota)."""
+        """What the scaling policy sees of one tick: each running member's CPU as a share of
+        its quota, ``None`` where it is unknown this second (it stays in, unknown)."""
+        running = [m for m in self.broker.members if m.running]
+        cpu = [tick.member_cpu_percent.get(m.name) for m in running]
         return Observation(
             elapsed_s=elapsed, target_rate=target,
             achieved_rate=min(row["send_rate"], row["receive_rate"]),
-            member_cpu=tuple(
-                tick.member_cpu_percent[m.name] / 100 / (m.cpu_quota_cores or 1.0)
-                for m in self.broker.members
-                if m.running and tick.member_cpu_percent.get(m.name) is not None),
+            member_cpu=tuple(None if c is None else c / 100 / (m.cpu_quota_cores or 1.0)
+                             for m, c in zip(running, cpu, strict=True)),
+            members=tuple(m.name for m in running),
             queue_depth=depth, p99_s=None if row["latency_p99_ms"] is None
             else row["latency_p99_ms"] / 1000)
 

@@ -10,8 +10,11 @@ from drivers.base import Unchecked
 from orchestrator.errors import ProvisionError
 from orchestrator.run.controller import Controller
 from orchestrator.run.depth import QueueDepth
+from orchestrator.run.sampling import Tick
 from orchestrator.specs.scenario import QueueSpec, ScenarioSpec, TopologySpec
+from results.rundir.histogram import LatencyHistogram
 from tests.fakes import FakeClock, MemoryLauncher, ScriptedProvisioner, idle_host, no_probe
+from topologies.base import BrokerSample, MemberSample
 
 
 def topology(**fields) -> TopologySpec:
@@ -180,3 +183,18 @@ def test_members_the_controller_cannot_reach_are_not_checked_and_it_says_why():
     depth = QueueDepth("ibmmq", topo.queues[0], provisioner, clock, no_probe, check)
     assert depth.check(provisioner.up()) == "the Services resolve in the cluster only"
     assert check.checked == []
+
+
+def test_the_scaler_sees_a_member_of_unknown_cpu_as_unknown_not_as_absent(tmp_path):
+    spec = scenario([{"rate_per_sender": 10, "hold": "2s"}])
+    controller = Controller(spec, topology(members=3), tmp_path, live=False,
+                            provisioner=ScriptedProvisioner(topology(members=3), FakeClock()),
+                            launcher=MemoryLauncher(1, FakeClock()), clock=FakeClock(),
+                            probes=no_probe, preflights=no_probe, sd_dir=tmp_path / "sd")
+    controller.broker = BrokerSample([MemberSample("m0", True, None, 2.0),
+                                      MemberSample("m1", True, None, 2.0),
+                                      MemberSample("m2", False, None, 2.0)])
+    tick = Tick(5.0, {}, {}, LatencyHistogram(), member_cpu_percent={"m0": 150.0, "m1": None})
+    row = {"send_rate": 10.0, "receive_rate": 9.0, "latency_p99_ms": None}
+    seen = controller._observation(row, tick, 5.0, 10.0, None)
+    assert seen.cpu_by_member() == {"m0": pytest.approx(0.75), "m1": None}  # m2 is stopped
