@@ -16,6 +16,12 @@ from collections.abc import Callable
 from drivers.workers import ReceiverRole, SenderRole
 
 
+class Unchecked(Exception):
+    """The controller's check before any load (:func:`drivers.depth.preflight`) cannot be made
+    from its machine: the client library is missing there, or what the clients connect through
+    is not there; the message says why."""
+
+
 class Driver(ABC):
     """Hosts sender and receiver roles against one broker destination."""
 

@@ -1,22 +1,28 @@
-"""The controller's reader of exact queue depths, for the brokers that offer one."""
+"""What the controller asks of the queues themselves: a check before any load, and exact queue
+depths during the run, for the brokers that offer them."""
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
 
-class DepthProbe(Protocol):
-    """Reads the messages ready in each queue from the queues themselves."""
+class Preflight(Protocol):
+    """Before any load: the run's clients can connect and the workload's queues exist."""
 
     def check(self) -> None:
         """Every endpoint accepts the run's clients and every queue exists
-        (``ConnectionError`` / ``LookupError`` otherwise)."""
+        (``ConnectionError`` / ``LookupError`` otherwise; :class:`drivers.base.Unchecked` where
+        the check cannot be made here)."""
+
+    def close(self) -> None:
+        """Let go of any connection left open."""
+
+
+class DepthProbe(Preflight, Protocol):
+    """Reads the messages ready in each queue from the queues themselves."""
 
     def read(self) -> tuple[dict[str, int], float]:
         """``({queue: ready messages}, monotonic time of the reading)``."""
-
-    def close(self) -> None:
-        """Let go of the connection."""
 
 
 def depth_probe(broker: str, endpoints: list[str], queues: list[str],
@@ -29,3 +35,16 @@ def depth_probe(broker: str, endpoints: list[str], queues: list[str],
         from drivers.amqp.settings import AmqpSettings
         return QueueDepthProbe(endpoints, queues, AmqpSettings.from_json(settings))
     return None
+
+
+def preflight(broker: str, endpoints: list[str], queues: list[str],
+              settings: dict[str, Any]) -> Preflight | None:
+    """The pre-load check for ``broker``, connecting to each of ``endpoints`` as the run's
+    clients do (the driver's ``settings``: credentials, TLS) and looking for ``queues``:
+    RabbitMQ's depth probe (:meth:`drivers.amqp.probe.QueueDepthProbe.check`), IBM MQ's
+    :class:`drivers.mq.preflight.MqPreflight`; ``None`` for a broker with neither."""
+    if broker == "ibmmq":
+        from drivers.mq.preflight import MqPreflight
+        from drivers.mq.settings import MqSettings
+        return MqPreflight(endpoints, queues, MqSettings.from_json(settings))
+    return depth_probe(broker, endpoints, queues, settings)

@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from drivers.mq.client import MqEndpoint
+from drivers.mq.client import MqEndpoint, environment
 from drivers.mq.settings import MqSettings
 
 
@@ -45,6 +45,16 @@ class ConnectArgs:
     def __repr__(self) -> str:
         """Which structures and options, never the credentials they carry."""
         return f"ConnectArgs(qmgr={self.qmgr!r}, kwargs={sorted(self.kwargs)})"
+
+
+def connect(mqi: Any, settings: MqSettings, endpoint: str, appltag: str, options: int) -> Any:
+    """MQCONNX as a client to ``endpoint`` with application name ``appltag`` and MQCNO
+    ``options``; the connected ``QueueManager`` (the library's ``Error`` if it fails)."""
+    args = connect_args(mqi, settings, MqEndpoint.parse(endpoint, settings), appltag, options)
+    qm = mqi.QueueManager(None)
+    with environment(args.env):
+        qm.connect_with_options(args.qmgr, **args.kwargs)
+    return qm
 
 
 def connect_args(mqi: Any, settings: MqSettings, target: MqEndpoint, appltag: str,

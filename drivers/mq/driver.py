@@ -75,11 +75,10 @@ from drivers.mq.client import (
     RECONNECT_OPTIONS,
     MqClientMissing,
     MqEndpoint,
-    environment,
     load_mqi,
     reply_queue_name,
 )
-from drivers.mq.connect import connect_args
+from drivers.mq.connect import connect
 from drivers.mq.settings import MqSettings
 from drivers.mq.workers import ReceiverWorker, RequesterWorker, SenderWorker, Worker
 from drivers.protocol import Destination
@@ -119,11 +118,7 @@ class MqDriver(Driver):
     def connect(self, endpoint: str, appltag: str) -> Any:
         """MQCONNX as a client to ``endpoint`` with application name ``appltag``; returns the
         connected ``QueueManager`` (the structures: :mod:`drivers.mq.connect`)."""
-        target = MqEndpoint.parse(endpoint, self.settings)
-        args = connect_args(self.mqi, self.settings, target, appltag, self.connect_options)
-        qm = self.mqi.QueueManager(None)
-        with environment(args.env):
-            qm.connect_with_options(args.qmgr, **args.kwargs)
+        qm = connect(self.mqi, self.settings, endpoint, appltag, self.connect_options)
         if self.reconnecting:
             self._watch(qm)
         return qm

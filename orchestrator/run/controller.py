@@ -24,7 +24,7 @@ from typing import Any
 
 from drivers import protocol
 from drivers.accounting import Reconciliation
-from drivers.depth import depth_probe
+from drivers.depth import depth_probe, preflight
 from orchestrator.agents.client import AgentClient
 from orchestrator.agents.launcher import Fleet, Launcher, launcher_for
 from orchestrator.agents.placement import place
@@ -60,7 +60,7 @@ from results.rundir.manifest import (
 )
 from results.rundir.steps import StepRow, drain_row, step_rows
 from results.rundir.tables import CONTROLLER_HOST, RunWriter, new_run_id
-from topologies.base import BrokerSample, CpuReading, MemberSample, Provisioner
+from topologies.base import BrokerSample, CpuReading, Member, MemberSample, Provisioner
 from topologies.factory import provisioner_for
 
 TICK_DEADLINE_S = 0.8  # readings not in by then are missing for this second
@@ -70,7 +70,7 @@ EXTRA_LIFETIME_S = 3600.0  # agents outlive the plan by this much before they gi
 SHOWN_EVENTS = frozenset((
     "provision", "members_up", "agents_up", "step", "accounting", "teardown", "scale_decision",
     "scale_failed", "member_started", "rebalanced", "member_draining", "member_stopped",
-    "error", "clocks"))
+    "error", "clocks", "queues_unchecked"))
 
 
 @dataclass
@@ -87,16 +87,17 @@ class RunResult:
 class Controller:
     """Drives one scenario on one topology and records it into a run directory.
 
-    ``provisioner``, ``launcher``, ``clock``, ``host_cpu`` and ``probes`` default to the real
-    ones for the topology and scenario."""
+    ``provisioner``, ``launcher``, ``clock``, ``host_cpu``, ``probes`` (queue depths) and
+    ``preflights`` (the check before any load) default to the real ones for the topology and
+    scenario."""
 
     def __init__(self, scenario: ScenarioSpec, topology: TopologySpec, runs_dir: Path,
                  live: bool = True, keep_topology: bool = False, metrics_port: int = 0,
                  run_id: str | None = None, *, provisioner: Provisioner | None = None,
                  launcher: Launcher | None = None, clock: Clock = SYSTEM_CLOCK,
                  host_cpu: Callable[[], CpuReading] = host_cpu,
-                 probes: ProbeFactory = depth_probe, background: bool = True,
-                 sd_dir: Path | None = None):
+                 probes: ProbeFactory = depth_probe, preflights: ProbeFactory = preflight,
+                 background: bool = True, sd_dir: Path | None = None):
         self.scenario, self.topology = scenario, topology
         self.run_id = run_id or new_run_id(scenario.name)
         self.run_dir = runs_dir / self.run_id
@@ -129,7 +130,8 @@ class Controller:
         self.tick_members: list[MemberSample] = []  # this tick's view of each member
         self.agent_failures: dict[int, int] = {}
         self.queue_spec = topology.queue(scenario.workload.queue)
-        self.depth = QueueDepth(topology.broker, self.queue_spec, self.provisioner, clock, probes)
+        self.depth = QueueDepth(topology.broker, self.queue_spec, self.provisioner, clock, probes,
+                                preflights)
         scaling = scenario.scaling
         self.scaler = Scaler(
             scaling, self.provisioner, self.queue_spec,
@@ -165,7 +167,7 @@ class Controller:
                 members = self.provisioner.up()
                 self._event("members_up", members=[m.name for m in members if m.running])
                 self._note_unmeasured()
-                self.depth.check([m for m in members if m.running])
+                self._check_queues([m for m in members if m.running])
                 self._start_agents([m for m in members if m.running])
                 self._announce(metrics)
                 self._tick_through_plan(metrics)
@@ -241,6 +243,15 @@ class Controller:
         if unmeasured:
             self._event("unmeasured", figures=unmeasured)
             self.manifest = self.manifest.replace(unmeasured=unmeasured)
+
+    def _check_queues(self, running: list[Member]) -> None:
+        """Before any load, check the clients' connections and the workload's queues; where
+        that cannot be done from here, say so (a shown event) rather than pass in silence."""
+        why = self.depth.check(running)
+        if why:
+            self._event("queues_unchecked", reason=why,
+                        explain=f"the workload's queues and the clients' connections were NOT "
+                                f"checked before the load: {why}")
 
     def _record_clocks(self, clocks: dict[str, Any]) -> None:
         self.manifest = self.manifest.replace(clocks=Clocks.model_validate(clocks))
@@ -441,14 +452,16 @@ class Controller:
 
     def _observation(self, row: dict[str, Any], tick: Tick, elapsed: float, target: float,
                      depth: int | None) -> Observation:
-        """What the scaling policy sees of one tick (member CPU as a share of its quota)."""
+        """What the scaling policy sees of one tick: each running member's CPU as a share of
+        its quota, ``None`` where it is unknown this second (it stays in, unknown)."""
+        running = [m for m in self.broker.members if m.running]
+        cpu = [tick.member_cpu_percent.get(m.name) for m in running]
         return Observation(
             elapsed_s=elapsed, target_rate=target,
             achieved_rate=min(row["send_rate"], row["receive_rate"]),
-            member_cpu=tuple(
-                tick.member_cpu_percent[m.name] / 100 / (m.cpu_quota_cores or 1.0)
-                for m in self.broker.members
-                if m.running and tick.member_cpu_percent.get(m.name) is not None),
+            member_cpu=tuple(None if c is None else c / 100 / (m.cpu_quota_cores or 1.0)
+                             for m, c in zip(running, cpu, strict=True)),
+            members=tuple(m.name for m in running),
             queue_depth=depth, p99_s=None if row["latency_p99_ms"] is None
             else row["latency_p99_ms"] / 1000)
 

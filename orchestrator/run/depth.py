@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from drivers.base import Unchecked
 from orchestrator.clock import Clock
 from orchestrator.errors import ProvisionError
 from orchestrator.run.sampling import DepthReading
@@ -23,16 +24,21 @@ MAX_DEPTH_AGE_S = 1.0  # an older queue or member reading makes the depth unknow
 SETTLE_READS, SETTLE_PAUSE_S = 5, 0.5  # final depth: read until two reads agree
 
 ProbeFactory = Callable[[str, list[str], list[str], dict[str, Any]], Any]
-"""How a run opens a depth probe: :func:`drivers.depth.depth_probe`."""
+"""How a run opens a depth probe (:func:`drivers.depth.depth_probe`) or its check before any
+load (:func:`drivers.depth.preflight`)."""
+CREATE_HINT = {
+    "rabbitmq": "create them before the run (or, on a cluster surge did not start, let it "
+                "declare them: existing.declare: true)",
+    "ibmmq": "define them on the queue managers before the run (DEFINE QLOCAL)"}
 
 
 class QueueDepth:
     """The queue depth of one run: its probe, the latest readings, and the final count."""
 
     def __init__(self, broker: str, queue: QueueSpec, provisioner: Provisioner,
-                 clock: Clock, probes: ProbeFactory):
+                 clock: Clock, probes: ProbeFactory, preflights: ProbeFactory):
         self.broker, self.queue, self.provisioner = broker, queue, provisioner
-        self.clock, self.probes = clock, probes
+        self.clock, self.probes, self.preflights = clock, probes, preflights
         self.probe: Any = None
         self.reading: DepthReading | None = None
         self.member_stats: dict[str, MemberStats] = {}  # each member's latest own figures
@@ -47,24 +53,33 @@ class QueueDepth:
             return None
         return lambda: DepthReading(*self.probe.read())
 
-    def check(self, running: list[Member]) -> None:
+    def check(self, running: list[Member]) -> str | None:
         """Before any load: the run's clients can connect to every running member (credentials,
-        TLS) and the workload's queues exist; :class:`ProvisionError` saying which does not."""
-        probe = self.probes(self.broker, [m.endpoint for m in running],
-                            self.queue.instances([m.index for m in running]),
-                            self.provisioner.client_settings())
+        TLS) and the workload's queues exist; :class:`ProvisionError` saying which does not.
+        Returns why nothing could be checked from here (the broker's client library is missing
+        on this machine, the provisioner says the members cannot be reached from it), or
+        ``None``: checked, or no check for this broker."""
+        unreachable = getattr(self.provisioner, "unreachable_from_controller", None)
+        why = unreachable() if unreachable is not None else None
+        if why:
+            return why
+        probe = self.preflights(self.broker, [m.endpoint for m in running],
+                                self.queue.instances([m.index for m in running]),
+                                self.provisioner.client_settings())
         if probe is None:
-            return
+            return None
         try:
             probe.check()
+        except Unchecked as error:
+            return str(error)
         except ConnectionError as error:
             raise ProvisionError(f"the run's clients cannot connect to {error}") from None
         except LookupError as error:
-            raise ProvisionError(f"the workload's queues do not exist: {error}; create them "
-                                 f"before the run (or, on a cluster surge did not start, let it "
-                                 f"declare them: existing.declare: true)") from None
+            raise ProvisionError(f"the workload's queues do not exist: {error}; "
+                                 f"{CREATE_HINT.get(self.broker, 'create them')}") from None
         finally:
             probe.close()
+        return None
 
     def fold(self, reading: DepthReading | None, members: Iterable[MemberSample],
              stats: dict[str, MemberStats]) -> None:

@@ -16,7 +16,10 @@ It imitates only behaviour documented for MQ, and only what the driver uses:
   ``MQAPPLNAME`` environment variable, and shows in ``PutApplName``. A thread with a
   connection that is not shared (no MQCNO_HANDLE_SHARE_*) gets MQRC_ALREADY_CONNECTED.
 - MQOPEN of defined local queues only (else MQRC_UNKNOWN_OBJECT_NAME); MQPUT/MQGET check
-  the open options. A queue named with another stand-in queue manager's name is delivered to
+  the open options; MQOO_INQUIRE is accepted (MQINQ itself is not imitated).
+- Connection authentication as CHCKCLNT(REQUIRED) does it, once a test calls
+  :meth:`StandIn.require_user`: an MQCONNX without that user and password fails with
+  MQRC_NOT_AUTHORIZED. A queue named with another stand-in queue manager's name is delivered to
   that queue manager, as running cluster channels would.
 - MQPUT: a new MsgId with MQPMO_NEW_MSG_ID or a null MsgId; ReplyToQMgr is set to the queue
   manager's name when ReplyToQ is given without one; syncpoint puts appear at MQCMIT.
@@ -34,8 +37,8 @@ It imitates only behaviour documented for MQ, and only what the driver uses:
   MQCMIT fails with MQRC_BACKED_OUT.
 
 Not imitated (options for them raise NotImplementedError): browsing, truncated-message
-acceptance, data conversion, message groups, expiry, priorities, persistence to disk, security,
-channels, clustering beyond the delivery above.
+acceptance, data conversion, message groups, expiry, priorities, persistence to disk, security
+beyond the user check above, channels, clustering beyond the delivery above.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class CMQC:
     MQRC_CONNECTION_BROKEN = 2009
     MQRC_HCONN_ERROR = 2018
     MQRC_NO_MSG_AVAILABLE = 2033
+    MQRC_NOT_AUTHORIZED = 2035
     MQRC_NOT_OPEN_FOR_INPUT = 2037
     MQRC_NOT_OPEN_FOR_OUTPUT = 2039
     MQRC_Q_FULL = 2053
@@ -95,6 +99,7 @@ class CMQC:
     MQOO_INPUT_SHARED = 0x00000002
     MQOO_INPUT_EXCLUSIVE = 0x00000004
     MQOO_OUTPUT = 0x00000010
+    MQOO_INQUIRE = 0x00000020
     MQOO_FAIL_IF_QUIESCING = 0x00002000
     MQCO_NONE = 0x00000000
 
@@ -338,6 +343,7 @@ class StandIn:
         self._orders = itertools.count()
         self._ids = itertools.count(1)
         self._unshared: dict[int, int] = {}  # thread id -> hconn of an unshared connection
+        self.user: tuple[str, str] | None = None  # require_user: the one user MQCONNX accepts
         for queue in queues:
             self.define(queue)
         self.CMQC, self.CMQXC = CMQC, CMQXC
@@ -359,6 +365,11 @@ class StandIn:
         """DEFINE QLOCAL on ``qmgr`` (default: every queue manager, as the -ic file does)."""
         for manager in [self.qmgrs[qmgr]] if qmgr else self.qmgrs.values():
             manager.queues[queue] = _LocalQueue(queue, max_depth)
+
+    def require_user(self, user: str, password: str) -> None:
+        """Authenticate clients (CHCKCLNT(REQUIRED)): only this user with this password may
+        connect; any other MQCONNX fails with MQRC_NOT_AUTHORIZED."""
+        self.user = (user, password)
 
     def messages(self, queue: str, qmgr: str | None = None) -> list[tuple[bytes, dict]]:
         """Bodies and descriptors on ``queue`` (committed ones), oldest first."""
@@ -448,7 +459,7 @@ _CNO_SUPPORTED = (CMQC.MQCNO_CLIENT_BINDING | CMQC.MQCNO_HANDLE_SHARE_NONE
                   | CMQC.MQCNO_RECONNECT | CMQC.MQCNO_RECONNECT_DISABLED
                   | CMQC.MQCNO_RECONNECT_Q_MGR)
 _OO_SUPPORTED = (CMQC.MQOO_INPUT_AS_Q_DEF | CMQC.MQOO_INPUT_SHARED | CMQC.MQOO_INPUT_EXCLUSIVE
-                 | CMQC.MQOO_OUTPUT | CMQC.MQOO_FAIL_IF_QUIESCING)
+                 | CMQC.MQOO_OUTPUT | CMQC.MQOO_INQUIRE | CMQC.MQOO_FAIL_IF_QUIESCING)
 _PMO_SUPPORTED = (CMQC.MQPMO_SYNCPOINT | CMQC.MQPMO_NO_SYNCPOINT | CMQC.MQPMO_NEW_MSG_ID
                   | CMQC.MQPMO_NEW_CORREL_ID | CMQC.MQPMO_FAIL_IF_QUIESCING)
 _GMO_SUPPORTED = (CMQC.MQGMO_WAIT | CMQC.MQGMO_SYNCPOINT | CMQC.MQGMO_NO_SYNCPOINT
@@ -513,6 +524,8 @@ class _QueueManager:
                     raise MQMIError(CMQC.MQCC_WARNING, CMQC.MQRC_ALREADY_CONNECTED)
                 if not cd and not ccdt:
                     raise _fail(CMQC.MQRC_Q_MGR_NAME_ERROR)  # no channel definition at all
+                if standin.user is not None and (user, password) != standin.user:
+                    raise _fail(CMQC.MQRC_NOT_AUTHORIZED)
                 manager = standin._resolve(requested)
             except MQMIError as error:
                 standin._record("MQCONNX", 0, reason=error.reason, **details)

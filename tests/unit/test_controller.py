@@ -6,9 +6,15 @@ import json
 import pytest
 
 from drivers import protocol
+from drivers.base import Unchecked
+from orchestrator.errors import ProvisionError
 from orchestrator.run.controller import Controller
+from orchestrator.run.depth import QueueDepth
+from orchestrator.run.sampling import Tick
 from orchestrator.specs.scenario import QueueSpec, ScenarioSpec, TopologySpec
+from results.rundir.histogram import LatencyHistogram
 from tests.fakes import FakeClock, MemoryLauncher, ScriptedProvisioner, idle_host, no_probe
+from topologies.base import BrokerSample, MemberSample
 
 
 def topology(**fields) -> TopologySpec:
@@ -25,14 +31,15 @@ def scenario(plan, senders=2, receivers=2, **fields) -> ScenarioSpec:
 
 
 def run(spec: ScenarioSpec, topo: TopologySpec, tmp_path, agents=2, cpu_share=0.5,
-        slow_sample_s=0.0):
+        slow_sample_s=0.0, preflights=no_probe, launcher=None):
     clock = FakeClock()
     provisioner = ScriptedProvisioner(topo, clock, cpu_share)
     provisioner.slow_sample_s = slow_sample_s
-    launcher = MemoryLauncher(agents, clock)
+    launcher = launcher or MemoryLauncher(agents, clock)
     controller = Controller(spec, topo, tmp_path, live=False, provisioner=provisioner,
                             launcher=launcher, clock=clock, host_cpu=idle_host,
-                            probes=no_probe, background=False, sd_dir=tmp_path / "sd")
+                            probes=no_probe, preflights=preflights, background=False,
+                            sd_dir=tmp_path / "sd")
     result = controller.run()
     manifest = json.loads((result.run_dir / "run.json").read_text())
     return result, controller, provisioner, launcher, manifest
@@ -103,3 +110,91 @@ def test_the_scaler_starts_a_member_on_high_cpu_and_moves_a_fair_share_to_it(tmp
     assert events.index("scale_decision") < events.index("member_started") < \
         events.index("rebalanced")
     assert max(t["members_running"] for t in controller.ticks) == 2
+
+
+class Preflight:
+    """A check before any load that fails with ``error`` (none: all fine)."""
+
+    def __init__(self, error: Exception | None = None):
+        self.error, self.checked, self.closed = error, [], False
+
+    def __call__(self, broker, endpoints, queues, settings) -> "Preflight":
+        self.checked.append((broker, endpoints, queues))
+        return self
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_queues_that_cannot_be_checked_are_said_so_and_the_run_goes_on(tmp_path):
+    spec = scenario([{"rate_per_sender": 10, "hold": "2s"}])
+    check = Preflight(Unchecked("no MQI library here"))
+    result, controller, *_ = run(spec, topology(), tmp_path, preflights=check)
+    assert result.outcome == "completed" and check.closed
+    assert check.checked == [("rabbitmq", [controller.provisioner.member(0).endpoint], ["perf"])]
+    events = [json.loads(line) for line in
+              (controller.run_dir / "events.jsonl").read_text().splitlines()]
+    unchecked = [e for e in events if e["kind"] == "queues_unchecked"]
+    assert len(unchecked) == 1 and unchecked[0]["reason"] == "no MQI library here"
+    assert "were NOT checked before the load" in unchecked[0]["explain"]
+
+
+def test_checked_queues_leave_no_such_event(tmp_path):
+    spec = scenario([{"rate_per_sender": 10, "hold": "2s"}])
+    result, controller, *_ = run(spec, topology(), tmp_path, preflights=Preflight())
+    kinds = (controller.run_dir / "events.jsonl").read_text()
+    assert result.outcome == "completed" and "queues_unchecked" not in kinds
+
+
+def test_a_missing_queue_stops_the_run_before_any_agent_starts(tmp_path):
+    spec = scenario([{"rate_per_sender": 10, "hold": "2s"}])
+    launcher = MemoryLauncher(2, FakeClock())
+    with pytest.raises(ProvisionError, match="the workload's queues do not exist: perf"):
+        run(spec, topology(), tmp_path, preflights=Preflight(LookupError("perf")),
+            launcher=launcher)
+    assert all(agent.calls == [] for agent in launcher.agents)  # no worker was configured
+    run_json = json.loads(next(tmp_path.glob("*/run.json")).read_text())
+    assert run_json["outcome"] == "failed"
+
+
+@pytest.mark.parametrize("broker, hint", [
+    ("ibmmq", "define them on the queue managers before the run (DEFINE QLOCAL)"),
+    ("rabbitmq", "existing.declare: true")])
+def test_what_to_do_about_missing_queues_is_said_for_each_broker(broker, hint):
+    topo, clock = topology(), FakeClock()
+    provisioner = ScriptedProvisioner(topo, clock)
+    depth = QueueDepth(broker, topo.queues[0], provisioner, clock, no_probe,
+                       Preflight(LookupError("perf (at *UC01QM)")))
+    with pytest.raises(ProvisionError) as error:
+        depth.check(provisioner.up())
+    assert str(error.value).startswith("the workload's queues do not exist: perf (at *UC01QM); ")
+    assert hint in str(error.value)
+
+
+def test_members_the_controller_cannot_reach_are_not_checked_and_it_says_why():
+    topo, clock = topology(), FakeClock()
+    provisioner = ScriptedProvisioner(topo, clock)
+    provisioner.unreachable_from_controller = lambda: "the Services resolve in the cluster only"
+    check = Preflight(ConnectionError("would have failed"))
+    depth = QueueDepth("ibmmq", topo.queues[0], provisioner, clock, no_probe, check)
+    assert depth.check(provisioner.up()) == "the Services resolve in the cluster only"
+    assert check.checked == []
+
+
+def test_the_scaler_sees_a_member_of_unknown_cpu_as_unknown_not_as_absent(tmp_path):
+    spec = scenario([{"rate_per_sender": 10, "hold": "2s"}])
+    controller = Controller(spec, topology(members=3), tmp_path, live=False,
+                            provisioner=ScriptedProvisioner(topology(members=3), FakeClock()),
+                            launcher=MemoryLauncher(1, FakeClock()), clock=FakeClock(),
+                            probes=no_probe, preflights=no_probe, sd_dir=tmp_path / "sd")
+    controller.broker = BrokerSample([MemberSample("m0", True, None, 2.0),
+                                      MemberSample("m1", True, None, 2.0),
+                                      MemberSample("m2", False, None, 2.0)])
+    tick = Tick(5.0, {}, {}, LatencyHistogram(), member_cpu_percent={"m0": 150.0, "m1": None})
+    row = {"send_rate": 10.0, "receive_rate": 9.0, "latency_p99_ms": None}
+    seen = controller._observation(row, tick, 5.0, 10.0, None)
+    assert seen.cpu_by_member() == {"m0": pytest.approx(0.75), "m1": None}  # m2 is stopped

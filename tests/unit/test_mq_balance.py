@@ -30,7 +30,8 @@ def run(tmp_path, provisioner_type):
     launcher = MemoryLauncher(2, clock)
     controller = Controller(spec, topology, tmp_path, live=False, provisioner=provisioner,
                             launcher=launcher, clock=clock, host_cpu=idle_host,
-                            probes=no_probe, background=False, sd_dir=tmp_path / "sd")
+                            probes=no_probe, preflights=no_probe, background=False,
+                            sd_dir=tmp_path / "sd")
     controller.run()
     events = [json.loads(line) for line in
               (controller.run_dir / "events.jsonl").read_text().splitlines()]

@@ -297,6 +297,13 @@ def provisioner(custom=None, core=None, *overrides: str):
                                         core=core or FakeCore(), clock=clock, sleep=clock.sleep)
 
 
+def test_the_controller_outside_the_cluster_does_not_check_the_queues(monkeypatch):
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert "only inside the cluster" in provisioner().unreachable_from_controller()
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    assert provisioner().unreachable_from_controller() is None
+
+
 def test_member_is_the_operators_service_on_1414():
     member = provisioner().member(1)
     assert (member.name, member.host, member.port) == ("PERF1", "perf1-ibm-mq.mq.svc", 1414)

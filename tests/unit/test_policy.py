@@ -1,6 +1,6 @@
 import pytest
 
-from orchestrator.scaling.policy import Observation, decide, fired
+from orchestrator.scaling.policy import Observation, decide, fired, value_of, window_value
 from orchestrator.specs.scenario import ScalingSpec, Trigger
 
 SPEC = ScalingSpec.model_validate({
@@ -113,3 +113,90 @@ def test_an_unknown_depth_never_satisfies_a_depth_condition():
     mixed = unknown[:2] + [Observation(elapsed_s=3, target_rate=1, achieved_rate=1,
                                        queue_depth=500)]
     assert fired(above, mixed) and not fired(below, mixed)  # judged on the known second
+
+
+# -- member CPU that is unknown in some seconds, or for some members -----------------------------
+
+OUT = Trigger.model_validate({"member_cpu": "80%", "for": "30s"})
+IN = Trigger.model_validate({"member_cpu_below": "30%", "for": "30s"})
+
+
+def cpu_seconds(*members: dict[int, float], n: int = 30, names=("qm1", "qm2", "qm3")):
+    """``n`` seconds in which member ``i`` has figure ``members[i][t]`` at second ``t`` only
+    (unknown in every other second), as an exporter publishing now and then gives them."""
+    return [Observation(elapsed_s=float(t), target_rate=1.0, achieved_rate=1.0,
+                        member_cpu=tuple(m.get(t) for m in members),
+                        members=names[:len(members)]) for t in range(n)]
+
+
+def every(interval: int, value: float, first: int = 0, n: int = 30) -> dict[int, float]:
+    return {t: value for t in range(first, n, interval)}
+
+
+def test_a_figure_every_ten_seconds_is_judged_on_the_figures_not_on_the_empty_seconds():
+    hot = cpu_seconds(every(10, 0.95))  # 3 figures in 30 s, 27 unknown seconds
+    assert fired(OUT, hot) and not fired(IN, hot)
+    idle = cpu_seconds(every(10, 0.10))
+    assert fired(IN, idle) and not fired(OUT, idle)
+    assert window_value(OUT, hot) == pytest.approx(0.95)
+
+
+def test_one_known_figure_in_the_window_is_not_enough_either_way():
+    assert not fired(OUT, cpu_seconds({5: 0.99}))
+    assert not fired(IN, cpu_seconds({5: 0.01}))
+    assert window_value(IN, cpu_seconds({5: 0.01})) is None
+    one_second = Trigger.model_validate({"member_cpu": "80%", "for": "1s"})
+    assert fired(one_second, cpu_seconds({0: 0.99}, n=1))  # a 1 s window: its one second
+
+
+def test_no_known_cpu_at_all_never_fires_and_is_not_zero():
+    unknown = cpu_seconds({}, {}, {})
+    assert not fired(OUT, unknown) and not fired(IN, unknown)  # scale-in: not on ignorance
+    assert value_of("member_cpu", unknown[0]) is None
+    assert value_of("member_cpu_below", unknown[0]) is None
+    nobody = [Observation(elapsed_s=float(t), target_rate=1.0, achieved_rate=1.0)
+              for t in range(30)]
+    assert not fired(OUT, nobody) and not fired(IN, nobody)
+
+
+def test_queue_managers_publishing_at_their_own_seconds_are_judged_each_on_its_own():
+    # qm1 is hot, qm2 and qm3 idle; their figures never arrive in the same second
+    unaligned = cpu_seconds(every(10, 0.95, first=1), every(10, 0.2, first=4),
+                            every(10, 0.2, first=7))
+    assert fired(OUT, unaligned)  # the hot member is not outvoted by seconds of the others
+    assert not fired(IN, unaligned)
+    idle = cpu_seconds(every(10, 0.1, first=1), every(10, 0.2, first=4), every(10, 0.15, first=7))
+    assert fired(IN, idle) and window_value(IN, idle) == pytest.approx(0.2)
+
+
+def test_a_member_never_measured_keeps_capacity_but_does_not_hide_a_hot_one():
+    # qm3 has no CPU figure at all (e.g. no metrics endpoint): the max over qm1 and qm2 is a
+    # lower bound - above the threshold it is above it; below, qm3 may be busy
+    hot = cpu_seconds(every(1, 0.95), every(1, 0.5), {})
+    assert fired(OUT, hot)
+    idle = cpu_seconds(every(1, 0.1), every(1, 0.1), {})
+    assert not fired(IN, idle)
+    assert value_of("member_cpu", idle[0]) == pytest.approx(0.1)  # what is known, a bound
+    assert value_of("member_cpu_below", idle[0]) is None  # not all known: unknown
+    assert fired(IN, cpu_seconds(every(1, 0.1), every(1, 0.1), every(15, 0.1)))
+
+
+def test_a_busy_known_second_among_unknown_ones_stops_a_scale_in():
+    figures = every(10, 0.1) | {25: 0.6}
+    assert not fired(IN, cpu_seconds(figures))
+
+
+def test_a_scale_in_decision_on_sparse_figures_reports_the_highest_known_figure():
+    spec = ScalingSpec.model_validate({
+        "pool": 4, "scale_in": {"when_any": [{"member_cpu_below": "30%", "for": "30s"}],
+                                "cooldown": "20s"}})
+    decision = decide(spec, cpu_seconds(every(10, 0.1), every(10, 0.25, first=3)), running=2,
+                      pool=4, minimum=1, last_action_s=None)
+    assert decision.action == "in" and decision.values == {"member_cpu_below": 0.25}
+    assert "member_cpu_below=25%" in decision.describe()
+
+
+def test_members_and_their_figures_must_match():
+    with pytest.raises(ValueError, match="same members"):
+        Observation(elapsed_s=0.0, target_rate=1.0, achieved_rate=1.0, member_cpu=(0.1,),
+                    members=("a", "b"))

@@ -9,8 +9,9 @@ manager's own channel. User and password (MQCSP) come from ``existing.credential
 Configure message over their authenticated control channel.
 
 ``up()`` checks that every listed listener answers and that the credentials can be read;
-whether the queues exist is for the MQ client to find (surge does not define queues here: the
-spec refuses ``existing.declare``). Scale-out and member faults run the user's
+before any load the controller connects as the clients do and opens each workload queue
+(:mod:`drivers.mq.preflight`); surge does not define queues here (the spec refuses
+``existing.declare``). Scale-out and member faults run the user's
 ``existing.commands``, recorded like surge's own remote commands; ``down()`` stops nothing.
 """
 

@@ -10,6 +10,7 @@ deletes one.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -143,6 +144,15 @@ class NativeHaProvisioner:
     def client_settings(self) -> dict[str, Any]:
         """The MQ driver's settings (:func:`~topologies.mq.uniform.client_settings`)."""
         return client_settings(self.topology)
+
+    def unreachable_from_controller(self) -> str | None:
+        """Why the controller cannot connect to the queue managers as the clients do: their
+        Services' names (``*.svc``) resolve only inside the cluster, and outside it (no
+        ``KUBERNETES_SERVICE_HOST``) the controller is; ``None`` inside it."""
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return None
+        return ("the queue managers' Services (*.svc) are reachable only inside the cluster, "
+                "and the controller runs outside it")
 
     def settled_queue_depths(self) -> dict[str, int] | None:
         """Unknown (``None``): the Kubernetes API knows nothing of queue depths, and without the
