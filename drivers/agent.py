@@ -178,8 +178,7 @@ def _make_driver(broker: str, destination: Destination, settings: dict[str, Any]
 def _handler(agent: Agent, token: str, registry: CollectorRegistry, done: threading.Event,
              hello: protocol.Hello):
     def shutdown(_: None) -> protocol.Done:
-        done.set()
-        return protocol.Done()
+        return protocol.Done()  # the agent stops once this reply is written (see _route)
 
     # path -> (method, request message or None, what the agent does)
     routes: dict[str, tuple[str, type | None, Any]] = {
@@ -231,6 +230,9 @@ def _handler(agent: Agent, token: str, registry: CollectorRegistry, done: thread
                 self.reply_json(200, protocol.encode(act(message)))
             except Exception as error:  # noqa: BLE001 - reported to the controller as data
                 self.reply_json(500, {"error": f"{type(error).__name__}: {error}"})
+            if self.path == "/shutdown":
+                self.wfile.flush()
+                done.set()
 
     return Handler
 

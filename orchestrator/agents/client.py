@@ -3,6 +3,7 @@ call, and the handle of a running agent, however it was started."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -140,7 +141,7 @@ class AgentHandle:
             detail = error.read().decode(errors="replace")
             raise AgentError(f"agent {self.index} {method} {path}: HTTP {error.code} {detail}") \
                 from None
-        except (urllib.error.URLError, OSError) as error:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
             raise AgentError(f"agent {self.index} {method} {path}: {error}") from None
         except (ValueError, protocol.ProtocolError) as error:
             raise AgentError(f"agent {self.index} {method} {path}: unexpected reply: {error}") \
