@@ -14,6 +14,7 @@ import os
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from orchestrator.errors import ProvisionError
 
@@ -35,6 +36,25 @@ class ClusterSecrets:
         """The AMQP driver's settings for this cluster (:class:`drivers.amqp.settings.
         AmqpSettings`): its user and password."""
         return {"user": self.user, "password": self.password}
+
+
+class KeptSecrets:
+    """For provisioners of surge's own clusters: the topology's secrets, read once from the
+    ``secrets_file`` its first ``up`` made, and the clients' settings from them."""
+
+    secrets_file: Path
+    _secrets: ClusterSecrets | None = None
+
+    def secrets(self) -> ClusterSecrets:
+        """The topology's Erlang cookie and broker user (``ProvisionError`` if it was never
+        provisioned)."""
+        if self._secrets is None:
+            self._secrets = read(self.secrets_file)
+        return self._secrets
+
+    def client_settings(self) -> dict[str, Any]:
+        """The AMQP driver's settings: the topology's generated user and password."""
+        return self.secrets().client_settings()
 
 
 def generate() -> ClusterSecrets:

@@ -25,7 +25,6 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import psutil
 
@@ -34,7 +33,7 @@ from orchestrator.specs.scenario import TopologySpec
 from topologies.base import BrokerSample, CpuReading, Member, MemberSample, MemberStats
 from topologies.cgroups import BOOT_SHARES, CpuCgroup
 from topologies.rabbitmq import credentials, node, ports, queues
-from topologies.rabbitmq.credentials import ClusterSecrets
+from topologies.rabbitmq.credentials import ClusterSecrets, KeptSecrets
 from topologies.rabbitmq.management import Management
 from topologies.rabbitmq.prometheus import node_stats
 
@@ -50,7 +49,7 @@ def default_state_root() -> Path:
     return Path(os.environ.get("SURGE_STATE_DIR", Path.home() / ".local/state/surge"))
 
 
-class LocalRabbitMQ:
+class LocalRabbitMQ(KeptSecrets):
     """Local-process provisioner for RabbitMQ (a :class:`topologies.base.Provisioner`)."""
 
     def __init__(self, topology: TopologySpec, state_root: Path | None = None):
@@ -205,17 +204,6 @@ class LocalRabbitMQ:
         """Connections, messages and unacknowledged deliveries, from the member's own
         Prometheus endpoint (``None``: it did not answer in time, or does not run)."""
         return node_stats(member.metrics_url)
-
-    def client_settings(self) -> dict[str, Any]:
-        """The AMQP driver's settings: the topology's generated user and password."""
-        return self.secrets().client_settings()
-
-    def secrets(self) -> ClusterSecrets:
-        """The topology's Erlang cookie and broker user, made at its first ``up``
-        (``ProvisionError`` if it was never provisioned)."""
-        if self._secrets is None:
-            self._secrets = credentials.read(self.secrets_file)
-        return self._secrets
 
     def settled_queue_depths(self) -> dict[str, int]:
         """Messages (ready + unacknowledged) per queue, asked of the queue processes themselves:

@@ -27,7 +27,6 @@ import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.hosts import HostSpec
@@ -35,7 +34,7 @@ from orchestrator.specs.scenario import TopologySpec
 from topologies.base import BrokerSample, CpuReading, Member, MemberStats
 from topologies.cgroups import cap_script, remove_script
 from topologies.rabbitmq import credentials, node, ports, queues
-from topologies.rabbitmq.credentials import ClusterSecrets
+from topologies.rabbitmq.credentials import ClusterSecrets, KeptSecrets
 from topologies.rabbitmq.local import default_state_root
 from topologies.rabbitmq.management import Management
 from topologies.rabbitmq.prometheus import node_stats
@@ -45,7 +44,7 @@ START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
 
 
-class SshRabbitMQ:
+class SshRabbitMQ(KeptSecrets):
     """RabbitMQ members on the broker hosts of a topology, reached over SSH."""
 
     def __init__(self, topology: TopologySpec, record: Callable[[object], None] | None = None,
@@ -128,17 +127,6 @@ class SshRabbitMQ:
         """Connections, messages and unacknowledged deliveries, from the member's own
         Prometheus endpoint (``None``: it did not answer in time, or does not run)."""
         return node_stats(member.metrics_url)
-
-    def client_settings(self) -> dict[str, Any]:
-        """The AMQP driver's settings: the topology's generated user and password."""
-        return self.secrets().client_settings()
-
-    def secrets(self) -> ClusterSecrets:
-        """The topology's Erlang cookie and broker user, made at its first ``up``
-        (``ProvisionError`` if it was never provisioned)."""
-        if self._secrets is None:
-            self._secrets = credentials.read(self.secrets_file)
-        return self._secrets
 
     def settled_queue_depths(self) -> dict[str, int]:
         """Exact depths from ``rabbitmqctl list_queues`` on a running member's host."""
