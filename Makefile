@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 RABBIT := /usr/lib/rabbitmq/bin/rabbitmq-server
 SSHD   := /usr/sbin/sshd
 
-.PHONY: demo test deps java lint bench clean
+.PHONY: demo test deps java openssl lint bench clean
 
 demo: deps  ## run the quickstart on a local 3-member RabbitMQ cluster, print the step table
 	$(BIN)/surge run scenarios/quickstart.yaml
@@ -20,7 +20,11 @@ bench: deps  ## driver efficiency and rate accuracy benchmarks (print figures)
 	$(BIN)/python bench/driver_efficiency.py
 	$(BIN)/python bench/rate_accuracy.py
 
-deps: $(RABBIT) $(SSHD) java $(BIN)/surge
+deps: $(RABBIT) $(SSHD) java openssl $(BIN)/surge
+
+openssl:  ## the TLS tests make their own certificate authority with the openssl command
+	@command -v openssl >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -q --no-install-recommends openssl; }
 
 java:  ## Spark (surge analyze) needs a Java runtime, 17 or later
 	@command -v java >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
