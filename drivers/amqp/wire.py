@@ -7,17 +7,23 @@ transport in one write. On the receiving side a decoder takes Basic.Deliver, its
 and body frames off the byte stream and hands every other frame to pika, so connection and
 channel handling (open, consume-ok, close, heartbeats) stay pika's.
 
-Both use private pika 1.4 hooks: ``Connection._adapter_emit_data`` (write bytes),
+Both use private pika hooks: ``Connection._adapter_emit_data`` (write bytes),
 ``Connection._on_data_available`` (bytes read), ``Connection._process_frame`` and the
-transport's read sizes. :func:`hooks_available` checks them; the driver falls back to
-``basic_publish`` / ``basic_consume`` where they are missing.
+transport's read sizes. :func:`hooks_available` checks them, and first that the installed pika
+is a version they were checked against (:data:`CHECKED_PIKA`, the minor versions
+``tests/unit/test_pika_hooks.py`` pins); the driver falls back to ``basic_publish`` /
+``basic_consume`` otherwise, or when ``SURGE_AMQP_FAST_PATH=0`` asks it to.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+import os
 import struct
 from collections.abc import Callable
 
+import pika
 from pika import exceptions, frame, spec
 
 from drivers.header import HEADER_SIZE, stamp
@@ -33,8 +39,32 @@ RECV_BYTES = 256 * 1024  # socket read size once our decoder parses the stream
 OnDelivery = Callable[[bytes, int, int, bool], None]
 
 
+CHECKED_PIKA = ("1.3", "1.4")  # minor versions whose private hooks the fast paths were checked on
+
+log = logging.getLogger(__name__)
+
+
+@functools.cache
+def fast_path_refused() -> str | None:
+    """Why the fast paths are off in this process (``None``: they may be used): turned off
+    by ``SURGE_AMQP_FAST_PATH=0``, or a pika they were not checked against. Said once in the
+    agent's log."""
+    if os.environ.get("SURGE_AMQP_FAST_PATH", "1").strip() == "0":
+        reason = "turned off by SURGE_AMQP_FAST_PATH=0"
+    elif ".".join(pika.__version__.split(".")[:2]) not in CHECKED_PIKA:
+        reason = (f"pika {pika.__version__} is not a version the fast paths were checked "
+                  f"against ({', '.join(CHECKED_PIKA)})")
+    else:
+        return None
+    log.warning("AMQP fast paths off (basic_publish / basic_consume instead): %s", reason)
+    return reason
+
+
 def hooks_available(connection) -> bool:
-    """Whether this pika connection has the private hooks the fast paths use."""
+    """Whether the fast paths may be used on this pika connection: a checked pika, not turned
+    off, and the connection has the private hooks they use."""
+    if fast_path_refused() is not None:
+        return False
     transport = getattr(connection, "_transport", None)
     return (callable(getattr(connection, "_adapter_emit_data", None))
             and callable(getattr(connection, "_process_frame", None))

@@ -61,7 +61,12 @@ def test_agent_guards_its_control_api(tmp_path):
     assert agent.process.poll() is not None
 
 
-def test_workers_reconnect_to_another_member_when_theirs_stops(cluster, tmp_path):
+@pytest.mark.parametrize("fast_path", ["1", "0"], ids=["fast-path", "pika-public-api"])
+def test_workers_reconnect_to_another_member_when_theirs_stops(cluster, tmp_path, monkeypatch,
+                                                               fast_path):
+    """Also on the fallback path (pika's public API), which a pika the fast paths were not
+    checked against gets."""
+    monkeypatch.setenv("SURGE_AMQP_FAST_PATH", fast_path)  # the agent inherits it
     member = cluster.start_member()
     cluster.seen_pids.add(member.pid)
     endpoints = [m.endpoint for m in cluster.running()]
@@ -87,3 +92,5 @@ def test_workers_reconnect_to_another_member_when_theirs_stops(cluster, tmp_path
         assert later.received - after.received > 300
     finally:
         agent.stop()
+    said = (tmp_path / "agent-0.log").read_text()
+    assert ("AMQP fast paths off" in said) == (fast_path == "0"), said

@@ -85,3 +85,36 @@ def test_frame_and_spec_names_wire_uses():
     assert spec.Basic.Deliver.INDEX == 0x003C003C
     assert callable(frame.Method) and callable(frame.Header)
     assert issubclass(exceptions.InvalidFrameError, Exception)
+
+
+def test_the_fast_paths_trust_exactly_the_pinned_minor_versions():
+    from drivers.amqp import wire
+    pinned = pika_requirement().specifier
+    assert all(Version(minor) in pinned for minor in wire.CHECKED_PIKA)
+    assert Version(".".join(version("pika").split(".")[:2])) in map(Version, wire.CHECKED_PIKA)
+
+
+@pytest.mark.parametrize("pika_version, variable, refused", [
+    ("1.4.1", None, None),
+    ("1.5.0", None, "pika 1.5.0 is not a version the fast paths were checked against"),
+    ("1.4.1", "0", "turned off by SURGE_AMQP_FAST_PATH=0"),
+])
+def test_the_fast_paths_are_off_on_an_unchecked_pika_or_when_asked(monkeypatch, caplog,
+                                                                   pika_version, variable,
+                                                                   refused):
+    import pika
+
+    from drivers.amqp import wire
+    monkeypatch.setattr(pika, "__version__", pika_version)
+    if variable is None:
+        monkeypatch.delenv("SURGE_AMQP_FAST_PATH", raising=False)
+    else:
+        monkeypatch.setenv("SURGE_AMQP_FAST_PATH", variable)
+    wire.fast_path_refused.cache_clear()
+    try:
+        reason = wire.fast_path_refused()
+        assert reason == refused or (refused is not None and reason.startswith(refused))
+        assert (refused is not None) == ("fast paths off" in caplog.text)
+        assert not (refused and wire.hooks_available(object()))
+    finally:
+        wire.fast_path_refused.cache_clear()
