@@ -8,6 +8,7 @@ import contextlib
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
@@ -101,6 +102,17 @@ def outside_broker(root: Path, port_base: int, user: str = "perf-user"):
         "RABBITMQ_CONFIG_FILE": str(root / "rabbitmq"), "ERL_EPMD_PORT": str(ports["epmd"]),
         "ERL_EPMD_ADDRESS": "127.0.0.1", "RUNNING_UNDER_SYSTEMD": "1",
         "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}"})
+    # Its own epmd, started here and stopped with the node (one the node started itself would
+    # detach and outlive the test).
+    epmd = subprocess.Popen(["epmd", "-port", str(ports["epmd"]), "-address", "127.0.0.1"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # listening before the node looks for it
+        with contextlib.suppress(OSError), socket.create_connection(
+                ("127.0.0.1", ports["epmd"]), timeout=1):
+            break
+        time.sleep(0.05)
     with open(root / "console.log", "ab") as log:
         process = subprocess.Popen([str(RABBIT_BIN / "rabbitmq-server")], env=env,
                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -112,6 +124,7 @@ def outside_broker(root: Path, port_base: int, user: str = "perf-user"):
         yield broker
     finally:
         _stop(process)
+        _stop(epmd)
 
 
 def _await(broker: OutsideBroker, process: subprocess.Popen, timeout_s: float = 120.0) -> None:
