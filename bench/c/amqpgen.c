@@ -191,6 +191,17 @@ broken:
     return NULL;
 }
 
+/* Acknowledge every delivery held (multiple), and count them as consumed; 0 if broken. */
+static int ack_held(amqp_connection_state_t conn, uint64_t last_tag, long *unacked, long *mine) {
+    if (*unacked) {
+        if (amqp_basic_ack(conn, 1, last_tag, 1) != AMQP_STATUS_OK) return 0;
+        *unacked = 0;
+    }
+    atomic_fetch_add(&consumed, *mine);
+    *mine = 0;
+    return 1;
+}
+
 static void *consumer(void *arg) {
     (void)arg;
     amqp_connection_state_t conn = open_channel("consumer");
@@ -215,22 +226,13 @@ static void *consumer(void *arg) {
             last_tag = envelope.delivery_tag;
             amqp_destroy_envelope(&envelope);
             mine++;
-            if (++unacked >= opt.multi_ack) {
-                if (amqp_basic_ack(conn, 1, last_tag, 1) != AMQP_STATUS_OK) goto broken;
-                unacked = 0;
-                atomic_fetch_add(&consumed, mine);
-                mine = 0;
-            }
+            if (++unacked >= opt.multi_ack && !ack_held(conn, last_tag, &unacked, &mine))
+                goto broken;
             continue;
         }
         if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
             reply.library_error == AMQP_STATUS_TIMEOUT) {
-            if (unacked) { /* idle: acknowledge what is held */
-                if (amqp_basic_ack(conn, 1, last_tag, 1) != AMQP_STATUS_OK) goto broken;
-                unacked = 0;
-            }
-            atomic_fetch_add(&consumed, mine);
-            mine = 0;
+            if (!ack_held(conn, last_tag, &unacked, &mine)) goto broken; /* idle */
             continue;
         }
         if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
