@@ -40,6 +40,7 @@ except ImportError:  # pragma: no cover - psutil is a project dependency
     psutil = None
 
 TRANSIENT = pika.BasicProperties(delivery_mode=1)
+PERSISTENT = pika.BasicProperties(delivery_mode=2)
 
 #: A broker user and password.
 Credentials = tuple[str, str]
@@ -148,6 +149,7 @@ def measure_plain_pika(
     ack_every: int = 100,
     max_inflight: int | None = None,
     cleanup: bool = True,
+    persistent: bool = False,
 ) -> dict:
     """Measure the plain BlockingConnection publisher+consumer pair.
 
@@ -157,7 +159,8 @@ def measure_plain_pika(
     ``max_inflight`` (None = unbounded tight loop, the reference) makes the
     publisher wait while ``published - received`` exceeds it, so the queue
     cannot grow without bound.  With ``auto_ack=False`` the consumer acks
-    with ``multiple=True`` every ``ack_every`` messages.
+    with ``multiple=True`` every ``ack_every`` messages. ``persistent`` publishes with
+    delivery mode 2 (default 1, transient).
 
     Returns a dict with published, received, seconds, cpu_seconds,
     msgs_per_s, msgs_per_cpu_s, backlog (+ extra diagnostic keys).
@@ -205,12 +208,13 @@ def measure_plain_pika(
             conn = pika.BlockingConnection(_params(host, port, credentials))
             ch = conn.channel()
             publish = ch.basic_publish
+            properties = PERSISTENT if persistent else TRANSIENT
             n = 0
             while not stop.is_set():
                 if max_inflight is not None and n - counters["recv"] > max_inflight:
                     conn.sleep(0.0005)
                     continue
-                publish("", queue, body, TRANSIENT)
+                publish("", queue, body, properties)
                 n += 1
                 counters["pub"] = n
             conn.close()
