@@ -93,6 +93,7 @@ class Destination:
     persistent: bool = False
     confirms: bool = False
     prefetch: int = 200
+    backlog_per_sender: int | None = None  # an unlimited sender's share of its queues' bound
     manual_ack: bool = True
     reply_size: int = 0  # request-reply: bytes of each reply
     reply_timeout_s: float = 10.0  # request-reply: a request unanswered this long times out

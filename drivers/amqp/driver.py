@@ -26,6 +26,7 @@ from pika.adapters.select_connection import IOLoop
 
 from drivers.amqp import wire as amqp_wire
 from drivers.amqp.settings import AmqpSettings
+from drivers.backlog import BacklogGate
 from drivers.base import Driver, rotation
 from drivers.header import HEADER_SIZE
 from drivers.protocol import Destination
@@ -37,6 +38,7 @@ PACING_TICK_S = 0.002  # a sender wakes at most this often, publishing whatever 
 ACK_FLUSH_S = 0.1  # manual acks of a quiet receiver are flushed at least this often
 RETIRE_GRACE_S = 2.0  # a moved sender's old connection stays open this long for its last publishes
 PAUSED_POLL_S = 0.05  # a paused (or closed-loop) sender looks again this often
+BACKLOG_WAIT_S = 0.005  # an unlimited sender out of backlog credit looks again this often
 BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 
 
@@ -127,6 +129,8 @@ class _SenderLink(_Link):
         self.templates: list[amqp_wire.PublishTemplate] = []
         self.unconfirmed_batches: deque[list[int]] = deque()  # [first tag, first seq, count]
         self.resend: list[tuple[int, int, bool]] = []  # (first seq, count, nacked) to resend
+        bound = driver.destination.backlog_per_sender
+        self.gate = BacklogGate(bound) if bound is not None else None
 
     def ready(self, channel) -> None:
         self.published = self.last_tag = 0
@@ -138,6 +142,8 @@ class _SenderLink(_Link):
             self.templates = [amqp_wire.PublishTemplate(
                 channel.channel_number, route, self.role.size, destination.persistent,
                 self.connection.params.frame_max) for route in self.routes]
+        if self.gate is not None:
+            self.gate.forget()
         self._publish()
 
     @property
@@ -151,17 +157,22 @@ class _SenderLink(_Link):
         role = self.role
         if not self.publishing:
             return
+        gate = self.gate if not role.schedule.rate else None
+        if gate is not None and gate.wants_reading():
+            self._read_depth()
         if self._may_publish():
             for first, n, nacked in self.resend:
                 self._emit(first, n)
                 self.recorder.republished += n
                 self.recorder.nacks_republished += n if nacked else 0
             self.resend.clear()
-            n = role.due()
+            n = role.due() if gate is None else gate.allow(role.due())
             if n:
                 self._emit(role.take(n), n)
                 self.recorder.sent += n
             delay = PAUSED_POLL_S if role.paused else role.delay_s()
+            if gate is not None and gate.credit <= 0:
+                delay = BACKLOG_WAIT_S
             if role.schedule.rate:
                 delay = max(delay, PACING_TICK_S)
         else:
@@ -187,6 +198,21 @@ class _SenderLink(_Link):
         if self.driver.destination.confirms:
             self.unconfirmed_batches.append([self.published + 1, first_seq, n])
         self.published += n
+
+    def _read_depth(self) -> None:
+        """Ask for the ready messages in this sender's queues (a passive declare of each); the
+        gate gets their sum once every queue has answered."""
+        channel, gate = self.channel, self.gate
+        gate.asked(self.published)
+        answers: list[int] = []
+
+        def answered(frame) -> None:
+            answers.append(frame.method.message_count)
+            if len(answers) == len(self.routes) and self.channel is channel:
+                gate.answered(sum(answers), self.published)
+
+        for route in self.routes:
+            channel.queue_declare(route, passive=True, callback=answered)
 
     def _may_publish(self) -> bool:
         if self.unconfirmed >= MAX_UNCONFIRMED:

@@ -9,6 +9,7 @@ every instance of its slot and puts to each in turn.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +69,13 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
             producer_id=i + 1, rate=first_rate, endpoint=member.endpoint, queue=target,
             limit=scenario.exit.messages_per_sender, start_delay_s=workload.start_delay))
         seats.append(Seat(("s", i + 1), agent, member.index))
+    if workload.max_backlog is not None and workload.pattern != "request-reply":
+        # the bound holds per queue instance; each sender takes its share of its queues'
+        instances = len({name for agent in senders for config in agent
+                         for name in ([config.queue] if isinstance(config.queue, str)
+                                      else config.queue)})
+        destination = dataclasses.replace(destination, backlog_per_sender=max(
+            1, workload.max_backlog * instances // workload.senders))
     configs = [protocol.Configure(
         broker=broker, pattern=workload.pattern, message_size=workload.message.size,
         destination=destination, settings=dict(settings), in_flight=workload.in_flight,

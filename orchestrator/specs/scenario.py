@@ -279,6 +279,13 @@ class WorkloadSpec(Spec):
     confirms: bool = Field(False, description="publisher confirms; unconfirmed messages are "
                                               "published again after a reconnect")
     prefetch: int = Field(200, ge=1, le=65535, description="unacknowledged messages per receiver")
+    max_backlog: int | None = Field(
+        1000, ge=1, le=10_000_000,
+        description="unlimited senders (rate 0) wait while their queue holds more than this many "
+                    "ready messages, so an unlimited step measures the rate the receivers keep "
+                    "up with instead of how fast the queue grows; null: publish regardless. "
+                    "Rate-limited senders never wait (their backlog is the finding). RabbitMQ "
+                    "only")
     ack: Literal["auto", "manual"] = "manual"
     bind: Literal["on-open", "not-fixed"] = Field(
         "on-open", description="on-open: a sender puts every message to one queue instance "

@@ -97,3 +97,21 @@ def test_message_count_ends_the_run_with_exactly_that_many_sent(cluster, topolog
     assert result.accounting.sent == 600 and result.accounting.balanced
     [ended] = events(result.run_dir, "exit")
     assert ended["elapsed_s"] < 10, ended
+
+
+def test_unlimited_senders_wait_for_slow_receivers_within_the_backlog_bound(cluster, topology,
+                                                                          tmp_path):
+    spec = scenario(
+        workload={"queue": "plain", "senders": 2, "receivers": 2, "prefetch": 10,
+                  "max_backlog": 300, "message": {"size": "512"}},
+        plan=[{"rate_per_sender": 0, "hold": "8s"}],
+        faults=[{"kind": "consumer_slowdown", "at": "0s", "duration": "8s", "delay": "5ms"}])
+    result = Controller(spec, topology, tmp_path, live=False).run()
+    assert result.outcome == "completed"
+    ticks = [t for t in _ticks(result.run_dir) if t["phase"]]
+    # 2 receivers handle at most 400 msg/s; unbounded senders would leave tens of thousands
+    # behind. Above the bound: what the receivers hold (their prefetch) and a batch in flight.
+    backlog = [t["sent"] - t["received"] for t in ticks]
+    assert max(backlog) < 300 + 2 * 10 + 2 * 64, backlog
+    assert sum(t["received"] for t in ticks[-1:]) > 8 * 200, ticks[-1]
+    assert result.accounting.balanced and result.accounting.lost == 0

@@ -52,3 +52,17 @@ def test_queues_are_given_in_blocks_and_not_fixed_senders_get_every_instance():
                    queue, 5.0)
     assert spread.configs[0].senders[0].queue == ["pairs-1", "pairs-2", "pairs-3", "pairs-4"]
     assert Seat(("s", 1), 0, 0) in spread.seats
+
+
+@pytest.mark.parametrize("workload, queue, share", [
+    ({}, QueueSpec(name="q"), 500),  # the default bound of 1,000 over 2 senders on one queue
+    ({"max_backlog": 90}, QueueSpec(name="q"), 45),
+    ({"max_backlog": 100}, QueueSpec(name="pairs-%d", count=4), 100),  # a queue per sender
+    ({"max_backlog": 1}, QueueSpec(name="q"), 1),  # never below one message
+    ({"max_backlog": None}, QueueSpec(name="q"), None),
+    ({"pattern": "request-reply"}, QueueSpec(name="q"), None),  # requesters are closed-loop
+])
+def test_unlimited_senders_share_the_backlog_bound_of_their_queues(workload, queue, share):
+    placement = place(scenario(2, 2, **workload), "rabbitmq", {}, members(0), 1, [0], [0],
+                      queue, 0.0)
+    assert placement.configs[0].destination.backlog_per_sender == share
