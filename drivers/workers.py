@@ -41,6 +41,7 @@ class Recorder:
         self.total_latency = LatencyHistogram()
         # from each message's intended send time (rate-limited senders only)
         self.intended_latency = LatencyHistogram()
+        self.total_intended_latency = LatencyHistogram()
         self.tracker = SequenceTracker()
         self.senders: list[SenderRole] = []
 
@@ -56,6 +57,7 @@ class Recorder:
         interval, intended = self.latency, self.intended_latency
         self.latency, self.intended_latency = LatencyHistogram(), LatencyHistogram()
         self.total_latency.merge(interval)
+        self.total_intended_latency.merge(intended)
         return Snapshot(
             monotonic_s=time.monotonic(), cpu_seconds=time.process_time(),
             sent=self.sent, confirmed=self.confirmed, nacked=self.nacked,
