@@ -24,7 +24,7 @@ from drivers.header import PayloadBuilder
 from drivers.http import IDLE_TIMEOUT_S, MAX_CONNECTIONS, GuardedServer, HttpError, JsonHandler
 from drivers.protocol import Destination
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
-from results.rundir.histogram import bucket_bounds
+from results.rundir.histogram import LatencyHistogram, bucket_bounds
 
 PROMETHEUS_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                         2.5, 5.0, 10.0)
@@ -147,18 +147,26 @@ class _Collector:
         gauge = GaugeMetricFamily("surge_agent_connections", "open broker connections")
         gauge.add_metric([], recorder.connections)
         yield gauge
-        histogram = recorder.total_latency
-        buckets, cumulative = [], 0
-        counts = histogram.to_sparse()
-        for bound in PROMETHEUS_BUCKETS_S:
-            limit_us = bound * 1e6
-            cumulative = sum(c for i, c in counts.items() if bucket_bounds(i)[1] <= limit_us)
-            buckets.append((str(bound), cumulative))
-        buckets.append(("+Inf", histogram.count))
-        family = HistogramMetricFamily("surge_agent_latency_seconds",
-                                       "end-to-end latency, send to receive")
-        family.add_metric([], buckets, histogram.total_us / 1e6)
-        yield family
+        yield _histogram_family("surge_agent_latency_seconds",
+                                "end-to-end latency, send to receive", recorder.total_latency)
+        yield _histogram_family("surge_agent_intended_latency_seconds",
+                                "end-to-end latency from the intended send time to receive "
+                                "(rate-limited senders only)", recorder.total_intended_latency)
+
+
+def _histogram_family(name: str, help_text: str, histogram: LatencyHistogram
+                      ) -> HistogramMetricFamily:
+    """A latency histogram as a Prometheus histogram in seconds."""
+    buckets, cumulative = [], 0
+    counts = histogram.to_sparse()
+    for bound in PROMETHEUS_BUCKETS_S:
+        limit_us = bound * 1e6
+        cumulative = sum(c for i, c in counts.items() if bucket_bounds(i)[1] <= limit_us)
+        buckets.append((str(bound), cumulative))
+    buckets.append(("+Inf", histogram.count))
+    family = HistogramMetricFamily(name, help_text)
+    family.add_metric([], buckets, histogram.total_us / 1e6)
+    return family
 
 
 def _make_driver(broker: str, destination: Destination, settings: dict[str, Any],

@@ -179,8 +179,10 @@ class Clock:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """An agent's cumulative counters now, and the latency histogram of the interval since its
-    previous snapshot, stamped with the agent's own monotonic clock and process CPU time."""
+    """An agent's cumulative counters now, and the latency histograms of the interval since its
+    previous snapshot (from the actual send time, and from the intended one for messages of
+    rate-limited senders), stamped with the agent's own monotonic clock and process CPU
+    time."""
 
     monotonic_s: float
     cpu_seconds: float | None = None
@@ -206,6 +208,8 @@ class Snapshot:
     target_rate: float = 0.0
     last_error: str = ""
     latency: dict[str, Any] = field(default_factory=dict)  # LatencyHistogram.to_dict()
+    # the same from the intended send time (empty from an agent that does not measure it)
+    intended_latency: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

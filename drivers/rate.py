@@ -2,7 +2,9 @@
 
 Message k of the current segment is due at anchor + k / rate, so rounding never accumulates into
 drift. A stall longer than max_catchup_s is not made up in full: at most max_catchup_s worth of
-messages is handed out at once and the rest are counted as skipped.
+messages is handed out at once and the rest are counted as skipped: the oldest ones, so the
+messages handed out are always the latest due, and :attr:`RateSchedule.last_due` (the time the
+latest of them was due) places each on the schedule (its intended send time).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class RateSchedule:
         "max_catchup_s",
         "handed_out",
         "skipped",
+        "last_due",
         "_anchor",
         "_k",
         "_max_batch",
@@ -36,6 +39,7 @@ class RateSchedule:
         self.max_catchup_s = max_catchup_s
         self.handed_out = 0
         self.skipped = 0
+        self.last_due = now
         self._set(rate, now)
 
     def _set(self, rate: float, anchor: float) -> None:
@@ -47,7 +51,10 @@ class RateSchedule:
         self._max_batch = max(1, int(rate * self.max_catchup_s))
 
     def due(self, now: float) -> int:
-        """Return how many messages are due by now and not yet handed out, and hand them out."""
+        """Return how many messages are due by now and not yet handed out, and hand them out.
+
+        With a rate, the last of them was due at :attr:`last_due` and each earlier one
+        ``1 / rate`` before the next (the skipped ones are the oldest)."""
         rate = self.rate
         if rate == 0:
             self.handed_out += UNLIMITED_BATCH
@@ -60,6 +67,7 @@ class RateSchedule:
         if n <= 0:
             return 0
         self._k = target
+        self.last_due = self._anchor + (target - 1) / rate
         if n > self._max_batch:
             self.skipped += n - self._max_batch
             n = self._max_batch

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from drivers.accounting import SequenceTracker
-from drivers.header import HeaderError, PayloadBuilder, decode
+from drivers.header import SCHEDULED, HeaderError, PayloadBuilder, decode, saturate
 from drivers.protocol import Snapshot
 from drivers.rate import RateSchedule
 from results.rundir.histogram import LatencyHistogram
@@ -39,6 +39,9 @@ class Recorder:
         self.last_error = ""
         self.latency = LatencyHistogram()
         self.total_latency = LatencyHistogram()
+        # from each message's intended send time (rate-limited senders only)
+        self.intended_latency = LatencyHistogram()
+        self.total_intended_latency = LatencyHistogram()
         self.tracker = SequenceTracker()
         self.senders: list[SenderRole] = []
 
@@ -48,11 +51,13 @@ class Recorder:
         self.last_error = message
 
     def snapshot(self) -> Snapshot:
-        """Cumulative counters plus the latency histogram of the interval since the last call,
-        stamped with this process's monotonic clock and its CPU time at that instant."""
-        interval = self.latency
-        self.latency = LatencyHistogram()
+        """Cumulative counters plus the latency histograms (actual and intended) of the
+        interval since the last call, stamped with this process's monotonic clock and its CPU
+        time at that instant."""
+        interval, intended = self.latency, self.intended_latency
+        self.latency, self.intended_latency = LatencyHistogram(), LatencyHistogram()
         self.total_latency.merge(interval)
+        self.total_intended_latency.merge(intended)
         return Snapshot(
             monotonic_s=time.monotonic(), cpu_seconds=time.process_time(),
             sent=self.sent, confirmed=self.confirmed, nacked=self.nacked,
@@ -65,7 +70,8 @@ class Recorder:
             senders_done=sum(1 for s in self.senders if s.done),
             skipped=sum(s.schedule.skipped for s in self.senders),
             target_rate=sum(s.schedule.rate for s in self.senders if s.active and not s.paused),
-            last_error=self.last_error or "", latency=interval.to_dict())
+            last_error=self.last_error or "", latency=interval.to_dict(),
+            intended_latency=intended.to_dict())
 
     def sent_per_producer(self) -> dict[int, int]:
         """How many messages each producer of this agent has published (its next sequence)."""
@@ -77,6 +83,12 @@ class SenderRole:
 
     ``active`` ends with the run (or ``limit`` messages); ``paused`` is a client-count sweep
     holding this sender back for a while.
+
+    A rate-limited sender stamps every message with its schedule lag: how long after its
+    intended send time (the schedule's, on the monotonic clock) it was stamped. The messages of
+    the latest batch (:meth:`take`) are placed ``1 / rate`` apart, ending at the time the last
+    of them was due; an earlier message sent again (a republish) is placed by the same rule,
+    counting back from that batch.
     """
 
     def __init__(self, producer_id: int, rate: float, payload: PayloadBuilder,
@@ -90,6 +102,9 @@ class SenderRole:
         self.recorder = recorder
         self.size = payload.size
         self._build = payload.build
+        # the latest batch on the schedule: its first seq, when that one was due, the spacing
+        # (0.0: unscheduled, an unlimited sender)
+        self._first_seq, self._first_due, self._interval = 0, 0.0, 0.0
         recorder.senders.append(self)
 
     @property
@@ -106,7 +121,25 @@ class SenderRole:
 
     def body(self, seq: int) -> bytes:
         """The body of message ``seq`` (again, for a republish), stamped now."""
-        return self._build(self.producer_id, seq, time.time_ns())
+        if not self._interval:
+            return self._build(self.producer_id, seq, time.time_ns())
+        lag_us = self.lags(seq)[1]
+        return self._build(self.producer_id, seq, time.time_ns(), lag_us)
+
+    def lags(self, first_seq: int) -> tuple[int, int, float]:
+        """For stamping messages from ``first_seq`` now: the header flags, the schedule lag of
+        ``first_seq`` (us, saturated) and how much less each next message's lag is (us);
+        ``(0, 0, 0.0)`` when unscheduled."""
+        interval = self._interval
+        if not interval:
+            return 0, 0, 0.0
+        due = self._first_due + (first_seq - self._first_seq) * interval
+        return SCHEDULED, saturate(int((time.monotonic() - due) * 1e6)), interval * 1e6
+
+    def _place(self, seq: int, due: float) -> None:
+        """Message ``seq`` was due at ``due`` (monotonic s), the next ones 1 / rate apart."""
+        rate = self.schedule.rate
+        self._first_seq, self._first_due, self._interval = seq, due, 1.0 / rate if rate else 0.0
 
     def pause(self, paused: bool) -> None:
         """Hold this sender back, or let it go again from now (nothing owed for the pause)."""
@@ -125,9 +158,15 @@ class SenderRole:
         return self.body(seq)
 
     def take(self, n: int) -> int:
-        """Reserve ``n`` sequence numbers for bodies a driver stamps itself; returns the first."""
+        """Reserve ``n`` sequence numbers for the messages :meth:`due` handed out; returns the
+        first. They are the latest due: the last was due at the schedule's ``last_due``."""
         first = self.seq
         self.seq = first + n
+        schedule = self.schedule
+        if schedule.rate:
+            self._place(first, schedule.last_due - (n - 1) / schedule.rate)
+        else:
+            self._interval = 0.0
         return first
 
     def set_rate(self, rate: float) -> None:
@@ -137,14 +176,18 @@ class SenderRole:
 
 class RequesterRole(SenderRole):
     """A sender whose messages are requests: it keeps each one until the reply with the same
-    correlation id comes back, and records the round trip (2 puts + 2 gets) as its latency."""
+    correlation id comes back, and records the round trip (2 puts + 2 gets) as its latency;
+    rate-limited, also from the request's intended send time. The requests owed are the
+    latest due (the oldest are dropped when more are owed than the window allows), and the
+    oldest of them goes first."""
 
     def __init__(self, producer_id: int, rate: float, payload: PayloadBuilder,
                  recorder: Recorder, in_flight: int = 1, now: float | None = None,
                  limit: int | None = None):
         super().__init__(producer_id, rate, payload, recorder, now, limit)
         self.in_flight = in_flight
-        self.waiting: dict[str, int] = {}  # correlation id -> send time (monotonic ns)
+        # correlation id -> (send time, intended send time or None if unscheduled), monotonic ns
+        self.waiting: dict[str, tuple[int, int | None]] = {}
         self.owed = 0
 
     def room(self) -> int:
@@ -173,30 +216,38 @@ class RequesterRole(SenderRole):
         self.seq = seq + 1
         self.owed -= 1
         correlation = f"{self.producer_id}:{seq}"
-        self.waiting[correlation] = time.monotonic_ns()
+        schedule, intended = self.schedule, None
+        if schedule.rate:
+            self._place(seq, schedule.last_due - self.owed / schedule.rate)
+            intended = int(self._first_due * 1e9)
+        self.waiting[correlation] = (time.monotonic_ns(), intended)
         return correlation, self.body(seq)
 
     def on_reply(self, correlation: str | None) -> None:
         """Match a reply to its request; a reply nobody waits for is counted as unmatched."""
-        sent_ns = self.waiting.pop(correlation or "", None)
+        sent = self.waiting.pop(correlation or "", None)
         recorder = self.recorder
-        if sent_ns is None:
+        if sent is None:
             recorder.unmatched += 1
             return
-        recorder.latency.record((time.monotonic_ns() - sent_ns) // 1000)
+        now_ns = time.monotonic_ns()
+        recorder.latency.record((now_ns - sent[0]) // 1000)
+        if sent[1] is not None:
+            recorder.intended_latency.record((now_ns - sent[1]) // 1000)
         recorder.received += 1
 
     def expire(self, timeout_s: float) -> None:
         """Give up on requests unanswered for ``timeout_s``; they count as timeouts."""
         limit = time.monotonic_ns() - int(timeout_s * 1e9)
-        late = [c for c, sent in self.waiting.items() if sent < limit]
+        late = [c for c, (sent, _) in self.waiting.items() if sent < limit]
         for correlation in late:
             del self.waiting[correlation]
         self.recorder.timeouts += len(late)
 
 
 class ReceiverRole:
-    """One receiver: reads headers, records latency and sequence numbers."""
+    """One receiver: reads headers, records latency (from the actual send time, and from the
+    intended one for messages of rate-limited senders) and sequence numbers."""
 
     serves_requests = False  # a responder: requests are counted as served, not received
 
@@ -209,7 +260,7 @@ class ReceiverRole:
         """Account for one delivered message whose body starts at ``offset`` in ``body``."""
         recorder = self.recorder
         try:
-            producer_id, seq, sent_ns = decode(body, offset)
+            producer_id, seq, sent_ns, lag_us = decode(body, offset)
         except HeaderError:
             recorder.header_errors += 1
             return
@@ -217,7 +268,10 @@ class ReceiverRole:
         if self.serves_requests:
             recorder.served += 1
         else:
-            recorder.latency.record((time.time_ns() - sent_ns) // 1000)
+            latency_us = (time.time_ns() - sent_ns) // 1000
+            recorder.latency.record(latency_us)
+            if lag_us is not None:
+                recorder.intended_latency.record(latency_us + lag_us)
             recorder.received += 1
         if redelivered:
             recorder.redelivered += 1

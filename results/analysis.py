@@ -31,6 +31,8 @@ from results.rundir.figures import (
     MinLeast,
     Missing,
     Partial,
+    histogram_columns,
+    histograms_of,
 )
 from results.rundir.manifest import RunManifest, read_manifest
 from results.rundir.steps import (
@@ -116,14 +118,17 @@ def window_rows(spark, frames: dict[str, Any], rows_of: list[Window]) -> list[St
     reduced = {row.window: row.asDict() for row in tagged.groupBy("window").agg(
         *[_tick_expression(how, ticks.columns).alias(name) for name, how in FIGURES.items()
           if isinstance(how, TICK_KINDS)]).collect()}
-    buckets = (tagged.select("window", F.explode(F.arrays_zip("latency_buckets",
-                                                              "latency_counts")).alias("b"))
-               .groupBy("window", F.col("b.latency_buckets").alias("bucket"))
-               .agg(F.sum("b.latency_counts").alias("count")).collect())
+    histograms: dict[int, dict[str, dict[int, int]]] = {}
+    for histogram in histograms_of(FIGURES):
+        bucket, count = histogram_columns(histogram)
+        if bucket not in ticks.columns:  # a run from before it was recorded: unknown
+            continue
+        for row in (tagged.select("window", F.explode(F.arrays_zip(bucket, count)).alias("b"))
+                    .groupBy("window", F.col(f"b.{bucket}").alias("bucket"))
+                    .agg(F.sum(f"b.{count}").alias("count")).collect()):
+            histograms.setdefault(row.window, {}).setdefault(histogram, {})[row.bucket] = \
+                row["count"]
     tagged.unpersist()
-    histograms: dict[int, dict[int, int]] = {}
-    for row in buckets:
-        histograms.setdefault(row.window, {})[row.bucket] = row["count"]
     spans = spark.createDataFrame([(i, float(w.start_s), float(w.end_s))
                                    for i, w in enumerate(rows_of)],
                                   "window int, start_s double, end_s double")
@@ -135,7 +140,7 @@ def window_rows(spark, frames: dict[str, Any], rows_of: list[Window]) -> list[St
     if members is not None and any(isinstance(how, Delivery) for how in FIGURES.values()):
         delivery = _member_spans(members, spans, counted)
     return [finish(window, Partial(
-        ticks=reduced[i], histogram=histograms.get(i, {}),
+        ticks=reduced[i], histograms=histograms.get(i, {}),
         keyed={name: means.get(i, {}) for name, means in keyed.items()},
         members=delivery[0].get(i, []), unknown_seconds=delivery[1].get(i, 0), counted=counted))
         for i, window in enumerate(rows_of) if i in reduced]  # else its parts were unreadable

@@ -9,12 +9,21 @@ from pathlib import Path
 from typing import Any
 
 from results.analysis import RunAnalysis
-from results.rundir.figures import Percentile
+from results.rundir.figures import HISTOGRAM_KINDS, INTENDED, LATENCY, Percentile
 from results.rundir.manifest import RunManifest
 from results.rundir.steps import FIGURES, StepRow, fixed_width, member_index
 
-PERCENTILES = sorted((name for name, how in FIGURES.items() if isinstance(how, Percentile)),
+PERCENTILES = sorted((name for name, how in FIGURES.items()
+                      if isinstance(how, Percentile) and how.histogram == LATENCY),
                      key=lambda name: FIGURES[name].q)  # the step table's latency columns
+INTENDED_COLUMNS = [name for name, how in FIGURES.items()  # beside them, from intended times
+                    if isinstance(how, HISTOGRAM_KINDS) and how.histogram == INTENDED]
+INTENDED_TEXT = ("Intended p50/p99/max: latency measured from when the sender's schedule meant "
+                 "each message to go rather than from when it went, so a sender that fell "
+                 "behind (a stalled loop, flow control, a full write buffer) shows its delay "
+                 "there and not only in the rate (no coordinated omission); messages of "
+                 "rate-limited senders only (an unlimited sender has no schedule: \"-\" if "
+                 "all were).")
 
 MARKED_EVENTS = {"member_started": ("member started", "tab:green"),
                  "member_stopped": ("member stopped", "tab:purple"),
@@ -47,7 +56,8 @@ def _rows(analysis: RunAnalysis) -> list[StepRow]:
 
 
 def step_table_text(steps: list[StepRow]) -> str:
-    """The step table in document 000's Table 1 shape, with full latency percentiles, each
+    """The step table in document 000's Table 1 shape, with full latency percentiles (and
+    from the intended send times: :data:`INTENDED_TEXT`), each
     broker host's CPU beside the controller host's, skipped sends, and the span of seconds
     each row covers; "-" is a figure no source gave, a target of 0 "max" (but for the drain)."""
     names = sorted({m for row in steps for m in row.cpu_percent})
@@ -56,7 +66,8 @@ def step_table_text(steps: list[StepRow]) -> str:
               *[f"m{member_index(m)} CPU%" for m in names], "host CPU%",
               *[f"{h} CPU%" for h in hosts], "balance",
               *[n.replace("_ms", "").replace("p999", "p99.9") + " ms" for n in PERCENTILES],
-              "max ms", "skipped", "errors", "reconnects", "max backlog"]]
+              "max ms", *[n.replace("_ms", "").replace("_", " ") + " ms" for n in INTENDED_COLUMNS],
+              "skipped", "errors", "reconnects", "max backlog"]]
     for row in steps:
         lines.append([
             row.label, f"{row.start_s:.0f}-{row.end_s:.0f}",
@@ -65,7 +76,8 @@ def step_table_text(steps: list[StepRow]) -> str:
             str(row.members), *[_num(row.cpu_percent.get(m), 1) for m in names],
             _num(row.host_cpu_percent, 1), *[_num(row.hosts_cpu_percent.get(h), 1) for h in hosts],
             _num(row.balance, 3), *[_num(getattr(row, n), 2) for n in PERCENTILES],
-            _num(row.max_ms, 2), f"{row.skipped:,}", str(row.errors), str(row.reconnects),
+            _num(row.max_ms, 2), *[_num(getattr(row, n), 2) for n in INTENDED_COLUMNS],
+            f"{row.skipped:,}", str(row.errors), str(row.reconnects),
             _num(row.max_backlog, 0)])
     return fixed_width(lines)
 
@@ -126,7 +138,7 @@ def _markdown(analysis: RunAnalysis, derived: dict[str, Any], plots: list[str]) 
     cost = analysis.cost
     lines = [f"# {analysis.scenario}: {analysis.run_dir.name}", "",
              "## Steps", "", "```", step_table_text(_rows(analysis)), "```", "",
-             coverage_text(analysis), "",
+             coverage_text(analysis), "", INTENDED_TEXT, "",
              "CPU% is of one core; host CPU% is the controller's host, others are broker "
              "hosts. Balance is Jain's index over the rate at which each member's queues "
              "delivered messages (over CPU for runs before format 2), from known readings "
@@ -227,6 +239,8 @@ def _plots(out: Path, ticks: list[dict], members: list[dict], events: list[dict]
     figure("latency.png", "latency (ms)", "Latency per second",
            lambda ax: (ax.plot(x, _known([t["latency_p50_ms"] for t in ticks]), label="p50"),
                        ax.plot(x, _known([t["latency_p99_ms"] for t in ticks]), label="p99"),
+                       ax.plot(x, _known([t.get("intended_p99_ms") for t in ticks]),
+                               label="p99 from intended send", linestyle="--"),
                        ax.set_yscale("log")))
     figure("backlog.png", "messages queued", "Backlog",
            lambda ax: ax.plot(x, _known([t["queue_depth"] for t in ticks]),

@@ -4,11 +4,13 @@ A run at 1 Hz: phases of ``phase_s`` seconds, phase *p* targets 1,000 *p* msg/s;
 serves (at 25% CPU, receiving 90% of the target) until ``second_member_at``, then two (the second
 at 15% CPU, its queue delivering 40% of the messages) receive all of it. Each second records
 ``samples`` lognormal latencies. Then ``drain_s`` seconds of phase 0 (the drain) receive
-``DRAIN_RATE`` msg/s with nothing sent. In the ``unknown`` seconds the agents missed the deadline
+``DRAIN_RATE`` msg/s with nothing sent. Measured from their intended send times, the same
+latencies are ``SCHEDULE_LAG_US`` longer. In the ``unknown`` seconds the agents missed the deadline
 (rates and latencies unknown) and so did the second member (its CPU and counts unknown). The
 hosts table holds the controller's host at 50% and ``broker-1`` at 30%. ``format_version`` 2 or
 1 writes an earlier format: no run format 3 columns and no hosts table (1: no per-member message
-counts either).
+counts either); ``intended=False`` writes a run of format 3 from before the intended latency
+(no ``intended_*`` columns).
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from orchestrator.specs.plan import Phase
+from results.rundir.figures import INTENDED, LATENCY, histogram_columns
 from results.rundir.histogram import LatencyHistogram
 from results.rundir.manifest import FORMAT_VERSION, RunManifest, Sampling
-from results.rundir.tables import CONTROLLER_HOST, RunWriter
+from results.rundir.tables import CONTROLLER_HOST, RunWriter, latency_columns
 
 SECOND_MEMBER_SHARE = 0.4
 DRAIN_RATE = 500.0
+SCHEDULE_LAG_US = 5000  # each message went this long after its intended send time
 FORMAT_2_COLUMNS = {  # what each table held before run format 3
     "ticks": ["t", "elapsed_s", "phase", "target_rate", "send_rate", "receive_rate",
               "confirm_rate", "sent", "received", "confirmed", "errors", "reconnects",
@@ -41,7 +45,7 @@ FORMAT_2_COLUMNS = {  # what each table held before run format 3
 def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member_at: int = 31,
               agents: int = 1, samples: int = 500, settle_s: float = 3.0, seed: int = 1,
               parts_every: int = 10, format_version: int = FORMAT_VERSION, drain_s: int = 0,
-              unknown: Collection[int] = ()) -> dict[str, np.ndarray]:
+              unknown: Collection[int] = (), intended: bool = True) -> dict[str, np.ndarray]:
     """Write the run; returns the raw latencies (us) of each step's steady seconds by label."""
     rng = np.random.default_rng(seed)
     writer = RunWriter(run_dir, flush_every_s=1e9)
@@ -68,17 +72,17 @@ def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member
         delivered[0] += round(receive * (1 - second_share))
         delivered[1] += round(receive * second_share)
         known = second not in unknown
-        histogram = LatencyHistogram()
+        histogram, late = LatencyHistogram(), LatencyHistogram()
         if known and not drain:
             latencies = rng.lognormal(mean=8.0 + phase % 3, sigma=0.8,
                                       size=samples).astype(np.int64)
             for value in latencies.tolist():
                 histogram.record(value)
+                late.record(value + SCHEDULE_LAG_US)
             label, segment_start = _segment(second, phase, phase_s, second_member_at)
             if second >= segment_start - 1 + settle_s and \
                     second >= (phase - 1) * phase_s + settle_s:
                 raw.setdefault(label, []).append(latencies)
-        sparse = histogram.to_sparse()
         stamp = {"t": 1000.0 + second, "elapsed_s": float(second), "phase": phase}
         writer.row("ticks", {
             **stamp, "lateness_s": 0.01, "target_rate": target,
@@ -88,10 +92,8 @@ def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member
             "reconnects": 0, "connections": 4, "held": 0, "members_running": members,
             "queue_depth": (second % 7) * 100, "depth_age_s": 0.1, "backlog": sent - received,
             "agents_missing": 0 if known else 1, "read_span_s": 0.05, "broker_missing": False,
-            "latency_p50_ms": histogram.percentile(50) / 1000 if histogram.count else None,
-            "latency_p99_ms": histogram.percentile(99) / 1000 if histogram.count else None,
-            "host_cpu_percent": 50.0,
-            "latency_buckets": list(sparse), "latency_counts": list(sparse.values())})
+            "host_cpu_percent": 50.0, **latency_columns(LATENCY, histogram),
+            **latency_columns(INTENDED, late)})
         for index in range(2):
             serving = index < members
             read = serving and (known or index == 0)
@@ -117,6 +119,9 @@ def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member
     writer.close()
     if format_version < 3:
         _earlier_format(run_dir, format_version)
+    elif not intended:
+        _drop(run_dir, "ticks", [f"{INTENDED}_p50_ms", f"{INTENDED}_p99_ms",
+                                 *histogram_columns(INTENDED)])
     return {label: np.concatenate(values) for label, values in raw.items()}
 
 
@@ -128,6 +133,13 @@ def _earlier_format(run_dir: Path, format_version: int) -> None:
             columns = [c for c in columns if c not in ("messages_in", "messages_out")]
         for part in (run_dir / "metrics" / table).glob("part-*.parquet"):
             pq.write_table(pq.read_table(part, columns=columns), part)
+
+
+def _drop(run_dir: Path, table: str, columns: list[str]) -> None:
+    """Rewrite the parts of ``table`` without ``columns``."""
+    for part in (run_dir / "metrics" / table).glob("part-*.parquet"):
+        written = pq.read_table(part)
+        pq.write_table(written.drop_columns(columns), part)
 
 
 def _segment(second: int, phase: int, phase_s: int, second_member_at: int) -> tuple[str, int]:

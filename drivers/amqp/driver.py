@@ -184,11 +184,13 @@ class _SenderLink(_Link):
         role, routes = self.role, len(self.routes)
         if len(self.templates) == 1:
             amqp_wire.emit(self.connection, self.templates[0].batch(
-                n, role.producer_id, first_seq, time.time_ns()))
+                n, role.producer_id, first_seq, time.time_ns(), role.lags(first_seq)))
         elif self.templates:
             now, templates, start = time.time_ns(), self.templates, self.next_route
+            flags, lag_us, less_us = role.lags(first_seq)
             amqp_wire.emit(self.connection, b"".join(
-                templates[(start + i) % routes].batch(1, role.producer_id, first_seq + i, now)
+                templates[(start + i) % routes].batch(1, role.producer_id, first_seq + i, now,
+                                                      (flags, int(lag_us - i * less_us), 0.0))
                 for i in range(n)))
         else:
             publish, props = self.channel.basic_publish, self.properties

@@ -22,11 +22,13 @@ import logging
 import os
 import struct
 from collections.abc import Callable
+from itertools import accumulate, repeat
+from operator import sub
 
 import pika
 from pika import exceptions, frame, spec
 
-from drivers.header import HEADER_SIZE, stamp
+from drivers.header import HEADER_SIZE, PREFIX, stamp_fields
 
 _FRAME_HEADER = struct.Struct(">BHI")
 _U32 = struct.Struct(">I")
@@ -85,19 +87,26 @@ class PublishTemplate:
         parts = [method, header]
         for start in range(0, size, chunk):
             length = min(chunk, size - start)
-            parts += [_FRAME_HEADER.pack(spec.FRAME_BODY, channel_number, length),
-                      bytes(length), b"\xce"]
+            body = PREFIX + bytes(length - len(PREFIX)) if start == 0 else bytes(length)
+            parts += [_FRAME_HEADER.pack(spec.FRAME_BODY, channel_number, length), body,
+                      b"\xce"]
         self.message = b"".join(parts)
         self.header_offset = len(method) + len(header) + spec.FRAME_HEADER_SIZE
         self.length = len(self.message)
 
-    def batch(self, n: int, producer_id: int, first_seq: int, send_ns: int) -> bytearray:
-        """``n`` consecutive publishes with sequence numbers from ``first_seq``."""
+    def batch(self, n: int, producer_id: int, first_seq: int, send_ns: int,
+              lags: tuple[int, int, float] = (0, 0, 0.0)) -> bytearray:
+        """``n`` consecutive publishes with sequence numbers from ``first_seq``; ``lags`` is
+        :meth:`drivers.workers.SenderRole.lags`: the header flags, the first message's schedule
+        lag (us) and how much less each next one's is (they were due 1 / rate apart)."""
         buffer = bytearray(self.message * n)
-        offset, step = self.header_offset, self.length
-        for seq in range(first_seq, first_seq + n):
-            stamp(buffer, offset, producer_id, seq, send_ns)
-            offset += step
+        first, step, stamp = self.header_offset + len(PREFIX), self.length, stamp_fields
+        flags, lag_us, less_us = lags
+        each_lag = map(int, accumulate(repeat(less_us, n - 1), sub, initial=lag_us)) \
+            if less_us else repeat(lag_us, n)  # the lags in C, not per message in Python
+        for offset, seq, lag in zip(range(first, first + n * step, step),
+                                    range(first_seq, first_seq + n), each_lag):
+            stamp(buffer, offset, flags, producer_id, seq, send_ns, lag)
         return buffer
 
 

@@ -33,7 +33,7 @@ What the workers do:
   ``reply`` (``request3`` -> ``reply3``; ``perf`` -> ``perf.reply``). Shared queues survive a
   reconnect and a move, which temporary dynamic queues do not. Replies carry an expiry of
   ``reply_timeout_s``, so late ones do not pile up on the shared queue.
-- A *responder* gets a request, puts a reply (the request's 24-byte header, padded to
+- A *responder* gets a request, puts a reply (the request's surge header, padded to
   ``reply_size``; CorrelId = the request's MsgId, or its CorrelId under
   ``MQRO_PASS_CORREL_ID``) to the request's ``ReplyToQ``/``ReplyToQMgr``; with
   ``unit_of_work`` the get and the put are under syncpoint and committed together.

@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from orchestrator.run.sampling import AgentReading, Tick
-from results.rundir.tables import CONTROLLER_HOST
+from results.rundir.figures import INTENDED, LATENCY
+from results.rundir.tables import CONTROLLER_HOST, latency_columns
 from topologies.base import MemberSample
 
 TOTALS = ("sent", "received", "confirmed", "nacked", "skipped", "errors", "reconnects",
@@ -27,10 +28,8 @@ def stamp(wall_s: float, elapsed_s: float, phase: int) -> dict[str, Any]:
 def tick_row(stamped: dict[str, Any], tick: Tick, *, lateness_s: float, target_rate: float,
              members_running: int, queue_depth: int | None, depth_age_s: float | None,
              read_span_s: float | None, broker_missing: bool) -> dict[str, Any]:
-    """The ``ticks`` row: rates, totals, depth, latency percentiles and how well the second
-    was sampled."""
-    latency = tick.latency
-    buckets = latency.to_sparse()
+    """The ``ticks`` row: rates, totals, depth, latency percentiles (from the actual and from
+    the intended send times) and how well the second was sampled."""
     totals, rates = tick.totals, tick.rates
     return {**stamped, "lateness_s": lateness_s, "target_rate": target_rate,
             "send_rate": rates["sent"], "receive_rate": rates["received"],
@@ -40,10 +39,8 @@ def tick_row(stamped: dict[str, Any], tick: Tick, *, lateness_s: float, target_r
             "depth_age_s": depth_age_s, "backlog": totals["sent"] - totals["received"],
             "agents_missing": tick.agents_missing, "read_span_s": read_span_s,
             "broker_missing": broker_missing,
-            "latency_p50_ms": latency.percentile(50) / 1000 if latency.count else None,
-            "latency_p99_ms": latency.percentile(99) / 1000 if latency.count else None,
             "host_cpu_percent": tick.host_cpu_percent.get(CONTROLLER_HOST),
-            "latency_buckets": list(buckets), "latency_counts": list(buckets.values())}
+            **latency_columns(LATENCY, tick.latency), **latency_columns(INTENDED, tick.intended)}
 
 
 def member_rows(stamped: dict[str, Any], members: Iterable[MemberSample], tick: Tick

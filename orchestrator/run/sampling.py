@@ -26,8 +26,8 @@ MIN_INTERVAL_S = 1e-3  # two readings closer than this give no rate
 @dataclass(frozen=True)
 class AgentReading:
     """One ``/snapshot`` of one agent: cumulative counters, the latency of the interval since
-    its previous snapshot, taken at ``at`` (the agent's monotonic clock) and received at
-    ``seen`` (the controller's)."""
+    its previous snapshot (and from the intended send times: ``intended``), taken at ``at``
+    (the agent's monotonic clock) and received at ``seen`` (the controller's)."""
 
     agent: int
     at: float
@@ -36,15 +36,20 @@ class AgentReading:
     latency: LatencyHistogram
     cpu_seconds: float | None = None  # the agent process's own CPU time at ``at``
     last_error: str = ""
+    intended: LatencyHistogram = field(default_factory=LatencyHistogram)
 
     @classmethod
     def from_snapshot(cls, agent: int, snapshot: Snapshot, seen: float) -> AgentReading:
         """From the agent's snapshot (``at`` is its ``monotonic_s``)."""
-        latency = LatencyHistogram.from_dict(snapshot.latency) if snapshot.latency \
-            else LatencyHistogram()
         return cls(agent, snapshot.monotonic_s, seen,
-                   {name: getattr(snapshot, name) for name in COUNTERS}, latency,
-                   snapshot.cpu_seconds, snapshot.last_error)
+                   {name: getattr(snapshot, name) for name in COUNTERS},
+                   _histogram(snapshot.latency), snapshot.cpu_seconds, snapshot.last_error,
+                   _histogram(snapshot.intended_latency))
+
+
+def _histogram(data: dict[str, Any]) -> LatencyHistogram:
+    """A snapshot's histogram (empty when the snapshot has none)."""
+    return LatencyHistogram.from_dict(data) if data else LatencyHistogram()
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,7 @@ class Tick:
     rates: dict[str, float | None]
     latency: LatencyHistogram
     agents_missing: int = 0
+    intended: LatencyHistogram = field(default_factory=LatencyHistogram)  # from intended times
     member_cpu_percent: dict[str, float | None] = field(default_factory=dict)
     member_cpu_interval_s: dict[str, float | None] = field(default_factory=dict)
     agent_cpu_percent: dict[int, float | None] = field(default_factory=dict)
@@ -97,7 +103,7 @@ class TickMath:
              hosts: dict[str, CpuReading | None] | None = None) -> Tick:
         """Fold one tick's readings (``None``: that source missed the tick's deadline)."""
         rates: dict[str, float | None] = dict.fromkeys(RATED, 0.0)
-        latency = LatencyHistogram()
+        latency, intended = LatencyHistogram(), LatencyHistogram()
         agent_cpu: dict[int, float | None] = {}
         arrived = [r for r in agents.values() if r is not None]
         for index, reading in agents.items():
@@ -107,6 +113,7 @@ class TickMath:
                 agent_cpu[index] = None
                 continue
             latency.merge(reading.latency)
+            intended.merge(reading.intended)
             for name in RATED:
                 value, _ = rate(before.counters[name] if before else None,
                                 before.at if before else None, reading.counters[name],
@@ -121,7 +128,8 @@ class TickMath:
         totals = {name: sum(r.counters[name] for r in self.agents.values())
                   for name in COUNTERS}
         tick = Tick(elapsed_s, totals, rates, latency,
-                    agents_missing=len(agents) - len(arrived), agent_cpu_percent=agent_cpu)
+                    agents_missing=len(agents) - len(arrived), agent_cpu_percent=agent_cpu,
+                    intended=intended)
         for member in members or []:
             percent, interval = self._cpu(self.members, member.name,
                                           member.cpu if member.running else None)

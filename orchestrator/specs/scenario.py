@@ -20,6 +20,9 @@ from orchestrator.specs.mq import MqSpec
 MAX_PHASES = 100_000
 """Most phases a plan may expand to (every repeat of every sweep count of every step)."""
 MAX_MESSAGE_BYTES = 512 * 1024 * 1024
+MIN_MESSAGE_BYTES = 28
+"""The surge message header's size (``drivers.header.HEADER_SIZE``; the specs sit below the
+drivers, so the number is repeated here, and a test keeps the two equal)."""
 """Largest message or reply (RabbitMQ's own hard limit; a sender holds one in memory)."""
 
 
@@ -242,14 +245,15 @@ class MessageSpec(Spec):
     """Shape of every message a sender publishes."""
 
     size: Bytes = Field(2048, le=MAX_MESSAGE_BYTES,
-                        description="bytes on the wire, including the 24-byte header")
+                        description=f"bytes on the wire, including the {MIN_MESSAGE_BYTES}-byte "
+                                    "header")
     persistent: bool = False
 
     @field_validator("size")
     @classmethod
     def _fits_header(cls, size: int) -> int:
-        if size < 24:
-            raise ValueError("must be at least 24 bytes (the message header)")
+        if size < MIN_MESSAGE_BYTES:
+            raise ValueError(f"must be at least {MIN_MESSAGE_BYTES} bytes (the message header)")
         return size
 
 
@@ -298,8 +302,8 @@ class WorkloadSpec(Spec):
     @field_validator("reply_size")
     @classmethod
     def _reply_fits_header(cls, size: int | None) -> int | None:
-        if size is not None and size < 24:
-            raise ValueError("must be at least 24 bytes (the message header)")
+        if size is not None and size < MIN_MESSAGE_BYTES:
+            raise ValueError(f"must be at least {MIN_MESSAGE_BYTES} bytes (the message header)")
         return size
 
 

@@ -23,6 +23,13 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
 
+LATENCY = "latency"
+"""The histogram of latencies from each message's actual send time."""
+INTENDED = "intended"
+"""The histogram of latencies from each message's intended send time (the schedule's; messages
+of rate-limited senders only): latency without coordinated omission."""
+
+
 # -- the kinds of figure -------------------------------------------------------------------------
 
 
@@ -90,14 +97,18 @@ class Least(Figure):
 
 @dataclass(frozen=True)
 class Percentile(Figure):
-    """A latency percentile (ms) of the histogram merged over the window's seconds."""
+    """A latency percentile (ms) of a histogram (:data:`LATENCY` or :data:`INTENDED`) merged
+    over the window's seconds."""
 
     q: float
+    histogram: str = LATENCY
 
 
 @dataclass(frozen=True)
 class HistogramMax(Figure):
-    """The largest latency (ms) of the merged histogram."""
+    """The largest latency (ms) of a merged histogram (:data:`LATENCY` or :data:`INTENDED`)."""
+
+    histogram: str = LATENCY
 
 
 @dataclass(frozen=True)
@@ -126,6 +137,8 @@ class Delivery(Figure):
 
 TICK_KINDS = (Mean, Max, Change, Count, Missing, MinLeast)
 """The kinds reduced straight from the window's ticks into :attr:`Partial.ticks`."""
+HISTOGRAM_KINDS = (Percentile, HistogramMax)
+"""The kinds taken from a merged histogram (:attr:`Partial.histograms`)."""
 CONTROLLER_HOST = "controller"  # the hosts table's name for the machine of the controller
 MEMBERS_TABLE = "members"
 DELIVERED_COLUMN = "messages_out"  # format 2 on; format 1 balances over CPU instead
@@ -150,12 +163,13 @@ class MemberSpan:
 
 @dataclass
 class Partial:
-    """A window reduced: tick figures by field name, the merged histogram (bucket -> count),
-    per-key means by field name, the serving members, the distinct seconds where some serving
-    member's figure was unknown, and whether members' delivered counts were recorded."""
+    """A window reduced: tick figures by field name, the merged histograms (bucket -> count)
+    by histogram name (:data:`LATENCY`, :data:`INTENDED`), per-key means by field name, the
+    serving members, the distinct seconds where some serving member's figure was unknown, and
+    whether members' delivered counts were recorded."""
 
     ticks: dict[str, Any] = field(default_factory=dict)
-    histogram: dict[int, int] = field(default_factory=dict)
+    histograms: dict[str, dict[int, int]] = field(default_factory=dict)
     keyed: dict[str, dict[str, float]] = field(default_factory=dict)
     members: list[MemberSpan] = field(default_factory=list)
     unknown_seconds: int = 0
@@ -173,7 +187,8 @@ def reduce_rows(figures: Mapping[str, Figure], ticks: list[dict], start_s: float
         return [r for r in tables.get(name, []) if start_s < r["elapsed_s"] <= end_s]
     partial = Partial(ticks={name: tick_value(how, ticks) for name, how in figures.items()
                              if isinstance(how, TICK_KINDS)},
-                      histogram=merged_histogram(ticks))
+                      histograms={name: merged_histogram(ticks, name)
+                                  for name in histograms_of(figures)})
     for name, how in figures.items():
         if isinstance(how, KeyMean):
             partial.keyed[name] = key_means(how, spanned(how.table))
@@ -209,12 +224,24 @@ def tick_value(how: Figure, ticks: list[dict]) -> Any:
     raise TypeError(f"not a tick figure: {how!r}")
 
 
-def merged_histogram(ticks: list[dict]) -> dict[int, int]:
-    """The per-second latency histograms of ``ticks`` summed per bucket."""
+def histogram_columns(name: str) -> tuple[str, str]:
+    """The tick columns holding histogram ``name`` sparsely: its buckets and their counts."""
+    return f"{name}_buckets", f"{name}_counts"
+
+
+def histograms_of(figures: Mapping[str, Figure]) -> list[str]:
+    """The names of the histograms ``figures`` are taken from, each once."""
+    return list(dict.fromkeys(how.histogram for how in figures.values()
+                              if isinstance(how, HISTOGRAM_KINDS)))
+
+
+def merged_histogram(ticks: list[dict], name: str = LATENCY) -> dict[int, int]:
+    """The per-second histograms ``name`` of ``ticks`` summed per bucket (empty for a run
+    that did not record them)."""
+    buckets, counts = histogram_columns(name)
     merged: dict[int, int] = defaultdict(int)
     for tick in ticks:
-        for bucket, count in zip(tick.get("latency_buckets") or [],
-                                 tick.get("latency_counts") or []):
+        for bucket, count in zip(tick.get(buckets) or [], tick.get(counts) or []):
             merged[bucket] += count
     return dict(merged)
 

@@ -45,7 +45,9 @@ read_span_s, broker_missing, skipped/skip_rate, nacked, held; rates and percenti
 unknown; members carry phase and cpu_interval_s (the interval the CPU% is over) and null (not 0)
 for figures a member did not report; a hosts table holds each host's CPU; agents carry
 monotonic_s; members may carry cpu_age_s (at most how old the CPU figure is, where the source
-says: IBM MQ's published statistics), absent in earlier runs of this format. 2: members carry
+says: IBM MQ's published statistics), absent in earlier runs of this format; ticks may carry
+intended_p50_ms, intended_p99_ms, intended_buckets and intended_counts (latency from each
+message's intended send time), absent in earlier runs of this format. 2: members carry
 messages_in and messages_out. 1 had neither."""
 READABLE_VERSIONS = tuple(range(1, FORMAT_VERSION + 1))
 MANIFEST_FILE = "run.json"

@@ -19,6 +19,7 @@ from typing import Any
 from orchestrator.specs.plan import Phase
 from results.rundir.figures import (
     CONTROLLER_HOST,
+    INTENDED,
     Change,
     Count,
     Delivery,
@@ -52,7 +53,9 @@ class StepRow:
     """Figures for one phase of the plan over its steady part (after ``settle`` seconds), or
     for the drain after the last step (``label`` "drain"). Rates are means over the seconds
     whose figures are known (``None`` if none was); latency percentiles come from the
-    histograms merged over the window's seconds, never from averaging percentiles;
+    histograms merged over the window's seconds, never from averaging percentiles (the
+    ``intended_`` ones from the latencies measured from each message's intended send time, for
+    messages of rate-limited senders; unknown where there were none);
     ``missing_seconds`` counts the seconds in the window where some source missed its
     deadline. Each field declares how it is taken from its window: add a field here and both
     the controller's step table and the Spark report have it."""
@@ -90,6 +93,9 @@ class StepRow:
     balance: float | None = _figure(Delivery("balance"))  # Jain's index, known readings only
     balance_seconds: int = _figure(Delivery("balance_seconds"), 0)  # every member known
     unknown_per_member: dict[str, int] = _figure(Delivery("unknown_per_member"), {})
+    intended_p50_ms: float | None = _figure(Percentile(50.0, INTENDED))
+    intended_p99_ms: float | None = _figure(Percentile(99.0, INTENDED))
+    intended_max_ms: float | None = _figure(HistogramMax(INTENDED))
 
     @property
     def ratio(self) -> float | None:
@@ -190,15 +196,19 @@ def settle_excluded(ticks: list[dict], steady: Sequence[Window]) -> int:
 
 def finish(window: Window, partial: Partial) -> StepRow:
     """The row of a window from its reduced rows (by either engine)."""
-    histogram = LatencyHistogram.from_sparse(partial.histogram)
+    histograms = {name: LatencyHistogram.from_sparse(buckets)
+                  for name, buckets in partial.histograms.items()}
+    empty = LatencyHistogram()
     delivery = delivery_figures(partial, len(window.ticks))
     values: dict[str, Any] = {}
     for name, how in FIGURES.items():
         if isinstance(how, FromWindow):
             values[name] = getattr(window, how.attribute)
         elif isinstance(how, Percentile):
+            histogram = histograms.get(how.histogram, empty)
             values[name] = histogram.percentile(how.q) / 1000 if histogram.count else None
         elif isinstance(how, HistogramMax):
+            histogram = histograms.get(how.histogram, empty)
             values[name] = histogram.max_us / 1000 if histogram.count else None
         elif isinstance(how, KeyMean):
             values[name] = partial.keyed.get(name, {})
@@ -274,7 +284,8 @@ def as_text(rows: list[StepRow], unit: str = "msg/s", settle_s: float | None = N
     short = [member_index(m) for m in members]
     header = ["step", f"target {unit}", f"achieved {unit}", f"sent {unit}", f"received {unit}",
               "members", *[f"m{s} CPU%" for s in short], "host CPU%",
-              *[f"{h} CPU%" for h in hosts], "p50 ms", "p99 ms", "skipped", "errors"]
+              *[f"{h} CPU%" for h in hosts], "p50 ms", "p99 ms", "intended p99 ms", "skipped",
+              "errors"]
     lines = [header]
     for row in rows:
         lines.append([
@@ -284,13 +295,15 @@ def as_text(rows: list[StepRow], unit: str = "msg/s", settle_s: float | None = N
             *[_cell(row.cpu_percent.get(m), ".1f") for m in members],
             _cell(row.host_cpu_percent, ".1f"),
             *[_cell(row.hosts_cpu_percent.get(h), ".1f") for h in hosts],
-            _cell(row.p50_ms, ".2f"), _cell(row.p99_ms, ".2f"), f"{row.skipped:,}",
+            _cell(row.p50_ms, ".2f"), _cell(row.p99_ms, ".2f"),
+            _cell(row.intended_p99_ms, ".2f"), f"{row.skipped:,}",
             str(row.errors)])
     table = fixed_width(lines)
     if settle_s is not None:
         missing = sum(r.missing_seconds for r in rows)
         table += (f"\nrates are means, percentiles merged over each step's seconds after the "
-                  f"first {settle_s:g} s (settle); drain: after the last step"
+                  f"first {settle_s:g} s (settle); drain: after the last step; intended p99: "
+                f"from when the schedule meant each message to go (rate-limited senders)"
                   + (f"; {missing} seconds had a source missing (\"-\" = unknown)"
                      if missing else ""))
     return table

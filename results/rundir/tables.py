@@ -25,9 +25,22 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from results.rundir.figures import CONTROLLER_HOST as CONTROLLER_HOST  # the hosts table's name
+from results.rundir.figures import INTENDED, LATENCY, histogram_columns
+from results.rundir.histogram import LatencyHistogram
 from results.rundir.manifest import RunManifest
 
-_HISTOGRAM = [("latency_buckets", pa.list_(pa.int32())), ("latency_counts", pa.list_(pa.int64()))]
+
+def _histogram(name: str) -> list[tuple[str, pa.DataType]]:
+    """The columns of histogram ``name`` (sparse: its buckets and their counts)."""
+    buckets, counts = histogram_columns(name)
+    return [(buckets, pa.list_(pa.int32())), (counts, pa.list_(pa.int64()))]
+
+
+def _percentiles(name: str) -> list[tuple[str, pa.DataType]]:
+    return [(f"{name}_p50_ms", pa.float64()), (f"{name}_p99_ms", pa.float64())]
+
+
+_HISTOGRAM = _histogram(LATENCY)
 _WHEN = [("t", pa.float64()), ("elapsed_s", pa.float64()), ("phase", pa.int32())]
 
 SCHEMAS: dict[str, pa.Schema] = {
@@ -43,8 +56,9 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("members_running", pa.int32()), ("queue_depth", pa.int64()),
         ("depth_age_s", pa.float64()), ("backlog", pa.int64()), ("agents_missing", pa.int32()),
         ("read_span_s", pa.float64()), ("broker_missing", pa.bool_()),
-        ("latency_p50_ms", pa.float64()), ("latency_p99_ms", pa.float64()),
-        ("host_cpu_percent", pa.float64()), *_HISTOGRAM]),
+        *_percentiles(LATENCY), ("host_cpu_percent", pa.float64()), *_HISTOGRAM,
+        # runs since the intended latency: absent in earlier runs of format 3 and before
+        *_percentiles(INTENDED), *_histogram(INTENDED)]),
     "members": pa.schema([
         *_WHEN, ("member", pa.string()),
         ("running", pa.bool_()), ("cpu_percent", pa.float64()), ("cpu_interval_s", pa.float64()),
@@ -61,6 +75,17 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 
 
+
+
+def latency_columns(name: str, histogram: LatencyHistogram) -> dict[str, Any]:
+    """A tick's histogram ``name`` (:data:`LATENCY`, :data:`INTENDED`) as its row's columns:
+    p50 and p99 in ms (``None`` when it holds nothing) and the sparse buckets."""
+    sparse = histogram.to_sparse()
+    buckets, counts = histogram_columns(name)
+    known = histogram.count > 0
+    return {f"{name}_p50_ms": histogram.percentile(50) / 1000 if known else None,
+            f"{name}_p99_ms": histogram.percentile(99) / 1000 if known else None,
+            buckets: list(sparse), counts: list(sparse.values())}
 
 
 def new_run_id(scenario_name: str) -> str:

@@ -237,6 +237,8 @@ def test_report_says_what_each_row_covers_and_how_the_run_measured(spark, tmp_pa
     report = (run_dir / "analysis" / "report.md").read_text()
     table = report.split("```")[1].splitlines()
     assert "broker-1 CPU%" in table[1] and "skipped" in table[1] and "span s" in table[1]
+    assert "p99 ms" in table[1] and "intended p99 ms" in table[1]
+    assert "Intended p50/p99/max: latency measured from when the sender's schedule" in report
     assert table[-1].split()[:2] == ["drain", "40-45"]
     assert "first 3 s of each part (settle: 6 seconds left out in all)" in report
     assert "2 seconds had a source missing" in report
@@ -246,3 +248,12 @@ def test_report_says_what_each_row_covers_and_how_the_run_measured(spark, tmp_pa
     saved = json.loads((run_dir / "analysis" / "analysis.json").read_text())
     assert saved["drain"]["label"] == "drain" and saved["skipped_sends"] == 4
     assert saved["suspect_samples"]["total"] == 0
+
+
+def test_a_run_from_before_the_intended_latency_is_analysed_without_it(spark, tmp_path):
+    run_dir, _ = write_run(tmp_path, intended=False)
+    result = analyze_run(spark, run_dir, 0.04)
+    steps, _ = controller_rows(run_dir, result.manifest)
+    assert [r.p99_ms for r in result.steps] == pytest.approx([r.p99_ms for r in steps])
+    assert all(r.p99_ms is not None for r in result.steps)
+    assert [r.intended_p99_ms for r in result.steps] == [None] * len(steps)

@@ -178,6 +178,7 @@ def test_what_http_server_refuses_itself_is_answered_in_json(agent, raw, status,
 def test_metrics_need_no_token_and_everything_else_does(agent):
     status, body = exchange(agent.port, request("GET", "/metrics"))
     assert status == 200 and b"surge_agent_sent_total" in body
+    assert b"surge_agent_intended_latency_seconds_bucket" in body
     status, body = exchange(agent.port, request("GET", "/snapshot"))
     assert status == 401
     status, body = exchange(agent.port, request("GET", "/snapshot", f"Authorization: Bearer "

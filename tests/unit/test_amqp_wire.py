@@ -5,7 +5,7 @@ import random
 from pika import frame, spec
 
 from drivers.amqp.wire import PublishTemplate, install_decoder
-from drivers.header import decode, encode
+from drivers.header import SCHEDULED, decode, encode
 
 
 def decode_all(data: bytes) -> list:
@@ -27,7 +27,14 @@ def test_template_batch_is_what_pika_would_send():
         assert method.method.routing_key == "perf" and method.channel_number == 1
         assert header.body_size == 2048 and header.properties.delivery_mode == 2
         assert len(body.fragment) == 2048
-        assert decode(body.fragment) == (7, 10 + k, 99)
+        assert decode(body.fragment) == (7, 10 + k, 99, None)
+
+
+def test_a_scheduled_batch_carries_each_message_s_own_lag():
+    template = PublishTemplate(1, "perf", 100, persistent=False, frame_max=131072)
+    frames = decode_all(bytes(template.batch(4, 7, 0, 99, (SCHEDULED, 30_000, 10_000.0))))
+    bodies = [f.fragment for f in frames if isinstance(f, frame.Body)]
+    assert [decode(b) for b in bodies] == [(7, k, 99, 30_000 - 10_000 * k) for k in range(4)]
 
 
 def test_large_bodies_are_split_like_pika_splits_them():
@@ -35,7 +42,7 @@ def test_large_bodies_are_split_like_pika_splits_them():
     frames = decode_all(bytes(template.batch(1, 1, 0, 5)))
     bodies = [f for f in frames if isinstance(f, frame.Body)]
     assert sum(len(b.fragment) for b in bodies) == 300_000 and len(bodies) == 3
-    assert decode(bodies[0].fragment) == (1, 0, 5)
+    assert decode(bodies[0].fragment) == (1, 0, 5, None)
 
 
 class StreamEnd:
@@ -68,7 +75,7 @@ def delivery(channel: int, tag: int, body: bytes, redelivered=False) -> bytes:
 
 
 def test_decoder_reads_deliveries_split_anywhere_and_passes_other_frames_on():
-    bodies = [encode(3, seq, 1000 + seq) + bytes(size) for seq, size in
+    bodies = [encode(3, seq, 1000 + seq, seq or None) + bytes(size) for seq, size in
               enumerate([0, 2000, 200_000, 10])]
     stream = b"".join([
         delivery(1, 1, bodies[0]), frame.Heartbeat().marshal(), delivery(1, 2, bodies[1]),
@@ -84,7 +91,7 @@ def test_decoder_reads_deliveries_split_anywhere_and_passes_other_frames_on():
         step = rng.randint(1, 9000)
         connection._on_data_available(stream[pos:pos + step])
         pos += step
-    assert got == [((3, k, 1000 + k), k + 1, k == 2) for k in range(4)]
+    assert got == [((3, k, 1000 + k, k or None), k + 1, k == 2) for k in range(4)]
     assert [type(f).__name__ for f in connection.passed] == ["Heartbeat", "Method"]
     assert connection.bytes_received == len(stream)
     assert connection._transport._MAX_RECV_BYTES > 4096

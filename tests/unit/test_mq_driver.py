@@ -246,7 +246,7 @@ def test_a_reply_echoes_the_request_header_and_is_padded_to_the_reply_size():
     reply = [c for c in standin.named("MQPUT") if c.details["queue"] == "REPLY"][0]
     assert reply.details["length"] == 40 and reply.details["expiry"] == 100  # 10 s, tenths
     driver.stop(2)
-    assert decode(request_body)[:2] == (5, 0) and HEADER_SIZE == 24
+    assert decode(request_body)[:2] == (5, 0) and HEADER_SIZE == 28
 
 
 def test_a_requester_waits_at_most_the_reply_timeout_and_counts_the_rest_as_timeouts():
