@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 RABBIT := /usr/lib/rabbitmq/bin/rabbitmq-server
 SSHD   := /usr/sbin/sshd
 
-.PHONY: demo test deps java openssl lint bench clean
+.PHONY: demo test deps java openssl lint bench bench-deps clean
 
 demo: deps  ## run the quickstart on a local 3-member RabbitMQ cluster, print the step table
 	$(BIN)/surge run scenarios/quickstart.yaml
@@ -16,9 +16,13 @@ test: deps  ## the whole test suite: unit tests and integration tests against re
 lint: deps
 	$(BIN)/ruff check .
 
-bench: deps  ## driver efficiency and rate accuracy benchmarks (print figures)
-	$(BIN)/python bench/driver_efficiency.py
+bench: deps bench-deps  ## generator comparison, rate accuracy, controller scale (print figures)
+	$(BIN)/python bench/generators.py
 	$(BIN)/python bench/rate_accuracy.py
+
+bench-deps:  ## the C client of bench/generators.py is compiled against librabbitmq
+	@[ -e /usr/include/amqp.h ] || { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -q --no-install-recommends librabbitmq-dev gcc; }
 
 deps: $(RABBIT) $(SSHD) java openssl $(BIN)/surge
 
