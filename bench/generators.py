@@ -405,6 +405,8 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES),
                         help=f"comma-separated, of: {', '.join(CASES)}")
     parser.add_argument("--generators", default="surge,pika,c")
+    parser.add_argument("--port-base", type=int, default=8000,
+                        help="the member's ports (AMQP, management, Prometheus) derive from it")
     args = parser.parse_args()
     cases = [CASES[name] for name in args.cases.split(",") if name]
     wanted = args.generators.split(",")
@@ -413,7 +415,7 @@ def main() -> None:
     if not 1 <= args.rounds <= 20 or not 1 <= args.seconds <= 600 or not 2 <= args.warmup <= 60:
         parser.error("rounds 1-20, seconds 1-600, warmup 2-60")
 
-    topology = TopologySpec(name="genbench", members=1, start=1, port_base=8000)
+    topology = TopologySpec(name="genbench", members=1, start=1, port_base=args.port_base)
     provisioner = LocalRabbitMQ(topology)
     with tempfile.TemporaryDirectory(prefix="genbench-") as workdir:
         available = {"surge": lambda: Surge(Path(workdir)), "pika": PlainPika,
