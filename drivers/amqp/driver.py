@@ -158,7 +158,7 @@ class _SenderLink(_Link):
         if not self.publishing:
             return
         gate = self.gate if not role.schedule.rate else None
-        if gate is not None and gate.wants_reading():
+        if gate is not None and gate.wants_reading(time.monotonic()):
             self._read_depth()
         if self._may_publish():
             for first, n, nacked in self.resend:
@@ -211,7 +211,7 @@ class _SenderLink(_Link):
         def answered(frame) -> None:
             answers.append(frame.method.message_count)
             if len(answers) == len(self.routes) and self.channel is channel:
-                gate.answered(sum(answers), self.published)
+                gate.answered(sum(answers), self.published, time.monotonic())
 
         for route in self.routes:
             channel.queue_declare(route, passive=True, callback=answered)
