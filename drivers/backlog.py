@@ -5,7 +5,8 @@ most brokers is faster than receivers take them out; the queue then grows for th
 and the step measures the queue's growth, not the rate the system sustains. With a gate the
 sender publishes at most ``bound`` minus the queue's depth, counting what it published after
 asking; a question is always on its way (the next is asked when the answer comes), because a
-busy queue can take tens of milliseconds to answer and the credit must not wait for it. Pure: the driver asks and answers, the gate only counts.
+busy queue can take tens of milliseconds to answer and the credit must not wait for it.
+Pure: the driver asks and answers, the gate only counts.
 """
 
 from __future__ import annotations
