@@ -17,7 +17,8 @@ Many agents on loopback stand in for many load hosts. Per case it prints:
   processes and are not in it;
 * agents CPU: the agents' CPU in total, % of one core (each agent's own ``cpu_seconds`` delta
   over its own clock, from the ``agents`` table, summed over agents), and the broker member's
-  CPU (``members`` table) and the whole host's (``hosts`` table), means over the load part;
+  CPU (``members`` table, 100 = one core) and the whole host's (``hosts`` table, 100 = every
+  core busy), means over the load part;
 * send msg/s: the mean achieved total send rate against the target, and the agents'
   readings that missed a tick's deadline.
 
