@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +50,9 @@ class Collector:
             remaining = deadline - self.clock()
             if remaining <= 0:
                 break
-            _, pending = wait(pending, timeout=remaining, return_when=FIRST_COMPLETED)
+            # one wait for all (not one per completion: with many agents, waking on each
+            # reply and waiting again on every read still out cost the tick's thread O(n^2))
+            _, pending = wait(pending, timeout=remaining)
         out: dict[str, Any] = {}
         for name, future in list(self._busy.items()):
             if future.done():

@@ -15,6 +15,7 @@ import math
 import secrets
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -97,7 +98,8 @@ class Controller:
                  launcher: Launcher | None = None, clock: Clock = SYSTEM_CLOCK,
                  host_cpu: Callable[[], CpuReading] = host_cpu,
                  probes: ProbeFactory = depth_probe, preflights: ProbeFactory = preflight,
-                 background: bool = True, sd_dir: Path | None = None):
+                 background: bool = True, sd_dir: Path | None = None,
+                 process_cpu: Callable[[], float] = time.process_time):
         self.scenario, self.topology = scenario, topology
         self.run_id = run_id or new_run_id(scenario.name)
         self.run_dir = runs_dir / self.run_id
@@ -105,6 +107,7 @@ class Controller:
         self.view = LiveView(enabled=live)
         self.keep_topology, self.metrics_port = keep_topology, metrics_port
         self.clock, self.host_cpu = clock, host_cpu
+        self.process_cpu = process_cpu  # this process's CPU seconds (the controller's cost)
         self.sd_dir = sd_dir or default_sd_dir()  # Prometheus' file_sd targets of live runs
         self.token = secrets.token_urlsafe(24)
         self.provisioner = provisioner or provisioner_for(topology, record=self._remote_command)
@@ -275,7 +278,15 @@ class Controller:
     # -- ticking ----------------------------------------------------------------------------
 
     def _tick_through_plan(self, metrics: ControllerMetrics) -> None:
+        """Tick once a second through the plan, noting the controller's own CPU over it."""
+        cpu_at = self.process_cpu()
         self.t0 = self.clock.monotonic()
+        try:
+            self._tick_load(metrics)
+        finally:
+            self.lateness.spent(self.process_cpu() - cpu_at, self.clock.monotonic() - self.t0)
+
+    def _tick_load(self, metrics: ControllerMetrics) -> None:
         self.sampler = self._sampler()
         self.sampler.start()
         self._fold(self.sampler.collect(self.t0 + TICK_DEADLINE_S))  # first readings: no rates

@@ -66,9 +66,13 @@ def agent_rows(stamped: dict[str, Any], readings: dict[int, AgentReading], since
                tick: Tick) -> list[dict[str, Any]]:
     """One ``agents`` row per agent whose reading arrived at or after ``since`` (controller
     clock): an agent that missed the tick gets no row."""
-    return [{**stamped, "agent": index, "monotonic_s": r.at,
-             **{k: r.counters[k] for k in AGENT_COUNTERS},
-             "cpu_percent": tick.agent_cpu_percent.get(index), "cpu_seconds": r.cpu_seconds,
-             "latency_buckets": list(r.latency.to_sparse()),
-             "latency_counts": list(r.latency.to_sparse().values())}
-            for index, r in readings.items() if r.seen >= since]
+    rows = []
+    for index, r in readings.items():
+        if r.seen >= since:
+            buckets = r.latency.to_sparse()
+            rows.append({**stamped, "agent": index, "monotonic_s": r.at,
+                         **{k: r.counters[k] for k in AGENT_COUNTERS},
+                         "cpu_percent": tick.agent_cpu_percent.get(index),
+                         "cpu_seconds": r.cpu_seconds, "latency_buckets": list(buckets),
+                         "latency_counts": list(buckets.values())})
+    return rows

@@ -178,11 +178,14 @@ def quantiles(values: list[float]) -> dict[str, float | int | None]:
 @dataclass
 class Timeliness:
     """How late the ticks fired against their one-second grid, how many whole seconds were
-    skipped because a tick ran over, and how old the queue-depth readings were."""
+    skipped because a tick ran over, how old the queue-depth readings were, and how much CPU
+    the controller's own process used while it ticked through the load."""
 
     lateness_s: list[float] = field(default_factory=list)
     depth_age_s: list[float] = field(default_factory=list)
     skipped: int = 0
+    cpu_s: float | None = None  # the controller process's CPU seconds over the load ...
+    wall_s: float | None = None  # ... and the seconds it took (controller clock)
 
     def add(self, lateness_s: float, depth_age_s: float | None) -> None:
         """Note one tick."""
@@ -190,7 +193,19 @@ class Timeliness:
         if depth_age_s is not None:
             self.depth_age_s.append(depth_age_s)
 
+    def spent(self, cpu_s: float, wall_s: float) -> None:
+        """Note the controller process's CPU seconds over ``wall_s`` seconds of load."""
+        self.cpu_s, self.wall_s = cpu_s, wall_s
+
+    def cpu_percent(self) -> float | None:
+        """The controller process's CPU over the load, in % of one core (``None``: unknown)."""
+        if self.cpu_s is None or not self.wall_s or self.wall_s <= 0:
+            return None
+        return 100.0 * self.cpu_s / self.wall_s
+
     def summary(self) -> dict[str, Any]:
-        """For ``run.json``: lateness and depth age as quantiles, in seconds."""
+        """For ``run.json``: lateness and depth age as quantiles, in seconds, and the
+        controller's CPU over the load."""
         return {"tick_lateness_s": quantiles(self.lateness_s), "ticks_skipped": self.skipped,
-                "depth_age_s": quantiles(self.depth_age_s)}
+                "depth_age_s": quantiles(self.depth_age_s),
+                "controller_cpu_percent": self.cpu_percent(), "load_s": self.wall_s}

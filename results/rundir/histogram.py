@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from operator import add
+from itertools import compress
 from typing import Any
 
 SUB_BITS = 5
@@ -33,6 +33,7 @@ def bucket_index(value_us: int) -> int:
 
 
 NUM_BUCKETS = bucket_index(MAX_VALUE_US) + 1
+_INDICES = range(NUM_BUCKETS)
 
 
 def bucket_bounds(index: int) -> tuple[int, int]:
@@ -139,7 +140,9 @@ class LatencyHistogram:
         """Add all of other's recordings into this histogram."""
         if not other.count:
             return
-        self._counts = list(map(add, self._counts, other._counts))
+        counts, theirs = self._counts, other._counts
+        for index in compress(_INDICES, theirs):  # the non-empty buckets, found in C
+            counts[index] += theirs[index]
         self.count += other.count
         self.total_us += other.total_us
         if other._min < self._min:
@@ -157,7 +160,8 @@ class LatencyHistogram:
 
     def to_sparse(self) -> dict[int, int]:
         """Return {bucket index: count} for the non-empty buckets."""
-        return {i: c for i, c in enumerate(self._counts) if c}
+        counts = self._counts
+        return {i: counts[i] for i in compress(_INDICES, counts)}
 
     @classmethod
     def from_sparse(
@@ -180,7 +184,7 @@ class LatencyHistogram:
             if c < 0:
                 raise ValueError(f"bucket {index} has negative count {c}")
             counts[index] += c
-        used = [i for i, c in enumerate(counts) if c]
+        used = list(compress(_INDICES, counts))
         if not used:
             return hist
         hist.count = sum(counts)
@@ -194,7 +198,7 @@ class LatencyHistogram:
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict; bucket keys are strings."""
         return {
-            "buckets": {str(i): c for i, c in enumerate(self._counts) if c},
+            "buckets": {str(i): c for i, c in self.to_sparse().items()},
             "count": self.count,
             "total_us": self.total_us,
             "min_us": self.min_us,

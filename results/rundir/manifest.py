@@ -75,12 +75,16 @@ class Quantiles(Record):
 class Sampling(Record):
     """How timely the run's own measurements were (format 3 on): how late the ticks fired,
     whole seconds skipped because a tick ran over, how old the queue depths were, and the
-    deadline by which a tick's readings had to be in (seconds)."""
+    deadline by which a tick's readings had to be in (seconds); where recorded (absent in
+    earlier runs), the controller process's CPU in % of one core over the load part, and that
+    part's seconds."""
 
     tick_lateness_s: Quantiles = Quantiles()
     ticks_skipped: int = 0
     depth_age_s: Quantiles = Quantiles()
     deadline_s: float | None = None
+    controller_cpu_percent: float | None = None
+    load_s: float | None = None
 
 
 class ClockOffset(Record):

@@ -1,6 +1,7 @@
 """Concurrent reads with a deadline: a slow source is missing, never waited for twice."""
 
 import threading
+import time
 
 from orchestrator.run.collector import Collector, Failed
 
@@ -32,6 +33,19 @@ def test_everything_in_time_is_collected():
     collector = Collector({name: (lambda n=name: n) for name in "abc"},
                           clock=lambda: next(clock, 5.0))
     assert collector.collect(deadline=1.0) == {"a": "a", "b": "b", "c": "c"}
+    collector.close()
+
+
+def test_collect_returns_once_every_read_is_in_not_at_the_deadline():
+    gate = threading.Event()
+    sources = {f"agent:{i}": (lambda i=i: gate.wait(10) and i) for i in range(50)}
+    collector = Collector(sources)
+    collector.start()
+    gate.set()
+    started = time.monotonic()
+    assert collector.collect(deadline=started + 30.0) == {name: i for i, name in
+                                                          enumerate(sources)}
+    assert time.monotonic() - started < 10.0  # long before the deadline
     collector.close()
 
 

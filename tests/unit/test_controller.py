@@ -31,7 +31,7 @@ def scenario(plan, senders=2, receivers=2, **fields) -> ScenarioSpec:
 
 
 def run(spec: ScenarioSpec, topo: TopologySpec, tmp_path, agents=2, cpu_share=0.5,
-        slow_sample_s=0.0, preflights=no_probe, launcher=None):
+        slow_sample_s=0.0, preflights=no_probe, launcher=None, process_cpu=None):
     clock = FakeClock()
     provisioner = ScriptedProvisioner(topo, clock, cpu_share)
     provisioner.slow_sample_s = slow_sample_s
@@ -39,7 +39,8 @@ def run(spec: ScenarioSpec, topo: TopologySpec, tmp_path, agents=2, cpu_share=0.
     controller = Controller(spec, topo, tmp_path, live=False, provisioner=provisioner,
                             launcher=launcher, clock=clock, host_cpu=idle_host,
                             probes=no_probe, preflights=preflights, background=False,
-                            sd_dir=tmp_path / "sd")
+                            sd_dir=tmp_path / "sd",
+                            **({"process_cpu": process_cpu} if process_cpu else {}))
     result = controller.run()
     manifest = json.loads((result.run_dir / "run.json").read_text())
     return result, controller, provisioner, launcher, manifest
@@ -83,6 +84,19 @@ def test_workers_are_placed_and_rates_sent_as_typed_messages(tmp_path):
                for c in configs)
     rates = [c for c in launcher.agents[0].calls if isinstance(c, protocol.Rate)]
     assert rates == [protocol.Rate(10.0, None), protocol.Rate(20.0, 1)]
+
+
+def test_the_run_records_the_controllers_own_cpu_over_the_load(tmp_path):
+    spec = scenario([{"rate_per_sender": 100, "hold": "5s"}])
+    clock = {"cpu": 0.0}
+
+    def process_cpu():  # a tenth of a CPU-second each time it is read
+        clock["cpu"] += 0.1
+        return clock["cpu"]
+    _, _, _, _, manifest = run(spec, topology(), tmp_path, process_cpu=process_cpu)
+    sampling = manifest["sampling"]
+    assert sampling["load_s"] == pytest.approx(5.0, abs=1.0)
+    assert sampling["controller_cpu_percent"] == pytest.approx(10.0 / sampling["load_s"])
 
 
 def test_a_late_tick_skips_the_seconds_it_missed(tmp_path):

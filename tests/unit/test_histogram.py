@@ -271,3 +271,13 @@ def test_reset():
     assert h.to_dict() == LatencyHistogram().to_dict()
     h.record(42)
     assert (h.count, h.min_us, h.max_us) == (1, 42, 42)
+
+
+def test_merging_a_histogram_into_itself_doubles_it():
+    histogram = LatencyHistogram()
+    for value in (0, 63, 64, 5_000, 5_000, 10**9):
+        histogram.record(value)
+    before = histogram.to_sparse()
+    histogram.merge(histogram)
+    assert histogram.to_sparse() == {i: 2 * c for i, c in before.items()}
+    assert histogram.count == 12 and histogram.max_us == 10**9

@@ -119,3 +119,13 @@ def test_timeliness_summary():
     assert summary["tick_lateness_s"] == {"count": 3, "p50": 0.002, "p99": 0.5, "max": 0.5}
     assert summary["depth_age_s"]["count"] == 2 and summary["ticks_skipped"] == 1
     assert quantiles([])["p50"] is None
+    assert summary["controller_cpu_percent"] is None  # not measured
+
+
+def test_timeliness_gives_the_controllers_cpu_over_the_load():
+    timeliness = Timeliness()
+    timeliness.spent(cpu_s=3.0, wall_s=60.0)
+    assert timeliness.summary()["controller_cpu_percent"] == pytest.approx(5.0)
+    assert timeliness.summary()["load_s"] == 60.0
+    timeliness.spent(cpu_s=0.1, wall_s=0.0)  # no time passed: no figure
+    assert timeliness.cpu_percent() is None
