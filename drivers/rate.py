@@ -12,7 +12,16 @@ from __future__ import annotations
 import math
 
 UNLIMITED_BATCH = 64
-"""Messages handed out per due() call when the rate is 0 (unlimited)."""
+"""Messages handed out per due() call when the rate is 0 (unlimited), at most."""
+
+UNLIMITED_BATCH_BYTES = 256 * 1024
+"""Bytes of bodies handed out per due() call when unlimited: large messages go a few at a
+time, so a batch never outgrows the connection's write buffer."""
+
+
+def unlimited_batch(size: int) -> int:
+    """Messages of ``size`` bytes an unlimited sender publishes per wake-up (1 to 64)."""
+    return max(1, min(UNLIMITED_BATCH, UNLIMITED_BATCH_BYTES // max(1, size)))
 
 # Absorbs float error in elapsed * rate, so a message due exactly now is not reported late.
 _EPS = 1e-9
@@ -30,12 +39,16 @@ class RateSchedule:
         "_anchor",
         "_k",
         "_max_batch",
+        "_unlimited_batch",
     )
 
-    def __init__(self, rate: float, now: float, max_catchup_s: float = 1.0) -> None:
-        """Start at now (the first message is due then); rate in msg/s, 0 means unlimited."""
+    def __init__(self, rate: float, now: float, max_catchup_s: float = 1.0,
+                 batch: int = UNLIMITED_BATCH) -> None:
+        """Start at now (the first message is due then); rate in msg/s, 0 means unlimited
+        (``batch`` messages handed out per call)."""
         if not max_catchup_s > 0:
             raise ValueError(f"max_catchup_s must be > 0, got {max_catchup_s}")
+        self._unlimited_batch = batch
         self.max_catchup_s = max_catchup_s
         self.handed_out = 0
         self.skipped = 0
@@ -57,8 +70,8 @@ class RateSchedule:
         ``1 / rate`` before the next (the skipped ones are the oldest)."""
         rate = self.rate
         if rate == 0:
-            self.handed_out += UNLIMITED_BATCH
-            return UNLIMITED_BATCH
+            self.handed_out += self._unlimited_batch
+            return self._unlimited_batch
         elapsed = now - self._anchor
         if elapsed < 0:
             return 0

@@ -13,7 +13,7 @@ import time
 from drivers.accounting import SequenceTracker
 from drivers.header import SCHEDULED, HeaderError, PayloadBuilder, decode, saturate
 from drivers.protocol import Snapshot
-from drivers.rate import RateSchedule
+from drivers.rate import RateSchedule, unlimited_batch
 from results.rundir.histogram import LatencyHistogram
 
 
@@ -94,7 +94,8 @@ class SenderRole:
     def __init__(self, producer_id: int, rate: float, payload: PayloadBuilder,
                  recorder: Recorder, now: float | None = None, limit: int | None = None):
         self.producer_id = producer_id
-        self.schedule = RateSchedule(rate, time.monotonic() if now is None else now)
+        self.schedule = RateSchedule(rate, time.monotonic() if now is None else now,
+                                     batch=unlimited_batch(payload.size))
         self.seq = 0
         self.active = True
         self.paused = False

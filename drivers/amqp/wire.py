@@ -111,8 +111,12 @@ class PublishTemplate:
 
 
 def emit(connection, data: bytes | bytearray) -> None:
-    """Queue already-framed bytes on the connection's transport (loop thread only)."""
-    connection._adapter_emit_data(data)
+    """Queue already-framed bytes on the connection's transport (loop thread only).
+
+    As a memoryview: after a partial send pika keeps ``chunk[sent:]``, which copies what is
+    left of a bytes object each time (quadratic in a large batch) and of a view copies nothing.
+    """
+    connection._adapter_emit_data(memoryview(data))
 
 
 def install_decoder(connection, channel_number: int, on_delivery: OnDelivery) -> None:

@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from drivers.rate import UNLIMITED_BATCH, RateSchedule
+from drivers.rate import UNLIMITED_BATCH, RateSchedule, unlimited_batch
 
 
 def run(schedule, times):
@@ -170,3 +170,11 @@ def test_set_rate_rejects_negative():
     s = RateSchedule(1, now=0.0)
     with pytest.raises(ValueError):
         s.set_rate(-5, now=1.0)
+
+
+@pytest.mark.parametrize("size, batch", [(28, 64), (2048, 64), (64 * 1024, 4),
+                                         (1 << 20, 1), (4 << 20, 1)])
+def test_unlimited_batches_of_large_messages_stay_within_256_kib(size, batch):
+    assert unlimited_batch(size) == batch
+    s = RateSchedule(0, now=0.0, batch=unlimited_batch(size))
+    assert s.due(0.0) == batch
