@@ -41,8 +41,7 @@ class BacklogGate:
     def answered(self, depth: int, published: int, now: float) -> None:
         """The queue held ``depth`` ready messages when it answered at ``now``; ``published``
         is this sender's count now (what it published since asking is not in ``depth`` yet)."""
-        asked_at = published if self._asked_at is None else self._asked_at
-        self.credit = self.bound - depth - (published - asked_at)
+        self.credit = self.bound - depth - (published - (self._asked_at or 0))
         self._asked_at = None
         self._answered_s = now
 
