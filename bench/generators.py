@@ -338,14 +338,30 @@ def host_busy() -> tuple[float, float]:
     return sum(times) - times.idle - getattr(times, "iowait", 0.0), time.monotonic()
 
 
-def measure(generator: Any, case: Case, broker: Broker, warmup: float, seconds: float
-            ) -> dict[str, Any]:
-    """One generator on one case: figures over the steady window, or an ``error``."""
+def profile(py_spy: str, roots: list[int], seconds: float, prefix: Path
+            ) -> list[subprocess.Popen]:
+    """Sample each of ``roots`` with py-spy for ``seconds`` (collapsed stacks, without pausing
+    the process) into ``prefix``-N.txt; py-spy runs outside the measured process trees."""
+    return [subprocess.Popen(
+        [py_spy, "record", "--pid", str(pid), "--duration", str(max(1, int(seconds))),
+         "--rate", "250", "--nonblocking", "--format", "raw",
+         "--output", f"{prefix}-{index}.txt"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for index, pid in enumerate(roots)]
+
+
+def measure(generator: Any, case: Case, broker: Broker, warmup: float, seconds: float,
+            profile_to: Path | None = None, py_spy: str = "") -> dict[str, Any]:
+    """One generator on one case: figures over the steady window, or an ``error``; with
+    ``profile_to``, surge's agents are also sampled by py-spy over that window."""
     queue = broker.declare(case)
+    samplers: list[subprocess.Popen] = []
     try:
         running = generator.start(case, queue, broker, run_s=warmup + seconds)
         try:
             time.sleep(warmup)
+            if profile_to is not None and generator.name == "surge":
+                samplers = profile(py_spy, running.roots, seconds, profile_to)
             at0, in0, out0 = broker.counters()
             cpu0, broker0, host0 = tree_cpu(running.roots), broker.cpu_seconds(), host_busy()
             time.sleep(seconds)
@@ -353,6 +369,9 @@ def measure(generator: Any, case: Case, broker: Broker, warmup: float, seconds: 
             cpu1, broker1, host1 = tree_cpu(running.roots), broker.cpu_seconds(), host_busy()
             depth = broker.depth(queue)
         finally:
+            for sampler in samplers:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    sampler.wait(30)
             said = running.stop()
     finally:
         broker.delete(queue)
@@ -405,9 +424,16 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES),
                         help=f"comma-separated, of: {', '.join(CASES)}")
     parser.add_argument("--generators", default="surge,pika,c")
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="also sample surge's agents with py-spy over each measured window "
+                             "(collapsed stacks, DIR/CASE-rROUND-AGENT.txt)")
+    parser.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy",
+                        help="the py-spy executable, for --profile")
     parser.add_argument("--port-base", type=int, default=8000,
                         help="the member's ports (AMQP, management, Prometheus) derive from it")
     args = parser.parse_args()
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     cases = [CASES[name] for name in args.cases.split(",") if name]
     wanted = args.generators.split(",")
     if unknown := set(wanted) - {"surge", "pika", "c"}:
@@ -440,8 +466,10 @@ def main() -> None:
                             skipped[generator.name] = reason
                             continue
                         try:
-                            figures = measure(generator, case, broker, args.warmup,
-                                              args.seconds)
+                            figures = measure(
+                                generator, case, broker, args.warmup, args.seconds,
+                                args.profile / f"{case.name}-r{round_ + 1}"
+                                if args.profile else None, args.py_spy)
                         except Exception as error:  # noqa: BLE001 - said, then next
                             skipped[generator.name] = f"failed: {error}"[:200]
                             print(f"  {case.name} round {round_ + 1} {generator.name}: "

@@ -30,11 +30,12 @@ from drivers.backlog import BacklogGate
 from drivers.base import Driver, rotation
 from drivers.header import HEADER_SIZE
 from drivers.protocol import Destination
+from drivers.rate import on_tick
 from drivers.workers import ReceiverRole, RequesterRole, ResponderRole, SenderRole
 
 MAX_BUFFERED_BYTES = 4 * 1024 * 1024  # outbound bytes per connection before a sender waits
 MAX_UNCONFIRMED = 2000  # with confirms, publishes in flight per sender before it waits
-PACING_TICK_S = 0.002  # a sender wakes at most this often, publishing whatever is due
+PACING_TICK_S = 0.002  # rate-limited senders wake on multiples of this, publishing what is due
 ACK_FLUSH_S = 0.1  # manual acks of a quiet receiver are flushed at least this often
 RETIRE_GRACE_S = 2.0  # a moved sender's old connection stays open this long for its last publishes
 PAUSED_POLL_S = 0.05  # a paused (or closed-loop) sender looks again this often
@@ -75,6 +76,8 @@ class _Link:
 
     def _opened(self, connection) -> None:
         self.recorder.connections += 1
+        if self.driver.destination.fast_path and amqp_wire.hooks_available(connection):
+            amqp_wire.install_direct_io(connection)
         connection.channel(on_open_callback=self._channel_opened)
 
     def _channel_opened(self, channel) -> None:
@@ -173,10 +176,14 @@ class _SenderLink(_Link):
             delay = PAUSED_POLL_S if role.paused else role.delay_s()
             if gate is not None and gate.credit <= 0:
                 delay = BACKLOG_WAIT_S
-            if role.schedule.rate:
-                delay = max(delay, PACING_TICK_S)
         else:
             delay = PACING_TICK_S
+        self._again(delay)
+
+    def _again(self, delay: float) -> None:
+        """Publish again after ``delay``; a rate-limited sender on the agent's pacing tick."""
+        if self.role.schedule.rate:
+            delay = on_tick(delay, time.monotonic(), PACING_TICK_S)
         self.timer = self.driver.ioloop.call_later(delay, self._publish)
 
     def _emit(self, first_seq: int, n: int) -> None:
@@ -312,9 +319,7 @@ class _RequesterLink(_SenderLink):
             return
         role.expire(self.driver.destination.reply_timeout_s)
         self._send()
-        delay = PAUSED_POLL_S if role.paused or not role.schedule.rate else \
-            max(role.delay_s(), PACING_TICK_S)
-        self.timer = self.driver.ioloop.call_later(delay, self._publish)
+        self._again(PAUSED_POLL_S if role.paused or not role.schedule.rate else role.delay_s())
 
     def _send(self) -> None:
         if self.channel is None or self.closing or not self._may_publish():
@@ -344,6 +349,7 @@ class _ReceiverLink(_Link):
         self.ack_every = max(1, destination.prefetch // 4)
         self.unacked = 0
         self.last_tag = 0
+        self.decoding = False  # deliveries parsed by amqp_wire, acks sent as its frames
         self.timer = None
         self.consumer_tag: str | None = None
         self.responds = isinstance(role, ResponderRole)
@@ -359,8 +365,9 @@ class _ReceiverLink(_Link):
     def ready(self, channel) -> None:
         self.unacked = 0
         self._drop_pending()
-        if self.driver.destination.fast_path and not self.responds \
-                and amqp_wire.hooks_available(self.connection):
+        self.decoding = self.driver.destination.fast_path and not self.responds \
+            and amqp_wire.hooks_available(self.connection)
+        if self.decoding:
             amqp_wire.install_decoder(self.connection, channel.channel_number, self._arrived)
         channel.basic_qos(prefetch_count=self.driver.destination.prefetch)
         if self.transactional:
@@ -414,17 +421,23 @@ class _ReceiverLink(_Link):
             self.last_tag = tag
             self.unacked += 1
             if self.unacked >= self.ack_every:
-                self.channel.basic_ack(tag, multiple=True)
-                self.unacked = 0
+                self._ack_up_to(tag)
 
     def _drop_pending(self) -> None:
         self.driver.recorder.held -= len(self.pending)
         self.pending.clear()
 
+    def _ack_up_to(self, tag: int) -> None:
+        if self.decoding:
+            amqp_wire.emit(self.connection,
+                           amqp_wire.ack_frame(self.channel.channel_number, tag, True))
+        else:
+            self.channel.basic_ack(tag, multiple=True)
+        self.unacked = 0
+
     def flush(self) -> None:
         if self.unacked and self.channel is not None and self.channel.is_open:
-            self.channel.basic_ack(self.last_tag, multiple=True)
-            self.unacked = 0
+            self._ack_up_to(self.last_tag)
 
     def retire(self) -> None:
         """Stop consuming here without losing or duplicating: cancel, take what is still in

@@ -5,14 +5,22 @@ three objects per delivery. Here a sender's publish frames are encoded once (a t
 batch is that template repeated with each message's header stamped in place, handed to pika's
 transport in one write. On the receiving side a decoder takes Basic.Deliver, its content header
 and body frames off the byte stream and hands every other frame to pika, so connection and
-channel handling (open, consume-ok, close, heartbeats) stay pika's.
+channel handling (open, consume-ok, close, heartbeats) stay pika's. Of a body only the first
+bytes (the surge header) are looked at: the rest of a large one is skipped as it arrives.
 
-Both use private pika hooks: ``Connection._adapter_emit_data`` (write bytes),
-``Connection._on_data_available`` (bytes read), ``Connection._process_frame`` and the
-transport's read sizes. :func:`hooks_available` checks them, and first that the installed pika
-is a version they were checked against (:data:`CHECKED_PIKA`, the minor versions
-``tests/unit/test_pika_hooks.py`` pins); the driver falls back to ``basic_publish`` /
-``basic_consume`` otherwise, or when ``SURGE_AMQP_FAST_PATH=0`` asks it to.
+A fast-path connection also reads and writes its socket directly (:func:`install_direct_io`):
+each write (pika's own frames too) is tried on the socket at once, where pika would register a
+writability watcher, wait for the next poll and unregister it again, three system calls and a
+loop turn where one ``send`` does; and each readable event reads once. Receivers acknowledge
+with frames of their own (:func:`ack_frame`).
+
+They use private pika hooks: ``Connection._adapter_emit_data`` (write bytes),
+``Connection._on_data_available`` (bytes read), ``Connection._process_frame``, the plaintext
+transport's socket, buffered byte count and state, and its read sizes. :func:`hooks_available`
+checks them, and first that the installed pika is a version they were checked against
+(:data:`CHECKED_PIKA`, the minor versions ``tests/unit/test_pika_hooks.py`` pins); the driver
+falls back to ``basic_publish`` / ``basic_consume`` otherwise, or when
+``SURGE_AMQP_FAST_PATH=0`` asks it to.
 """
 
 from __future__ import annotations
@@ -27,15 +35,21 @@ from operator import sub
 
 import pika
 from pika import exceptions, frame, spec
+from pika.adapters.utils.io_services_utils import _AsyncPlaintextTransport
 
 from drivers.header import HEADER_SIZE, PREFIX, stamp_fields
 
 _FRAME_HEADER = struct.Struct(">BHI")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
+_ACK = struct.Struct(">BHIIQBB")  # method frame: class+method, delivery tag, multiple, end
 _DELIVER = spec.Basic.Deliver.INDEX
 _FRAME_END = 0xCE
-RECV_BYTES = 256 * 1024  # socket read size once our decoder parses the stream
+# Socket read size once our decoder parses the stream. Python allocates the full size for each
+# recv; above glibc's mmap threshold (128 KiB) that is an mmap and munmap per read, 5x the cost
+# of a small read's syscall. Bulk reads cost the same per byte at 64 KiB as at 256 KiB.
+RECV_BYTES = 64 * 1024
+MAX_RECV_BYTES = 1024 * 1024  # reads grow to this while they come back full
 
 # (buffer, offset of the body's first byte, delivery tag, redelivered)
 OnDelivery = Callable[[bytes, int, int, bool], None]
@@ -71,7 +85,9 @@ def hooks_available(connection) -> bool:
     return (callable(getattr(connection, "_adapter_emit_data", None))
             and callable(getattr(connection, "_process_frame", None))
             and hasattr(connection, "_on_data_available")
-            and transport is not None and hasattr(transport, "_MAX_RECV_BYTES"))
+            and transport is not None and hasattr(transport, "_MAX_RECV_BYTES")
+            and all(hasattr(transport, name) for name in (
+                "_sock", "_tx_buffered_byte_count", "_state", "_STATE_ACTIVE")))
 
 
 class PublishTemplate:
@@ -91,6 +107,7 @@ class PublishTemplate:
             parts += [_FRAME_HEADER.pack(spec.FRAME_BODY, channel_number, length), body,
                       b"\xce"]
         self.message = b"".join(parts)
+        self._mutable = bytearray(self.message)
         self.header_offset = len(method) + len(header) + spec.FRAME_HEADER_SIZE
         self.length = len(self.message)
 
@@ -99,7 +116,7 @@ class PublishTemplate:
         """``n`` consecutive publishes with sequence numbers from ``first_seq``; ``lags`` is
         :meth:`drivers.workers.SenderRole.lags`: the header flags, the first message's schedule
         lag (us) and how much less each next one's is (they were due 1 / rate apart)."""
-        buffer = bytearray(self.message * n)
+        buffer = self._mutable * n  # one copy of n messages, stamped in place
         first, step, stamp = self.header_offset + len(PREFIX), self.length, stamp_fields
         flags, lag_us, less_us = lags
         each_lag = map(int, accumulate(repeat(less_us, n - 1), sub, initial=lag_us)) \
@@ -119,6 +136,41 @@ def emit(connection, data: bytes | bytearray) -> None:
     connection._adapter_emit_data(memoryview(data))
 
 
+def install_direct_io(connection) -> None:
+    """Plaintext connections only (a TLS transport keeps its own reads and writes); loop
+    thread only.
+
+    Writes: each is sent at once when nothing is waiting before it; what the socket does not
+    take goes to pika's transport, which sends it when the socket is writable, as it does
+    everything written while it waits. Reads: one ``recv`` per readable event, where pika
+    reads until the socket says "would block", an exception per event.
+    """
+    transport = connection._transport
+    if type(transport) is not _AsyncPlaintextTransport:
+        return
+    sock, write, active = transport._sock, transport.write, transport._STATE_ACTIVE
+
+    def write_now(data: bytes | memoryview) -> None:
+        if transport._tx_buffered_byte_count == 0 and transport._state == active:
+            try:
+                sent = sock.send(data)
+            except OSError:  # full (EAGAIN) or broken: pika's writer meets it when it tries
+                sent = 0
+            if sent == len(data):
+                return
+            data = memoryview(data)[sent:]
+        write(data)
+
+    connection._adapter_emit_data = write_now
+    transport._MAX_CONSUME_BYTES = 1  # the poll is level-triggered: the rest is read next turn
+
+
+def ack_frame(channel_number: int, tag: int, multiple: bool) -> bytes:
+    """The wire bytes of Basic.Ack (what pika's ``basic_ack`` sends)."""
+    return _ACK.pack(spec.FRAME_METHOD, channel_number, 13, spec.Basic.Ack.INDEX, tag,
+                     multiple, _FRAME_END)
+
+
 def install_decoder(connection, channel_number: int, on_delivery: OnDelivery) -> None:
     """Parse deliveries on ``channel_number`` ourselves; everything else goes to pika.
 
@@ -126,21 +178,43 @@ def install_decoder(connection, channel_number: int, on_delivery: OnDelivery) ->
     multi-frame bodies are never joined. Byte and frame counters that pika's heartbeat checker
     reads are kept up to date.
     """
-    process_frame = connection._process_frame
+    process_frame, transport = connection._process_frame, connection._transport
     unpack_frame, unpack_u32, unpack_u64 = (_FRAME_HEADER.unpack_from, _U32.unpack_from,
                                             _U64.unpack_from)
     leftover = b""
     tag, redelivered, remaining = 0, False, -1  # remaining: body bytes still due, -1 = none
     first_buffer, first_offset = b"", 0
+    skip = 0  # bytes of a body frame (with its end marker) still to come, never looked at
 
     def on_data_available(data: bytes) -> None:
-        nonlocal leftover, tag, redelivered, remaining, first_buffer, first_offset
+        nonlocal leftover, tag, redelivered, remaining, first_buffer, first_offset, skip
+        _adapt_read_size(transport, len(data))
+        pos = frames = 0
+        if skip:
+            if len(data) < skip:
+                skip -= len(data)
+                connection.bytes_received += len(data)
+                return
+            if data[skip - 1] != _FRAME_END:
+                raise exceptions.InvalidFrameError("invalid frame end marker")
+            pos, skip, frames = skip, 0, 1
+            if remaining <= 0:
+                remaining = -1
+                on_delivery(first_buffer, first_offset, tag, redelivered)
         buffer = leftover + data if leftover else data
-        end_of_data, pos, frames = len(buffer), 0, 0
+        end_of_data, held = len(buffer), len(leftover)
         while end_of_data - pos >= 7:
             kind, channel, size = unpack_frame(buffer, pos)
             end = pos + 8 + size
             if end > end_of_data:
+                if kind == 3 and channel == channel_number and remaining > 0 and (
+                        first_offset >= 0 or end_of_data - pos - 7 >= HEADER_SIZE):
+                    # a body frame not yet whole: its first bytes (the header) are here, the
+                    # rest is skipped as it comes instead of being joined to the next read
+                    if first_offset < 0:
+                        first_buffer, first_offset = buffer, pos + 7
+                    remaining -= size
+                    skip, pos = end - end_of_data, end_of_data
                 break
             if buffer[end - 1] != _FRAME_END:
                 raise exceptions.InvalidFrameError("invalid frame end marker")
@@ -177,10 +251,18 @@ def install_decoder(connection, channel_number: int, on_delivery: OnDelivery) ->
                 raise exceptions.InvalidFrameError("undecodable frame")
             process_frame(decoded)
         leftover = buffer[pos:] if pos < end_of_data else b""
-        connection.bytes_received += pos
+        connection.bytes_received += held + len(data) - len(leftover)
         connection.frames_received += frames
 
     connection._on_data_available = on_data_available
-    transport = connection._transport
     transport._MAX_RECV_BYTES = RECV_BYTES
-    transport._MAX_CONSUME_BYTES = 4 * RECV_BYTES
+
+
+def _adapt_read_size(transport, got: int) -> None:
+    """Read more at a time while reads come back full (large messages, a busy stream), down
+    to :data:`RECV_BYTES` again once they come back a quarter full."""
+    size = transport._MAX_RECV_BYTES
+    if got >= size and size < MAX_RECV_BYTES:
+        transport._MAX_RECV_BYTES = 2 * size
+    elif got < size // 4 and size > RECV_BYTES:
+        transport._MAX_RECV_BYTES = size // 2

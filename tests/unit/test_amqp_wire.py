@@ -2,9 +2,10 @@
 
 import random
 
+import pytest
 from pika import frame, spec
 
-from drivers.amqp.wire import PublishTemplate, install_decoder
+from drivers.amqp.wire import MAX_RECV_BYTES, RECV_BYTES, PublishTemplate, install_decoder
 from drivers.header import SCHEDULED, decode, encode
 
 
@@ -74,9 +75,10 @@ def delivery(channel: int, tag: int, body: bytes, redelivered=False) -> bytes:
     return b"".join(parts)
 
 
-def test_decoder_reads_deliveries_split_anywhere_and_passes_other_frames_on():
+@pytest.mark.parametrize("seed, longest_read", [(5, 9000), (6, 9000), (7, 300_000), (8, 40)])
+def test_decoder_reads_deliveries_split_anywhere_and_passes_other_frames_on(seed, longest_read):
     bodies = [encode(3, seq, 1000 + seq, seq or None) + bytes(size) for seq, size in
-              enumerate([0, 2000, 200_000, 10])]
+              enumerate([0, 2000, 1_000_000, 10])]
     stream = b"".join([
         delivery(1, 1, bodies[0]), frame.Heartbeat().marshal(), delivery(1, 2, bodies[1]),
         frame.Method(1, spec.Basic.QosOk()).marshal(), delivery(1, 3, bodies[2], True),
@@ -85,13 +87,30 @@ def test_decoder_reads_deliveries_split_anywhere_and_passes_other_frames_on():
     connection = StreamEnd()
     install_decoder(connection, 1, lambda buf, off, tag, red: got.append(
         (decode(buf, off), tag, red)))
-    rng = random.Random(5)
+    rng = random.Random(seed)
     pos = 0
     while pos < len(stream):
-        step = rng.randint(1, 9000)
+        step = rng.randint(1, longest_read)
         connection._on_data_available(stream[pos:pos + step])
         pos += step
     assert got == [((3, k, 1000 + k, k or None), k + 1, k == 2) for k in range(4)]
     assert [type(f).__name__ for f in connection.passed] == ["Heartbeat", "Method"]
     assert connection.bytes_received == len(stream)
-    assert connection._transport._MAX_RECV_BYTES > 4096
+    assert connection.frames_received == 2 + 3 * 4 + 7  # the 1 MB body is 8 frames
+
+
+def test_reads_grow_while_they_come_back_full_and_shrink_when_they_do_not():
+    connection = StreamEnd()
+    install_decoder(connection, 1, lambda *_: None)
+    transport = connection._transport
+    assert transport._MAX_RECV_BYTES == RECV_BYTES
+    sizes = []
+    for _ in range(6):  # each read a frame that fills it (not one the decoder takes)
+        size = transport._MAX_RECV_BYTES
+        connection._on_data_available(frame.Body(2, bytes(size - 8)).marshal())
+        sizes.append(transport._MAX_RECV_BYTES)
+    assert sizes == [2 * RECV_BYTES, 4 * RECV_BYTES, 8 * RECV_BYTES, 16 * RECV_BYTES,
+                     MAX_RECV_BYTES, MAX_RECV_BYTES]
+    for _ in range(10):
+        connection._on_data_available(frame.Heartbeat().marshal())
+    assert transport._MAX_RECV_BYTES == RECV_BYTES

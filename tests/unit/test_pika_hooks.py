@@ -118,3 +118,16 @@ def test_the_fast_paths_are_off_on_an_unchecked_pika_or_when_asked(monkeypatch, 
         assert not (refused and wire.hooks_available(object()))
     finally:
         wire.fast_path_refused.cache_clear()
+
+
+def test_the_plaintext_transport_state_the_direct_writer_reads():
+    # wire.install_direct_io sends when the transport holds nothing, else hands data to write()
+    transport = io_services_utils._AsyncPlaintextTransport
+    assert "self._tx_buffered_byte_count" in inspect.getsource(
+        io_services_utils._AsyncTransportBase.get_write_buffer_size)
+    write = inspect.getsource(transport.write)
+    assert "self._state != self._STATE_ACTIVE" in write and "_buffer_tx_data(data)" in write
+    assert "self._sock = sock" in inspect.getsource(io_services_utils._AsyncTransportBase.__init__)
+    # pika's frames reach the socket through the instance's _adapter_emit_data
+    assert "self._adapter_emit_data(" in inspect.getsource(
+        connection.Connection._output_marshaled_frames)

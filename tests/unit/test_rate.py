@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from drivers.rate import UNLIMITED_BATCH, RateSchedule, unlimited_batch
+from drivers.rate import UNLIMITED_BATCH, RateSchedule, on_tick, unlimited_batch
 
 
 def run(schedule, times):
@@ -178,3 +178,21 @@ def test_unlimited_batches_of_large_messages_stay_within_256_kib(size, batch):
     assert unlimited_batch(size) == batch
     s = RateSchedule(0, now=0.0, batch=unlimited_batch(size))
     assert s.due(0.0) == batch
+
+
+@pytest.mark.parametrize("delay, now, expected", [
+    (0.0, 10.0005, 10.002),   # due now: the next tick, never this instant again
+    (0.0, 10.002, 10.004),    # on a tick: the next one
+    (0.0025, 10.0005, 10.004),  # due between ticks: the tick after it
+    (0.0035, 10.0005, 10.004),  # due on a tick: that tick
+    (1.0, 10.0, 11.0),
+])
+def test_wake_ups_fall_on_whole_ticks_after_now_and_not_before_the_delay(delay, now, expected):
+    woken = now + on_tick(delay, now, 0.002)
+    assert woken == pytest.approx(expected, abs=1e-9)
+    assert woken >= now + delay - 1e-9 and woken > now
+
+
+def test_senders_due_at_different_instants_within_a_tick_wake_together():
+    wakes = {round(now + on_tick(0.0, now, 0.002), 9) for now in (5.0001, 5.0007, 5.0013, 5.0019)}
+    assert wakes == {5.002}
