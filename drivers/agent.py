@@ -80,6 +80,8 @@ class Agent:
             for role in self.recorder.senders:
                 role.set_rate(rate.rate_per_sender)
                 role.pause(rate.active is not None and role.producer_id > rate.active)
+            if self.driver:
+                self.driver.wake_senders()
             return sum(1 for role in self.recorder.senders if not role.paused)
         return protocol.RateApplied(self._on_loop(apply))
 

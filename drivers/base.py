@@ -52,6 +52,11 @@ class Driver(ABC):
         holding the rest of its prefetch unacknowledged meanwhile."""
 
     @abstractmethod
+    def wake_senders(self) -> None:
+        """Have every sender look at its schedule now rather than when it planned to (after a
+        rate or pause change; a slow sender may have planned seconds ahead)."""
+
+    @abstractmethod
     def call(self, function: Callable[[], object], timeout_s: float = 10.0) -> object:
         """Run ``function`` where the roles live (the loop thread) and return its result."""
 

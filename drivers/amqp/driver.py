@@ -35,7 +35,7 @@ from drivers.workers import ReceiverRole, RequesterRole, ResponderRole, SenderRo
 
 MAX_BUFFERED_BYTES = 4 * 1024 * 1024  # outbound bytes per connection before a sender waits
 MAX_UNCONFIRMED = 2000  # with confirms, publishes in flight per sender before it waits
-PACING_TICK_S = 0.002  # rate-limited senders wake on multiples of this, publishing what is due
+PACING_TICK_S = 0.002  # fast rate-limited senders wake on multiples of this (see _again)
 ACK_FLUSH_S = 0.1  # manual acks of a quiet receiver are flushed at least this often
 RETIRE_GRACE_S = 2.0  # a moved sender's old connection stays open this long for its last publishes
 PAUSED_POLL_S = 0.05  # a paused (or closed-loop) sender looks again this often
@@ -181,8 +181,10 @@ class _SenderLink(_Link):
         self._again(delay)
 
     def _again(self, delay: float) -> None:
-        """Publish again after ``delay``; a rate-limited sender on the agent's pacing tick."""
-        if self.role.schedule.rate:
+        """Publish again after ``delay``. A rate-limited sender whose next message is due
+        within a pacing tick wakes on the agent's tick instead (a few messages at a time, one
+        loop turn for all such senders); a slower one wakes when its message is due."""
+        if self.role.schedule.rate and delay < PACING_TICK_S:
             delay = on_tick(delay, time.monotonic(), PACING_TICK_S)
         self.timer = self.driver.ioloop.call_later(delay, self._publish)
 
@@ -503,6 +505,14 @@ class AmqpDriver(Driver):
             (self.add_sender if isinstance(role, SenderRole) else self.add_receiver)(
                 role, endpoint, target)
         self.call(swap)
+
+    def wake_senders(self) -> None:
+        def wake() -> None:
+            for link in self.senders:
+                if link.timer is not None:
+                    link._cancel_timer()
+                    link.timer = self.ioloop.call_later(0, link._publish)
+        self.call(wake)
 
     def set_consumer_delay(self, seconds: float) -> None:
         def apply() -> None:

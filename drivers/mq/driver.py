@@ -192,6 +192,12 @@ class MqDriver(Driver):
             raise ValueError("no such worker on this driver")
         worker.request_move(endpoint, queue)
 
+    def wake_senders(self) -> None:
+        """Lock-free: the agent calls it from inside :meth:`call`."""
+        for worker in list(self.workers):
+            if isinstance(worker, SenderWorker):
+                worker.wake()
+
     def set_consumer_delay(self, seconds: float) -> None:
         """Every receiver and responder takes ``seconds`` per message from now on."""
         self.consumer_delay_s = max(0.0, float(seconds))
@@ -226,6 +232,7 @@ class MqDriver(Driver):
     def _stop(self, workers: list[Worker], deadline: float) -> None:
         for worker in workers:
             worker.stopping.set()
+            worker.wake()
         for worker in workers:
             if worker.thread.ident is not None:
                 worker.thread.join(max(0.0, deadline - time.monotonic()))

@@ -60,12 +60,22 @@ class Worker:
         self.attempt = 0
         self.session: Session | None = None
         self.stopping = threading.Event()
+        self.woken = threading.Event()  # set to end a pacing sleep early (stop, a new rate)
         self.drain_until = 0.0  # a stopping requester waits for replies until then
         self.move_to: tuple[str, Any] | None = None
         self.C = driver.C
         MqEndpoint.parse(endpoint, driver.settings)  # a bad endpoint fails here, not later
         self.thread = threading.Thread(target=self._run, name=f"mq-{self.kind}-{number}",
                                        daemon=True)
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` between paced sends, less when woken (stopping, a new rate)."""
+        if self.woken.wait(seconds):
+            self.woken.clear()
+
+    def wake(self) -> None:
+        """End the current pacing sleep, if any."""
+        self.woken.set()
 
     @property
     def appltag(self) -> str:
@@ -264,7 +274,7 @@ class SenderWorker(Worker):
         if paced:
             pause = max(pause, PACING_TICK_S)
         if pause > 0:
-            self.stopping.wait(pause)
+            self.sleep(pause)
         return True
 
     def _put_pending(self) -> None:
@@ -356,7 +366,7 @@ class RequesterWorker(SenderWorker):
         if requests:
             self._send(requests)
         if oldest is None:
-            self.stopping.wait(max(delay, PACING_TICK_S))
+            self.sleep(max(delay, PACING_TICK_S))
             return True
         wait_s = driver.get_wait_ms / 1000 if free or stopping else min(
             driver.get_wait_ms / 1000, max(delay, PACING_TICK_S))

@@ -99,6 +99,21 @@ def test_message_count_ends_the_run_with_exactly_that_many_sent(cluster, topolog
     assert ended["elapsed_s"] < 10, ended
 
 
+def test_slow_senders_take_up_a_new_rate_at_once(cluster, topology, tmp_path):
+    # at 0.1 msg/s each sender plans its next message 10 s ahead; the step to 50 msg/s must
+    # not wait for that
+    spec = scenario(
+        workload={"queue": "plain", "senders": 4, "receivers": 2},
+        plan=[{"rate_per_sender": 0.1, "hold": "3s"}, {"rate_per_sender": 50, "hold": "4s"}],
+        measure={"settle": "1s", "drain": "10s"})
+    result = Controller(spec, topology, tmp_path, live=False).run()
+    assert result.outcome == "completed"
+    fast = result.steps[1]
+    assert fast.sent_rate == pytest.approx(200, rel=0.1), fast
+    assert fast.intended_p99_ms < 500, fast  # no message held back for the old plan
+    assert result.accounting.balanced
+
+
 def test_unlimited_senders_wait_for_slow_receivers_within_the_backlog_bound(cluster, topology,
                                                                           tmp_path):
     spec = scenario(

@@ -116,6 +116,17 @@ def test_a_paused_sender_puts_nothing_and_a_rate_change_applies_live():
     driver.stop(2)
 
 
+def test_a_slow_sender_woken_after_a_rate_change_puts_at_once_not_when_it_planned():
+    standin = StandIn()
+    driver = make(standin)
+    role = sender(driver, rate=0.1)  # first message now, the next planned 10 s ahead
+    driver.add_sender(role, QM1)
+    until(lambda: counted(driver, "sent") == 1)
+    driver.call(lambda: (role.set_rate(100), driver.wake_senders()))
+    until(lambda: counted(driver, "sent") >= 5, timeout_s=2.0)
+    driver.stop(2)
+
+
 def test_a_sender_given_several_queues_puts_to_each_in_turn():
     standin = StandIn(queues=("q1", "q2"))
     driver = make(standin, queue="q1")
