@@ -51,7 +51,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.plain_pika import measure_plain_pika, queue_depth  # noqa: E402
+from bench.plain_pika import measure_plain_pika, queue_depth, run_plain_rpc  # noqa: E402
 from drivers import protocol  # noqa: E402
 from orchestrator.agents.local import spawn_local_agents  # noqa: E402
 from orchestrator.agents.placement import place  # noqa: E402
@@ -87,14 +87,17 @@ class Case:
     persistent: bool = False
     confirms: bool = False
     rate: float = 0.0
+    in_flight: int = 0  # request/reply: requests outstanding per requester; 0: point to point
 
     def describe(self) -> str:
         rate = "unlimited" if not self.rate else f"{self.rate:,.0f} msg/s in total " \
                                                  f"({self.rate / self.producers:g} per producer)"
         size = f"{self.size // 1024} KiB" if self.size < 1 << 20 else f"{self.size >> 20} MiB"
+        rpc = (f", request/reply with {self.in_flight} in flight per requester (the broker "
+               "counts a request and a reply per round trip)") if self.in_flight else ""
         return (f"{self.producers}+{self.consumers}, {self.queue_type}, {size} "
                 f"{'persistent' if self.persistent else 'transient'}"
-                f"{', publisher confirms' if self.confirms else ''}, {rate}")
+                f"{', publisher confirms' if self.confirms else ''}, {rate}{rpc}")
 
 
 CASES = {c.name: c for c in (
@@ -108,6 +111,7 @@ CASES = {c.name: c for c in (
     Case("180+180-1each", 180, 180, rate=180),
     Case("1+1-64KiB", 1, 1, size=64 * 1024),
     Case("1+1-1MiB", 1, 1, size=1 << 20),
+    Case("4+4-request-reply", 4, 4, in_flight=10),
 )}
 
 
@@ -171,7 +175,9 @@ class Surge:
         workload = WorkloadSpec.model_validate({
             "queue": queue, "senders": case.producers, "receivers": case.consumers,
             "message": {"size": case.size, "persistent": case.persistent},
-            "confirms": case.confirms})
+            "confirms": case.confirms,
+            **({"pattern": "request-reply", "in_flight": case.in_flight}
+               if case.in_flight else {})})
         # only placement reads the scenario: its workload and exit
         scenario = ScenarioSpec.model_construct(name="genbench", workload=workload, plan=[],
                                                 exit=ExitSpec())
@@ -213,6 +219,14 @@ class Surge:
         return Running([agent.process.pid for agent in agents], stop)
 
 
+def _plain_rpc(host: str, port: int, queue: str, credentials: tuple[str, str], size: int,
+               seconds: float, in_flight: int, persistent: bool, results: Any) -> None:
+    """One plain pika request/reply pair (a requester and a responder thread), in its own
+    process."""
+    results.put(run_plain_rpc(host, port, queue, size, seconds, credentials=credentials,
+                              in_flight=in_flight, prefetch=PREFETCH, persistent=persistent))
+
+
 def _plain_loop(host: str, port: int, queue: str, credentials: tuple[str, str], size: int,
                 seconds: float, warmup: float, persistent: bool, results: Any) -> None:
     """One plain pika loop (a publisher and a consumer thread), in its own process."""
@@ -240,10 +254,12 @@ class PlainPika:
         context = multiprocessing.get_context("spawn")
         results = context.Queue()
         member = broker.member
+        target, args = (_plain_rpc, (run_s + 1.0, case.in_flight)) if case.in_flight else \
+            (_plain_loop, (run_s, 1.0))
         loops = [context.Process(
-            target=_plain_loop, name=f"plain-pika-{i}", daemon=True,
+            target=target, name=f"plain-pika-{i}", daemon=True,
             args=(member.host, member.port, queue, broker.credentials, case.size,
-                  run_s, 1.0, case.persistent, results))
+                  *args, case.persistent, results))
             for i in range(case.producers)]
         for loop in loops:
             loop.start()
@@ -258,7 +274,7 @@ class PlainPika:
             while not results.empty():
                 own.append(results.get())
             return (f"own: published {sum(o['published'] for o in own):,} received "
-                    f"{sum(o['received'] for o in own):,} in its window, "
+                    f"{sum(o['received'] for o in own):,}, "
                     f"{len(own)}/{len(loops)} loops reported")
 
         return Running([loop.pid for loop in loops], stop)
@@ -283,7 +299,7 @@ class CClient:
         return None
 
     def unsupported(self, case: Case) -> str | None:
-        return self.missing
+        return "the C client has no request/reply mode" if case.in_flight else self.missing
 
     def start(self, case: Case, queue: str, broker: Broker, run_s: float) -> Running:
         member = broker.member

@@ -275,6 +275,91 @@ def measure_plain_pika(
     }
 
 
+def run_plain_rpc(host: str, port: int, queue: str, size: int, seconds: float, *,
+                  credentials: Credentials, in_flight: int = 1, prefetch: int = 200,
+                  persistent: bool = False) -> dict:
+    """A plain pika request/reply pair for ``seconds``: a responder thread (``basic_consume``
+    on ``queue``, each reply published to the request's ``reply_to`` with its correlation id,
+    then the request acknowledged) and a requester thread (its own exclusive reply queue,
+    ``in_flight`` requests outstanding, a new one sent for each reply whose correlation id it
+    holds). Returns requests sent, replies matched and the process's CPU-seconds."""
+    body = os.urandom(size)
+    properties_mode = 2 if persistent else 1
+    stop = threading.Event()
+    counts = {"requests": 0, "replies": 0}
+    errors: list[BaseException] = []
+    ready = threading.Event()
+    responder_state: dict = {}
+
+    def responder() -> None:
+        try:
+            conn = pika.BlockingConnection(_params(host, port, credentials))
+            ch = conn.channel()
+            ch.basic_qos(prefetch_count=prefetch)
+
+            def on_request(c, method, props, request):
+                c.basic_publish("", props.reply_to, request, pika.BasicProperties(
+                    delivery_mode=properties_mode, correlation_id=props.correlation_id))
+                c.basic_ack(method.delivery_tag)
+
+            ch.basic_consume(queue, on_request)
+            responder_state["conn"], responder_state["ch"] = conn, ch
+            ready.set()
+            ch.start_consuming()
+            conn.close()
+        except BaseException as exc:  # noqa: BLE001 - reported to caller
+            errors.append(exc)
+            ready.set()
+
+    def requester() -> None:
+        try:
+            conn = pika.BlockingConnection(_params(host, port, credentials))
+            ch = conn.channel()
+            reply_to = ch.queue_declare("", exclusive=True, auto_delete=True).method.queue
+            waiting: set[str] = set()
+
+            def send() -> None:
+                correlation = str(counts["requests"])
+                waiting.add(correlation)
+                ch.basic_publish("", queue, body, pika.BasicProperties(
+                    delivery_mode=properties_mode, reply_to=reply_to,
+                    correlation_id=correlation))
+                counts["requests"] += 1
+
+            def on_reply(_c, _method, props, _body):
+                if props.correlation_id in waiting:
+                    waiting.discard(props.correlation_id)
+                    counts["replies"] += 1
+                    if not stop.is_set():
+                        send()
+
+            ch.basic_consume(reply_to, on_reply, auto_ack=True)
+            for _ in range(in_flight):
+                send()
+            while not stop.is_set():
+                conn.process_data_events(time_limit=0.1)
+            conn.close()
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    started_cpu = time.process_time()
+    tr = threading.Thread(target=responder, name="plain-responder", daemon=True)
+    tr.start()
+    ready.wait(30)
+    tq = threading.Thread(target=requester, name="plain-requester", daemon=True)
+    tq.start()
+    stop.wait(seconds)
+    stop.set()
+    tq.join(10)
+    if "conn" in responder_state:
+        responder_state["conn"].add_callback_threadsafe(responder_state["ch"].stop_consuming)
+    tr.join(10)
+    if errors:
+        raise RuntimeError(f"benchmark thread failed: {errors[0]!r}") from errors[0]
+    return {"published": counts["requests"], "received": counts["replies"],
+            "cpu_seconds": round(time.process_time() - started_cpu, 3)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--topology", required=True, help="the surge topology (its credentials)")

@@ -14,7 +14,8 @@ writability watcher, wait for the next poll and unregister it again, three syste
 loop turn where one ``send`` does; and each readable event reads once. Receivers acknowledge
 with frames of their own (:func:`ack_frame`).
 
-They use private pika hooks: ``Connection._adapter_emit_data`` (write bytes),
+They use private pika hooks: ``Connection._adapter_emit_data`` and
+``Connection._output_marshaled_frames`` (write bytes),
 ``Connection._on_data_available`` (bytes read), ``Connection._process_frame``, the plaintext
 transport's socket, buffered byte count and state, and its read sizes. :func:`hooks_available`
 checks them, and first that the installed pika is a version they were checked against
@@ -83,6 +84,7 @@ def hooks_available(connection) -> bool:
         return False
     transport = getattr(connection, "_transport", None)
     return (callable(getattr(connection, "_adapter_emit_data", None))
+            and callable(getattr(connection, "_output_marshaled_frames", None))
             and callable(getattr(connection, "_process_frame", None))
             and hasattr(connection, "_on_data_available")
             and transport is not None and hasattr(transport, "_MAX_RECV_BYTES")
@@ -142,8 +144,9 @@ def install_direct_io(connection) -> None:
 
     Writes: each is sent at once when nothing is waiting before it; what the socket does not
     take goes to pika's transport, which sends it when the socket is writable, as it does
-    everything written while it waits. Reads: one ``recv`` per readable event, where pika
-    reads until the socket says "would block", an exception per event.
+    everything written while it waits. The frames of one pika message go as one write.
+    Reads: one ``recv`` per readable event, where pika reads until the socket says "would
+    block", an exception per event.
     """
     transport = connection._transport
     if type(transport) is not _AsyncPlaintextTransport:
@@ -161,7 +164,15 @@ def install_direct_io(connection) -> None:
             data = memoryview(data)[sent:]
         write(data)
 
+    def output(frames: list[bytes]) -> None:
+        # pika writes a message's method, header and body frames one by one: one send here
+        data = frames[0] if len(frames) == 1 else b"".join(frames)
+        connection.bytes_sent += len(data)
+        connection.frames_sent += len(frames)
+        write_now(data)
+
     connection._adapter_emit_data = write_now
+    connection._output_marshaled_frames = output
     transport._MAX_CONSUME_BYTES = 1  # the poll is level-triggered: the rest is read next turn
 
 

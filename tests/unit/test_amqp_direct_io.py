@@ -28,8 +28,8 @@ def wired():
     transport = _AsyncPlaintextTransport(ours, SimpleNamespace(data_received=received.append),
                                          nbio=SelectorIOServicesAdapter(loop))
     transport.received = received
-    connection = SimpleNamespace(_transport=transport,
-                                 _adapter_emit_data=transport.write)
+    connection = SimpleNamespace(_transport=transport, _adapter_emit_data=transport.write,
+                                 bytes_sent=0, frames_sent=0)
     install_direct_io(connection)
     yield connection, transport, loop, peer
     loop.close()
@@ -80,6 +80,20 @@ def test_a_tls_transport_keeps_pika_s_own_write():
     connection = SimpleNamespace(_transport=transport, _adapter_emit_data=write)
     install_direct_io(connection)
     assert connection._adapter_emit_data is write
+
+
+def test_a_message_s_frames_leave_in_one_write_and_are_counted(wired, monkeypatch):
+    connection, transport, loop, peer = wired
+    sends = []
+    real_send = transport._sock.send
+    monkeypatch.setattr(transport, "_sock", SimpleNamespace(
+        send=lambda data: sends.append(bytes(data)) or real_send(data),
+        fileno=transport._sock.fileno))
+    install_direct_io(connection)  # again, over the counting socket
+    connection._output_marshaled_frames([b"method", b"header", b"body"])
+    assert sends == [b"methodheaderbody"]
+    assert (connection.bytes_sent, connection.frames_sent) == (16, 3)
+    assert peer.recv(100) == b"methodheaderbody"
 
 
 def test_a_readable_event_reads_once_and_leaves_the_rest_for_the_next(wired):

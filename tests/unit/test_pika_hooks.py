@@ -128,6 +128,12 @@ def test_the_plaintext_transport_state_the_direct_writer_reads():
     write = inspect.getsource(transport.write)
     assert "self._state != self._STATE_ACTIVE" in write and "_buffer_tx_data(data)" in write
     assert "self._sock = sock" in inspect.getsource(io_services_utils._AsyncTransportBase.__init__)
-    # pika's frames reach the socket through the instance's _adapter_emit_data
-    assert "self._adapter_emit_data(" in inspect.getsource(
-        connection.Connection._output_marshaled_frames)
+    # pika's frames reach the socket through the instance's _adapter_emit_data, a message's
+    # frames in one call of the instance's _output_marshaled_frames, which keeps the counters
+    output = inspect.getsource(connection.Connection._output_marshaled_frames)
+    assert "self._adapter_emit_data(" in output
+    assert "self.bytes_sent +=" in output and "self.frames_sent +=" in output
+    assert parameters(connection.Connection._output_marshaled_frames) == [
+        "self", "marshaled_frames"]
+    for sender in (connection.Connection._send_message, connection.Connection._send_frame):
+        assert "self._output_marshaled_frames(" in inspect.getsource(sender)
