@@ -134,6 +134,31 @@ def delete_queue(host: str, port: int, queue: str, credentials: Credentials) -> 
         conn.close()
 
 
+def _consume(host: str, port: int, credentials: Credentials, queue: str, prefetch: int,
+             on_message, auto_ack: bool, state: dict, ready: threading.Event,
+             errors: list[BaseException]) -> None:
+    """A consumer thread: consume ``queue`` until :func:`_stop_consuming` is called on
+    ``state``; ``ready`` is set once it consumes (or has failed, into ``errors``)."""
+    try:
+        conn = pika.BlockingConnection(_params(host, port, credentials))
+        ch = conn.channel()
+        ch.basic_qos(prefetch_count=prefetch)
+        ch.basic_consume(queue, on_message, auto_ack=auto_ack)
+        state["conn"], state["ch"] = conn, ch
+        ready.set()
+        ch.start_consuming()
+        conn.close()
+    except BaseException as exc:  # noqa: BLE001 - reported to caller
+        errors.append(exc)
+        ready.set()
+
+
+def _stop_consuming(state: dict) -> None:
+    """End a :func:`_consume` thread from another thread."""
+    if "conn" in state:
+        state["conn"].add_callback_threadsafe(state["ch"].stop_consuming)
+
+
 def measure_plain_pika(
     host: str,
     port: int,
@@ -173,35 +198,20 @@ def measure_plain_pika(
     consumer_ready = threading.Event()
     consumer_state: dict = {}
 
-    def consumer() -> None:
-        try:
-            conn = pika.BlockingConnection(_params(host, port, credentials))
-            ch = conn.channel()
-            ch.basic_qos(prefetch_count=prefetch)
+    if auto_ack:
 
-            if auto_ack:
+        def on_msg(_ch, _method, _props, _body):
+            counters["recv"] += 1
 
-                def on_msg(_ch, _method, _props, _body):
-                    counters["recv"] += 1
+    else:
+        pending = [0]
 
-            else:
-                pending = [0]
-
-                def on_msg(c, method, _props, _body):
-                    counters["recv"] += 1
-                    pending[0] += 1
-                    if pending[0] >= ack_every:
-                        c.basic_ack(method.delivery_tag, multiple=True)
-                        pending[0] = 0
-
-            ch.basic_consume(queue, on_msg, auto_ack=auto_ack)
-            consumer_state["conn"], consumer_state["ch"] = conn, ch
-            consumer_ready.set()
-            ch.start_consuming()
-            conn.close()
-        except BaseException as exc:  # noqa: BLE001 - reported to caller
-            errors.append(exc)
-            consumer_ready.set()
+        def on_msg(c, method, _props, _body):
+            counters["recv"] += 1
+            pending[0] += 1
+            if pending[0] >= ack_every:
+                c.basic_ack(method.delivery_tag, multiple=True)
+                pending[0] = 0
 
     def publisher() -> None:
         try:
@@ -221,7 +231,9 @@ def measure_plain_pika(
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
 
-    tc = threading.Thread(target=consumer, name="plain-consumer", daemon=True)
+    tc = threading.Thread(target=_consume, name="plain-consumer", daemon=True, args=(
+        host, port, credentials, queue, prefetch, on_msg, auto_ack, consumer_state,
+        consumer_ready, errors))
     tc.start()
     consumer_ready.wait(30)
     tp = threading.Thread(target=publisher, name="plain-publisher", daemon=True)
@@ -240,8 +252,7 @@ def measure_plain_pika(
 
     stop.set()
     tp.join(10)
-    if "conn" in consumer_state:
-        consumer_state["conn"].add_callback_threadsafe(consumer_state["ch"].stop_consuming)
+    _stop_consuming(consumer_state)
     tc.join(10)
     # what the broker still holds after both sides stopped
     backlog_after_stop = queue_depth(host, port, queue, credentials)
@@ -291,25 +302,10 @@ def run_plain_rpc(host: str, port: int, queue: str, size: int, seconds: float, *
     ready = threading.Event()
     responder_state: dict = {}
 
-    def responder() -> None:
-        try:
-            conn = pika.BlockingConnection(_params(host, port, credentials))
-            ch = conn.channel()
-            ch.basic_qos(prefetch_count=prefetch)
-
-            def on_request(c, method, props, request):
-                c.basic_publish("", props.reply_to, request, pika.BasicProperties(
-                    delivery_mode=properties_mode, correlation_id=props.correlation_id))
-                c.basic_ack(method.delivery_tag)
-
-            ch.basic_consume(queue, on_request)
-            responder_state["conn"], responder_state["ch"] = conn, ch
-            ready.set()
-            ch.start_consuming()
-            conn.close()
-        except BaseException as exc:  # noqa: BLE001 - reported to caller
-            errors.append(exc)
-            ready.set()
+    def on_request(c, method, props, request):
+        c.basic_publish("", props.reply_to, request, pika.BasicProperties(
+            delivery_mode=properties_mode, correlation_id=props.correlation_id))
+        c.basic_ack(method.delivery_tag)
 
     def requester() -> None:
         try:
@@ -343,7 +339,9 @@ def run_plain_rpc(host: str, port: int, queue: str, size: int, seconds: float, *
             errors.append(exc)
 
     started_cpu = time.process_time()
-    tr = threading.Thread(target=responder, name="plain-responder", daemon=True)
+    tr = threading.Thread(target=_consume, name="plain-responder", daemon=True, args=(
+        host, port, credentials, queue, prefetch, on_request, False, responder_state, ready,
+        errors))
     tr.start()
     ready.wait(30)
     tq = threading.Thread(target=requester, name="plain-requester", daemon=True)
@@ -351,8 +349,7 @@ def run_plain_rpc(host: str, port: int, queue: str, size: int, seconds: float, *
     stop.wait(seconds)
     stop.set()
     tq.join(10)
-    if "conn" in responder_state:
-        responder_state["conn"].add_callback_threadsafe(responder_state["ch"].stop_consuming)
+    _stop_consuming(responder_state)
     tr.join(10)
     if errors:
         raise RuntimeError(f"benchmark thread failed: {errors[0]!r}") from errors[0]
