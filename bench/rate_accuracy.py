@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from orchestrator.run.controller import Controller  # noqa: E402
 from orchestrator.specs.scenario import QueueSpec, ScenarioSpec, TopologySpec  # noqa: E402
+from results.rundir.figures import INTENDED, LATENCY, merged_histogram  # noqa: E402
 from results.rundir.histogram import LatencyHistogram  # noqa: E402
 from results.rundir.tables import read_table  # noqa: E402
 from topologies.rabbitmq.local import LocalRabbitMQ  # noqa: E402
@@ -86,7 +87,8 @@ def _report(run_dir: Path, senders: int, rates: list[float], hold: float) -> Non
             grew = last["queue_depth"] > first["queue_depth"] + target
             note = "saturated" if grew or got < 0.97 * achieved else ""
             window = [ticks[i] for i in inside[1:]]  # the seconds after the first tick's
-            actual, intended = (_merged(window, kind) for kind in ("latency", "intended"))
+            actual, intended = (LatencyHistogram.from_sparse(merged_histogram(window, name))
+                                for name in (LATENCY, INTENDED))
             print(f"{senders:>7} {rate:>12,.4g} {w * WINDOW_S:>4}-{(w + 1) * WINDOW_S:<4} "
                   f"{target:>13,.0f} {achieved:>15,.1f} {achieved / target:>16.4f} "
                   f"{got:>15,.1f} {_ms(actual, 50):>7} {_ms(actual, 99):>7} "
@@ -108,16 +110,6 @@ def _agents_rate(agents: list[dict], span: tuple[float, float], counter: str) ->
             total += (rows[-1][counter] - rows[0][counter]) / \
                 (rows[-1]["monotonic_s"] - rows[0]["monotonic_s"])
     return total
-
-
-def _merged(ticks: list[dict], kind: str) -> LatencyHistogram:
-    """The merge of the ticks' ``kind`` histograms (``latency`` or ``intended``)."""
-    merged = LatencyHistogram()
-    for tick in ticks:
-        if tick.get(f"{kind}_buckets"):
-            merged.merge(LatencyHistogram.from_sparse(
-                dict(zip(tick[f"{kind}_buckets"], tick[f"{kind}_counts"]))))
-    return merged
 
 
 def _ms(histogram: LatencyHistogram, q: float) -> str:

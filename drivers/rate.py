@@ -18,10 +18,14 @@ UNLIMITED_BATCH_BYTES = 256 * 1024
 """Bytes of bodies handed out per due() call when unlimited: large messages go a few at a
 time, so a batch never outgrows the connection's write buffer."""
 
+# Absorbs float error in elapsed * rate, so a message due exactly now is not reported late.
+_EPS = 1e-9
+
 
 def unlimited_batch(size: int) -> int:
     """Messages of ``size`` bytes an unlimited sender publishes per wake-up (1 to 64)."""
     return max(1, min(UNLIMITED_BATCH, UNLIMITED_BATCH_BYTES // max(1, size)))
+
 
 def on_tick(delay: float, now: float, tick: float) -> float:
     """The delay from ``now`` to the first instant that is a whole multiple of ``tick``, after
@@ -29,10 +33,6 @@ def on_tick(delay: float, now: float, tick: float) -> float:
     by one turn of the event loop instead of one each."""
     k = max(math.floor(now / tick) + 1, math.ceil((now + delay) / tick - _EPS))
     return max(0.0, k * tick - now)
-
-
-# Absorbs float error in elapsed * rate, so a message due exactly now is not reported late.
-_EPS = 1e-9
 
 
 class RateSchedule:

@@ -283,6 +283,13 @@ class _SenderLink(_Link):
         else:
             self.close()
 
+    def wake(self) -> None:
+        """Publish now what the schedule says, instead of when the waiting timer fires (a
+        link without one is not waiting: stopped, retired or between connections)."""
+        if self.timer is not None:
+            self._cancel_timer()
+            self.timer = self.driver.ioloop.call_later(0, self._publish)
+
     def _cancel_timer(self) -> None:
         if self.timer is not None:
             self.driver.ioloop.remove_timeout(self.timer)
@@ -507,12 +514,7 @@ class AmqpDriver(Driver):
         self.call(swap)
 
     def wake_senders(self) -> None:
-        def wake() -> None:
-            for link in self.senders:
-                if link.timer is not None:
-                    link._cancel_timer()
-                    link.timer = self.ioloop.call_later(0, link._publish)
-        self.call(wake)
+        self.call(lambda: [link.wake() for link in self.senders])
 
     def set_consumer_delay(self, seconds: float) -> None:
         def apply() -> None:

@@ -108,10 +108,9 @@ class PublishTemplate:
             body = PREFIX + bytes(length - len(PREFIX)) if start == 0 else bytes(length)
             parts += [_FRAME_HEADER.pack(spec.FRAME_BODY, channel_number, length), body,
                       b"\xce"]
-        self.message = b"".join(parts)
-        self._mutable = bytearray(self.message)
+        self._mutable = bytearray(b"".join(parts))
         self.header_offset = len(method) + len(header) + spec.FRAME_HEADER_SIZE
-        self.length = len(self.message)
+        self.length = len(self._mutable)
 
     def batch(self, n: int, producer_id: int, first_seq: int, send_ns: int,
               lags: tuple[int, int, float] = (0, 0, 0.0)) -> bytearray:
