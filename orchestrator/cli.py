@@ -306,6 +306,37 @@ def analyze(runs: Annotated[list[Path] | None, typer.Argument(
 
 @app.command()
 @_surge_errors
+def query(sql: Annotated[str, typer.Argument(
+              help="Spark SQL over the lake's tables: runs, steps, members, latency, cost, "
+                   "events")],
+          runs_dir: Annotated[Path, typer.Option(help="The runs root whose lake to read")]
+          = Path("runs"),
+          csv_output: Annotated[bool, typer.Option("--csv", help="Print CSV, not a table")]
+          = False,
+          spark_master: Annotated[str | None, typer.Option(
+              help="Spark master URL (default: $SURGE_SPARK_MASTER or local[*])")] = None,
+          ) -> None:
+    """Ask the results lake your own question with Spark SQL: every run surge analyze has
+    seen under --runs-dir, one view per table (columns in README, "The results lake").
+
+    For example, the cheapest runs per 1,000 msg/s that lost nothing:
+
+      surge query "SELECT r.run_id, s.achieved_rate, c.broker_cost_per_1k_msg_s_month
+                   FROM runs r JOIN cost c USING (run_id) JOIN steps s USING (run_id)
+                   WHERE r.lost = 0 AND s.label != 'drain'
+                   ORDER BY c.broker_cost_per_1k_msg_s_month"
+    """
+    from results.installed import require_analysis
+    from results.query import as_csv, as_text
+    from results.query import query as run_query
+    require_analysis()
+    columns, rows = run_query(runs_dir, sql, spark_master)
+    typer.echo(as_csv(columns, rows) if csv_output else as_text(columns, rows),
+               nl=not csv_output)
+
+
+@app.command()
+@_surge_errors
 def campaign(file: Annotated[Path, typer.Argument(help="Campaign YAML, e.g. "
                                                        "campaigns/smoke.yaml")],
              campaigns_dir: Annotated[Path, typer.Option(

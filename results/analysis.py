@@ -1,20 +1,29 @@
-"""Per-run analysis as Spark jobs over a run directory: step table, members, cost.
+"""The analysis as one Spark job over many run directories: step tables, members, cost.
 
-Reads only what the run directory holds (``run.json`` and the Parquet parts), never the
-controller. Unreadable parts are skipped and named in ``problems``. The step table is the
-controller's own rule: the windows are :func:`results.rundir.steps.windows` of the ticks read
-with pyarrow, handed to Spark as a small table joined to the ticks; Spark reduces each window
-by the kind each :class:`results.rundir.steps.StepRow` field declares (the kinds of
-:mod:`results.rundir.figures`, here as Spark expressions) and
-:func:`results.rundir.steps.finish` makes the rows, so the two step tables agree by
-construction. A figure no source gave is unknown (``None``), never 0."""
+Reads only what the run directories hold (``run.json`` and the Parquet tables), never the
+controller. All the runs given are one dataset per table (each row tagged with its run's index,
+from the file it came from), so every figure of every run comes out of the same Spark stages,
+whatever the number of runs; runs whose tables were recorded with different columns (an earlier
+run format) are read as separate datasets, one per set of columns. Unreadable files are skipped
+and named in ``problems``.
+
+The step table is the controller's own rule: each run's ticks are collected (without their
+histograms: what plots and the timeline use too, read once), its windows are
+:func:`results.rundir.steps.windows` of them, handed back to Spark as a small table joined to the
+ticks; Spark reduces each window by the kind each :class:`results.rundir.steps.StepRow` field
+declares (the kinds of :mod:`results.rundir.figures`, here as Spark expressions) and
+:func:`results.rundir.steps.finish` makes the rows, so the two step tables agree by construction.
+A figure no source gave is unknown (``None``), never 0."""
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
 
 from results.rundir.figures import (
     CPU_COLUMN,
@@ -44,14 +53,17 @@ from results.rundir.steps import (
     settle_excluded,
     windows,
 )
-from results.rundir.tables import read_table, readable_parts
+from results.rundir.tables import SCHEMAS, readable_files
 
 HOURS_PER_MONTH = 730.0
+RUN = "run"  # the column each row's run index is in
+HISTOGRAM_COLUMNS = {c for name in histograms_of(FIGURES) for c in histogram_columns(name)}
 
 
 @dataclass
 class RunAnalysis:
-    """What the Spark jobs found in one run directory."""
+    """What the Spark job found in one run directory, and the rows it collected for the
+    report."""
 
     run_dir: Path
     manifest: RunManifest
@@ -62,59 +74,165 @@ class RunAnalysis:
     members: list[dict[str, Any]] = field(default_factory=list)
     cost: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    ticks: list[dict[str, Any]] = field(default_factory=list)  # without histograms, in time order
+    member_samples: list[dict[str, Any]] = field(default_factory=list)  # the members table
+    # per row label and histogram name (latency, intended): the buckets merged over its window
+    histograms: dict[str, dict[str, dict[int, int]]] = field(default_factory=dict)
 
     @property
     def scenario(self) -> str:
         """The scenario's name."""
         return self.manifest.scenario_name
 
+    @property
+    def rows(self) -> list[StepRow]:
+        """The step rows, then the drain's if there was one."""
+        return self.steps + ([self.drain] if self.drain else [])
+
+
+@dataclass
+class _Run:
+    """One run directory in the job: its index (the ``run`` column), its analysis as it fills
+    in, and its readable files per table with their columns."""
+
+    index: int
+    analysis: RunAnalysis
+    files: dict[str, dict[Path, pa.Schema]]
+
+    def columns(self, table: str) -> frozenset[str]:
+        return frozenset(c for schema in self.files[table].values() for c in schema.names)
+
 
 def analyze_run(spark, run_dir: Path, price_per_core_hour: float,
                 include_drain: bool = False) -> RunAnalysis:
-    """Run the step-table, member and cost jobs on one run directory. The cost leaves the
-    drain (phase 0 before the first step and after the last) out unless ``include_drain``."""
-    manifest = read_manifest(run_dir)
-    result = RunAnalysis(run_dir, manifest)
-    parts = {table: [str(p) for p in readable_parts(run_dir, table, result.problems)]
-             for table in ("ticks", "members", "agents", "hosts")}
-    if not parts["ticks"]:
-        result.problems.append(f"{run_dir / 'metrics/ticks'}: no readable ticks; "
-                               "nothing to analyse")
-        return result
-    if manifest.outcome is None:
-        result.problems.append(f"{run_dir / 'run.json'}: no outcome (a crashed run); "
-                               "analysed as far as it was recorded")
-    result.settle_s = manifest.settle_s
-    when = sorted(read_table(run_dir, "ticks").select(["elapsed_s", "phase", "members_running"])
-                  .to_pylist(), key=lambda t: t["elapsed_s"])
-    rows_of = windows(manifest.phases, when, result.settle_s)
-    result.settle_excluded_s = settle_excluded(when, rows_of)
-    frames = {table: spark.read.parquet(*paths) if paths else None
-              for table, paths in parts.items()}
-    rows = window_rows(spark, frames, rows_of)
-    result.steps = [row for row in rows if row.label != DRAIN_LABEL]
-    result.drain = next((row for row in rows if row.label == DRAIN_LABEL), None)
+    """:func:`analyze_runs` of one run directory."""
+    return analyze_runs(spark, [run_dir], price_per_core_hour, include_drain)[0]
+
+
+def analyze_runs(spark, run_dirs: list[Path], price_per_core_hour: float,
+                 include_drain: bool = False) -> list[RunAnalysis]:
+    """Run the step-table, member and cost job over ``run_dirs`` (in their order). The cost
+    leaves the drain (phase 0 before the first step and after the last) out unless
+    ``include_drain``. A damaged ``run.json`` raises :class:`~orchestrator.errors.FileError`;
+    a Spark failure raises for the whole job."""
+    runs = []
+    for index, run_dir in enumerate(run_dirs):
+        analysis = RunAnalysis(run_dir, read_manifest(run_dir))
+        files = {table: readable_files(run_dir, table, analysis.problems) for table in SCHEMAS}
+        runs.append(_Run(index, analysis, files))
+        if not files["ticks"]:
+            analysis.problems.append(f"{run_dir / 'metrics/ticks'}: no readable ticks; "
+                                     "nothing to analyse")
+        elif analysis.manifest.outcome is None:
+            analysis.problems.append(f"{run_dir / 'run.json'}: no outcome (a crashed run); "
+                                     "analysed as far as it was recorded")
+    groups: dict[tuple, list[_Run]] = {}
+    for run in runs:
+        if run.files["ticks"]:
+            groups.setdefault(tuple(run.columns(t) for t in SCHEMAS), []).append(run)
+    for group in groups.values():
+        _analyze_group(spark, group, price_per_core_hour, include_drain)
+    return [run.analysis for run in runs]
+
+
+def _analyze_group(spark, runs: list[_Run], price: float, include_drain: bool) -> None:
+    """The job over runs whose tables have the same columns."""
+    frames = {table: _read(spark, runs, table) for table in SCHEMAS}
+    for frame in frames.values():
+        if frame is not None:
+            frame.cache()
+    by_index = {run.index: run for run in runs}
+    ticks = _collect(frames["ticks"], [c for c in frames["ticks"].columns
+                                       if c not in HISTOGRAM_COLUMNS])
+    samples = _collect(frames["members"], frames["members"].columns) \
+        if frames["members"] is not None else {}
+    windows_of: list[tuple[_Run, Window]] = []
+    for run in runs:
+        analysis = run.analysis
+        analysis.ticks = ticks.get(run.index, [])
+        analysis.member_samples = samples.get(run.index, [])
+        analysis.settle_s = analysis.manifest.settle_s
+        rows_of = windows(analysis.manifest.phases, analysis.ticks, analysis.settle_s)
+        analysis.settle_excluded_s = settle_excluded(analysis.ticks, rows_of)
+        windows_of += [(run, window) for window in rows_of]
+    rows, histograms = window_rows(spark, frames, [(run.index, w) for run, w in windows_of])
+    for (run, _), row in zip(windows_of, rows, strict=True):
+        if row is None:
+            continue
+        if row.label == DRAIN_LABEL:
+            run.analysis.drain = row
+        else:
+            run.analysis.steps.append(row)
+    for (run, window), merged in zip(windows_of, histograms, strict=True):
+        if merged:
+            run.analysis.histograms[window.label] = merged
     members = frames["members"]
     if members is not None:
-        members = _with_cpu_seconds(members, result.problems)
-        result.members = _member_rows(members)
-    result.cost = _cost(frames["ticks"], members, frames["agents"], manifest,
-                        price_per_core_hour, include_drain, result.problems)
-    return result
+        members = _with_cpu_seconds(members, by_index)
+        for index, rows_of_run in _member_rows(members).items():
+            by_index[index].analysis.members = rows_of_run
+    for index, cost in _costs(spark, runs, members, frames["agents"], price,
+                              include_drain).items():
+        by_index[index].analysis.cost = cost
+    for frame in frames.values():
+        if frame is not None:
+            frame.unpersist()
 
 
-def window_rows(spark, frames: dict[str, Any], rows_of: list[Window]) -> list[StepRow]:
-    """One :class:`StepRow` per window whose ticks Spark read: each window reduced in Spark
-    (its ticks found by their ``elapsed_s``, the member and host rows by its span) into a
+def _read(spark, runs: list[_Run], table: str):
+    """One table of ``runs`` as one DataFrame with each row's run index in :data:`RUN`
+    (None if no run has a readable file of it)."""
+    from pyspark.sql import functions as F
+    paths = [str(path) for run in runs for path in run.files[table]]
+    if not paths:
+        return None
+    schemas = {schema for run in runs for schema in run.files[table].values()}
+    frame = spark.read.option("mergeSchema", str(len(schemas) > 1).lower()).parquet(*paths)
+    dirs = spark.createDataFrame([(_spark_path(spark, run.analysis.run_dir), run.index)
+                                  for run in runs], f"_dir string, {RUN} int")
+    directory = F.regexp_replace(F.col("_metadata.file_path"), "/metrics/[^/]+/[^/]+$", "")
+    return (frame.withColumn("_dir", F.regexp_replace(directory, _NO_AUTHORITY, "$1:/"))
+            .join(F.broadcast(dirs), "_dir").drop("_dir"))
+
+
+_NO_AUTHORITY = "^([a-z]+):///"  # file:///x and file:/x are one file; Spark says either
+
+
+def _spark_path(spark, directory: Path) -> str:
+    """``directory`` as Spark names the files under it (a qualified, escaped URI)."""
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(str(directory.resolve()))
+    filesystem = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    return re.sub(_NO_AUTHORITY, r"\1:/", filesystem.makeQualified(path).toUri().toString())
+
+
+def _collect(frame, columns: list[str]) -> dict[int, list[dict[str, Any]]]:
+    """``columns`` of every row of ``frame`` by run index, each run's in time order."""
+    table = frame.select(*columns).toArrow()
+    out: dict[int, list[dict[str, Any]]] = {}
+    for row in table.to_pylist():
+        out.setdefault(row.pop(RUN), []).append(row)
+    for rows in out.values():
+        rows.sort(key=lambda r: r["elapsed_s"])
+    return out
+
+
+def window_rows(spark, frames: dict[str, Any], windows_of: list[tuple[int, Window]]
+                ) -> tuple[list[StepRow | None], list[dict[str, dict[int, int]]]]:
+    """Per window (a run index and one of its windows), its :class:`StepRow` (None when Spark
+    read none of its ticks) and its merged histograms: each window reduced in Spark (its ticks
+    found by run and ``elapsed_s``, the member and host rows by run and span) into a
     :class:`~results.rundir.figures.Partial`, finished as the controller finishes its own."""
-    if not rows_of:
-        return []
+    if not windows_of:
+        return [], []
     from pyspark.sql import functions as F
     ticks = frames["ticks"]
-    keys = spark.createDataFrame([(float(second), i) for i, window in enumerate(rows_of)
-                                  for second in window.seconds],
-                                 "elapsed_s double, window int")
-    tagged = ticks.join(F.broadcast(keys), "elapsed_s").cache()
+    keys = spark.createDataFrame(pa.table({
+        RUN: pa.array([run for run, w in windows_of for _ in w.seconds], pa.int32()),
+        "elapsed_s": pa.array([s for _, w in windows_of for s in w.seconds], pa.float64()),
+        "window": pa.array([i for i, (_, w) in enumerate(windows_of) for _ in w.seconds],
+                           pa.int32())}))
+    tagged = ticks.join(F.broadcast(keys), [RUN, "elapsed_s"]).cache()
     reduced = {row.window: row.asDict() for row in tagged.groupBy("window").agg(
         *[_tick_expression(how, ticks.columns).alias(name) for name, how in FIGURES.items()
           if isinstance(how, TICK_KINDS)]).collect()}
@@ -129,9 +247,9 @@ def window_rows(spark, frames: dict[str, Any], rows_of: list[Window]) -> list[St
             histograms.setdefault(row.window, {}).setdefault(histogram, {})[row.bucket] = \
                 row["count"]
     tagged.unpersist()
-    spans = spark.createDataFrame([(i, float(w.start_s), float(w.end_s))
-                                   for i, w in enumerate(rows_of)],
-                                  "window int, start_s double, end_s double")
+    spans = spark.createDataFrame([(run, i, float(w.start_s), float(w.end_s))
+                                   for i, (run, w) in enumerate(windows_of)],
+                                  "span_run int, window int, start_s double, end_s double")
     keyed = {name: _key_means(frames.get(how.table), how, spans)
              for name, how in FIGURES.items() if isinstance(how, KeyMean)}
     members = frames.get("members")
@@ -139,11 +257,15 @@ def window_rows(spark, frames: dict[str, Any], rows_of: list[Window]) -> list[St
     delivery: tuple[dict[int, list[MemberSpan]], dict[int, int]] = ({}, {})
     if members is not None and any(isinstance(how, Delivery) for how in FIGURES.values()):
         delivery = _member_spans(members, spans, counted)
+    merged = [{name: dict(sorted(buckets.items()))
+               for name, buckets in histograms.get(i, {}).items()}
+              for i in range(len(windows_of))]
     return [finish(window, Partial(
         ticks=reduced[i], histograms=histograms.get(i, {}),
         keyed={name: means.get(i, {}) for name, means in keyed.items()},
         members=delivery[0].get(i, []), unknown_seconds=delivery[1].get(i, 0), counted=counted))
-        for i, window in enumerate(rows_of) if i in reduced]  # else its parts were unreadable
+        if i in reduced else None  # its parts were unreadable
+        for i, (_, window) in enumerate(windows_of)], merged
 
 
 def _tick_expression(how: Figure, columns: list[str]):
@@ -181,9 +303,11 @@ def _tick_expression(how: Figure, columns: list[str]):
     raise TypeError(f"not a tick figure: {how!r}")
 
 
-def _in_span():
+def _in_span(spans):
+    """Rows of the same run as a span (``span_run``) and in it, (start_s, end_s]."""
     from pyspark.sql import functions as F
-    return (F.col("elapsed_s") > F.col("start_s")) & (F.col("elapsed_s") <= F.col("end_s"))
+    return ((F.col(RUN) == spans["span_run"]) & (F.col("elapsed_s") > spans["start_s"])
+            & (F.col("elapsed_s") <= spans["end_s"]))
 
 
 def _key_means(frame, how: KeyMean, spans) -> dict[int, dict[str, float]]:
@@ -195,7 +319,7 @@ def _key_means(frame, how: KeyMean, spans) -> dict[int, dict[str, float]]:
     column, operator, value = how.where
     keep = F.col(column) == F.lit(value)
     rows = (frame.filter(keep if operator == "==" else ~keep)
-            .select("elapsed_s", how.key, CPU_COLUMN).join(spans, _in_span())
+            .select(RUN, "elapsed_s", how.key, CPU_COLUMN).join(spans, _in_span(spans))
             .groupBy("window", how.key).agg(F.avg(CPU_COLUMN).alias("cpu")).collect())
     out: dict[int, dict[str, float]] = {}
     for row in sorted(rows, key=lambda r: r[how.key]):
@@ -211,9 +335,9 @@ def _member_spans(members, spans, counted: bool
     :func:`results.rundir.figures.member_spans`)."""
     from pyspark.sql import functions as F
     serving = (members.filter(F.col("running"))
-               .select("elapsed_s", "member", CPU_COLUMN,
+               .select(RUN, "elapsed_s", "member", CPU_COLUMN,
                        F.col(DELIVERED_COLUMN if counted else CPU_COLUMN).alias("figure"))
-               .join(spans, _in_span()))
+               .join(spans, _in_span(spans)))
     unknown = F.col("figure").isNull()
     known_at = F.when(~unknown, F.col("elapsed_s"))
     rows = (serving.groupBy("window", "member")
@@ -230,34 +354,35 @@ def _member_spans(members, spans, counted: bool
     return by_window, seconds
 
 
-def _with_cpu_seconds(members, problems: list[str]):
+def _with_cpu_seconds(members, runs: dict[int, _Run]):
     """Members rows with ``cpu_s``: CPU-seconds used, CPU% / 100 x the interval the CPU% is
     over (``cpu_interval_s``; for rows without one, as in runs before format 3, the time since
-    the member's previous row, which the member's first row does not have; said in
+    the member's previous row, which the member's first row does not have; said in the run's
     ``problems``)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
     since = F.col("elapsed_s") - F.lag("elapsed_s").over(
-        Window.partitionBy("member").orderBy("elapsed_s"))
+        Window.partitionBy(RUN, "member").orderBy("elapsed_s"))
     given = "cpu_interval_s" in members.columns
     interval = F.coalesce(F.col("cpu_interval_s"), since) if given else since
     fallback = members.filter(F.col("cpu_percent").isNotNull() & (
-        F.col("cpu_interval_s").isNull() if given else F.lit(True))).count()
-    if fallback:
-        problems.append(f"{fallback} member CPU readings have no cpu_interval_s (as in runs "
-                        "before format 3): each is taken over the time since the member's previous "
-                        "row, a member's first row not at all")
+        F.col("cpu_interval_s").isNull() if given else F.lit(True))).groupBy(RUN).count()
+    for row in fallback.collect():
+        runs[row[RUN]].analysis.problems.append(
+            f"{row['count']} member CPU readings have no cpu_interval_s (as in runs before "
+            "format 3): each is taken over the time since the member's previous row, a "
+            "member's first row not at all")
     return members.withColumn("cpu_s", F.col("cpu_percent") / 100 * interval)
 
 
-def _member_rows(members) -> list[dict[str, Any]]:
-    """Per member over the time it served: CPU, connections, the seconds its CPU and message
-    count were unknown, and its shares of broker CPU-seconds and of the messages delivered
-    (format 2 on), both over known readings only."""
+def _member_rows(members) -> dict[int, list[dict[str, Any]]]:
+    """Per run, per member over the time it served: CPU, connections, the seconds its CPU and
+    message count were unknown, and its shares of broker CPU-seconds and of the messages
+    delivered (format 2 on), both over known readings only."""
     from pyspark.sql import functions as F
     counted = "messages_out" in members.columns
     rows = (members.filter(F.col("running"))
-            .groupBy("member").agg(
+            .groupBy(RUN, "member").agg(
                 F.avg("cpu_percent").alias("mean_cpu_percent"),
                 F.max("cpu_percent").alias("max_cpu_percent"),
                 F.avg("connections").alias("mean_connections"),
@@ -268,11 +393,17 @@ def _member_rows(members) -> list[dict[str, Any]]:
                 F.sum(F.col("cpu_percent").isNull().cast("int")).alias("cpu_unknown_s"),
                 (F.sum(F.col("messages_out").isNull().cast("int")) if counted
                  else F.lit(None).cast("long")).alias("messages_unknown_s"))
-            .orderBy("member").collect())
-    cpu = _shares([r.cpu_seconds for r in rows])
-    messages = _shares([r.messages_delivered for r in rows])
-    return [{**r.asDict(), "cpu_share": c, "message_share": m}
-            for r, c, m in zip(rows, cpu, messages)]
+            .orderBy(RUN, "member").collect())
+    by_run: dict[int, list[dict[str, Any]]] = {}
+    for row in rows:
+        values = row.asDict()
+        by_run.setdefault(values.pop(RUN), []).append(values)
+    for listed in by_run.values():
+        cpu = _shares([r["cpu_seconds"] for r in listed])
+        messages = _shares([r["messages_delivered"] for r in listed])
+        for values, c, m in zip(listed, cpu, messages):
+            values.update(cpu_share=c, message_share=m)
+    return by_run
 
 
 def _shares(values: list[float | None]) -> list[float | None]:
@@ -282,38 +413,58 @@ def _shares(values: list[float | None]) -> list[float | None]:
     return [v / total if v is not None and total else None for v in values]
 
 
-def _cost(ticks, members, agents, manifest: RunManifest, price_per_core_hour: float,
-          include_drain: bool, problems: list[str]) -> dict[str, Any]:
-    """CPU microseconds per message for the broker and the load generator, and what carrying
-    1,000 msg/s costs per month at ``price_per_core_hour`` (document 001's ranking measure).
+def _costs(spark, runs: list[_Run], members, agents, price_per_core_hour: float,
+           include_drain: bool) -> dict[int, dict[str, Any]]:
+    """Per run: CPU microseconds per message for the broker and the load generator, and what
+    carrying 1,000 msg/s costs per month at ``price_per_core_hour`` (document 001's ranking
+    measure).
 
     Over the steps, from the first step's first tick to the last step's last (the drain left
     out) unless ``include_drain``: broker CPU-seconds are each member row's CPU% x its own
     interval (``members`` with ``cpu_s``), generator CPU-seconds what each agent's process used
-    (its ``cpu_seconds`` counter), and the messages those received. A CPU no source measured
-    (no member CPU reading in the run, e.g. Kubernetes or Native HA) is ``None``, never 0."""
+    (its ``cpu_seconds`` counter), and the messages those received (from the collected
+    ticks). A CPU no source measured (no member CPU reading in the run, e.g. Kubernetes or
+    Native HA) is ``None``, never 0."""
     from pyspark.sql import functions as F
-    start, end = (-math.inf, math.inf) if include_drain else _steps_span(ticks)
-    before, until = F.col("elapsed_s") <= start, F.col("elapsed_s") <= end
-    totals = ticks.agg(F.max(F.when(until, F.col("received"))).alias("end"),
-                       F.max(F.when(before, F.col("received"))).alias("start")).first()
-    received = (totals.end or 0) - (totals.start or 0)
-    if include_drain:
-        received = (manifest.accounting.received if manifest.accounting else None) or received
-    broker_s = None
+    span = {run.index: (-math.inf, math.inf) if include_drain else
+            _steps_span(run.analysis.ticks) for run in runs}
+    spans = spark.createDataFrame([(i, start, end) for i, (start, end) in span.items()],
+                                  f"{RUN} int, start double, end double")
+    before, until = F.col("elapsed_s") <= F.col("start"), F.col("elapsed_s") <= F.col("end")
+    broker: dict[int, float] = {}
     if members is not None:
-        known = members.agg(F.count("cpu_percent").alias("readings"),
-                            F.sum(F.when(~before & until, F.col("cpu_s"))).alias("used")).first()
-        broker_s = (known.used or 0.0) if known.readings else None
-    if broker_s is None:
-        problems.append("no member CPU readings in this run: broker cost unknown")
-    generator_s = None
+        broker = {r[RUN]: r.used or 0.0 for r in members.join(F.broadcast(spans), RUN)
+                  .groupBy(RUN).agg(F.count("cpu_percent").alias("readings"),
+                                    F.sum(F.when(~before & until, F.col("cpu_s"))).alias("used"))
+                  .collect() if r.readings}
+    generator: dict[int, float] = {}
     if agents is not None:
-        used = [r.used for r in agents.groupBy("agent").agg(
-            (F.max(F.when(until, F.col("cpu_seconds"))) - F.coalesce(
-                F.max(F.when(before, F.col("cpu_seconds"))), F.min("cpu_seconds"))
-             ).alias("used")).collect() if r.used is not None]
-        generator_s = sum(used) if used else None
+        for r in (agents.join(F.broadcast(spans), RUN).groupBy(RUN, "agent").agg(
+                (F.max(F.when(until, F.col("cpu_seconds"))) - F.coalesce(
+                    F.max(F.when(before, F.col("cpu_seconds"))), F.min("cpu_seconds"))
+                 ).alias("used")).collect()):
+            if r.used is not None:
+                generator[r[RUN]] = generator.get(r[RUN], 0.0) + r.used
+    return {run.index: _cost(run.analysis, span[run.index], broker.get(run.index),
+                             generator.get(run.index), price_per_core_hour, include_drain)
+            for run in runs}
+
+
+def _cost(analysis: RunAnalysis, span: tuple[float, float], broker_s: float | None,
+          generator_s: float | None, price_per_core_hour: float, include_drain: bool
+          ) -> dict[str, Any]:
+    """One run's cost from its CPU-seconds over ``span`` (see :func:`_costs`)."""
+    start, end = span
+    received_at = [t["received"] for t in analysis.ticks
+                   if t["elapsed_s"] <= end and t["received"] is not None]
+    before = [t["received"] for t in analysis.ticks
+              if t["elapsed_s"] <= start and t["received"] is not None]
+    received = (max(received_at, default=0) or 0) - (max(before, default=0) or 0)
+    accounting = analysis.manifest.accounting
+    if include_drain:
+        received = (accounting.received if accounting else None) or received
+    if broker_s is None:
+        analysis.problems.append("no member CPU readings in this run: broker cost unknown")
     broker_us = broker_s * 1e6 / received if received and broker_s is not None else None
     generator_us = generator_s * 1e6 / received if received and generator_s is not None \
         else None
@@ -330,10 +481,8 @@ def _cost(ticks, members, agents, manifest: RunManifest, price_per_core_hour: fl
             "generator_cost_per_1k_msg_s_month": monthly(generator_us)}
 
 
-def _steps_span(ticks) -> tuple[float, float]:
+def _steps_span(ticks: list[dict[str, Any]]) -> tuple[float, float]:
     """The (start, end] seconds of the steps: the second before the first tick of a step to
     the last such tick ((0, 0] if no tick was in a step)."""
-    from pyspark.sql import functions as F
-    span = ticks.filter(F.col("phase") >= 1).agg(
-        (F.min("elapsed_s") - 1).alias("start"), F.max("elapsed_s").alias("end")).first()
-    return (0.0, 0.0) if span.end is None else (span.start, span.end)
+    stepped = [t["elapsed_s"] for t in ticks if t["phase"] >= 1]
+    return (min(stepped) - 1, max(stepped)) if stepped else (0.0, 0.0)

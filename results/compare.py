@@ -1,7 +1,9 @@
 """Runs side by side: at their final step (document 000's Table 2 shape), and, once analysed,
 statistics per figure and a ranking by cost among runs that met their requirement (by default
 the final step within 3% of its target; a campaign says which of its runs met its own). A run
-whose cost is unknown (its members' CPU was not measured) is listed as such, never ranked."""
+whose cost is unknown (its members' CPU was not measured) is listed as such, never ranked. The
+statistics and the ranking read the analysed figures from the results lake of each run's root
+(:mod:`results.lake`)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from orchestrator.errors import SurgeError
-from results.rundir.jsonfile import read_object
+from results import lake
 from results.rundir.manifest import MANIFEST_FILE, read_manifest
 from results.rundir.steps import StepRow, fixed_width
 
@@ -60,16 +62,11 @@ FIGURES = {  # name with unit -> how to read it from analysis.json
 }
 
 
-def load(run_dir: Path) -> dict:
-    """A run's ``analysis/analysis.json``."""
-    return read_object(run_dir / "analysis" / "analysis.json")
-
-
 def statistics_rows(run_dirs: list[Path]) -> list[dict]:
     """Per figure over the analysed runs: how many runs gave it, mean, standard deviation,
     min, max, and the change from the first run to the last in % (NaN from a first run of 0)."""
-    analyses = [load(d) for d in run_dirs if (d / "analysis" / "analysis.json").exists()]
-    analyses = [a for a in analyses if a["steps"]]
+    analysed = lake.analysed(run_dirs)
+    analyses = [analysed[d] for d in run_dirs if d in analysed and analysed[d]["steps"]]
     rows = []
     for name, read in FIGURES.items():
         values = [v for v in (read(a) for a in analyses) if v is not None]
@@ -99,11 +96,10 @@ def ranking_rows(run_dirs: list[Path], passed: Collection[Path] | None = None) -
     its target, unless ``passed`` names the runs that met one of their own (a campaign's)."""
     chosen = None if passed is None else {run_dir.resolve() for run_dir in passed}
     rows, unknown = [], []
+    analysed = lake.analysed(run_dirs)
     for run_dir in run_dirs:
-        if not (run_dir / "analysis" / "analysis.json").exists():
-            continue
-        analysis = load(run_dir)
-        if not analysis["steps"]:
+        analysis = analysed.get(run_dir)
+        if analysis is None or not analysis["steps"]:
             continue
         last = analysis["steps"][-1]
         cost = analysis["cost"].get("broker_cost_per_1k_msg_s_month")

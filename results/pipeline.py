@@ -1,4 +1,6 @@
-"""``surge analyze``: analyse new or changed run directories with Spark, one root at a time."""
+"""``surge analyze``: analyse the new or changed run directories of each runs root as one Spark
+job, write each run's ``analysis/`` from its results and commit them to the root's results lake
+(:mod:`results.lake`)."""
 
 from __future__ import annotations
 
@@ -6,17 +8,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from results import report, timeline
-from results.analysis import analyze_run
-from results.catalog import Catalog, locked
+from orchestrator.errors import SurgeError
+from results import lake, report, timeline
+from results.analysis import RunAnalysis, analyze_runs
+from results.catalog import fingerprint, locked, pending
 from results.installed import require_analysis
 from results.integrity import suspect_samples
 from results.rundir.manifest import read_manifest
-from results.rundir.tables import read_table
+from results.rundir.tables import compact
 
 DEFAULT_PRICE_PER_CORE_HOUR = 0.04  # currency units per core-hour; set your own
 SPARK_LOG = "spark.log"  # in the runs root: what Spark's JVM says, off the console
+CAMPAIGN_FILE = "campaign.json"  # a root that holds it is a campaign's: its runs say so
 
 
 @dataclass
@@ -41,10 +46,10 @@ class Summary:
 def analyze(dirs: list[Path], price_per_core_hour: float = DEFAULT_PRICE_PER_CORE_HOUR,
             force: bool = False, say: Callable[[str], None] = print,
             spark_master: str | None = None, include_drain: bool = False) -> Summary:
-    """Analyse those of ``dirs`` that are new or changed (all with ``force``); a run that
-    cannot be analysed is reported and the others go on. ``include_drain`` counts the drain
-    (before the first step and after the last) in the cost (runs already analysed without it
-    are analysed again only with ``force``). Raises
+    """Analyse those of ``dirs`` that are new or changed (all with ``force``), each runs root's
+    as one job; a run that cannot be analysed is reported and the others go on. ``include_drain``
+    counts the drain (before the first step and after the last) in the cost (runs already
+    analysed without it are analysed again only with ``force``). Raises
     :class:`~results.installed.AnalysisUnavailable` when a run is due and the analysis extra is
     not installed."""
     started = time.monotonic()
@@ -54,49 +59,112 @@ def analyze(dirs: list[Path], price_per_core_hour: float = DEFAULT_PRICE_PER_COR
         roots.setdefault(run_dir.resolve().parent, []).append(run_dir.resolve())
     for root, members in roots.items():
         with locked(root):
-            catalog = Catalog(root)
-            pending = catalog.pending(members, force)
-            summary.skipped += [d for d in members if d not in pending]
-            if pending:
+            results = lake.Lake(root)
+            due = pending(members, results.fingerprints(), force)
+            summary.skipped += [d for d in members if d not in due]
+            if due:
                 require_analysis()  # what to install, before a run is tried
-            for run_dir, digest in pending.items():
-                try:
-                    _analyze_one(run_dir, price_per_core_hour, spark_master, summary, say,
-                                 include_drain)
-                except Exception as error:  # noqa: BLE001 - one bad run never stops the rest
-                    summary.failed[run_dir] = f"{type(error).__name__}: {error}"
-                    say(f"{run_dir}: not analysed: {error}{_see_spark_log()}")
-                    continue
-                catalog.done(run_dir, digest)
-                summary.analysed.append(run_dir)
+                _analyze_root(results, _compacted(due), _Options(
+                    price_per_core_hour, spark_master, include_drain), summary, say)
     summary.seconds = time.monotonic() - started
     return summary
+
+
+@dataclass(frozen=True)
+class _Options:
+    price_per_core_hour: float
+    spark_master: str | None
+    include_drain: bool
+
+
+def _compacted(due: dict[Path, str]) -> dict[Path, str]:
+    """``due`` with each finished run's parts compacted (see
+    :func:`results.rundir.tables.compact`) and its fingerprint taken again; a run without an
+    outcome may still be recording, and is left as it is."""
+    out = {}
+    for run_dir, digest in due.items():
+        try:
+            finished = read_manifest(run_dir).outcome not in (None, "running")
+        except SurgeError:
+            finished = False  # named when the job reads it
+        if finished:
+            compact(run_dir)
+            digest = fingerprint(run_dir)
+        out[run_dir] = digest
+    return out
+
+
+def _analyze_root(results: lake.Lake, due: dict[Path, str], options: _Options,
+                  summary: Summary, say: Callable[[str], None]) -> None:
+    """One job over the due runs of one root, their reports, and one lake commit."""
+    from results.spark import session
+    readable = []
+    for run_dir in due:
+        try:
+            read_manifest(run_dir)  # a damaged run.json is named before Spark starts
+            readable.append(run_dir)
+        except SurgeError as error:
+            _failed(summary, run_dir, error, say)
+    if not readable:
+        return
+    spark = session(options.spark_master, results.root / SPARK_LOG)
+    campaign = results.root.name if (results.root / CAMPAIGN_FILE).exists() else None
+    rows: dict[str, list[dict[str, Any]]] = {table: [] for table in lake.TABLES}
+    done: dict[str, str] = {}
+    for analysis in _job(spark, readable, options, summary, say):
+        run_dir = analysis.run_dir
+        try:
+            events = timeline.read_events(run_dir)
+            out = report.write(analysis, events, derived(analysis, events))
+            for table, listed in lake.run_rows(analysis, events, campaign).items():
+                rows[table] += listed
+        except Exception as error:  # noqa: BLE001 - one bad run never stops the rest
+            _failed(summary, run_dir, error, say)
+            continue
+        for problem in analysis.problems:
+            say(f"warning: {problem}")
+        summary.problems += analysis.problems
+        summary.analysed.append(run_dir)
+        done[run_dir.name] = due[run_dir]
+        say(f"{run_dir.name}: {len(analysis.steps)} steps -> {out / 'report.md'}")
+    if done:
+        results.commit(rows, done)
+
+
+def _job(spark, run_dirs: list[Path], options: _Options, summary: Summary,
+         say: Callable[[str], None]) -> list[RunAnalysis]:
+    """:func:`~results.analysis.analyze_runs` over ``run_dirs``; when the job fails, each half
+    again, so that a run Spark cannot read is found and named and the others are analysed."""
+    try:
+        return analyze_runs(spark, run_dirs, options.price_per_core_hour, options.include_drain)
+    except Exception as error:  # noqa: BLE001 - any failure of one run's files
+        if len(run_dirs) == 1:
+            _failed(summary, run_dirs[0], error, say)
+            return []
+        half = len(run_dirs) // 2
+        return _job(spark, run_dirs[:half], options, summary, say) + \
+            _job(spark, run_dirs[half:], options, summary, say)
+
+
+def derived(analysis: RunAnalysis, events: list[dict]) -> dict[str, Any]:
+    """The figures of a run's timeline: reaction times, fault recoveries, backlog, suspect
+    samples and skipped sends, from the rows the job collected."""
+    ticks = analysis.ticks
+    suspects = suspect_samples(ticks, analysis.member_samples)
+    return {"scale_outs": timeline.reaction_times(analysis.manifest, events, ticks),
+            "faults": timeline.fault_recoveries(events, ticks),
+            "backlog": timeline.backlog(ticks),
+            "suspect_samples": {**suspects.as_dict(), "line": suspects.line()},
+            "skipped_sends": max((t.get("skipped") or 0 for t in ticks), default=0)}
+
+
+def _failed(summary: Summary, run_dir: Path, error: BaseException,
+            say: Callable[[str], None]) -> None:
+    summary.failed[run_dir] = f"{type(error).__name__}: {error}"
+    say(f"{run_dir}: not analysed: {error}{_see_spark_log()}")
 
 
 def _see_spark_log() -> str:
     from results.spark import log_file
     log = log_file()
     return f" (Spark's log: {log})" if log else ""
-
-
-def _analyze_one(run_dir: Path, price: float, master: str | None, summary: Summary,
-                 say: Callable[[str], None], include_drain: bool = False) -> None:
-    from results.spark import session
-    read_manifest(run_dir)  # a damaged run.json is named before Spark starts
-    spark = session(master, run_dir.parent / SPARK_LOG)
-    analysis = analyze_run(spark, run_dir, price, include_drain)
-    manifest = analysis.manifest
-    ticks = sorted(read_table(run_dir, "ticks").to_pylist(), key=lambda t: t["elapsed_s"])
-    members = read_table(run_dir, "members").to_pylist()
-    events = timeline.read_events(run_dir)
-    suspects = suspect_samples(ticks, members)
-    derived = {"scale_outs": timeline.reaction_times(manifest, events, ticks),
-               "faults": timeline.fault_recoveries(events, ticks),
-               "backlog": timeline.backlog(ticks),
-               "suspect_samples": {**suspects.as_dict(), "line": suspects.line()},
-               "skipped_sends": max((t.get("skipped") or 0 for t in ticks), default=0)}
-    out = report.write(analysis, ticks, members, events, derived)
-    for problem in analysis.problems:
-        say(f"warning: {problem}")
-    summary.problems += analysis.problems
-    say(f"{run_dir.name}: {len(analysis.steps)} steps -> {out / 'report.md'}")

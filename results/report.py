@@ -32,12 +32,11 @@ MARKED_EVENTS = {"member_started": ("member started", "tab:green"),
                  "member_restarted": ("member restarted", "tab:olive")}
 
 
-def write(analysis: RunAnalysis, ticks: list[dict], members: list[dict], events: list[dict],
-          derived: dict[str, Any]) -> Path:
+def write(analysis: RunAnalysis, events: list[dict], derived: dict[str, Any]) -> Path:
     """Write every output of one run's analysis; returns the ``analysis/`` directory."""
     out = analysis.run_dir / "analysis"
     out.mkdir(exist_ok=True)
-    _write_rows(out / "steps.csv", [_flat(row.as_json()) for row in _rows(analysis)])
+    _write_rows(out / "steps.csv", [_flat(row.as_json()) for row in analysis.rows])
     _write_rows(out / "members.csv", analysis.members)
     (out / "analysis.json").write_text(json.dumps({
         "scenario": analysis.scenario, "steps": [row.as_json() for row in analysis.steps],
@@ -45,14 +44,9 @@ def write(analysis: RunAnalysis, ticks: list[dict], members: list[dict], events:
         "settle_s": analysis.settle_s, "settle_excluded_s": analysis.settle_excluded_s,
         "members": analysis.members, "cost": analysis.cost, **derived,
         "problems": analysis.problems}, indent=2, default=str))
-    plots = _plots(out, ticks, members, events)
+    plots = _plots(out, analysis.ticks, analysis.member_samples, events)
     (out / "report.md").write_text(_markdown(analysis, derived, plots))
     return out
-
-
-def _rows(analysis: RunAnalysis) -> list[StepRow]:
-    """The step rows, then the drain's if there was one."""
-    return analysis.steps + ([analysis.drain] if analysis.drain else [])
 
 
 def step_table_text(steps: list[StepRow]) -> str:
@@ -85,7 +79,7 @@ def step_table_text(steps: list[StepRow]) -> str:
 def coverage_text(analysis: RunAnalysis) -> str:
     """Which seconds the step table's rows cover, what was left out as settle, and the
     seconds a source was missing."""
-    missing = sum(row.missing_seconds for row in _rows(analysis))
+    missing = sum(row.missing_seconds for row in analysis.rows)
     return (f"Each row covers its span of seconds since the start ((from, to]): a step's "
             f"seconds, split where the number of serving members changed, without the first "
             f"{analysis.settle_s:g} s of each part (settle: {analysis.settle_excluded_s} "
@@ -137,13 +131,13 @@ def measurements_text(manifest: RunManifest, derived: dict[str, Any]) -> list[st
 def _markdown(analysis: RunAnalysis, derived: dict[str, Any], plots: list[str]) -> str:
     cost = analysis.cost
     lines = [f"# {analysis.scenario}: {analysis.run_dir.name}", "",
-             "## Steps", "", "```", step_table_text(_rows(analysis)), "```", "",
+             "## Steps", "", "```", step_table_text(analysis.rows), "```", "",
              coverage_text(analysis), "", INTENDED_TEXT, "",
              "CPU% is of one core; host CPU% is the controller's host, others are broker "
              "hosts. Balance is Jain's index over the rate at which each member's queues "
              "delivered messages (over CPU for runs before format 2), from known readings "
              "only: 1 = even, 1/n = one member takes all.",
-             *balance_text(_rows(analysis)),
+             *balance_text(analysis.rows),
              "", "## Measurements", "", *measurements_text(analysis.manifest, derived),
              "", "## Members", ""]
     member_lines = [["member", "mean CPU%", "max CPU%", "mean connections", "CPU share",

@@ -10,7 +10,8 @@ latencies are ``SCHEDULE_LAG_US`` longer. In the ``unknown`` seconds the agents 
 hosts table holds the controller's host at 50% and ``broker-1`` at 30%. ``format_version`` 2 or
 1 writes an earlier format: no run format 3 columns and no hosts table (1: no per-member message
 counts either); ``intended=False`` writes a run of format 3 from before the intended latency
-(no ``intended_*`` columns).
+(no ``intended_*`` columns). The parts are compacted as a closing run's are, unless not
+``compacted``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from orchestrator.specs.plan import Phase
 from results.rundir.figures import INTENDED, LATENCY, histogram_columns
 from results.rundir.histogram import LatencyHistogram
 from results.rundir.manifest import FORMAT_VERSION, RunManifest, Sampling
-from results.rundir.tables import CONTROLLER_HOST, RunWriter, latency_columns
+from results.rundir.tables import CONTROLLER_HOST, RunWriter, latency_columns, table_files
 
 SECOND_MEMBER_SHARE = 0.4
 DRAIN_RATE = 500.0
@@ -45,7 +46,8 @@ FORMAT_2_COLUMNS = {  # what each table held before run format 3
 def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member_at: int = 31,
               agents: int = 1, samples: int = 500, settle_s: float = 3.0, seed: int = 1,
               parts_every: int = 10, format_version: int = FORMAT_VERSION, drain_s: int = 0,
-              unknown: Collection[int] = (), intended: bool = True) -> dict[str, np.ndarray]:
+              unknown: Collection[int] = (), intended: bool = True,
+              compacted: bool = True) -> dict[str, np.ndarray]:
     """Write the run; returns the raw latencies (us) of each step's steady seconds by label."""
     rng = np.random.default_rng(seed)
     writer = RunWriter(run_dir, flush_every_s=1e9)
@@ -116,7 +118,7 @@ def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member
         if second % parts_every == 0:
             writer.flush()
     writer.event("step", step=1)
-    writer.close()
+    writer.close(compacted)
     if format_version < 3:
         _earlier_format(run_dir, format_version)
     elif not intended:
@@ -131,13 +133,13 @@ def _earlier_format(run_dir: Path, format_version: int) -> None:
     for table, columns in FORMAT_2_COLUMNS.items():
         if format_version == 1 and table == "members":
             columns = [c for c in columns if c not in ("messages_in", "messages_out")]
-        for part in (run_dir / "metrics" / table).glob("part-*.parquet"):
+        for part in table_files(run_dir, table):
             pq.write_table(pq.read_table(part, columns=columns), part)
 
 
 def _drop(run_dir: Path, table: str, columns: list[str]) -> None:
     """Rewrite the parts of ``table`` without ``columns``."""
-    for part in (run_dir / "metrics" / table).glob("part-*.parquet"):
+    for part in table_files(run_dir, table):
         written = pq.read_table(part)
         pq.write_table(written.drop_columns(columns), part)
 

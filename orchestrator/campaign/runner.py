@@ -407,6 +407,7 @@ def summary_text(campaign: Campaign, result: CampaignResult) -> str:
     """The campaign's summary: counts, the requirement, the cells, the comparison of the
     analysed runs (per combination too, with repetitions) and the ranking by cost."""
     from results.compare import ranking_text, statistics_text
+    from results.lake import analysed
     records = result.records
     done = result.with_status("done")
     passed = [r for r in done if r.passed]
@@ -417,7 +418,7 @@ def summary_text(campaign: Campaign, result: CampaignResult) -> str:
              + (f"\n{campaign.spec.description}" if campaign.spec.description else ""),
              f"requirement: {campaign.spec.requirement.describe()}",
              cells_table(result.root, records)]
-    if not any((d / "analysis" / "analysis.json").exists() for d in dirs):
+    if not analysed(dirs):
         parts.append("no analysed runs, so no comparison or ranking: run the campaign without "
                      "--no-analyze, or surge analyze on its cells")
         return "\n\n".join(parts)

@@ -78,6 +78,14 @@ def _spark_agrees_with_the_controller(result):
     shares = sorted(m["message_share"] for m in analysis["members"] if m["message_share"])
     assert len(shares) == 3 and shares[0] > 0.15, analysis["members"]
     assert sum(shares) == pytest.approx(1.0), analysis["members"]
+    from results.query import query
+    columns, rows = query(result.run_dir.parent, "SELECT s.label, s.achieved_rate, r.scenario "
+                          "FROM steps s JOIN runs r USING (run_id) WHERE s.label != 'drain' "
+                          f"AND run_id = '{result.run_dir.name}' ORDER BY s.start_s")
+    assert columns == ["label", "achieved_rate", "scenario"]
+    assert [(label, scenario) for label, _, scenario in rows] == \
+        [(s.label, "it-ramp") for s in result.steps]
+    assert [rate for _, rate, _ in rows] == pytest.approx([s.achieved_rate for s in result.steps])
     assert (result.run_dir / "analysis" / "rate.png").stat().st_size > 10_000
 
 

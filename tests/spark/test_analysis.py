@@ -16,7 +16,7 @@ from results.report import step_table_text
 from results.rundir.histogram import SUB_COUNT
 from results.rundir.manifest import FORMAT_VERSION, read_manifest
 from results.rundir.steps import FIGURES, drain_row, jain_index, step_rows
-from results.rundir.tables import read_table
+from results.rundir.tables import read_table, table_files
 from results.synthetic import DRAIN_RATE
 from results.synthetic import write_run as write_synthetic
 
@@ -151,7 +151,7 @@ def test_cost_per_message_and_per_month(spark, tmp_path):
 
 def test_cost_is_unknown_without_member_cpu(spark, tmp_path):
     run_dir, _ = write_run(tmp_path)
-    for part in (run_dir / "metrics" / "members").glob("part-*.parquet"):
+    for part in table_files(run_dir, "members"):
         table = pq.read_table(part)
         column = table.schema.get_field_index("cpu_percent")
         pq.write_table(table.set_column(column, "cpu_percent", pa_nulls(table.num_rows)), part)
@@ -178,7 +178,7 @@ def test_cpu_seconds_of_earlier_formats_use_the_time_between_rows(spark, tmp_pat
 
 
 def test_a_corrupt_part_is_named_and_the_rest_is_analysed(spark, tmp_path):
-    run_dir, _ = write_run(tmp_path)
+    run_dir, _ = write_run(tmp_path, compacted=False)
     bad = run_dir / "metrics" / "ticks" / "part-00001.parquet"
     bad.write_bytes(b"not parquet at all")
     result = analyze_run(spark, run_dir, 0.04)

@@ -30,6 +30,7 @@ from orchestrator.specs.campaign import (
 )
 from orchestrator.specs.kinds import load_any
 from results.compare import ranking_text
+from results.lake import Lake
 from results.rundir.manifest import RunManifest
 
 TOPOLOGY = """\
@@ -456,11 +457,11 @@ def test_a_topology_up_before_the_campaign_is_left_alone(fakes, spec_dir, tmp_pa
 # -- the summary --------------------------------------------------------------------------------
 
 def analysed(run_dir: Path, achieved: float, cost: float | None) -> None:
-    (run_dir / "analysis").mkdir()
-    (run_dir / "analysis" / "analysis.json").write_text(json.dumps({
-        "steps": [{"target_rate": 100, "achieved_rate": achieved, "p99_ms": 5.0, "members": 1}],
-        "cost": {"broker_us_per_msg": cost, "generator_us_per_msg": 1.0,
-                 "broker_cost_per_1k_msg_s_month": cost}}))
+    Lake(run_dir.parent).commit({
+        "steps": [{"run_id": run_dir.name, "label": "1", "start_s": 0.0, "target_rate": 100,
+                   "achieved_rate": achieved, "p99_ms": 5.0, "members": 1}],
+        "cost": [{"run_id": run_dir.name, "broker_us_per_msg": cost, "generator_us_per_msg": 1.0,
+                  "broker_cost_per_1k_msg_s_month": cost}]}, {run_dir.name: "fingerprint"})
 
 
 def test_ranking_keeps_only_the_runs_that_passed(tmp_path):

@@ -1,11 +1,11 @@
 """The run comparison (Table 2 shape) reads finished runs and names what it cannot read."""
 
-import json
 
 import pytest
 
 from orchestrator.errors import SurgeError
 from results.compare import as_text, final_step, ranking_text, statistics_text
+from results.lake import Lake
 from results.rundir.manifest import RunManifest
 
 
@@ -48,12 +48,13 @@ def test_a_directory_without_a_finished_run_is_named(tmp_path):
 
 def _analysed(tmp_path, name, target, achieved, cost):
     run_dir = tmp_path / name
-    (run_dir / "analysis").mkdir(parents=True)
-    (run_dir / "analysis" / "analysis.json").write_text(json.dumps({
-        "steps": [{"target_rate": target, "achieved_rate": achieved, "p99_ms": 10.0,
-                   "members": 2}],
-        "cost": {"broker_us_per_msg": cost, "generator_us_per_msg": 50.0,
-                 "broker_cost_per_1k_msg_s_month": None if cost is None else cost / 10}}))
+    run_dir.mkdir(parents=True)
+    Lake(tmp_path).commit({
+        "steps": [{"run_id": name, "label": "1", "start_s": 0.0, "target_rate": target,
+                   "achieved_rate": achieved, "p99_ms": 10.0, "members": 2}],
+        "cost": [{"run_id": name, "broker_us_per_msg": cost, "generator_us_per_msg": 50.0,
+                  "broker_cost_per_1k_msg_s_month": None if cost is None else cost / 10}]},
+        {name: "fingerprint"})
     return run_dir
 
 
