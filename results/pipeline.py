@@ -4,8 +4,11 @@ job, write each run's ``analysis/`` from its results and commit them to the root
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ from results.rundir.tables import compact
 
 DEFAULT_PRICE_PER_CORE_HOUR = 0.04  # currency units per core-hour; set your own
 SPARK_LOG = "spark.log"  # in the runs root: what Spark's JVM says, off the console
+PARALLEL_FROM = 4  # runs in a pass from which their reports are written on every core
 CAMPAIGN_FILE = "campaign.json"  # a root that holds it is a campaign's: its runs say so
 
 
@@ -111,16 +115,16 @@ def _analyze_root(results: lake.Lake, due: dict[Path, str], options: _Options,
     campaign = results.root.name if (results.root / CAMPAIGN_FILE).exists() else None
     rows: dict[str, list[dict[str, Any]]] = {table: [] for table in lake.TABLES}
     done: dict[str, str] = {}
-    for analysis in _job(spark, readable, options, summary, say):
+    analyses = _job(spark, readable, options, summary, say)
+    events = {a.run_dir: timeline.read_events(a.run_dir) for a in analyses}
+    written = _reports([(a, events[a.run_dir]) for a in analyses])
+    for analysis, out in zip(analyses, written, strict=True):
         run_dir = analysis.run_dir
-        try:
-            events = timeline.read_events(run_dir)
-            out = report.write(analysis, events, derived(analysis, events))
-            for table, listed in lake.run_rows(analysis, events, campaign).items():
-                rows[table] += listed
-        except Exception as error:  # noqa: BLE001 - one bad run never stops the rest
-            _failed(summary, run_dir, error, say)
+        if isinstance(out, str):
+            _failed(summary, run_dir, out, say)
             continue
+        for table, listed in lake.run_rows(analysis, events[run_dir], campaign).items():
+            rows[table] += listed
         for problem in analysis.problems:
             say(f"warning: {problem}")
         summary.problems += analysis.problems
@@ -129,6 +133,26 @@ def _analyze_root(results: lake.Lake, due: dict[Path, str], options: _Options,
         say(f"{run_dir.name}: {len(analysis.steps)} steps -> {out / 'report.md'}")
     if done:
         results.commit(rows, done)
+
+
+def _reports(work: list[tuple[RunAnalysis, list[dict]]]) -> list[Path | str]:
+    """Each run's ``analysis/`` (:func:`results.report.write` of the run and its events), in
+    processes of their own on
+    every core when there are several (the plots take most of the time); per run, where it
+    went or why it failed."""
+    if len(work) < PARALLEL_FROM or (os.cpu_count() or 1) < 2:
+        return [_report(item) for item in work]
+    workers = min(os.cpu_count() or 1, len(work))
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(_report, work, chunksize=max(1, len(work) // (4 * workers))))
+
+
+def _report(item: tuple[RunAnalysis, list[dict]]) -> Path | str:
+    analysis, events = item
+    try:
+        return report.write(analysis, events, derived(analysis, events))
+    except Exception as error:  # noqa: BLE001 - one bad run never stops the rest
+        return f"{type(error).__name__}: {error}"
 
 
 def _job(spark, run_dirs: list[Path], options: _Options, summary: Summary,
@@ -158,9 +182,11 @@ def derived(analysis: RunAnalysis, events: list[dict]) -> dict[str, Any]:
             "skipped_sends": max((t.get("skipped") or 0 for t in ticks), default=0)}
 
 
-def _failed(summary: Summary, run_dir: Path, error: BaseException,
+def _failed(summary: Summary, run_dir: Path, error: BaseException | str,
             say: Callable[[str], None]) -> None:
-    summary.failed[run_dir] = f"{type(error).__name__}: {error}"
+    """Record and say why ``run_dir`` was not analysed (an error, or what it said)."""
+    summary.failed[run_dir] = error if isinstance(error, str) else \
+        f"{type(error).__name__}: {error}"
     say(f"{run_dir}: not analysed: {error}{_see_spark_log()}")
 
 
