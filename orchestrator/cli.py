@@ -319,12 +319,10 @@ def query(sql: Annotated[str, typer.Argument(
     """Ask the results lake your own question with Spark SQL: every run surge analyze has
     seen under --runs-dir, one view per table (columns in README, "The results lake").
 
-    For example, the cheapest runs per 1,000 msg/s that lost nothing:
+    For example, the runs that lost nothing, cheapest per 1,000 msg/s first:
 
-      surge query "SELECT r.run_id, s.achieved_rate, c.broker_cost_per_1k_msg_s_month
-                   FROM runs r JOIN cost c USING (run_id) JOIN steps s USING (run_id)
-                   WHERE r.lost = 0 AND s.label != 'drain'
-                   ORDER BY c.broker_cost_per_1k_msg_s_month"
+      surge query "SELECT run_id, broker_cost_per_1k_msg_s_month AS cost
+        FROM runs JOIN cost USING (run_id) WHERE lost = 0 ORDER BY cost"
     """
     from results.installed import require_analysis
     from results.query import as_csv, as_text
