@@ -187,7 +187,11 @@ def _read(spark, runs: list[_Run], table: str):
     if not paths:
         return None
     schemas = {schema for run in runs for schema in run.files[table].values()}
-    frame = spark.read.option("mergeSchema", str(len(schemas) > 1).lower()).parquet(*paths)
+    if len(schemas) == 1:  # as the footers said: Spark need not read them again
+        from pyspark.sql.pandas.types import from_arrow_schema
+        frame = spark.read.schema(from_arrow_schema(schemas.pop())).parquet(*paths)
+    else:
+        frame = spark.read.option("mergeSchema", "true").parquet(*paths)
     dirs = spark.createDataFrame([(_spark_path(spark, run.analysis.run_dir), run.index)
                                   for run in runs], f"_dir string, {RUN} int")
     directory = F.regexp_replace(F.col("_metadata.file_path"), "/metrics/[^/]+/[^/]+$", "")
@@ -237,21 +241,24 @@ def window_rows(spark, frames: dict[str, Any], windows_of: list[tuple[int, Windo
         *[_tick_expression(how, ticks.columns).alias(name) for name, how in FIGURES.items()
           if isinstance(how, TICK_KINDS)]).collect()}
     histograms: dict[int, dict[str, dict[int, int]]] = {}
-    for histogram in histograms_of(FIGURES):
-        bucket, count = histogram_columns(histogram)
-        if bucket not in ticks.columns:  # a run from before it was recorded: unknown
-            continue
-        for row in (tagged.select("window", F.explode(F.arrays_zip(bucket, count)).alias("b"))
-                    .groupBy("window", F.col(f"b.{bucket}").alias("bucket"))
-                    .agg(F.sum(f"b.{count}").alias("count")).collect()):
-            histograms.setdefault(row.window, {}).setdefault(histogram, {})[row.bucket] = \
+    exploded = [tagged.select("window", F.lit(name).alias("histogram"), F.explode(
+        F.arrays_zip(F.col(bucket).alias("bucket"), F.col(count).alias("count"))).alias("b"))
+        for name in histograms_of(FIGURES)
+        for bucket, count in [histogram_columns(name)]
+        if bucket in ticks.columns]  # else a run from before it was recorded: unknown
+    if exploded:
+        union = exploded[0]
+        for more in exploded[1:]:
+            union = union.unionByName(more)
+        for row in (union.groupBy("window", "histogram", F.col("b.bucket").alias("bucket"))
+                    .agg(F.sum("b.count").alias("count")).collect()):
+            histograms.setdefault(row.window, {}).setdefault(row.histogram, {})[row.bucket] = \
                 row["count"]
     tagged.unpersist()
     spans = spark.createDataFrame([(run, i, float(w.start_s), float(w.end_s))
                                    for i, (run, w) in enumerate(windows_of)],
                                   "span_run int, window int, start_s double, end_s double")
-    keyed = {name: _key_means(frames.get(how.table), how, spans)
-             for name, how in FIGURES.items() if isinstance(how, KeyMean)}
+    keyed = _key_means(frames, spans)
     members = frames.get("members")
     counted = members is None or DELIVERED_COLUMN in members.columns
     delivery: tuple[dict[int, list[MemberSpan]], dict[int, int]] = ({}, {})
@@ -310,21 +317,32 @@ def _in_span(spans):
             & (F.col("elapsed_s") <= spans["end_s"]))
 
 
-def _key_means(frame, how: KeyMean, spans) -> dict[int, dict[str, float]]:
-    """Per window and key (member or host): the mean known CPU% of the kept rows in its span
-    (see :func:`results.rundir.figures.key_means`)."""
-    if frame is None:
-        return {}
+def _key_means(frames: dict[str, Any], spans) -> dict[str, dict[int, dict[str, float]]]:
+    """Per :class:`~results.rundir.figures.KeyMean` field, per window and key (member or
+    host): the mean known CPU% of the kept rows in its span (see
+    :func:`results.rundir.figures.key_means`), all fields in one query."""
     from pyspark.sql import functions as F
-    column, operator, value = how.where
-    keep = F.col(column) == F.lit(value)
-    rows = (frame.filter(keep if operator == "==" else ~keep)
-            .select(RUN, "elapsed_s", how.key, CPU_COLUMN).join(spans, _in_span(spans))
-            .groupBy("window", how.key).agg(F.avg(CPU_COLUMN).alias("cpu")).collect())
-    out: dict[int, dict[str, float]] = {}
-    for row in sorted(rows, key=lambda r: r[how.key]):
+    selected = []
+    for name, how in FIGURES.items():
+        frame = frames.get(how.table) if isinstance(how, KeyMean) else None
+        if frame is None:
+            continue
+        column, operator, value = how.where
+        keep = F.col(column) == F.lit(value)
+        selected.append(frame.filter(keep if operator == "==" else ~keep).select(
+            RUN, "elapsed_s", F.lit(name).alias("figure"), F.col(how.key).alias("key"),
+            CPU_COLUMN))
+    if not selected:
+        return {}
+    union = selected[0]
+    for more in selected[1:]:
+        union = union.unionByName(more)
+    rows = (union.join(spans, _in_span(spans)).groupBy("figure", "window", "key")
+            .agg(F.avg(CPU_COLUMN).alias("cpu")).collect())
+    out: dict[str, dict[int, dict[str, float]]] = {}
+    for row in sorted(rows, key=lambda r: r.key):
         if row.cpu is not None:
-            out.setdefault(row.window, {})[row[how.key]] = row.cpu
+            out.setdefault(row.figure, {}).setdefault(row.window, {})[row.key] = row.cpu
     return out
 
 
@@ -344,13 +362,16 @@ def _member_spans(members, spans, counted: bool
             .agg(F.avg(CPU_COLUMN).alias("cpu"),
                  (F.max("figure") - F.min("figure")).alias("delivered"),
                  (F.max(known_at) - F.min(known_at)).alias("known_s"),
-                 F.sum(unknown.cast("int")).alias("unknown")).collect())
+                 F.sum(unknown.cast("int")).alias("unknown"),
+                 F.collect_set(F.when(unknown, F.col("elapsed_s"))).alias("unknown_at"))
+            .collect())
     by_window: dict[int, list[MemberSpan]] = {}
+    unknown_at: dict[int, set[float]] = {}
     for row in sorted(rows, key=lambda r: r.member):
         by_window.setdefault(row.window, []).append(
             MemberSpan(row.member, row.delivered, row.known_s, row.unknown, row.cpu))
-    seconds = {row.window: row.n for row in serving.groupBy("window").agg(
-        F.countDistinct(F.when(unknown, F.col("elapsed_s"))).alias("n")).collect()}
+        unknown_at.setdefault(row.window, set()).update(row.unknown_at)
+    seconds = {window: len(at) for window, at in unknown_at.items()}
     return by_window, seconds
 
 
@@ -431,20 +452,26 @@ def _costs(spark, runs: list[_Run], members, agents, price_per_core_hour: float,
     spans = spark.createDataFrame([(i, start, end) for i, (start, end) in span.items()],
                                   f"{RUN} int, start double, end double")
     before, until = F.col("elapsed_s") <= F.col("start"), F.col("elapsed_s") <= F.col("end")
-    broker: dict[int, float] = {}
+    used = []  # (run, "broker" or "generator", CPU-seconds, known readings): one query
     if members is not None:
-        broker = {r[RUN]: r.used or 0.0 for r in members.join(F.broadcast(spans), RUN)
-                  .groupBy(RUN).agg(F.count("cpu_percent").alias("readings"),
-                                    F.sum(F.when(~before & until, F.col("cpu_s"))).alias("used"))
-                  .collect() if r.readings}
-    generator: dict[int, float] = {}
+        used.append(members.join(F.broadcast(spans), RUN).groupBy(RUN).agg(
+            F.lit("broker").alias("kind"),
+            F.sum(F.when(~before & until, F.col("cpu_s"))).alias("used"),
+            F.count("cpu_percent").alias("readings")))
     if agents is not None:
-        for r in (agents.join(F.broadcast(spans), RUN).groupBy(RUN, "agent").agg(
-                (F.max(F.when(until, F.col("cpu_seconds"))) - F.coalesce(
-                    F.max(F.when(before, F.col("cpu_seconds"))), F.min("cpu_seconds"))
-                 ).alias("used")).collect()):
-            if r.used is not None:
-                generator[r[RUN]] = generator.get(r[RUN], 0.0) + r.used
+        used.append(agents.join(F.broadcast(spans), RUN).groupBy(RUN, "agent").agg(
+            (F.max(F.when(until, F.col("cpu_seconds"))) - F.coalesce(
+                F.max(F.when(before, F.col("cpu_seconds"))), F.min("cpu_seconds"))
+             ).alias("per_agent"))
+            .groupBy(RUN).agg(F.lit("generator").alias("kind"), F.sum("per_agent").alias("used"),
+                              F.count("per_agent").alias("readings")))
+    broker: dict[int, float] = {}
+    generator: dict[int, float] = {}
+    if used:
+        union = used[0] if len(used) == 1 else used[0].unionByName(used[1])
+        for r in union.collect():
+            if r.readings:
+                (broker if r.kind == "broker" else generator)[r[RUN]] = r.used or 0.0
     return {run.index: _cost(run.analysis, span[run.index], broker.get(run.index),
                              generator.get(run.index), price_per_core_hour, include_drain)
             for run in runs}

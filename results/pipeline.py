@@ -9,6 +9,7 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,8 +144,11 @@ def _reports(work: list[tuple[RunAnalysis, list[dict]]]) -> list[Path | str]:
     if len(work) < PARALLEL_FROM or (os.cpu_count() or 1) < 2:
         return [_report(item) for item in work]
     workers = min(os.cpu_count() or 1, len(work))
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(_report, work, chunksize=max(1, len(work) // (4 * workers))))
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            return list(pool.map(_report, work, chunksize=max(1, len(work) // (4 * workers))))
+    except BrokenProcessPool:  # e.g. a calling script without a __main__ guard
+        return [_report(item) for item in work]
 
 
 def _report(item: tuple[RunAnalysis, list[dict]]) -> Path | str:

@@ -32,6 +32,10 @@ SETTINGS = {  # small shuffles (a run is thousands of rows, not billions), no UI
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.session.timeZone": "UTC",
 }
+#: The JVM surge starts compiles with C1 only and collects with the serial collector: a pass is
+#: seconds of small queries, where C2's warm-up costs more than it wins ($SURGE_SPARK_JAVA_OPTIONS
+#: replaces them).
+JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 LOOPBACK = {"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "localhost"}
 LOOPBACK_SETTINGS = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
 
@@ -73,7 +77,8 @@ def _start(master: str | None, log: Path):
     if on_loopback:
         conf.setAll(list(LOOPBACK_SETTINGS.items()))
     if not _submitted():
-        conf.set("spark.driver.extraJavaOptions", f'-Dlog4j2.configurationFile="{LOG4J_CONFIG}"')
+        conf.set("spark.driver.extraJavaOptions", f'-Dlog4j2.configurationFile="{LOG4J_CONFIG}" '
+                 + os.environ.get("SURGE_SPARK_JAVA_OPTIONS", JAVA_OPTIONS))
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out, _environment(LOOPBACK if on_loopback else {}):
             gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": out})
