@@ -25,6 +25,9 @@ VARIABLES: dict[str, tuple[str, str]] = {
         "Spark master of surge analyze (--spark-master wins)", "local[*]"),
     "SURGE_SPARK_DRIVER_MEMORY": (
         "memory of the Spark driver surge starts", "2g"),
+    "SURGE_SPARK_JAVA_OPTIONS": (
+        "JVM options of the Spark driver surge starts (replace the default)",
+        "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"),
     "SURGE_MQ_USER": (
         "user the MQ driver presents where the channel asks for credentials (MQCSP); read in "
         "the agents' environment (local agents inherit surge's)", "none: no credentials"),

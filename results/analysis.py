@@ -137,7 +137,9 @@ def analyze_runs(spark, run_dirs: list[Path], price_per_core_hour: float,
 
 def _analyze_group(spark, runs: list[_Run], price: float, include_drain: bool) -> None:
     """The job over runs whose tables have the same columns."""
-    frames = {table: _read(spark, runs, table) for table in SCHEMAS}
+    dirs = spark.createDataFrame([(_spark_path(spark, run.analysis.run_dir), run.index)
+                                  for run in runs], f"_dir string, {RUN} int")
+    frames = {table: _read(spark, runs, table, dirs) for table in SCHEMAS}
     for frame in frames.values():
         if frame is not None:
             frame.cache()
@@ -179,9 +181,10 @@ def _analyze_group(spark, runs: list[_Run], price: float, include_drain: bool) -
             frame.unpersist()
 
 
-def _read(spark, runs: list[_Run], table: str):
-    """One table of ``runs`` as one DataFrame with each row's run index in :data:`RUN`
-    (None if no run has a readable file of it)."""
+def _read(spark, runs: list[_Run], table: str, dirs):
+    """One table of ``runs`` as one DataFrame with each row's run index in :data:`RUN`, from
+    ``dirs`` (each run's directory as Spark names it, :func:`_spark_path`, and its index);
+    None if no run has a readable file of the table."""
     from pyspark.sql import functions as F
     paths = [str(path) for run in runs for path in run.files[table]]
     if not paths:
@@ -192,8 +195,6 @@ def _read(spark, runs: list[_Run], table: str):
         frame = spark.read.schema(from_arrow_schema(schemas.pop())).parquet(*paths)
     else:
         frame = spark.read.option("mergeSchema", "true").parquet(*paths)
-    dirs = spark.createDataFrame([(_spark_path(spark, run.analysis.run_dir), run.index)
-                                  for run in runs], f"_dir string, {RUN} int")
     directory = F.regexp_replace(F.col("_metadata.file_path"), "/metrics/[^/]+/[^/]+$", "")
     return (frame.withColumn("_dir", F.regexp_replace(directory, _NO_AUTHORITY, "$1:/"))
             .join(F.broadcast(dirs), "_dir").drop("_dir"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -112,6 +113,8 @@ def _analyze_root(results: lake.Lake, due: dict[Path, str], options: _Options,
             _failed(summary, run_dir, error, say)
     if not readable:
         return
+    plotting = threading.Thread(target=report.load_plotting, daemon=True)
+    plotting.start()  # while the JVM starts
     spark = session(options.spark_master, results.root / SPARK_LOG)
     campaign = results.root.name if (results.root / CAMPAIGN_FILE).exists() else None
     rows: dict[str, list[dict[str, Any]]] = {table: [] for table in lake.TABLES}

@@ -6,6 +6,7 @@ import csv
 import json
 import math
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from results.analysis import RunAnalysis
@@ -180,10 +181,17 @@ def _markdown(analysis: RunAnalysis, derived: dict[str, Any], plots: list[str]) 
     return "\n".join(lines) + "\n"
 
 
-def _plots(out: Path, ticks: list[dict], members: list[dict], events: list[dict]) -> list[str]:
+def load_plotting() -> ModuleType:
+    """matplotlib's pyplot on the file-only Agg backend (about a second to import: a caller
+    may do it ahead, in a thread of its own, while it waits for something else)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    return plt
+
+
+def _plots(out: Path, ticks: list[dict], members: list[dict], events: list[dict]) -> list[str]:
+    plt = load_plotting()
     if not ticks:
         return []
     t0 = next((e["t"] for e in events if e["kind"] == "step"),

@@ -313,6 +313,7 @@ class CampaignRunner:
             self.view.say(f"{cell.id}: the unfinished attempt is kept as {kept.name}")
         scenario, topology = self.campaign.specs[cell.id]
         error: Exception | None = None
+        controller = None
         try:
             controller = Controller(scenario, topology, self.root, live=False,
                                     keep_topology=True, run_id=cell.id,
@@ -330,7 +331,9 @@ class CampaignRunner:
                 record.reason = f"{type(error).__name__}: {error}"
                 self.view.say(f"{cell.id} failed:\n" + "".join(traceback.format_exception(
                     type(error), error, error.__traceback__)[-3:]), "red")
-            if record.status == "interrupted":
+            # a Ctrl-C as the cell finished (after its run.json said completed) still counts
+            if record.status == "interrupted" or (
+                    controller is not None and controller.stop_requested.is_set()):
                 self.stop.set()
             self._save()
 

@@ -32,7 +32,7 @@ def test_a_ramp_starts_a_member_per_shortfall_and_each_step_recovers(state_root,
         # What one member carries here and now: a short saturated run without scaling.
         probe = ScenarioSpec.model_validate({
             "name": "it-scale-probe", "topology": "unused.yaml", "agents": 2, "workload": workload,
-            "plan": [{"rate_per_sender": 300, "hold": "20s"}],
+            "plan": [{"rate_per_sender": 300, "hold": "25s"}],
             "measure": {"settle": "8s", "drain": "60s"}})
         one = Controller(probe, topology, tmp_path, live=False, keep_topology=True).run()
         capacity = one.steps[0].achieved_rate
@@ -42,7 +42,7 @@ def test_a_ramp_starts_a_member_per_shortfall_and_each_step_recovers(state_root,
         rates = [1.5 * capacity, 3 * capacity]
         scenario = ScenarioSpec.model_validate({
             "name": "it-scale", "topology": "unused.yaml", "agents": 2, "workload": workload,
-            "plan": [{"rate_per_sender": round(r / 20, 1), "hold": "36s"} for r in rates],
+            "plan": [{"rate_per_sender": round(r / 20, 1), "hold": "45s"} for r in rates],
             "measure": {"settle": "3s", "drain": "60s"},
             "scaling": {"pool": 3, "scale_out": {"when_any": [{"shortfall": "3%", "for": "4s"}],
                                                  "cooldown": "8s"}}})

@@ -3,6 +3,7 @@ resume decision, and the runner's order of topology and cell work (with fakes)."
 
 import io
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -343,11 +344,15 @@ class Fakes:
                 self.run_dir = runs_dir / run_id
                 self.run_id = run_id
                 self.state = ViewState()
+                self.stop_requested = threading.Event()
 
             def run(self):
                 fakes.log.append(f"run {self.run_id[:3]}")
                 outcome = fakes.outcomes.get(self.run_id[:3], "completed")
                 self.run_dir.mkdir(parents=True)
+                if outcome == "ctrl-c at the end":  # the run finished as Ctrl-C came
+                    outcome = "completed"
+                    self.stop_requested.set()
                 written = "aborted" if outcome == "ctrl-c" else \
                     "failed" if outcome == "raise" else outcome
                 (self.run_dir / "run.json").write_text(run_json([step("1", 100, 100)],
@@ -418,6 +423,14 @@ def test_ctrl_c_stops_the_campaign_and_resuming_runs_the_rest(fakes, spec_dir, t
     root = tmp_path / "out" / "smoke"
     assert (root / f"{result.records[1].cell.id}.attempt-1" / "run.json").exists()
     assert (root / result.records[0].cell.id / "run.json").read_text() == first
+
+
+def test_a_ctrl_c_as_a_cell_finishes_stops_the_campaign(fakes, spec_dir, tmp_path):
+    fakes.outcomes["001"] = "ctrl-c at the end"
+    result, state = run(spec_dir, tmp_path)
+    assert result.stopped == "interrupted" and statuses(state)[0] == "done"
+    assert [line for line in fakes.log if line.startswith("run")] == ["run 001"]
+    assert fakes.up == set()  # torn down all the same
 
 
 def test_a_second_ctrl_c_still_tears_down(fakes, spec_dir, tmp_path):
