@@ -265,15 +265,13 @@ def window_rows(spark, frames: dict[str, Any], windows_of: list[tuple[int, Windo
     delivery: tuple[dict[int, list[MemberSpan]], dict[int, int]] = ({}, {})
     if members is not None and any(isinstance(how, Delivery) for how in FIGURES.values()):
         delivery = _member_spans(members, spans, counted)
-    merged = [{name: dict(sorted(buckets.items()))
-               for name, buckets in histograms.get(i, {}).items()}
-              for i in range(len(windows_of))]
     return [finish(window, Partial(
         ticks=reduced[i], histograms=histograms.get(i, {}),
         keyed={name: means.get(i, {}) for name, means in keyed.items()},
         members=delivery[0].get(i, []), unknown_seconds=delivery[1].get(i, 0), counted=counted))
         if i in reduced else None  # its parts were unreadable
-        for i, (_, window) in enumerate(windows_of)], merged
+        for i, (_, window) in enumerate(windows_of)], \
+        [histograms.get(i, {}) for i in range(len(windows_of))]
 
 
 def _tick_expression(how: Figure, columns: list[str]):

@@ -70,7 +70,7 @@ def analyze(dirs: list[Path], price_per_core_hour: float = DEFAULT_PRICE_PER_COR
             summary.skipped += [d for d in members if d not in due]
             if due:
                 require_analysis()  # what to install, before a run is tried
-                _analyze_root(results, _compacted(due), _Options(
+                _analyze_root(results, _readable(due, summary, say), _Options(
                     price_per_core_hour, spark_master, include_drain), summary, say)
     summary.seconds = time.monotonic() - started
     return summary
@@ -83,17 +83,20 @@ class _Options:
     include_drain: bool
 
 
-def _compacted(due: dict[Path, str]) -> dict[Path, str]:
-    """``due`` with each finished run's parts compacted (see
-    :func:`results.rundir.tables.compact`) and its fingerprint taken again; a run without an
-    outcome may still be recording, and is left as it is."""
+def _readable(due: dict[Path, str], summary: Summary, say: Callable[[str], None]
+              ) -> dict[Path, str]:
+    """The runs of ``due`` whose ``run.json`` reads (the others are named before Spark
+    starts), each finished one's parts compacted (see :func:`results.rundir.tables.compact`)
+    and its fingerprint taken again; a run without an outcome may still be recording, and is
+    left as it is."""
     out = {}
     for run_dir, digest in due.items():
         try:
-            finished = read_manifest(run_dir).outcome not in (None, "running")
-        except SurgeError:
-            finished = False  # named when the job reads it
-        if finished:
+            outcome = read_manifest(run_dir).outcome
+        except SurgeError as error:
+            _failed(summary, run_dir, error, say)
+            continue
+        if outcome not in (None, "running"):
             compact(run_dir)
             digest = fingerprint(run_dir)
         out[run_dir] = digest
@@ -102,16 +105,10 @@ def _compacted(due: dict[Path, str]) -> dict[Path, str]:
 
 def _analyze_root(results: lake.Lake, due: dict[Path, str], options: _Options,
                   summary: Summary, say: Callable[[str], None]) -> None:
-    """One job over the due runs of one root, their reports, and one lake commit."""
+    """One job over the due, readable runs of one root, their reports, and one lake
+    commit."""
     from results.spark import session
-    readable = []
-    for run_dir in due:
-        try:
-            read_manifest(run_dir)  # a damaged run.json is named before Spark starts
-            readable.append(run_dir)
-        except SurgeError as error:
-            _failed(summary, run_dir, error, say)
-    if not readable:
+    if not due:
         return
     plotting = threading.Thread(target=report.load_plotting, daemon=True)
     plotting.start()  # while the JVM starts
@@ -119,7 +116,7 @@ def _analyze_root(results: lake.Lake, due: dict[Path, str], options: _Options,
     campaign = results.root.name if (results.root / CAMPAIGN_FILE).exists() else None
     rows: dict[str, list[dict[str, Any]]] = {table: [] for table in lake.TABLES}
     done: dict[str, str] = {}
-    analyses = _job(spark, readable, options, summary, say)
+    analyses = _job(spark, list(due), options, summary, say)
     events = {a.run_dir: timeline.read_events(a.run_dir) for a in analyses}
     written = _reports([(a, events[a.run_dir]) for a in analyses])
     for analysis, out in zip(analyses, written, strict=True):
