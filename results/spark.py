@@ -11,15 +11,25 @@ driver's RPC and block manager bind to 127.0.0.1 (``spark.driver.bindAddress`` a
 ``spark.driver.host``, in a ``spark-submit`` driver too), and the JVM surge starts gets
 ``SPARK_LOCAL_IP`` and ``SPARK_LOCAL_HOSTNAME`` on loopback, so it has no hostname to warn about.
 Py4J's gateway listens on loopback by itself.
+
+The JVM surge starts maps a class-data archive of the classes an analysis loads (AppCDS), which
+takes a third off a fresh ``surge analyze``. The first JVM without one writes it as it exits
+(:func:`class_archive`); it is kept per Spark and Java installation.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import hashlib
 import ipaddress
 import os
+import shutil
+import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_MASTER = "local[*]"
@@ -77,12 +87,17 @@ def _start(master: str | None, log: Path):
     if on_loopback:
         conf.setAll(list(LOOPBACK_SETTINGS.items()))
     if not _submitted():
-        conf.set("spark.driver.extraJavaOptions", f'-Dlog4j2.configurationFile="{LOG4J_CONFIG}" '
-                 + os.environ.get("SURGE_SPARK_JAVA_OPTIONS", JAVA_OPTIONS))
+        log.parent.mkdir(parents=True, exist_ok=True)
+        archive = class_archive()
+        options = f'-Dlog4j2.configurationFile="{LOG4J_CONFIG}" ' + os.environ.get(
+            "SURGE_SPARK_JAVA_OPTIONS", JAVA_OPTIONS)
+        conf.set("spark.driver.extraJavaOptions", f"{options} {archive.option}".strip())
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out, _environment(LOOPBACK if on_loopback else {}):
             gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": out})
         SparkContext(conf=conf, gateway=gateway)
+        if archive.writing:
+            atexit.register(archive.install, gateway.proc)
     return SparkSession.builder.config(conf=conf).getOrCreate()
 
 
@@ -127,3 +142,75 @@ def _environment(variables: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+#: How long an exiting Python waits for its JVM to write the class-data archive.
+ARCHIVE_WAIT_S = 120.0
+#: An unfinished archive this old was left by a process that did not exit normally.
+STALE_ARCHIVE_S = 3600.0
+
+
+@dataclass(frozen=True)
+class ClassArchive:
+    """The class-data archive of this Spark and Java installation: ``path`` to map when it
+    exists, else ``partial`` for this JVM to write as it exits, installed as ``path`` by
+    :meth:`install` once the JVM has ended."""
+
+    path: Path | None
+    partial: Path | None = None
+
+    @property
+    def writing(self) -> bool:
+        return self.partial is not None
+
+    @property
+    def option(self) -> str:
+        """The JVM option that maps or writes the archive ("" for none)."""
+        if self.partial is not None:
+            return f'-XX:ArchiveClassesAtExit="{self.partial}"'
+        return f'-XX:SharedArchiveFile="{self.path}"' if self.path else ""
+
+    def install(self, jvm: subprocess.Popen) -> None:
+        """Stop the session, let ``jvm`` exit and write the archive, then put it in place of
+        any other installation's (an unfinished or failed one is removed)."""
+        with contextlib.suppress(Exception):
+            _started.pop("session").stop()
+        try:
+            jvm.stdin.close()  # the gateway exits, and dumps, when its input closes
+            jvm.wait(timeout=ARCHIVE_WAIT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        if jvm.returncode == 0 and self.partial.exists() and self.partial.stat().st_size:
+            os.replace(self.partial, self.path)
+            for other in self.path.parent.glob("spark-*.jsa"):
+                if other != self.path:
+                    other.unlink(missing_ok=True)
+        else:
+            self.partial.unlink(missing_ok=True)
+
+
+def class_archive() -> ClassArchive:
+    """Where this installation's archive is, under ``$SURGE_SPARK_CLASS_CACHE`` (default
+    ``~/.cache/surge``; ``off`` for none): mapped when it exists, else written by this JVM to a
+    file of its own (unfinished ones an hour old are removed)."""
+    setting = os.environ.get("SURGE_SPARK_CLASS_CACHE", "")
+    if setting == "off":
+        return ClassArchive(None)
+    directory = Path(setting) if setting else Path(os.environ.get(
+        "XDG_CACHE_HOME", Path.home() / ".cache")) / "surge"
+    java = shutil.which("java", path=str(Path(os.environ["JAVA_HOME"]) / "bin")) \
+        if os.environ.get("JAVA_HOME") else shutil.which("java")
+    import pyspark
+    key = hashlib.sha256("\0".join([pyspark.__version__, os.path.dirname(pyspark.__file__),
+                                     os.path.realpath(java or "java")]).encode()).hexdigest()
+    path = directory / f"spark-{key[:16]}.jsa"
+    if path.exists():
+        return ClassArchive(path)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for old in directory.glob("spark-*.partial"):
+            if time.time() - old.stat().st_mtime > STALE_ARCHIVE_S:
+                old.unlink(missing_ok=True)
+    except OSError:
+        return ClassArchive(None)  # no writable cache: the JVM starts as it would without
+    return ClassArchive(path, directory / f"spark-{key[:16]}.{os.getpid()}.partial")
