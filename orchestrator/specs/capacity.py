@@ -1,0 +1,81 @@
+"""The service level a workload must hold (``slo``) and how ``surge capacity`` searches for the
+highest rate that holds it (``capacity``): sections of a scenario."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from orchestrator.specs.base import Fraction, Loc, Seconds, Spec
+
+#: Hours in the month document 001 prices a cluster over.
+HOURS_PER_MONTH = 730.0
+
+
+class SloSpec(Spec):
+    """What a rate must hold to count as carried: over a probe's steady seconds, the p99
+    latency (from the intended send time where senders are paced), the deepest queue backlog,
+    and the messages lost or failed."""
+
+    p99: Seconds = Field(0.05, gt=0, description="highest p99 latency (50ms)")
+    backlog: int = Field(1000, ge=0, description="most messages queued at any second")
+    loss: int = Field(0, ge=0, description="most messages lost or failed to send")
+    shortfall: Fraction = Field(0.05, ge=0, lt=1, description="most the end-to-end rate may "
+                                                              "fall short of the target (5%)")
+
+
+class PriceSpec(Spec):
+    """What the provisioned cluster costs: per core-hour of the members' CPU quota, or per
+    member-hour (an instance's price, which wins when given)."""
+
+    per_core_hour: float = Field(0.0425, gt=0, description="currency per core-hour (c5 on "
+                                                           "demand, about 0.0425 USD)")
+    per_member_hour: float | None = Field(None, gt=0, description="currency per member-hour "
+                                                                  "(an instance price)")
+    cores_per_member: float | None = Field(None, gt=0, description="cores a member is priced "
+                                                                   "at; default the topology's "
+                                                                   "cpu_per_member")
+
+    def monthly(self, members: int, cores_per_member: float | None) -> float | None:
+        """The cluster's price per month (None: a core price with no core count)."""
+        if self.per_member_hour is not None:
+            return members * self.per_member_hour * HOURS_PER_MONTH
+        cores = self.cores_per_member or cores_per_member
+        return None if cores is None else members * cores * self.per_core_hour * HOURS_PER_MONTH
+
+
+class CapacitySpec(Spec):
+    """The search: for each member count, the first probe's rate, how fast it brackets, how
+    close it bisects, how long each probe holds (long enough for the backlog the SLO allows to
+    build up at ``precision`` over capacity, within ``hold_min`` and ``hold_max``), and how
+    long queues may take to drain between probes."""
+
+    members: list[int] = Field(default_factory=list, description="member counts to search; "
+                                                                 "default 1 .. the topology's "
+                                                                 "members")
+    repeat: int = Field(1, ge=1, le=10, description="searches per member count (the fit's error "
+                                                    "comes from repeats)")
+    start_rate: float = Field(1000.0, gt=0, description="total msg/s of the first probe")
+    growth: float = Field(2.0, gt=1, le=10, description="rate factor while the SLO holds")
+    precision: Fraction = Field(0.04, gt=0, lt=0.5, description="bisection stops when the "
+                                                                "bracket is this narrow")
+    max_probes: int = Field(16, ge=3, le=64)
+    hold_min: Seconds = Field(10.0, gt=0, description="shortest steady hold of a probe")
+    hold_max: Seconds = Field(60.0, gt=0, description="longest steady hold of a probe")
+    confirm: Seconds = Field(0.0, ge=0, description="steady hold of the confirmation; default "
+                                                    "twice the probe's")
+    drain: Seconds = Field(30.0, gt=0, description="longest wait for queues to empty between "
+                                                   "probes")
+    target: float | None = Field(None, gt=0, description="a total msg/s to carry: the answer "
+                                                         "names the members it needs")
+    price: PriceSpec = Field(default_factory=PriceSpec)
+
+    def cross_problems(self) -> list[tuple[Loc, str]]:
+        """Counts are positive and distinct; the holds are in order."""
+        found: list[tuple[Loc, str]] = []
+        if any(m < 1 for m in self.members) or len(set(self.members)) != len(self.members):
+            found.append((("members",), f"member counts must be distinct and at least 1 (got "
+                                        f"{self.members})"))
+        if self.hold_min > self.hold_max:
+            found.append((("hold_min",), f"hold_min ({self.hold_min:g} s) is longer than "
+                                         f"hold_max ({self.hold_max:g} s)"))
+        return found
