@@ -160,6 +160,10 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
     from results.rundir.steps import as_text
     say = _say(json_output)
     spec, topology = load_scenario(scenario, overrides or [])
+    if not spec.plan:
+        from orchestrator.errors import Problem, SpecError
+        raise SpecError(str(scenario), [Problem("plan", "no steps to run: this scenario is for "
+                                                        "surge capacity")])
     check_metrics_port(metrics_port)
     controller = Controller(spec, topology, runs_dir, live=live, keep_topology=keep,
                             metrics_port=metrics_port)
@@ -200,6 +204,86 @@ def run_document(result, scenario: str, rate_unit: str, summary=None) -> dict:
             "accounting": {**asdict(accounting), "explain": accounting.explain()}
             if accounting else None,
             "analysis": summary.as_dict() if summary else None}
+
+
+def _counts(text: str | None) -> list[int] | None:
+    """``1,2,4`` as member counts (None when not given)."""
+    if text is None:
+        return None
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise typer.BadParameter(f"expected member counts like 1,2,4 (got {text!r})")
+    return counts
+
+
+@app.command()
+@_surge_errors
+def capacity(scenario: Annotated[Path, typer.Argument(help="Scenario YAML with an slo and a "
+                                                           "capacity section, e.g. "
+                                                           "scenarios/capacity-local.yaml")],
+             overrides: SetOption = None,
+             members: Annotated[str | None, typer.Option(
+                 help="Member counts to search, e.g. 1,2,4 [default: capacity.members, else 1 "
+                      "to the topology's members]", show_default=False)] = None,
+             repeat: Annotated[int | None, typer.Option(
+                 min=1, max=10, help="Searches per member count (the fit's interval needs 2 "
+                                     "or more) [default: capacity.repeat]",
+                 show_default=False)] = None,
+             project: Annotated[str | None, typer.Option(
+                 help="Member counts to project the rate at, e.g. 12 [default: twice the "
+                      "largest count searched]", show_default=False)] = None,
+             target: Annotated[float | None, typer.Option(
+                 help="A total msg/s to carry: the answer names the members it needs and the "
+                      "cheapest measured size [default: capacity.target]",
+                 show_default=False)] = None,
+             runs_dir: Annotated[Path, typer.Option(help="Where the capacity directory goes")]
+             = Path("runs"),
+             live: Annotated[bool, typer.Option(help="Live terminal view (on stderr)")] = True,
+             analyze: Annotated[bool, typer.Option(
+                 help="Analyse the searches' runs with Spark at the end (the results lake; "
+                      "needs the analysis extra)")] = True,
+             json_output: JsonOption = False,
+             ) -> None:
+    """Find the highest total rate the topology holds within the scenario's SLO, per member
+    count, and project it with the Universal Scalability Law.
+
+    Each search is a run of its own (in one capacity directory): probes double the rate while
+    the SLO holds, then bisect to within capacity.precision (4 %), each held long enough for
+    the allowed backlog to build up 4 % over capacity, with a pause for the queues to drain
+    between probes; the rate found is confirmed by a hold of its own. The answer (table, fit,
+    projections, cost per 1,000 msg/s per month of the provisioned cluster) is printed and
+    written as capacity.md, capacity.json and capacity.png. Ctrl-C stops the search in hand and
+    the rest.
+    """
+    from orchestrator.capacity.runner import search_all
+    from orchestrator.specs.capacity import CapacitySpec
+    from orchestrator.specs.loader import load_scenario
+    from results.capacity import as_markdown
+    say = _say(json_output)
+    spec, topology = load_scenario(scenario, overrides or [])
+    section = spec.capacity or CapacitySpec()
+    changes = {k: v for k, v in (("members", _counts(members)), ("repeat", repeat)) if v}
+    spec = spec.model_copy(update={"capacity": section.model_copy(update=changes)})
+    result = search_all(spec, topology, str(scenario), runs_dir, say, live=live,
+                        project=_counts(project), target=target)
+    say(f"\ncapacity: {result.directory}")
+    say(as_markdown(result.document, spec.slo.model_dump(mode="json")))
+    if analyze and result.searches:
+        from results.installed import analysis_missing
+        from results.pipeline import analyze as analyze_runs
+        if why := analysis_missing():
+            typer.secho(f"analysis skipped: {why}", fg=typer.colors.YELLOW, err=json_output)
+        else:
+            say("analysing with Spark (--no-analyze skips this) ...")
+            analyze_runs([Path(s.run_dir) for s in result.searches], say=say)
+    if json_output:
+        _print_json({"directory": str(result.directory), **result.document,
+                     "complete": result.complete})
+    if not result.complete:
+        raise typer.Exit(1)
 
 
 @app.command("plan")

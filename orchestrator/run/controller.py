@@ -30,7 +30,7 @@ from orchestrator.agents.client import AgentClient
 from orchestrator.agents.launcher import Fleet, Launcher, launcher_for
 from orchestrator.agents.placement import place
 from orchestrator.clock import SYSTEM_CLOCK, Clock
-from orchestrator.errors import AgentError, SurgeError
+from orchestrator.errors import AgentError, Problem, SpecError, SurgeError
 from orchestrator.run import rows
 from orchestrator.run.accounting import account
 from orchestrator.run.collector import Collector, Failed
@@ -46,6 +46,7 @@ from orchestrator.run.faults import FaultInjector
 from orchestrator.run.hostinfo import host_cpu, host_facts, versions
 from orchestrator.run.liveview import LiveView, ViewState
 from orchestrator.run.sampling import AgentReading, Tick, TickMath, Timeliness
+from orchestrator.run.schedule import FixedSchedule, History, Schedule
 from orchestrator.scaling.policy import Observation
 from orchestrator.scaling.scaler import Scaler
 from orchestrator.specs import plan as plans
@@ -71,7 +72,7 @@ EXTRA_LIFETIME_S = 3600.0  # agents outlive the plan by this much before they gi
 SHOWN_EVENTS = frozenset((
     "provision", "members_up", "agents_up", "step", "accounting", "teardown", "scale_decision",
     "scale_failed", "member_started", "rebalanced", "member_draining", "member_stopped",
-    "error", "clocks", "queues_unchecked"))
+    "error", "clocks", "queues_unchecked", "probe", "capacity"))
 
 
 @dataclass
@@ -99,7 +100,8 @@ class Controller:
                  host_cpu: Callable[[], CpuReading] = host_cpu,
                  probes: ProbeFactory = depth_probe, preflights: ProbeFactory = preflight,
                  background: bool = True, sd_dir: Path | None = None,
-                 process_cpu: Callable[[], float] = time.process_time):
+                 process_cpu: Callable[[], float] = time.process_time,
+                 schedule: Schedule | None = None):
         self.scenario, self.topology = scenario, topology
         self.run_id = run_id or new_run_id(scenario.name)
         self.run_dir = runs_dir / self.run_id
@@ -113,18 +115,24 @@ class Controller:
         self.provisioner = provisioner or provisioner_for(topology, record=self._remote_command)
         self.launcher = launcher or launcher_for(scenario, topology, self.run_id, self.token,
                                                  self.run_dir, self._remote_command)
-        self.phases = plans.expand(scenario.plan)
+        if schedule is None and not scenario.plan:
+            raise SpecError(scenario.name, [Problem(
+                "plan", "no steps to run: a scenario without a plan is for surge capacity")])
+        self.schedule = schedule or FixedSchedule(plans.expand(scenario.plan))
+        self.schedule.attach(self._event)
         self.delays = plans.delay_phases(scenario.consumer_profile)
         self.applied: dict[str, Any] = {}
         self.fleet = Fleet([], [], [])
         self.stop_requested = threading.Event()
         self.state = ViewState(scenario=scenario.name, run_id=self.run_id,
-                               steps=len(self.phases), planned_s=plans.duration(self.phases))
-        self.ticks: list[dict] = []
-        self.member_rows: list[dict] = []
-        self.host_rows: list[dict] = []
+                               steps=len(self.schedule.phases),
+                               planned_s=self.schedule.planned_s)
+        self.history = History()
+        self.ticks = self.history.ticks
+        self.member_rows = self.history.member_rows
+        self.host_rows = self.history.host_rows
         self.manifest = RunManifest.begin(
-            self.run_id, _utc(clock.time()), scenario, topology, self.phases, versions(),
+            self.run_id, _utc(clock.time()), scenario, topology, self.schedule.phases, versions(),
             HostFacts(**host_facts()))
         self.math = TickMath()
         self.lateness = Timeliness()
@@ -141,8 +149,8 @@ class Controller:
             pool=min(scaling.pool or topology.members, topology.members),
             minimum=topology.start, event=self._event, ready=self.depth.ready_in, clock=clock,
             background=background) if scaling else None
-        self.faults = FaultInjector(scenario.faults, self.phases, self.provisioner, self._event,
-                                    self.stop_requested, clock)
+        self.faults = FaultInjector(scenario.faults, self.schedule.phases, self.provisioner,
+                                    self._event, self.stop_requested, clock)
 
     @property
     def agents(self) -> list[AgentClient]:
@@ -176,7 +184,7 @@ class Controller:
                 self._tick_through_plan(metrics)
                 accounting = self._finish(metrics)
                 outcome = "interrupted" if self.stop_requested.is_set() else "completed"
-                phases = [asdict(p) for p in self.phases]
+                phases = [asdict(p) for p in self.schedule.phases]
                 steps = step_rows(phases, self.ticks, self.member_rows,
                                   self.scenario.measure.settle, self.host_rows)
                 drain = drain_row(phases, self.ticks, self.member_rows, self.host_rows)
@@ -215,7 +223,7 @@ class Controller:
                             for a in self.agents])
         if self.fleet.clocks is not None:
             self._record_clocks(self.fleet.clocks)
-        first = self.phases[0]
+        first = self.schedule.phase_at(0.0, self.history)
         placement = place(self.scenario, self.topology.broker,
                           self.provisioner.client_settings(), members, len(self.agents),
                           [position[id(a)] for a in self.fleet.senders],
@@ -227,8 +235,7 @@ class Controller:
         self._all(lambda agent: agent.configure(placement.configs[position[id(agent)]]))
         self.state.step = 1
         self._apply(0.0, first)
-        self._event("step", step=1, rate_per_sender=first.rate_per_sender,
-                    senders=self._active(first), target_rate=self._target(first, 0.0))
+        self._step_event(first, 0.0)
 
     def _announce(self, metrics: ControllerMetrics) -> None:
         """List the controller's and agents' /metrics for Prometheus (file_sd) while the run
@@ -290,23 +297,23 @@ class Controller:
         self.sampler = self._sampler()
         self.sampler.start()
         self._fold(self.sampler.collect(self.t0 + TICK_DEADLINE_S))  # first readings: no rates
-        current = self.phases[0]
+        current = self.schedule.phase_at(0.0, self.history)
         planned = self.t0
         while not self.stop_requested.is_set():
             planned = self._next_tick(planned)
             started = self.clock.monotonic()
             self.sampler.start()
             elapsed = started - self.t0
-            phase = plans.phase_at(self.phases, elapsed)
+            phase = self.schedule.phase_at(elapsed, self.history)
             if phase is None:
                 break
             self.faults.tick(elapsed)
             self._apply(elapsed, phase)
             if phase.index != current.index:
                 current = phase
-                self._event("step", step=phase.index, rate_per_sender=phase.rate_per_sender,
-                            senders=self._active(phase), target_rate=self._target(phase, elapsed))
-            self._record(planned, started, current, metrics, "running")
+                self._step_event(phase, elapsed)
+            self._record(planned, started, current, metrics,
+                         "paused" if current.index == 0 else "running")
             if self._exit_reached(elapsed):
                 break
 
@@ -390,9 +397,18 @@ class Controller:
                         {name: s for name, s in stats.items() if s is not None})
         return [m.with_stats(stats.get(m.name)) for m in members] if own else members
 
+    def _step_event(self, phase: plans.Phase, elapsed: float) -> None:
+        """The ``step`` event of a phase that starts (or ``pause`` for one without load)."""
+        if phase.index == 0:
+            self._event("pause", elapsed_s=round(elapsed, 3))
+            return
+        self.state.steps = max(self.state.steps, len(self.schedule.phases))
+        self._event("step", step=phase.index, rate_per_sender=phase.rate_per_sender,
+                    senders=self._active(phase), target_rate=self._target(phase, elapsed))
+
     def _active(self, phase: plans.Phase) -> int:
         """Senders publishing in ``phase``."""
-        return phase.senders or self.scenario.workload.senders
+        return self.scenario.workload.senders if phase.senders is None else phase.senders
 
     def _target(self, phase: plans.Phase, elapsed: float) -> float:
         """The total rate the plan (times any publish spike) asks for at ``elapsed``."""
@@ -421,7 +437,7 @@ class Controller:
                 last["senders_done"] >= self.scenario.workload.senders:
             self._event("exit", reason="every sender sent its messages", elapsed_s=elapsed)
             return True
-        final = self.phases[-1]
+        final = self.schedule.phases[-1]
         if exit_.queue_empty and last["queue_depth"] == 0 and \
                 elapsed > final.start_s + self.scenario.measure.settle:
             self._event("exit", reason="queues empty", elapsed_s=elapsed)
@@ -451,6 +467,7 @@ class Controller:
             self.host_rows.append(host_row)
             self.writer.row("hosts", host_row)
         for agent_row in rows.agent_rows(stamped, self.math.agents, started, tick):
+            self.history.agent_rows.append(agent_row)
             self.writer.row("agents", agent_row)
         self._show(row, tick, label)
         metrics.update(self.scenario.name, self.state)
@@ -576,6 +593,7 @@ class Controller:
         if self.lateness.lateness_s:
             changes["sampling"] = Sampling.model_validate(
                 {**self.lateness.summary(), "deadline_s": TICK_DEADLINE_S})
+        changes.update(phases=self.schedule.phases, **self.schedule.manifest_fields())
         self.manifest = self.manifest.replace(**changes)
         self.writer.write_manifest(self.manifest)
 

@@ -14,8 +14,9 @@ from orchestrator.specs.loader import load_scenario, load_topology, read_documen
 def load_any(path: str | Path, overrides: list[str] | None = None) -> BaseModel:
     """Validate a file as whichever spec it is, for ``surge validate``: a campaign has
     ``cells`` (and every scenario and matrix combination it names is validated too), a
-    scenario has ``plan``, anything else is a topology. ``overrides`` apply as in ``surge run``
-    (a scenario) or ``surge up`` (a topology); a campaign sets its values in its cells."""
+    scenario has ``plan`` or ``workload``, anything else is a topology. ``overrides`` apply as
+    in ``surge run`` (a scenario) or ``surge up`` (a topology); a campaign sets its values in
+    its cells."""
     path = Path(path)
     document, _ = read_document(path)
     if "cells" in document:
@@ -23,6 +24,6 @@ def load_any(path: str | Path, overrides: list[str] | None = None) -> BaseModel:
             raise SpecError(str(path), [Problem("", "--set does not apply to a campaign; give "
                                                     "overrides in its cells (set, matrix)")])
         return load_campaign(path).spec
-    if "plan" in document:
+    if "plan" in document or "workload" in document:
         return load_scenario(path, overrides)[0]
     return load_topology(path, overrides)

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.specs.base import Bytes, FilePath, Fraction, Loc, SafeName, Seconds, Spec
+from orchestrator.specs.capacity import CapacitySpec, SloSpec
 from orchestrator.specs.existing import ExistingSpec
 from orchestrator.specs.hosts import HostSpec, RabbitKubernetesSpec
 from orchestrator.specs.mq import MqSpec
@@ -484,7 +485,9 @@ class ScenarioSpec(Spec):
     description: str = ""
     topology: FilePath
     workload: WorkloadSpec
-    plan: list[Step] = Field(min_length=1)
+    plan: list[Step] = Field(default_factory=list, description="the steps of surge run (a "
+                                                           "scenario only for surge capacity "
+                                                           "may leave it out)")
     consumer_profile: list[Delay] = Field(
         default_factory=list, description="receivers' processing time per message over time, "
                                           "applied live; after its last step the last delay "
@@ -496,11 +499,19 @@ class ScenarioSpec(Spec):
     agents_on: AgentPlacementSpec = Field(default_factory=AgentPlacementSpec)
     measure: MeasureSpec = Field(default_factory=MeasureSpec)
     scaling: ScalingSpec | None = None
+    slo: SloSpec = Field(default_factory=SloSpec, description="what a rate must hold to count "
+                                                               "as carried (surge capacity)")
+    capacity: CapacitySpec | None = Field(None, description="surge capacity's search")
 
     def cross_problems(self) -> list[tuple[Loc, str]]:
         """The plan fits the workload and :data:`MAX_PHASES` (counted, not expanded), faults
         fit the plan, a slowed consumer acknowledges by hand."""
         found: list[tuple[Loc, str]] = []
+        if not self.plan:
+            if self.capacity is None:
+                found.append((("plan",), "a plan needs at least one step (a scenario only for "
+                                         "surge capacity gives a capacity section instead)"))
+            return found
         first = self.plan[0].rate_per_sender
         if first[0] in "+-":
             found.append((("plan", 0, "rate_per_sender"),

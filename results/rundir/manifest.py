@@ -201,6 +201,33 @@ RecordedScenario = Annotated[dict[str, Any], AfterValidator(_recorded_scenario)]
 """A :class:`~orchestrator.specs.scenario.ScenarioSpec` as JSON, verbatim."""
 
 
+class ProbeRecord(Record):
+    """One probe of a capacity search: its step, the total rate it held, whether the SLO held
+    (and why not), and the rate, p99 (the one the SLO is held to) and deepest backlog it
+    measured."""
+
+    step: int
+    rate: float
+    confirm: bool = False
+    held: bool
+    achieved: float | None = None
+    p99_ms: float | None = None
+    max_backlog: int | None = None
+    reasons: list[str] = []
+
+
+class CapacityRecord(Record):
+    """A capacity search (``surge capacity``): the member count, the SLO its probes were held
+    to, every probe, and the highest rate that held (``None``: none did) with why it ended."""
+
+    members: int
+    slo: dict[str, Any]
+    probes: list[ProbeRecord] = []
+    rate: float | None = None
+    converged: bool = False
+    why: str = ""
+
+
 class RunManifest(Record):
     """Everything ``run.json`` holds. Build it with :meth:`begin`, change it with
     :meth:`replace`, save it with :meth:`write`; read it with :func:`read_manifest`."""
@@ -224,6 +251,7 @@ class RunManifest(Record):
     sampling: Sampling | None = None
     prometheus: Prometheus | None = None
     unmeasured: dict[str, str] = {}  # figure -> why this placement cannot know it
+    capacity: CapacityRecord | None = None  # surge capacity's runs only
 
     @classmethod
     def begin(cls, run_id: str, started_at: datetime, scenario: ScenarioSpec,

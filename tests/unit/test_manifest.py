@@ -33,7 +33,7 @@ def test_what_the_controller_writes_reads_back_typed(tmp_path):
     manifest = read_manifest(result.run_dir)
     assert manifest.format_version == FORMAT_VERSION and manifest.outcome == "completed"
     assert manifest.scenario_name == "loop" and manifest.settle_s == 1.0
-    assert manifest.phases == controller.phases
+    assert manifest.phases == controller.schedule.phases
     assert manifest.steps == result.steps and manifest.drain == result.drain
     assert manifest.accounting.sent == result.accounting.sent
     assert manifest.accounting.verdict() == "balanced"

@@ -1,0 +1,132 @@
+"""``surge capacity``: one search per member count (and repeat), each a run of its own under one
+capacity directory, then the answer (:mod:`results.capacity`) written beside them."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.capacity.plan import SearchSchedule
+from orchestrator.capacity.search import SearchSettings
+from orchestrator.capacity.slo import p99_ms
+from orchestrator.errors import Problem, SpecError
+from orchestrator.run.controller import Controller, stop_on_ctrl_c
+from orchestrator.specs.capacity import CapacitySpec
+from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from results import capacity
+from results.rundir.tables import new_run_id
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class CapacityResult:
+    """Where the answer went, the searches, and whether every search ran to its end."""
+
+    directory: Path
+    searches: list[capacity.Search]
+    document: dict
+    complete: bool
+
+
+def check(scenario: ScenarioSpec, topology: TopologySpec, spec: CapacitySpec,
+          source: str) -> list[int]:
+    """The member counts to search; a scenario the search cannot drive is refused."""
+    counts = spec.members or list(range(1, topology.members + 1))
+    problems = []
+    if scenario.faults or scenario.scaling:
+        problems.append(Problem("faults" if scenario.faults else "scaling",
+                                "faults and scaling are not for a capacity search: each count "
+                                "is measured as it is (leave them out)"))
+    if max(counts) > topology.members:
+        problems.append(Problem("capacity.members", f"{max(counts)} members asked for; "
+                                                    f"topology {topology.name} has "
+                                                    f"{topology.members}"))
+    if scenario.workload.pattern == "request-reply":
+        problems.append(Problem("workload.pattern", "a capacity search paces senders: "
+                                                    "request-reply is not searched yet"))
+    if problems:
+        raise SpecError(source, problems)
+    return counts
+
+
+def search_all(scenario: ScenarioSpec, topology: TopologySpec, source: str, runs_dir: Path,
+               say: Say,
+               live: bool = True, project: list[int] | None = None,
+               target: float | None = None, controller_made: Callable[[Controller], None]
+               = lambda controller: None) -> CapacityResult:
+    """Search every member count of the scenario's capacity section (in order, ``repeat``
+    times), each starting from 90 % of the rate the count below it sustained."""
+    spec = scenario.capacity or CapacitySpec()
+    counts = check(scenario, topology, spec, source)
+    directory = runs_dir / new_run_id(f"capacity-{scenario.name}")
+    directory.mkdir(parents=True)
+    searches: list[capacity.Search] = []
+    complete = True
+    for repeat in range(spec.repeat):
+        for members in counts:
+            below = [s.rate for s in searches if s.members < members and s.rate]
+            start = max(below[-1] * 0.9, 1.0) if below else spec.start_rate
+            say(f"capacity: {members} member(s), search {repeat + 1} of {spec.repeat}, first "
+                f"probe {start:,.0f} msg/s")
+            found, finished = _search(scenario, topology, spec, members, start, directory,
+                                      live, controller_made)
+            searches.append(found)
+            say(f"capacity: {members} member(s): "
+                + (f"{found.rate:,.0f} msg/s" if found.rate else "no rate held")
+                + f" ({found.why}; {len(found.probes)} probes)")
+            if not finished:
+                complete = False
+                break
+        if not complete:
+            break
+    document = capacity.answer(searches, target or spec.target,
+                               project or [2 * max(counts)])
+    slo = scenario.slo.model_dump(mode="json")
+    capacity.write(directory, document, slo)
+    return CapacityResult(directory, searches, document, complete)
+
+
+def _search(scenario: ScenarioSpec, topology: TopologySpec, spec: CapacitySpec, members: int,
+            start: float, directory: Path, live: bool,
+            controller_made: Callable[[Controller], None]) -> tuple[capacity.Search, bool]:
+    """One search at ``members``: a run of its own; whether it ended by itself."""
+    sized = topology.model_copy(update={"start": members} | (
+        {"members": members} if topology.placement == "local" else {}))
+    schedule = SearchSchedule(
+        members, SearchSettings(start=start, growth=spec.growth, precision=spec.precision,
+                                max_probes=spec.max_probes),
+        spec, scenario.slo, scenario.workload.senders, scenario.measure.settle)
+    controller = Controller(scenario, sized, directory, live=live, schedule=schedule,
+                            metrics_port=0,
+                            run_id=new_run_id(f"{scenario.name}-{members}m"))
+    controller_made(controller)
+    with stop_on_ctrl_c(controller):
+        result = controller.run()
+    record = schedule.record()
+    confirmed = [row for outcome, row in zip(schedule.outcomes, schedule.rows, strict=True)
+                 if outcome.probe.confirm and outcome.held]
+    row = confirmed[-1] if confirmed else None
+    generator = _generator_cores(controller.history.agent_rows, row) if row else None
+    quota = members * topology.cpu_per_member if topology.cpu_per_member else None
+    found = capacity.Search(
+        members=members, run_dir=str(result.run_dir), rate=record.rate,
+        converged=record.converged, why=record.why,
+        p50_ms=row.p50_ms if row else None, p99_ms=p99_ms(row) if row else None,
+        broker_cores=sum(row.cpu_percent.values()) / 100 if row and row.cpu_percent else None,
+        quota_cores=quota, generator_cores=generator,
+        monthly=spec.price.monthly(members, topology.cpu_per_member),
+        probes=[p.model_dump(mode="json") for p in record.probes])
+    return found, result.outcome == "completed" and schedule.found is not None
+
+
+def _generator_cores(agent_rows: list[dict], row) -> float | None:
+    """The load generator's cores over ``row``'s window: per second, the agents' CPU summed;
+    the mean of those seconds."""
+    per_second: dict[float, float] = {}
+    for r in agent_rows:
+        if row.start_s < r["elapsed_s"] <= row.end_s and r["cpu_percent"] is not None:
+            per_second[r["elapsed_s"]] = per_second.get(r["elapsed_s"], 0.0) + r["cpu_percent"]
+    return statistics.fmean(per_second.values()) / 100 if per_second else None

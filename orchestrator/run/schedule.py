@@ -1,0 +1,73 @@
+"""What the controller follows second by second: a fixed plan, expanded before the run, or a
+plan that decides its next phase from what the run measured (``surge capacity``'s search).
+
+A phase of index 0 in a schedule is a pause: no step, senders held back, the second recorded
+as phase 0 (like the drain at the end, it is in no step's figures)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from orchestrator.specs import plan as plans
+
+
+@dataclass
+class History:
+    """The rows the controller has recorded so far (its own lists, read only)."""
+
+    ticks: list[dict] = field(default_factory=list)
+    member_rows: list[dict] = field(default_factory=list)
+    host_rows: list[dict] = field(default_factory=list)
+    agent_rows: list[dict] = field(default_factory=list)
+
+
+class Schedule(Protocol):
+    """A plan the controller follows."""
+
+    @property
+    def phases(self) -> list[plans.Phase]:
+        """The steps so far (all of them, for a fixed plan), as ``run.json`` records them."""
+
+    @property
+    def planned_s(self) -> float:
+        """The longest the load part may take."""
+
+    def phase_at(self, elapsed_s: float, history: History) -> plans.Phase | None:
+        """The phase in force ``elapsed_s`` into the load; ``None`` once the plan is over."""
+
+    def manifest_fields(self) -> dict[str, Any]:
+        """What ``run.json`` records of the schedule besides its phases."""
+
+    def attach(self, event: Callable[..., None]) -> None:
+        """Record what the schedule decides through ``event(kind, **fields)``."""
+
+
+class FixedSchedule:
+    """The scenario's plan, expanded before the run."""
+
+    def __init__(self, phases: list[plans.Phase]):
+        self._phases = phases
+
+    @property
+    def phases(self) -> list[plans.Phase]:
+        return self._phases
+
+    @property
+    def planned_s(self) -> float:
+        return plans.duration(self._phases)
+
+    def phase_at(self, elapsed_s: float, history: History) -> plans.Phase | None:
+        return plans.phase_at(self._phases, elapsed_s)
+
+    def manifest_fields(self) -> dict[str, Any]:
+        return {}
+
+    def attach(self, event: Callable[..., None]) -> None:
+        pass
+
+
+def pause(start_s: float, end_s: float) -> plans.Phase:
+    """A phase without load: every sender held back."""
+    return plans.Phase(0, 0.0, start_s, end_s, senders=0)

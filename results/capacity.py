@@ -1,0 +1,164 @@
+"""The capacity answer as people read it: per member count the sustainable rate, its latency,
+the CPU it took and what the provisioned cluster costs per 1,000 msg/s per month (document
+001's measure), the Universal Scalability Law fitted over the counts with its projections
+(:mod:`results.usl`), as ``capacity.json``, a Markdown table and ``capacity.png``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from results import usl
+
+
+@dataclass(frozen=True)
+class Search:
+    """One search at one member count: the rate that held (``None``: none did) and, over its
+    confirmation, the latency, the broker's CPU (consumed, and the quota provisioned) and the
+    load generator's, in cores; ``monthly`` is the provisioned cluster's price per month.
+    ``probes`` are every probe's rate, achieved rate, p99 (ms) and verdict, for the curve."""
+
+    members: int
+    run_dir: str
+    rate: float | None
+    converged: bool
+    why: str
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    broker_cores: float | None = None
+    quota_cores: float | None = None
+    generator_cores: float | None = None
+    monthly: float | None = None
+    probes: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def per_thousand(self) -> float | None:
+        """The provisioned cluster's monthly price per 1,000 msg/s it sustains."""
+        if self.monthly is None or not self.rate:
+            return None
+        return self.monthly / (self.rate / 1000)
+
+
+def answer(searches: list[Search], target: float | None, project: list[int]) -> dict[str, Any]:
+    """Everything ``capacity.json`` holds: the searches, the fit, the rate projected at each
+    count of ``project`` and the members ``target`` msg/s needs (each withheld with its reason
+    when the fit cannot carry it), and the cheapest measured count that sustained ``target``."""
+    fit = usl.fit([(s.members, s.rate) for s in searches if s.rate])
+    document: dict[str, Any] = {
+        "searches": [{**asdict(s), "per_thousand": s.per_thousand} for s in searches],
+        "fit": {"law": asdict(fit.law) if fit.law else None, "error": fit.error,
+                "unreliable": list(fit.unreliable)},
+        "projections": [{"members": n, **asdict(usl.rate_at(fit, n))} for n in project],
+        "target": target, "needed": None, "cheapest": None}
+    if target:
+        document["needed"] = asdict(usl.members_for(fit, target))
+        carried = [s for s in searches if s.rate and s.rate >= target and s.per_thousand]
+        if carried:
+            best = min(carried, key=lambda s: s.monthly)
+            document["cheapest"] = {"members": best.members, "rate": best.rate,
+                                    "monthly": best.monthly, "per_thousand": best.per_thousand}
+    return document
+
+
+def _number(value: float | None, pattern: str = "{:,.0f}") -> str:
+    return "unknown" if value is None else pattern.format(value)
+
+
+def as_markdown(document: dict[str, Any], slo: dict[str, Any], currency: str = "USD") -> str:
+    """The answer as Markdown: the table, the fit, the projections."""
+    lines = [f"SLO: p99 <= {slo['p99'] * 1000:g} ms, backlog <= {slo['backlog']:,} messages, "
+             f"loss <= {slo['loss']:,}, end-to-end rate within {slo['shortfall']:.0%} of the "
+             f"target.", "",
+             "| members | sustainable msg/s | p50 ms | p99 ms | broker cores used / "
+             "provisioned | generator cores | cluster per month | per 1,000 msg/s per month "
+             "| probes |", "|---|---|---|---|---|---|---|---|---|"]
+    for s in document["searches"]:
+        rate = _number(s["rate"]) + ("" if s["converged"] else " (not converged)")
+        lines.append(
+            f"| {s['members']} | {rate} | {_number(s['p50_ms'], '{:.1f}')} | "
+            f"{_number(s['p99_ms'], '{:.1f}')} | {_number(s['broker_cores'], '{:.2f}')} / "
+            f"{_number(s['quota_cores'], '{:.2f}')} | {_number(s['generator_cores'], '{:.2f}')}"
+            f" | {_number(s['monthly'], '{:,.2f} ' + currency)} | "
+            f"{_number(s['per_thousand'], '{:,.2f} ' + currency)} | {len(s['probes'])} |")
+    fit = document["fit"]
+    lines.append("")
+    if fit["law"]:
+        law = fit["law"]
+        lines.append(f"Universal Scalability Law: {law['lam']:,.0f} msg/s per member, "
+                     f"contention sigma {law['sigma']:.4f}, coherency kappa {law['kappa']:.5f}"
+                     f"; RMS error {fit['error']:.1%} of the mean rate.")
+    for reason in fit["unreliable"]:
+        lines.append(f"- the fit is unreliable: {reason}")
+    for p in document["projections"]:
+        lines.append(_projection(f"At {p['members']} members", p, "{:,.0f} msg/s"))
+    if document["target"]:
+        lines.append(_projection(f"To carry {document['target']:,.0f} msg/s within the SLO",
+                                 document["needed"], "{:.0f} members", needs=True))
+        cheapest = document["cheapest"]
+        lines.append(f"Cheapest measured size that sustained it: {cheapest['members']} members,"
+                     f" {cheapest['monthly']:,.2f} {currency} per month"
+                     if cheapest else "No measured size sustained it.")
+    return "\n".join(lines) + "\n"
+
+
+def _projection(what: str, p: dict[str, Any], pattern: str, needs: bool = False) -> str:
+    if p["value"] is None:
+        return f"{what}: not projected ({'; '.join(p['withheld'])})."
+    verb = "you need" if needs else "the fit projects"
+    return (f"{what}, {verb} {pattern.format(p['value'])} (90 % interval "
+            f"{pattern.format(p['low'])} to {pattern.format(p['high'])}).")
+
+
+def write(directory: Path, document: dict[str, Any], slo: dict[str, Any]) -> list[Path]:
+    """``capacity.json``, ``capacity.md`` and (with matplotlib) ``capacity.png`` in
+    ``directory``."""
+    (directory / "capacity.json").write_text(json.dumps({**document, "slo": slo}, indent=2))
+    (directory / "capacity.md").write_text("# Capacity\n\n" + as_markdown(document, slo))
+    written = [directory / "capacity.json", directory / "capacity.md"]
+    try:
+        from results.report import load_plotting
+        plt = load_plotting()
+    except ImportError:
+        return written
+    written.append(_plot(plt, directory / "capacity.png", document))
+    return written
+
+
+def _plot(plt, path: Path, document: dict[str, Any]) -> Path:
+    """Latency against the achieved rate of every probe, a line per member count (held probes
+    filled, broken ones hollow), and the sustainable rates over member counts with the fit."""
+    fig, (curve, scaling) = plt.subplots(1, 2, figsize=(12, 4.5))
+    counts = sorted({s["members"] for s in document["searches"]})
+    for n in counts:
+        probes = sorted((p for s in document["searches"] if s["members"] == n
+                         for p in s["probes"] if p["achieved"] and p["p99_ms"]),
+                        key=lambda p: p["achieved"])
+        line, = curve.plot([p["achieved"] for p in probes], [p["p99_ms"] for p in probes],
+                           "-", alpha=0.5, label=f"{n} member{'s' if n > 1 else ''}")
+        for p in probes:
+            curve.plot(p["achieved"], p["p99_ms"], "o", color=line.get_color(),
+                       fillstyle="full" if p["held"] else "none")
+    curve.set(xlabel="achieved rate (msg/s)", ylabel="p99 latency (ms)", yscale="log",
+              title="latency vs throughput of every probe (hollow: SLO broken)")
+    curve.legend()
+    found = [(s["members"], s["rate"]) for s in document["searches"] if s["rate"]]
+    scaling.plot([n for n, _ in found], [r for _, r in found], "o", label="sustainable rate")
+    law = document["fit"]["law"]
+    if law:
+        top = max(counts + [p["members"] for p in document["projections"]])
+        xs = [1 + i * (top - 1) / 100 for i in range(101)]
+        fitted = usl.Law(**law)
+        scaling.plot(xs, [fitted.rate(x) for x in xs], "-", label="USL fit")
+        for p in document["projections"]:
+            if p["value"] is not None:
+                scaling.errorbar([p["members"]], [p["value"]], fmt="s",
+                                 yerr=[[p["value"] - p["low"]], [p["high"] - p["value"]]],
+                                 label=f"projection at {p['members']}")
+    scaling.set(xlabel="members", ylabel="msg/s", title="sustainable rate by member count")
+    scaling.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -1,0 +1,56 @@
+"""surge capacity on real members with a quarter of a core each: the rate each count's search
+finds holds the SLO when it is run again as a plain fixed-rate step, and a fifth more breaks
+it."""
+
+import json
+
+import psutil
+import pytest
+
+from orchestrator.capacity.runner import search_all
+from orchestrator.capacity.slo import broken
+from orchestrator.run.controller import Controller
+from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+
+pytestmark = pytest.mark.integration
+
+SENDERS = 8
+
+
+def test_the_rate_found_holds_as_a_plain_step_and_a_fifth_more_breaks_it(state_root, tmp_path):
+    topology = TopologySpec.model_validate({
+        "name": "itcap", "members": 2, "start": 1, "cpu_per_member": 0.25, "port_base": 7800,
+        "queues": [{"name": "perf", "type": "classic", "per_member": True}]})
+    scenario = ScenarioSpec.model_validate({
+        "name": "it-capacity", "topology": "unused.yaml", "agents": 2,
+        "workload": {"queue": "perf", "senders": SENDERS, "receivers": SENDERS,
+                     "message": {"size": "2KiB"}},
+        "slo": {"p99": "2s", "backlog": 5000},
+        "capacity": {"members": [1, 2], "start_rate": 3000, "growth": 1.5, "precision": "10%",
+                     "hold_min": "4s", "hold_max": "6s", "drain": "10s", "max_probes": 10},
+        "measure": {"settle": "1s", "drain": "30s"}})
+    said: list[str] = []
+    result = search_all(scenario, topology, "it-capacity", tmp_path, said.append, live=False,
+                        project=[4])
+    assert result.complete, said
+    assert [s.members for s in result.searches] == [1, 2]
+    assert (result.directory / "capacity.md").exists()
+    assert (result.directory / "capacity.png").stat().st_size > 10_000
+    for search in result.searches:
+        assert search.converged and search.rate, search
+        assert search.broker_cores is not None and search.generator_cores is not None
+        rate = search.rate
+        again = scenario.model_copy(update={"capacity": None, "plan": [
+            {"rate_per_sender": round(r / SENDERS, 1), "hold": "10s"}
+            for r in (rate, 1.2 * rate)]})
+        again = ScenarioSpec.model_validate(again.model_dump())
+        sized = topology.model_copy(update={"members": search.members,
+                                            "start": search.members})
+        run = Controller(again, sized, tmp_path, live=False).run()
+        found, more = run.steps[0], run.steps[-1]
+        assert broken(found, scenario.slo) == (), (search.members, rate, found)
+        assert broken(more, scenario.slo) != (), (search.members, rate, more)
+    pids = [a["pid"] for events in tmp_path.rglob("events.jsonl") for line in events.open()
+            for e in [json.loads(line)] if e["kind"] == "agents_up" for a in e["agents"]]
+    assert len(pids) >= 8 and not [p for p in pids if psutil.pid_exists(p)]
+    assert not list((state_root / "itcap").glob("*")), "topology state left behind"
