@@ -24,6 +24,8 @@ def judge(requirement: Requirement, manifest: RunManifest) -> Verdict:
     ``p99_below``), and, if ``lossless``, nothing lost."""
     if manifest.outcome != "completed":
         return Verdict(False, f"run not completed (outcome {manifest.outcome or 'unknown'})")
+    if manifest.capacity is not None:
+        return _capacity(requirement, manifest)
     steps = manifest.steps
     if not steps:
         return Verdict(False, "no step table (is every hold longer than measure.settle?)")
@@ -39,6 +41,20 @@ def judge(requirement: Requirement, manifest: RunManifest) -> Verdict:
     return Verdict(True, f"within ±{requirement.rate_within:.0%} (worst "
                          f"{_deviation(worst, key):+.1%}"
                          f" at step {_label(worst)})"
+                         + ("; nothing lost" if requirement.lossless else ""))
+
+
+def _capacity(requirement: Requirement, manifest: RunManifest) -> Verdict:
+    """A capacity search passes when it found a rate that held the SLO twice and (if
+    ``lossless``) lost nothing; its probes that broke the SLO are how it searched."""
+    search = manifest.capacity
+    problems = [problem for problem in (
+        None if search.rate and search.converged else f"no rate found: {search.why}",
+        _loss_problem(manifest.accounting) if requirement.lossless else None) if problem]
+    if problems:
+        return Verdict(False, "; ".join(problems))
+    return Verdict(True, f"sustains {search.rate:,.0f} msg/s at {search.members} members "
+                         f"within the SLO ({len(search.probes)} probes)"
                          + ("; nothing lost" if requirement.lossless else ""))
 
 

@@ -306,6 +306,7 @@ class CampaignRunner:
     # -- cells
 
     def _run_cell(self, cell: Cell, record: CellRecord) -> None:
+        from orchestrator.capacity.runner import schedule_for
         from orchestrator.run.controller import Controller, stop_on_ctrl_c
         run_dir = self.root / cell.id
         kept = set_aside(run_dir)
@@ -315,9 +316,11 @@ class CampaignRunner:
         error: Exception | None = None
         controller = None
         try:
+            schedule = schedule_for(scenario, topology.start, scenario.capacity.start_rate) \
+                if scenario.capacity else None
             controller = Controller(scenario, topology, self.root, live=False,
                                     keep_topology=True, run_id=cell.id,
-                                    metrics_port=self.metrics_port)
+                                    metrics_port=self.metrics_port, schedule=schedule)
             self.view.start(cell, controller.state)
             with stop_on_ctrl_c(controller):
                 controller.run()
@@ -421,6 +424,9 @@ def summary_text(campaign: Campaign, result: CampaignResult) -> str:
              + (f"\n{campaign.spec.description}" if campaign.spec.description else ""),
              f"requirement: {campaign.spec.requirement.describe()}",
              cells_table(result.root, records)]
+    searched = capacity_text(campaign, result)
+    if searched:
+        parts.append(searched)
     if not analysed(dirs):
         parts.append("no analysed runs, so no comparison or ranking: run the campaign without "
                      "--no-analyze, or surge analyze on its cells")
@@ -434,6 +440,41 @@ def summary_text(campaign: Campaign, result: CampaignResult) -> str:
                  "(cost unknown: not ranked):\n"
                  + ranking_text(dirs, passed=[result.root / r.cell.id for r in passed]))
     return "\n\n".join(parts)
+
+
+def capacity_text(campaign: Campaign, result: CampaignResult) -> str:
+    """The capacity cells (a search each, at the topology's ``start`` members) ranked by the
+    provisioned cluster's price per 1,000 msg/s sustained, and the cheapest that sustained
+    ``capacity.target``; "" when the campaign has none."""
+    from results.rundir.steps import fixed_width
+    found = []  # (per 1,000 msg/s or None, cell id, members, rate, monthly, target)
+    for record in result.with_status("done"):
+        manifest = recorded(result.root / record.cell.id)
+        scenario, topology = campaign.specs[record.cell.id]
+        if manifest is None or manifest.capacity is None or scenario.capacity is None:
+            continue
+        rate = manifest.capacity.rate
+        monthly = scenario.capacity.price.monthly(topology.start, topology.cpu_per_member)
+        found.append((monthly / (rate / 1000) if rate and monthly else None, record.cell.id,
+                      topology.start, rate, monthly, scenario.capacity.target))
+    if not found:
+        return ""
+    found.sort(key=lambda f: (f[0] is None, f[0] or 0.0))
+
+    def money(value: float | None) -> str:
+        return "unknown" if value is None else f"{value:,.2f}"
+    lines = [["cell", "members", "sustainable msg/s", "cluster per month",
+              "per 1,000 msg/s per month"]] + [
+        [cell, str(members), f"{rate:,.0f}" if rate else "none held", money(monthly),
+         money(per_thousand)] for per_thousand, cell, members, rate, monthly, _ in found]
+    text = ("capacity cells, cheapest per 1,000 msg/s sustained first (the provisioned "
+            "cluster's price):\n" + fixed_width(lines))
+    for target in sorted({f[5] for f in found if f[5]}):
+        meeting = [f for f in found if f[3] and f[3] >= target and f[4] is not None]
+        cheapest = min(meeting, key=lambda f: f[4]) if meeting else None
+        text += (f"\ncheapest cell that sustained {target:,.0f} msg/s: "
+                 + (f"{cheapest[1]} ({cheapest[4]:,.2f} per month)" if cheapest else "none"))
+    return text
 
 
 def _by_combination(records: list[CellRecord]) -> dict[str, list[CellRecord]]:

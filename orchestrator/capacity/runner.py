@@ -31,25 +31,23 @@ class CapacityResult:
     complete: bool
 
 
-def check(scenario: ScenarioSpec, topology: TopologySpec, spec: CapacitySpec,
-          source: str) -> list[int]:
-    """The member counts to search; a scenario the search cannot drive is refused."""
+def check(topology: TopologySpec, spec: CapacitySpec, source: str) -> list[int]:
+    """The member counts to search (the scenario's own limits are checked when it loads)."""
     counts = spec.members or list(range(1, topology.members + 1))
-    problems = []
-    if scenario.faults or scenario.scaling:
-        problems.append(Problem("faults" if scenario.faults else "scaling",
-                                "faults and scaling are not for a capacity search: each count "
-                                "is measured as it is (leave them out)"))
     if max(counts) > topology.members:
-        problems.append(Problem("capacity.members", f"{max(counts)} members asked for; "
-                                                    f"topology {topology.name} has "
-                                                    f"{topology.members}"))
-    if scenario.workload.pattern == "request-reply":
-        problems.append(Problem("workload.pattern", "a capacity search paces senders: "
-                                                    "request-reply is not searched yet"))
-    if problems:
-        raise SpecError(source, problems)
+        raise SpecError(source, [Problem("capacity.members", f"{max(counts)} members asked "
+                                                             f"for; topology {topology.name} "
+                                                             f"has {topology.members}")])
     return counts
+
+
+def schedule_for(scenario: ScenarioSpec, members: int, start: float) -> SearchSchedule:
+    """The search of ``scenario``'s capacity section at ``members``, from ``start`` msg/s."""
+    spec = scenario.capacity or CapacitySpec()
+    return SearchSchedule(
+        members, SearchSettings(start=start, growth=spec.growth, precision=spec.precision,
+                                max_probes=spec.max_probes),
+        spec, scenario.slo, scenario.workload.senders, scenario.measure.settle)
 
 
 def search_all(scenario: ScenarioSpec, topology: TopologySpec, source: str, runs_dir: Path,
@@ -60,7 +58,7 @@ def search_all(scenario: ScenarioSpec, topology: TopologySpec, source: str, runs
     """Search every member count of the scenario's capacity section (in order, ``repeat``
     times), each starting from 90 % of the rate the count below it sustained."""
     spec = scenario.capacity or CapacitySpec()
-    counts = check(scenario, topology, spec, source)
+    counts = check(topology, spec, source)
     directory = runs_dir / new_run_id(f"capacity-{scenario.name}")
     directory.mkdir(parents=True)
     searches: list[capacity.Search] = []
@@ -95,10 +93,7 @@ def _search(scenario: ScenarioSpec, topology: TopologySpec, spec: CapacitySpec, 
     """One search at ``members``: a run of its own; whether it ended by itself."""
     sized = topology.model_copy(update={"start": members} | (
         {"members": members} if topology.placement == "local" else {}))
-    schedule = SearchSchedule(
-        members, SearchSettings(start=start, growth=spec.growth, precision=spec.precision,
-                                max_probes=spec.max_probes),
-        spec, scenario.slo, scenario.workload.senders, scenario.measure.settle)
+    schedule = schedule_for(scenario, members, start)
     controller = Controller(scenario, sized, directory, live=live, schedule=schedule,
                             metrics_port=0,
                             run_id=new_run_id(f"{scenario.name}-{members}m"))

@@ -258,8 +258,13 @@ class Campaign:
     specs: dict[str, tuple[ScenarioSpec, TopologySpec]]  # by cell id
 
     def planned_s(self, cell: Cell) -> float:
-        """Seconds of load the cell's plan asks for."""
-        return plans.duration(plans.expand(self.specs[cell.id][0].plan))
+        """Seconds of load the cell's plan asks for (a capacity search's are not known
+        ahead: its typical probes at the longest hold)."""
+        scenario = self.specs[cell.id][0]
+        if scenario.capacity is not None:
+            search = scenario.capacity
+            return 10 * (scenario.measure.settle + search.hold_max + search.drain / 4)
+        return plans.duration(plans.expand(scenario.plan))
 
 
 def load_campaign(path: str | Path) -> Campaign:

@@ -507,6 +507,13 @@ class ScenarioSpec(Spec):
         """The plan fits the workload and :data:`MAX_PHASES` (counted, not expanded), faults
         fit the plan, a slowed consumer acknowledges by hand."""
         found: list[tuple[Loc, str]] = []
+        if self.capacity is not None:
+            found += [((name,), "a capacity search measures each member count as it is: "
+                                "leave out faults and scaling")
+                      for name in ("faults", "scaling") if getattr(self, name)]
+            if self.workload.pattern == "request-reply":
+                found.append((("workload", "pattern"), "a capacity search paces senders: "
+                                                        "request-reply is not searched yet"))
         if not self.plan:
             if self.capacity is None:
                 found.append((("plan",), "a plan needs at least one step (a scenario only for "

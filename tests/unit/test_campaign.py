@@ -338,8 +338,9 @@ class Fakes:
 
         class Controller:
             def __init__(self, scenario, topology, runs_dir, live, keep_topology, run_id,
-                         metrics_port):
+                         metrics_port, schedule):
                 assert live is False and keep_topology is True
+                assert schedule is None  # a plan of steps, not a capacity search
                 assert metrics_port is None  # the default port, or any free one
                 self.run_dir = runs_dir / run_id
                 self.run_id = run_id

@@ -164,3 +164,17 @@ def test_json_output_has_no_nan(capsys):
 @pytest.mark.parametrize("command", ["run", "compare", "analyze", "status"])
 def test_the_scriptable_commands_take_json(command):
     assert "--json" in _invoke(command, "--help").stdout
+
+
+def test_a_scenario_without_a_plan_is_for_capacity_and_refused_by_run(tmp_path):
+    scenario = ROOT / "scenarios" / "uniform-cluster-capacity.yaml"
+    refused = _invoke("run", str(scenario), "--no-live", "--runs-dir", str(tmp_path))
+    assert refused.exit_code == 2 and not list(tmp_path.iterdir())
+    assert f"{scenario}: plan: no steps to run: this scenario is for surge capacity" in \
+        refused.stderr
+    bad = _invoke("capacity", str(scenario), "--members", "1,x", "--runs-dir", str(tmp_path))
+    assert bad.exit_code == 2 and "expected member counts like 1,2,4" in bad.stderr
+    too_many = _invoke("capacity", str(scenario), "--members", "1,9", "--runs-dir",
+                       str(tmp_path))
+    assert too_many.exit_code == 2 and not list(tmp_path.iterdir())
+    assert "capacity.members: 9 members asked for; topology uniform-4 has 4" in too_many.stderr

@@ -1,0 +1,54 @@
+"""The capacity answer: the table with the provisioned cluster's cost per 1,000 msg/s per month,
+the fit and its projections (or why they are withheld), and the files it is written to."""
+
+from results.capacity import Search, answer, as_markdown, write
+from results.usl import Law
+
+SLO = {"p99": 0.05, "backlog": 1000, "loss": 0, "shortfall": 0.05}
+LAW = Law(5000, 0.02, 0.001)
+
+
+def searches(counts=(1, 2, 3, 4), repeats=2):
+    out = []
+    for r in range(repeats):
+        for n in counts:
+            rate = LAW.rate(n) * (1 + (0.01 if r else -0.01))
+            out.append(Search(
+                members=n, run_dir=f"runs/{n}-{r}", rate=rate, converged=True, why="held",
+                p50_ms=2.0, p99_ms=20.0, broker_cores=0.24 * n, quota_cores=0.25 * n,
+                generator_cores=0.8, monthly=n * 0.25 * 0.0425 * 730,
+                probes=[{"rate": rate, "achieved": rate, "p99_ms": 20.0, "held": True},
+                        {"rate": 2 * rate, "achieved": 1.1 * rate, "p99_ms": 900.0,
+                         "held": False}]))
+    return out
+
+
+def test_the_answer_prices_the_provisioned_cluster_and_projects_with_an_interval(tmp_path):
+    document = answer(searches(), target=LAW.rate(6), project=[12])
+    one = document["searches"][0]
+    assert one["per_thousand"] == one["monthly"] / (one["rate"] / 1000)
+    assert document["fit"]["unreliable"] == []
+    projection = document["projections"][0]
+    assert projection["low"] <= LAW.rate(12) * 1.05 and projection["high"] >= LAW.rate(12) * 0.95
+    assert 5 <= document["needed"]["value"] <= 7
+    assert document["cheapest"] is None  # no measured size carried 6 members' rate
+    text = as_markdown(document, SLO)
+    assert "| 1 | 4,950 | 2.0 | 20.0 | 0.24 / 0.25 | 0.80 | 7.76 USD |" in text
+    assert "At 12 members, the fit projects" in text and "you need" in text
+    written = write(tmp_path, document, SLO)
+    assert [p.name for p in written] == ["capacity.json", "capacity.md", "capacity.png"]
+    assert (tmp_path / "capacity.png").stat().st_size > 10_000
+
+
+def test_an_unreliable_fit_prints_why_instead_of_a_number():
+    document = answer(searches(counts=(1, 2), repeats=1), target=20_000, project=[12])
+    text = as_markdown(document, SLO)
+    assert "At 12 members: not projected (too few points: 2 member count(s)" in text
+    assert "To carry 20,000 msg/s within the SLO: not projected" in text
+    assert document["projections"][0]["value"] is None
+
+
+def test_the_cheapest_measured_size_that_carried_the_target_is_named():
+    document = answer(searches(), target=LAW.rate(3) * 0.97, project=[8])
+    assert document["cheapest"]["members"] == 3
+    assert "Cheapest measured size that sustained it: 3 members" in as_markdown(document, SLO)
