@@ -255,7 +255,7 @@ def capacity(scenario: Annotated[Path, typer.Argument(help="Scenario YAML with a
     the allowed backlog to build up 4 % over capacity, with a pause for the queues to drain
     between probes; the rate found is confirmed by a hold of its own. The answer (table, fit,
     projections, cost per 1,000 msg/s per month of the provisioned cluster) is printed and
-    written as capacity.md, capacity.json and capacity.png. Ctrl-C stops the search in hand and
+    written as report.md, capacity.json and capacity.png. Ctrl-C stops the search in hand and
     the rest.
     """
     from orchestrator.capacity.runner import search_all

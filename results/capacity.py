@@ -112,11 +112,13 @@ def _projection(what: str, p: dict[str, Any], pattern: str, needs: bool = False)
 
 
 def write(directory: Path, document: dict[str, Any], slo: dict[str, Any]) -> list[Path]:
-    """``capacity.json``, ``capacity.md`` and (with matplotlib) ``capacity.png`` in
+    """``capacity.json``, ``report.md`` and (with matplotlib) ``capacity.png`` in
     ``directory``."""
     (directory / "capacity.json").write_text(json.dumps({**document, "slo": slo}, indent=2))
-    (directory / "capacity.md").write_text("# Capacity\n\n" + as_markdown(document, slo))
-    written = [directory / "capacity.json", directory / "capacity.md"]
+    (directory / "report.md").write_text(
+        "# Capacity\n\n" + as_markdown(document, slo) + "\n![latency vs throughput, and the "
+        "rate by member count](capacity.png)\n")
+    written = [directory / "capacity.json", directory / "report.md"]
     try:
         from results.report import load_plotting
         plt = load_plotting()

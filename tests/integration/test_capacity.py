@@ -34,7 +34,7 @@ def test_the_rate_found_holds_as_a_plain_step_and_a_fifth_more_breaks_it(state_r
                         project=[4])
     assert result.complete, said
     assert [s.members for s in result.searches] == [1, 2]
-    assert (result.directory / "capacity.md").exists()
+    assert (result.directory / "report.md").exists()
     assert (result.directory / "capacity.png").stat().st_size > 10_000
     for search in result.searches:
         assert search.converged and search.rate, search

@@ -36,7 +36,7 @@ def test_the_answer_prices_the_provisioned_cluster_and_projects_with_an_interval
     assert "| 1 | 4,950 | 2.0 | 20.0 | 0.24 / 0.25 | 0.80 | 7.76 USD |" in text
     assert "At 12 members, the fit projects" in text and "you need" in text
     written = write(tmp_path, document, SLO)
-    assert [p.name for p in written] == ["capacity.json", "capacity.md", "capacity.png"]
+    assert [p.name for p in written] == ["capacity.json", "report.md", "capacity.png"]
     assert (tmp_path / "capacity.png").stat().st_size > 10_000
 
 
