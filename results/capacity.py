@@ -129,7 +129,7 @@ def write(directory: Path, document: dict[str, Any], slo: dict[str, Any]) -> lis
 
 
 def _plot(plt, path: Path, document: dict[str, Any]) -> Path:
-    """Latency against the achieved rate of every probe, a line per member count (held probes
+    """Latency against the achieved rate of every probe, a colour per member count (held probes
     filled, broken ones hollow), and the sustainable rates over member counts with the fit."""
     fig, (curve, scaling) = plt.subplots(1, 2, figsize=(12, 4.5))
     counts = sorted({s["members"] for s in document["searches"]})
@@ -137,11 +137,12 @@ def _plot(plt, path: Path, document: dict[str, Any]) -> Path:
         probes = sorted((p for s in document["searches"] if s["members"] == n
                          for p in s["probes"] if p["achieved"] and p["p99_ms"]),
                         key=lambda p: p["achieved"])
-        line, = curve.plot([p["achieved"] for p in probes], [p["p99_ms"] for p in probes],
-                           "-", alpha=0.5, label=f"{n} member{'s' if n > 1 else ''}")
-        for p in probes:
-            curve.plot(p["achieved"], p["p99_ms"], "o", color=line.get_color(),
-                       fillstyle="full" if p["held"] else "none")
+        color = f"C{counts.index(n)}"
+        for held in (True, False):
+            shown = [p for p in probes if p["held"] == held]
+            curve.plot([p["achieved"] for p in shown], [p["p99_ms"] for p in shown], "o",
+                       color=color, fillstyle="full" if held else "none",
+                       label=f"{n} member{'s' if n > 1 else ''}" if held else None)
     curve.set(xlabel="achieved rate (msg/s)", ylabel="p99 latency (ms)", yscale="log",
               title="latency vs throughput of every probe (hollow: SLO broken)")
     curve.legend()
@@ -152,7 +153,8 @@ def _plot(plt, path: Path, document: dict[str, Any]) -> Path:
         top = max(counts + [p["members"] for p in document["projections"]])
         xs = [1 + i * (top - 1) / 100 for i in range(101)]
         fitted = usl.Law(**law)
-        scaling.plot(xs, [fitted.rate(x) for x in xs], "-", label="USL fit")
+        scaling.plot(xs, [fitted.rate(x) for x in xs], "-", label="USL fit" + (
+            " (unreliable: see report.md)" if document["fit"]["unreliable"] else ""))
         for p in document["projections"]:
             if p["value"] is not None:
                 scaling.errorbar([p["members"]], [p["value"]], fmt="s",

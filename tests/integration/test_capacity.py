@@ -1,6 +1,11 @@
-"""surge capacity on real members with a quarter of a core each: the rate each count's search
-finds holds the SLO when it is run again as a plain fixed-rate step, and a fifth more breaks
-it."""
+"""surge capacity on real members: the rate each count's search finds holds the SLO when it is
+run again as a plain fixed-rate step, and a fifth more breaks it.
+
+The receivers take 4 ms per message (about 2,000 msg/s for 8), well within what the members
+carry: a knee the host's noise does not move. A member's own CPU limit is a knee that moves by
+15 % from one 10 s window to the next on this 2-core machine (a quarter-core member carried
+4,381 of 4,780 msg/s in one window and 5,524 of 5,736 in the next), too much for a test of
+a 10 % search."""
 
 import json
 
@@ -19,15 +24,16 @@ SENDERS = 8
 
 def test_the_rate_found_holds_as_a_plain_step_and_a_fifth_more_breaks_it(state_root, tmp_path):
     topology = TopologySpec.model_validate({
-        "name": "itcap", "members": 2, "start": 1, "cpu_per_member": 0.25, "port_base": 7800,
+        "name": "itcap", "members": 2, "start": 1, "cpu_per_member": 0.5, "port_base": 7800,
         "queues": [{"name": "perf", "type": "classic", "per_member": True}]})
     scenario = ScenarioSpec.model_validate({
         "name": "it-capacity", "topology": "unused.yaml", "agents": 2,
         "workload": {"queue": "perf", "senders": SENDERS, "receivers": SENDERS,
                      "message": {"size": "2KiB"}},
         "slo": {"p99": "2s", "backlog": 5000},
-        "capacity": {"members": [1, 2], "start_rate": 3000, "growth": 1.5, "precision": "10%",
-                     "hold_min": "4s", "hold_max": "6s", "drain": "10s", "max_probes": 10},
+        "consumer_profile": [{"delay": "4ms", "hold": "1s"}],
+        "capacity": {"members": [1, 2], "start_rate": 1500, "growth": 1.5, "precision": "10%",
+                     "hold_min": "3s", "hold_max": "4s", "drain": "8s", "max_probes": 10},
         "measure": {"settle": "1s", "drain": "30s"}})
     said: list[str] = []
     result = search_all(scenario, topology, "it-capacity", tmp_path, said.append, live=False,
@@ -40,10 +46,10 @@ def test_the_rate_found_holds_as_a_plain_step_and_a_fifth_more_breaks_it(state_r
         assert search.converged and search.rate, search
         assert search.broker_cores is not None and search.generator_cores is not None
         rate = search.rate
-        again = scenario.model_copy(update={"capacity": None, "plan": [
-            {"rate_per_sender": round(r / SENDERS, 1), "hold": "10s"}
-            for r in (rate, 1.2 * rate)]})
-        again = ScenarioSpec.model_validate(again.model_dump())
+        again = ScenarioSpec.model_validate({
+            **scenario.model_dump(mode="json"), "capacity": None,
+            "plan": [{"rate_per_sender": round(r / SENDERS, 1), "hold": "8s"}
+                     for r in (rate, 1.2 * rate)]})
         sized = topology.model_copy(update={"members": search.members,
                                             "start": search.members})
         run = Controller(again, sized, tmp_path, live=False).run()
