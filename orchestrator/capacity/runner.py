@@ -51,10 +51,8 @@ def schedule_for(scenario: ScenarioSpec, members: int, start: float) -> SearchSc
 
 
 def search_all(scenario: ScenarioSpec, topology: TopologySpec, source: str, runs_dir: Path,
-               say: Say,
-               live: bool = True, project: list[int] | None = None,
-               target: float | None = None, controller_made: Callable[[Controller], None]
-               = lambda controller: None) -> CapacityResult:
+               say: Say, live: bool = True, project: list[int] | None = None,
+               target: float | None = None) -> CapacityResult:
     """Search every member count of the scenario's capacity section (in order, ``repeat``
     times), each starting from 90 % of the rate the count below it sustained."""
     spec = scenario.capacity or CapacitySpec()
@@ -70,7 +68,7 @@ def search_all(scenario: ScenarioSpec, topology: TopologySpec, source: str, runs
             say(f"capacity: {members} member(s), search {repeat + 1} of {spec.repeat}, first "
                 f"probe {start:,.0f} msg/s")
             found, finished = _search(scenario, topology, spec, members, start, directory,
-                                      live, controller_made)
+                                      live)
             searches.append(found)
             say(f"capacity: {members} member(s): "
                 + (f"{found.rate:,.0f} msg/s" if found.rate else "no rate held")
@@ -88,8 +86,7 @@ def search_all(scenario: ScenarioSpec, topology: TopologySpec, source: str, runs
 
 
 def _search(scenario: ScenarioSpec, topology: TopologySpec, spec: CapacitySpec, members: int,
-            start: float, directory: Path, live: bool,
-            controller_made: Callable[[Controller], None]) -> tuple[capacity.Search, bool]:
+            start: float, directory: Path, live: bool) -> tuple[capacity.Search, bool]:
     """One search at ``members``: a run of its own; whether it ended by itself."""
     sized = topology.model_copy(update={"start": members} | (
         {"members": members} if topology.placement == "local" else {}))
@@ -97,14 +94,13 @@ def _search(scenario: ScenarioSpec, topology: TopologySpec, spec: CapacitySpec, 
     controller = Controller(scenario, sized, directory, live=live, schedule=schedule,
                             metrics_port=0,
                             run_id=new_run_id(f"{scenario.name}-{members}m"))
-    controller_made(controller)
     with stop_on_ctrl_c(controller):
         result = controller.run()
     record = schedule.record()
     confirmed = [row for outcome, row in zip(schedule.outcomes, schedule.rows, strict=True)
                  if outcome.probe.confirm and outcome.held]
     row = confirmed[-1] if confirmed else None
-    generator = _generator_cores(controller.history.agent_rows, row) if row else None
+    generator = _generator_cores(controller.history.generator_cpu, row) if row else None
     quota = members * topology.cpu_per_member if topology.cpu_per_member else None
     found = capacity.Search(
         members=members, run_dir=str(result.run_dir), rate=record.rate,
@@ -117,11 +113,8 @@ def _search(scenario: ScenarioSpec, topology: TopologySpec, spec: CapacitySpec, 
     return found, result.outcome == "completed" and schedule.found is not None
 
 
-def _generator_cores(agent_rows: list[dict], row) -> float | None:
-    """The load generator's cores over ``row``'s window: per second, the agents' CPU summed;
-    the mean of those seconds."""
-    per_second: dict[float, float] = {}
-    for r in agent_rows:
-        if row.start_s < r["elapsed_s"] <= row.end_s and r["cpu_percent"] is not None:
-            per_second[r["elapsed_s"]] = per_second.get(r["elapsed_s"], 0.0) + r["cpu_percent"]
-    return statistics.fmean(per_second.values()) / 100 if per_second else None
+def _generator_cores(generator_cpu: list[tuple[float, float]], row) -> float | None:
+    """The load generator's cores over ``row``'s window: the mean of its seconds' summed agent
+    CPU."""
+    inside = [percent for elapsed, percent in generator_cpu if row.start_s < elapsed <= row.end_s]
+    return statistics.fmean(inside) / 100 if inside else None

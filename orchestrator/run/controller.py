@@ -466,9 +466,13 @@ class Controller:
         for host_row in rows.host_rows(stamped, tick):
             self.host_rows.append(host_row)
             self.writer.row("hosts", host_row)
+        generator = []
         for agent_row in rows.agent_rows(stamped, self.math.agents, started, tick):
-            self.history.agent_rows.append(agent_row)
             self.writer.row("agents", agent_row)
+            if agent_row["cpu_percent"] is not None:
+                generator.append(agent_row["cpu_percent"])
+        if generator:
+            self.history.generator_cpu.append((elapsed, sum(generator)))
         self._show(row, tick, label)
         metrics.update(self.scenario.name, self.state)
         if self.scaler and phase is not None and None not in (row["send_rate"],

@@ -15,12 +15,13 @@ from orchestrator.specs import plan as plans
 
 @dataclass
 class History:
-    """The rows the controller has recorded so far (its own lists, read only)."""
+    """The rows the controller has recorded so far (its own lists, read only), and per second
+    the agents' CPU% summed (over the agents that reported it)."""
 
     ticks: list[dict] = field(default_factory=list)
     member_rows: list[dict] = field(default_factory=list)
     host_rows: list[dict] = field(default_factory=list)
-    agent_rows: list[dict] = field(default_factory=list)
+    generator_cpu: list[tuple[float, float]] = field(default_factory=list)  # (elapsed_s, % summed)
 
 
 class Schedule(Protocol):
