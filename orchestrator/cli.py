@@ -286,6 +286,33 @@ def capacity(scenario: Annotated[Path, typer.Argument(help="Scenario YAML with a
         raise typer.Exit(1)
 
 
+@app.command("capacity-report")
+@_surge_errors
+def capacity_report(directory: Annotated[Path, typer.Argument(
+                        help="A capacity directory surge capacity wrote, e.g. "
+                             "runs/20261123T185502Z-capacity-uniform-cluster-capacity")],
+                    project: Annotated[str | None, typer.Option(
+                        help="Member counts to project the rate at, e.g. 12,16 [default: the "
+                             "ones the answer had]", show_default=False)] = None,
+                    target: Annotated[float | None, typer.Option(
+                        help="A total msg/s to carry [default: the answer's]",
+                        show_default=False)] = None,
+                    json_output: JsonOption = False) -> None:
+    """Answer again from the searches a capacity directory recorded, without running them:
+    other projections or another target. Rewrites its report.md, capacity.json and
+    capacity.png."""
+    from orchestrator.errors import FileError
+    from results.capacity import as_markdown, reanswer
+    try:
+        document, slo = reanswer(directory, _counts(project) or [], target)
+    except ValueError as error:
+        raise FileError(str(error)) from None
+    if json_output:
+        _print_json({"directory": str(directory), **document})
+    else:
+        typer.echo(as_markdown(document, slo))
+
+
 @app.command("plan")
 @_surge_errors
 def plan_(scenario: Annotated[Path, typer.Argument(

@@ -16,7 +16,8 @@ from results import usl
 @dataclass(frozen=True)
 class Search:
     """One search at one member count: the rate that held (``None``: none did) and, over its
-    confirmation, the latency, the broker's CPU (consumed, and the quota provisioned) and the
+    confirmation (or, when it did not converge, its last probe of that rate that held), the
+    latency, the broker's CPU (consumed, and the quota provisioned) and the
     load generator's, in cores; ``monthly`` is the provisioned cluster's price per month.
     ``probes`` are every probe's rate, achieved rate, p99 (ms) and verdict, for the curve."""
 
@@ -49,7 +50,7 @@ def answer(searches: list[Search], target: float | None, project: list[int]) -> 
     document: dict[str, Any] = {
         "searches": [{**asdict(s), "per_thousand": s.per_thousand} for s in searches],
         "fit": {"law": asdict(fit.law) if fit.law else None, "error": fit.error,
-                "unreliable": list(fit.unreliable)},
+                "unreliable": list(fit.unreliable), "notes": list(fit.notes)},
         "projections": [{"members": n, **asdict(usl.rate_at(fit, n))} for n in project],
         "target": target, "needed": None, "cheapest": None}
     if target:
@@ -60,6 +61,24 @@ def answer(searches: list[Search], target: float | None, project: list[int]) -> 
             document["cheapest"] = {"members": best.members, "rate": best.rate,
                                     "monthly": best.monthly, "per_thousand": best.per_thousand}
     return document
+
+
+def reanswer(directory: Path, project: list[int], target: float | None
+             ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The answer again from a capacity directory's recorded searches (another projection or
+    target, or a newer fit), written over its files; with the SLO it was measured against."""
+    path = directory / "capacity.json"
+    try:
+        recorded = json.loads(path.read_text())
+        searches = [Search(**{k: v for k, v in s.items() if k != "per_thousand"})
+                    for s in recorded["searches"]]
+        slo = recorded["slo"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a capacity answer surge wrote ({exc})") from exc
+    document = answer(searches, target if target is not None else recorded.get("target"),
+                      project or [p["members"] for p in recorded.get("projections", [])])
+    write(directory, document, slo)
+    return document, slo
 
 
 def _number(value: float | None, pattern: str = "{:,.0f}") -> str:
@@ -75,7 +94,8 @@ def as_markdown(document: dict[str, Any], slo: dict[str, Any], currency: str = "
              "provisioned | generator cores | cluster per month | per 1,000 msg/s per month "
              "| probes |", "|---|---|---|---|---|---|---|---|---|"]
     for s in document["searches"]:
-        rate = _number(s["rate"]) + ("" if s["converged"] else " (not converged)")
+        rate = _number(s["rate"]) + ("" if s["converged"] else
+                                     " (not converged: figures over its last probe that held)")
         lines.append(
             f"| {s['members']} | {rate} | {_number(s['p50_ms'], '{:.1f}')} | "
             f"{_number(s['p99_ms'], '{:.1f}')} | {_number(s['broker_cores'], '{:.2f}')} / "
@@ -88,7 +108,9 @@ def as_markdown(document: dict[str, Any], slo: dict[str, Any], currency: str = "
         law = fit["law"]
         lines.append(f"Universal Scalability Law: {law['lam']:,.0f} msg/s per member, "
                      f"contention sigma {law['sigma']:.4f}, coherency kappa {law['kappa']:.5f}"
-                     f"; RMS error {fit['error']:.1%} of the mean rate.")
+                     f"; RMS error {fit['error']:.1%} of the measured rates.")
+    for note in fit.get("notes", []):
+        lines.append(f"- {note}")
     for reason in fit["unreliable"]:
         lines.append(f"- the fit is unreliable: {reason}")
     for p in document["projections"]:
@@ -150,7 +172,8 @@ def _plot(plt, path: Path, document: dict[str, Any]) -> Path:
     scaling.plot([n for n, _ in found], [r for _, r in found], "o", label="sustainable rate")
     law = document["fit"]["law"]
     if law:
-        top = max(counts + [p["members"] for p in document["projections"]])
+        top = max(counts + [p["members"] for p in document["projections"]
+                            if p["value"] is not None])
         xs = [1 + i * (top - 1) / 100 for i in range(101)]
         fitted = usl.Law(**law)
         scaling.plot(xs, [fitted.rate(x) for x in xs], "-", label="USL fit" + (

@@ -100,6 +100,15 @@ class SearchSchedule:
     def manifest_fields(self) -> dict[str, Any]:
         return {"capacity": self.record()}
 
+    def row_found(self) -> StepRow | None:
+        """The step row whose figures stand for the rate found: its confirmation, or (a search
+        that did not converge) the last probe of that rate that held."""
+        rate = self.found.rate if self.found else None
+        held = [(outcome.probe.confirm, row.end_s, row)
+                for outcome, row in zip(self.outcomes, self.rows, strict=True)
+                if outcome.held and rate is not None and outcome.probe.rate == rate]
+        return max(held, key=lambda entry: entry[:2])[2] if held else None
+
     def record(self) -> CapacityRecord:
         """What ``run.json`` keeps of the search."""
         found = self.found

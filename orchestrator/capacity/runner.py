@@ -97,9 +97,7 @@ def _search(scenario: ScenarioSpec, topology: TopologySpec, spec: CapacitySpec, 
     with stop_on_ctrl_c(controller):
         result = controller.run()
     record = schedule.record()
-    confirmed = [row for outcome, row in zip(schedule.outcomes, schedule.rows, strict=True)
-                 if outcome.probe.confirm and outcome.held]
-    row = confirmed[-1] if confirmed else None
+    row = schedule.row_found()
     generator = _generator_cores(controller.history.generator_cpu, row) if row else None
     quota = members * topology.cpu_per_member if topology.cpu_per_member else None
     found = capacity.Search(

@@ -1,7 +1,11 @@
 """The capacity answer: the table with the provisioned cluster's cost per 1,000 msg/s per month,
 the fit and its projections (or why they are withheld), and the files it is written to."""
 
-from results.capacity import Search, answer, as_markdown, write
+import json
+
+import pytest
+
+from results.capacity import Search, answer, as_markdown, reanswer, write
 from results.usl import Law
 
 SLO = {"p99": 0.05, "backlog": 1000, "loss": 0, "shortfall": 0.05}
@@ -52,3 +56,16 @@ def test_the_cheapest_measured_size_that_carried_the_target_is_named():
     document = answer(searches(), target=LAW.rate(3) * 0.97, project=[8])
     assert document["cheapest"]["members"] == 3
     assert "Cheapest measured size that sustained it: 3 members" in as_markdown(document, SLO)
+
+
+def test_the_answer_is_given_again_from_a_capacity_directory(tmp_path):
+    write(tmp_path, answer(searches(), target=None, project=[8]), SLO)
+    document, slo = reanswer(tmp_path, project=[5, 6], target=LAW.rate(5))
+    assert slo == SLO and [p["members"] for p in document["projections"]] == [5, 6]
+    assert document["needed"]["value"] in (5, 6)
+    recorded = json.loads((tmp_path / "capacity.json").read_text())
+    assert [p["members"] for p in recorded["projections"]] == [5, 6]
+    assert len(recorded["searches"]) == 8
+    (tmp_path / "capacity.json").write_text('{"searches": [{"members": 1}]}')
+    with pytest.raises(ValueError, match="capacity.json: not a capacity answer"):
+        reanswer(tmp_path, project=[5], target=None)

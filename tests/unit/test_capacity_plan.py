@@ -44,20 +44,26 @@ class SaturatingAgent(MemoryAgent):
         return type(shot)(**{**shot.__dict__, "received": int(self.received)})
 
 
-def test_the_search_runs_as_steps_and_ends_near_the_knee(tmp_path):
+def searched(tmp_path, max_probes: int = 16):
+    """The controller's run of a search on fake time against agents that carry 3,000 msg/s."""
     clock = FakeClock()
     topo = topology(members=1, start=1)
     launcher = MemoryLauncher(2, clock)
     launcher.agents = [SaturatingAgent(i, clock, carries=1500.0) for i in range(2)]
     spec = CapacitySpec(hold_min="5s", hold_max="20s", drain="10s")
     slo = SloSpec(p99="100ms", backlog=1000)
-    schedule = SearchSchedule(1, SearchSettings(start=500), spec, slo, senders=2, settle_s=1)
+    schedule = SearchSchedule(1, SearchSettings(start=500, max_probes=max_probes), spec, slo,
+                              senders=2, settle_s=1)
     controller = Controller(scenario([], capacity={}), topo, tmp_path, live=False,
                             provisioner=ScriptedProvisioner(topo, clock), launcher=launcher,
                             clock=clock, host_cpu=idle_host, probes=no_probe,
                             preflights=no_probe, background=False, sd_dir=tmp_path / "sd",
                             schedule=schedule)
-    result = controller.run()
+    return controller, schedule, controller.run()
+
+
+def test_the_search_runs_as_steps_and_ends_near_the_knee(tmp_path):
+    controller, schedule, result = searched(tmp_path)
     assert result.outcome == "completed"
     found = schedule.found
     assert found.converged and 0.95 * 3000 <= found.rate <= 3000, found
@@ -74,3 +80,13 @@ def test_the_search_runs_as_steps_and_ends_near_the_knee(tmp_path):
     assert between == [] and phases.count(0) > found.probes  # a pause after every probe
     broken = next(p for p in record.probes if not p.held)
     assert broken.rate == 4000 and any("achieved" in r for r in broken.reasons)
+    assert schedule.row_found() == result.steps[-1]  # the confirmation
+
+
+def test_a_search_that_did_not_converge_takes_its_figures_from_the_last_probe_that_held(
+        tmp_path):
+    _, schedule, result = searched(tmp_path, max_probes=5)  # 500 .. 4,000, then 3,000
+    assert not schedule.found.converged and schedule.found.rate == 3000
+    row = schedule.row_found()
+    assert row.target_rate == 3000 and row.p50_ms is not None
+    assert row.step == [o.probe.rate for o in schedule.outcomes].index(3000) + 1
