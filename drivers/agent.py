@@ -16,18 +16,14 @@ import time
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from drivers import protocol
 from drivers.base import Driver
 from drivers.header import PayloadBuilder
 from drivers.http import IDLE_TIMEOUT_S, MAX_CONNECTIONS, GuardedServer, HttpError, JsonHandler
+from drivers.metrics import counter_family, gauge_family, histogram_family
 from drivers.protocol import Destination
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
-from results.rundir.histogram import LatencyHistogram, bucket_bounds
-
-PROMETHEUS_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
-                        2.5, 5.0, 10.0)
 
 
 class Agent:
@@ -39,6 +35,7 @@ class Agent:
         self.lock = threading.Lock()
         self.senders: dict[int, SenderRole] = {}
         self.receivers: dict[int, ReceiverRole] = {}
+        self.labels: dict[str, str] = {}  # of its /metrics: run_id, scenario, agent
 
     def configure(self, config: protocol.Configure) -> protocol.Configured:
         """Create the driver and its workers; receivers connect before senders start."""
@@ -47,6 +44,7 @@ class Agent:
                 raise ValueError("agent is already configured")
             self.driver = _make_driver(config.broker, config.destination, config.settings,
                                        self.recorder)
+            self.labels = dict(config.labels)
             self.driver.start()
             request_reply = config.pattern == "request-reply"
             receiver_kind = ResponderRole if request_reply else ReceiverRole
@@ -132,43 +130,29 @@ class Agent:
 
 
 class _Collector:
-    """Exposes the agent's last snapshot in Prometheus text format."""
+    """Exposes the agent's counters and latency in Prometheus text format, labelled with the
+    run, scenario and agent the controller named at configure time."""
 
     def __init__(self, agent: Agent):
         self.agent = agent
 
     def collect(self):
-        recorder = self.agent.recorder
+        recorder, labels = self.agent.recorder, self.agent.labels
         for name, help_text in (("sent", "messages published"), ("confirmed", "publishes "
                                 "confirmed"), ("nacked", "publishes nacked"), ("received",
                                 "messages received"), ("errors", "errors"), ("reconnects",
                                 "reconnect attempts")):
-            family = CounterMetricFamily(f"surge_agent_{name}", help_text)
-            family.add_metric([], getattr(recorder, name))
-            yield family
-        gauge = GaugeMetricFamily("surge_agent_connections", "open broker connections")
-        gauge.add_metric([], recorder.connections)
-        yield gauge
-        yield _histogram_family("surge_agent_latency_seconds",
-                                "end-to-end latency, send to receive", recorder.total_latency)
-        yield _histogram_family("surge_agent_intended_latency_seconds",
-                                "end-to-end latency from the intended send time to receive "
-                                "(rate-limited senders only)", recorder.total_intended_latency)
-
-
-def _histogram_family(name: str, help_text: str, histogram: LatencyHistogram
-                      ) -> HistogramMetricFamily:
-    """A latency histogram as a Prometheus histogram in seconds."""
-    buckets, cumulative = [], 0
-    counts = histogram.to_sparse()
-    for bound in PROMETHEUS_BUCKETS_S:
-        limit_us = bound * 1e6
-        cumulative = sum(c for i, c in counts.items() if bucket_bounds(i)[1] <= limit_us)
-        buckets.append((str(bound), cumulative))
-    buckets.append(("+Inf", histogram.count))
-    family = HistogramMetricFamily(name, help_text)
-    family.add_metric([], buckets, histogram.total_us / 1e6)
-    return family
+            yield counter_family(f"surge_agent_{name}", help_text, getattr(recorder, name),
+                                 labels)
+        yield gauge_family("surge_agent_connections", "open broker connections",
+                           recorder.connections, labels)
+        yield histogram_family("surge_agent_latency_seconds",
+                               "end-to-end latency, send to receive", recorder.total_latency,
+                               labels)
+        yield histogram_family("surge_agent_intended_latency_seconds",
+                               "end-to-end latency from the intended send time to receive "
+                               "(rate-limited senders only)", recorder.total_intended_latency,
+                               labels)
 
 
 def _make_driver(broker: str, destination: Destination, settings: dict[str, Any],

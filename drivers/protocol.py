@@ -38,7 +38,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 """Bumped whenever a message or path changes meaning; controller and agent must agree."""
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -113,6 +113,7 @@ class Configure:
     in_flight: int = 1  # request-reply: requests outstanding per requester
     senders: list[SenderConfig] = field(default_factory=list)
     receivers: list[ReceiverConfig] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)  # its /metrics: run_id, scenario, agent
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,21 @@ MetricsPortOption = Annotated[int | None, typer.Option(
          f"{DEFAULT_METRICS_PORT}, or any free port with a note when that is taken; 0 = any "
          f"free port; a port given here and taken is an error]", show_default=False)]
 
+WebOption = Annotated[str, typer.Option(
+    help="Serve the live page (rates, CPU against quota, depth, latency, steps, events) on "
+         "HOST:PORT, port 0 for any free one; 'off' for none. Off loopback the printed URL "
+         "carries the run's token, which every request for data must give.")]
+
+
+def _web(address: str) -> str | None:
+    """``--web`` checked (None: off)."""
+    if address.lower() == "off":
+        return None
+    from orchestrator.web.server import parse_address
+    parse_address(address)
+    return address
+
+
 TopologyArg = Annotated[Path, typer.Argument(help="Topology YAML, e.g. topologies/local-3.yaml")]
 SetOption = Annotated[list[str], typer.Option(
     "--set", help="Override a field, e.g. --set workload.senders=50 or "
@@ -143,6 +158,7 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
             help="Leave a topology this run started up afterwards")] = False,
         live: Annotated[bool, typer.Option(help="Live terminal view (on stderr)")] = True,
         metrics_port: MetricsPortOption = None,
+        web: WebOption = "127.0.0.1:0",
         analyze: Annotated[bool, typer.Option(
             help="Analyse the run with Spark at the end (report.md, plots; needs the analysis "
                  "extra, skipped without it)")] = True,
@@ -166,10 +182,11 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
                                                         "surge capacity")])
     check_metrics_port(metrics_port)
     controller = Controller(spec, topology, runs_dir, live=live, keep_topology=keep,
-                            metrics_port=metrics_port)
+                            metrics_port=metrics_port, web=_web(web))
     with stop_on_ctrl_c(controller):
         result = controller.run()
-    say(f"\nrun {result.outcome}: {result.run_dir}")
+    say(f"\nrun {result.outcome}: {result.run_dir} (surge view {result.run_dir} shows it "
+        f"again)")
     rate_unit = "round trips/s" if spec.workload.pattern == "request-reply" else "msg/s"
     if result.steps:
         rows = result.steps + ([result.drain] if result.drain else [])
@@ -245,6 +262,7 @@ def capacity(scenario: Annotated[Path, typer.Argument(help="Scenario YAML with a
              analyze: Annotated[bool, typer.Option(
                  help="Analyse the searches' runs with Spark at the end (the results lake; "
                       "needs the analysis extra)")] = True,
+             web: WebOption = "127.0.0.1:0",
              json_output: JsonOption = False,
              ) -> None:
     """Find the highest total rate the topology holds within the scenario's SLO, per member
@@ -268,7 +286,7 @@ def capacity(scenario: Annotated[Path, typer.Argument(help="Scenario YAML with a
     changes = {k: v for k, v in (("members", _counts(members)), ("repeat", repeat)) if v}
     spec = spec.model_copy(update={"capacity": section.model_copy(update=changes)})
     result = search_all(spec, topology, str(scenario), runs_dir, say, live=live,
-                        project=_counts(project), target=target)
+                        project=_counts(project), target=target, web=_web(web))
     say(f"\ncapacity: {result.directory}")
     say(as_markdown(result.document, spec.slo.model_dump(mode="json")))
     if analyze and result.searches:
@@ -311,6 +329,27 @@ def capacity_report(directory: Annotated[Path, typer.Argument(
         _print_json({"directory": str(directory), **document})
     else:
         typer.echo(as_markdown(document, slo))
+
+
+@app.command()
+@_surge_errors
+def view(run_dir: Annotated[Path, typer.Argument(help="A run directory, e.g. runs/<run id>")],
+         web: WebOption = "127.0.0.1:0") -> None:
+    """Serve the page of a recorded run (the live page, from the run directory's rows, events,
+    steps and accounting, with its analysis plots) until Ctrl-C."""
+    import contextlib
+    import threading
+
+    from orchestrator.web.feed import Board
+    from orchestrator.web.recorded import recorded_feed
+    from orchestrator.web.server import serving
+    address = _web(web)
+    if address is None:
+        raise typer.BadParameter("surge view needs an address to serve on", param_hint="--web")
+    board = Board(run=recorded_feed(run_dir))
+    with serving(board, address, typer.echo), contextlib.suppress(KeyboardInterrupt):
+        typer.echo(f"showing {run_dir} until Ctrl-C")
+        threading.Event().wait()
 
 
 @app.command("plan")
@@ -458,6 +497,7 @@ def campaign(file: Annotated[Path, typer.Argument(help="Campaign YAML, e.g. "
                  help="Price of one core for one hour, for the cost ranking (default: the "
                       "campaign's price_per_core_hour, else surge analyze's)")] = None,
              metrics_port: MetricsPortOption = None,
+             web: WebOption = "127.0.0.1:0",
              ) -> None:
     """Run a campaign: a matrix of scenarios x parameters x repetitions, each cell one run,
     ending in a comparison and a ranking by cost among the runs that met the requirement.
@@ -491,7 +531,7 @@ def campaign(file: Annotated[Path, typer.Argument(help="Campaign YAML, e.g. "
     check_metrics_port(metrics_port)
     result = run_campaign(file, campaigns_dir, analyze=analyze,
                           price_per_core_hour=price_per_core_hour, say=typer.echo,
-                          metrics_port=metrics_port)
+                          metrics_port=metrics_port, web=_web(web))
     if result.stopped:
         raise typer.Exit(130)
     if result.with_status("failed"):

@@ -30,6 +30,8 @@ from orchestrator.errors import FileError, SurgeError
 from orchestrator.retry import retrying
 from orchestrator.specs.campaign import Campaign, Cell, load_campaign
 from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.web.feed import Board
+from orchestrator.web.server import serving
 from results.rundir.jsonfile import read_object
 from results.rundir.manifest import MANIFEST_FILE, RunManifest, read_manifest
 
@@ -170,8 +172,10 @@ class CampaignRunner:
     """
 
     def __init__(self, campaign: Campaign, campaigns_dir: Path,
-                 console: Console | None = None, metrics_port: int | None = None):
+                 console: Console | None = None, metrics_port: int | None = None,
+                 web: str | None = None):
         self.campaign = campaign
+        self.web = web  # HOST:PORT of the campaign's live page (None: none)
         self.metrics_port = metrics_port  # each cell's controller's /metrics (None: default)
         self.root = campaigns_dir / campaign.spec.name
         self.root.mkdir(parents=True, exist_ok=True)
@@ -184,6 +188,7 @@ class CampaignRunner:
         self.stop = threading.Event()
         self.result = CampaignResult(self.root, self.records)
         self.topology_up: TopologySpec | None = None
+        self.board = Board(campaign=self.view.page)
 
     def run(self) -> CampaignResult:
         """Run every cell not done yet; always leaves ``campaign.json`` up to date."""
@@ -193,7 +198,7 @@ class CampaignRunner:
         if not todo:
             self.view.say(f"all {len(self.records)} cells are done; nothing to run")
         try:
-            with self._ctrl_c(), self.view:
+            with self._ctrl_c(), self.view, serving(self.board, self.web, self.view.say):
                 for topology, cells in by_topology(todo, self.campaign.specs):
                     if self.stop.is_set():
                         break
@@ -320,7 +325,8 @@ class CampaignRunner:
                 if scenario.capacity else None
             controller = Controller(scenario, topology, self.root, live=False,
                                     keep_topology=True, run_id=cell.id,
-                                    metrics_port=self.metrics_port, schedule=schedule)
+                                    metrics_port=self.metrics_port, schedule=schedule,
+                                    board=self.board)
             self.view.start(cell, controller.state)
             with stop_on_ctrl_c(controller):
                 controller.run()
@@ -497,13 +503,14 @@ def stopped_text(campaign: Campaign, result: CampaignResult, campaigns_dir: Path
 def run_campaign(path: Path, campaigns_dir: Path, analyze: bool = True,
                  price_per_core_hour: float | None = None,
                  say: Callable[[str], None] = print,
-                 metrics_port: int | None = None) -> CampaignResult:
+                 metrics_port: int | None = None, web: str | None = None) -> CampaignResult:
     """``surge campaign``: validate, run what is not done, then (unless stopped) analyse the
     done cells, print the summary and write it to ``<campaign dir>/summary.md``.
     ``metrics_port`` is each cell's controller's ``/metrics`` port (see
-    :class:`~orchestrator.run.exposition.ControllerMetrics`)."""
+    :class:`~orchestrator.run.exposition.ControllerMetrics`); ``web`` the campaign's live
+    page (``HOST:PORT``, None: none)."""
     campaign = load_campaign(path)
-    result = CampaignRunner(campaign, campaigns_dir, metrics_port=metrics_port).run()
+    result = CampaignRunner(campaign, campaigns_dir, metrics_port=metrics_port, web=web).run()
     if result.stopped:
         say(stopped_text(campaign, result, campaigns_dir))
         return result

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from statistics import fmean
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -61,6 +61,7 @@ class CampaignView:
         self.console = console or Console()
         self.fancy = self.console.is_terminal
         self.overheads: list[float] = []
+        self.slots: dict[str, float] = {}  # cell id -> wall seconds it took
         self.current: Cell | None = None
         self.current_state: ViewState | None = None
         self.started = time.monotonic()
@@ -93,6 +94,7 @@ class CampaignView:
 
     def finish(self, record: CellRecord, slot_s: float) -> None:
         """A cell ended; ``slot_s`` is its wall time including topology work around it."""
+        self.slots[record.cell.id] = slot_s
         if record.status == "done":
             self.overheads.append(max(0.0, slot_s - self.campaign.planned_s(record.cell)))
         self.current, self.current_state = None, None
@@ -100,18 +102,37 @@ class CampaignView:
         self.say(f"{record.cell.id}: {record.status}, {verdict}: {record.reason} "
                  f"[{_clock(slot_s)}]")
 
-    def counts(self) -> str:
-        """``1 done, 1 running, 2 left (0 failed), ~1m20s left``."""
+    def _progress(self) -> tuple[list[str], list[Cell], float]:
+        """The records' statuses, the cells left (not the running one) and the seconds left."""
         statuses = [r.status for r in self.records]
-        running = 1 if self.current else 0
         left = [r.cell for r in self.records if r.status != "done"
                 and r.cell is not self.current]
-        elapsed = time.monotonic() - self.cell_started
         eta = eta_s([self.campaign.planned_s(c) for c in left],
                     self.campaign.planned_s(self.current) if self.current else None,
-                    elapsed, self.overheads)
+                    time.monotonic() - self.cell_started, self.overheads)
+        return statuses, left, eta
+
+    def counts(self) -> str:
+        """``1 done, 1 running, 2 left (0 failed), ~1m20s left``."""
+        statuses, left, eta = self._progress()
+        running = 1 if self.current else 0
         return (f"{statuses.count('done')} done, {running} running, {len(left)} left "
                 f"({statuses.count('failed')} failed), ~{_clock(eta)} left")
+
+    def page(self) -> dict[str, Any]:
+        """The campaign as the live page shows it: every cell with its status and verdict,
+        the counts, the seconds so far and left (read by the page's server thread)."""
+        statuses, left, eta = self._progress()
+        current = self.current
+        cells = [{"name": r.cell.id, "run_id": r.cell.id if r.status != "pending" else None,
+                  "status": "running" if r.cell is current else r.status,
+                  "verdict": {True: "pass", False: "fail", None: None}[r.passed]
+                  if r.cell is not current else None, "reason": r.reason,
+                  "seconds": self.slots.get(r.cell.id)} for r in self.records]
+        return {"name": self.campaign.spec.name, "cells": cells,
+                "done": statuses.count("done"), "running": 1 if current else 0,
+                "left": len(left), "failed": statuses.count("failed"), "eta_s": eta,
+                "elapsed_s": time.monotonic() - self.started}
 
     def render(self) -> Group:
         """The panel: campaign, counts and time left, the running cell and its figures."""

@@ -15,6 +15,8 @@ from orchestrator.errors import Problem, SpecError
 from orchestrator.run.controller import Controller, stop_on_ctrl_c
 from orchestrator.specs.capacity import CapacitySpec
 from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.web.feed import Board
+from orchestrator.web.server import serving
 from results import capacity
 from results.rundir.tables import new_run_id
 
@@ -52,32 +54,19 @@ def schedule_for(scenario: ScenarioSpec, members: int, start: float) -> SearchSc
 
 def search_all(scenario: ScenarioSpec, topology: TopologySpec, source: str, runs_dir: Path,
                say: Say, live: bool = True, project: list[int] | None = None,
-               target: float | None = None) -> CapacityResult:
+               target: float | None = None, web: str | None = None) -> CapacityResult:
     """Search every member count of the scenario's capacity section (in order, ``repeat``
-    times), each starting from 90 % of the rate the count below it sustained."""
+    times), each starting from 90 % of the rate the count below it sustained; ``web``
+    (``HOST:PORT``) serves a live page that shows each search's run in turn."""
     spec = scenario.capacity or CapacitySpec()
     counts = check(topology, spec, source)
     directory = runs_dir / new_run_id(f"capacity-{scenario.name}")
     directory.mkdir(parents=True)
     searches: list[capacity.Search] = []
-    complete = True
-    for repeat in range(spec.repeat):
-        for members in counts:
-            below = [s.rate for s in searches if s.members < members and s.rate]
-            start = max(below[-1] * 0.9, 1.0) if below else spec.start_rate
-            say(f"capacity: {members} member(s), search {repeat + 1} of {spec.repeat}, first "
-                f"probe {start:,.0f} msg/s")
-            found, finished = _search(scenario, topology, spec, members, start, directory,
-                                      live)
-            searches.append(found)
-            say(f"capacity: {members} member(s): "
-                + (f"{found.rate:,.0f} msg/s" if found.rate else "no rate held")
-                + f" ({found.why}; {len(found.probes)} probes)")
-            if not finished:
-                complete = False
-                break
-        if not complete:
-            break
+    board = Board()
+    with serving(board, web, say):
+        complete = _search_counts(scenario, topology, spec, counts, directory, searches, board,
+                                  say, live)
     document = capacity.answer(searches, target or spec.target,
                                project or [2 * max(counts)])
     slo = scenario.slo.model_dump(mode="json")
@@ -85,14 +74,37 @@ def search_all(scenario: ScenarioSpec, topology: TopologySpec, source: str, runs
     return CapacityResult(directory, searches, document, complete)
 
 
+def _search_counts(scenario: ScenarioSpec, topology: TopologySpec, spec: CapacitySpec,
+                   counts: list[int], directory: Path, searches: list[capacity.Search],
+                   board: Board, say: Say, live: bool) -> bool:
+    """The searches, count by count and repeat by repeat, added to ``searches``; whether every
+    one ended by itself."""
+    for repeat in range(spec.repeat):
+        for members in counts:
+            below = [s.rate for s in searches if s.members < members and s.rate]
+            start = max(below[-1] * 0.9, 1.0) if below else spec.start_rate
+            say(f"capacity: {members} member(s), search {repeat + 1} of {spec.repeat}, first "
+                f"probe {start:,.0f} msg/s")
+            found, finished = _search(scenario, topology, spec, members, start, directory,
+                                      board, live)
+            searches.append(found)
+            say(f"capacity: {members} member(s): "
+                + (f"{found.rate:,.0f} msg/s" if found.rate else "no rate held")
+                + f" ({found.why}; {len(found.probes)} probes)")
+            if not finished:
+                return False
+    return True
+
+
 def _search(scenario: ScenarioSpec, topology: TopologySpec, spec: CapacitySpec, members: int,
-            start: float, directory: Path, live: bool) -> tuple[capacity.Search, bool]:
+            start: float, directory: Path, board: Board, live: bool
+            ) -> tuple[capacity.Search, bool]:
     """One search at ``members``: a run of its own; whether it ended by itself."""
     sized = topology.model_copy(update={"start": members} | (
         {"members": members} if topology.placement == "local" else {}))
     schedule = schedule_for(scenario, members, start)
     controller = Controller(scenario, sized, directory, live=live, schedule=schedule,
-                            metrics_port=0,
+                            metrics_port=0, board=board,
                             run_id=new_run_id(f"{scenario.name}-{members}m"))
     with stop_on_ctrl_c(controller):
         result = controller.run()

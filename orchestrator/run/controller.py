@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from orchestrator.run.accounting import account
 from orchestrator.run.collector import Collector, Failed
 from orchestrator.run.depth import ProbeFactory, QueueDepth
 from orchestrator.run.discovery import (
+    SD_RUN_FILE,
     default_sd_dir,
     remove_service_discovery,
     target,
@@ -51,6 +52,8 @@ from orchestrator.scaling.policy import Observation
 from orchestrator.scaling.scaler import Scaler
 from orchestrator.specs import plan as plans
 from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.web.feed import Board, RunFeed
+from orchestrator.web.server import WebServer, parse_address
 from results import timeline
 from results.rundir.manifest import (
     Accounting,
@@ -101,7 +104,8 @@ class Controller:
                  probes: ProbeFactory = depth_probe, preflights: ProbeFactory = preflight,
                  background: bool = True, sd_dir: Path | None = None,
                  process_cpu: Callable[[], float] = time.process_time,
-                 schedule: Schedule | None = None):
+                 schedule: Schedule | None = None, web: str | None = None,
+                 board: Board | None = None):
         self.scenario, self.topology = scenario, topology
         self.run_id = run_id or new_run_id(scenario.name)
         self.run_dir = runs_dir / self.run_id
@@ -131,6 +135,11 @@ class Controller:
         self.ticks = self.history.ticks
         self.member_rows = self.history.member_rows
         self.host_rows = self.history.host_rows
+        # the live page: its own server on ``web`` (HOST:PORT), or a campaign's ``board``
+        self.feed = RunFeed(self.run_id, scenario.name, self.schedule.planned_s, self.ticks,
+                            self.member_rows, self.schedule.phases, run_dir=self.run_dir)
+        self.web, self.board = web, board
+        self.page: WebServer | None = None
         self.manifest = RunManifest.begin(
             self.run_id, _utc(clock.time()), scenario, topology, self.schedule.phases, versions(),
             HostFacts(**host_facts()))
@@ -173,13 +182,18 @@ class Controller:
             with self.view:
                 metrics = ControllerMetrics(self.metrics_port, say=self.view.say)
                 self.state.metrics_url = metrics.url
+                self._serve_page()
                 self._event("provision", topology=self.topology.name,
                             members=f"{self.topology.start} of {self.topology.members}")
-                members = self.provisioner.up()
+                with self.view.waiting(self.state, f"provisioning {self.topology.name}: "
+                                                   f"{self.topology.start} of "
+                                                   f"{self.topology.members} members"):
+                    members = self.provisioner.up()
                 self._event("members_up", members=[m.name for m in members if m.running])
                 self._note_unmeasured()
-                self._check_queues([m for m in members if m.running])
-                self._start_agents([m for m in members if m.running])
+                with self.view.waiting(self.state, "checking queues, starting agents"):
+                    self._check_queues([m for m in members if m.running])
+                    self._start_agents([m for m in members if m.running])
                 self._announce(metrics)
                 self._tick_through_plan(metrics)
                 accounting = self._finish(metrics)
@@ -187,6 +201,7 @@ class Controller:
                 phases = [asdict(p) for p in self.schedule.phases]
                 steps = step_rows(phases, self.ticks, self.member_rows,
                                   self.scenario.measure.settle, self.host_rows)
+                self.feed.steps[:] = [asdict(step) for step in steps]
                 drain = drain_row(phases, self.ticks, self.member_rows, self.host_rows)
                 if drain is not None:
                     self.manifest = self.manifest.replace(drain=drain)
@@ -204,12 +219,28 @@ class Controller:
             remove_service_discovery(self.sd_dir, self.run_id)
             if metrics:
                 metrics.close()
+            self.feed.outcome = self.feed.label = outcome
+            if self.page:
+                self.page.close()
             if started_topology and not self.keep_topology:
                 self._event("teardown", said=self.provisioner.down())
             self.writer.flush()
             self._write_manifest(outcome=outcome, accounting=accounting, steps=steps)
             self.writer.close()
         return RunResult(self.run_dir, outcome, steps, accounting, drain)
+
+    def _serve_page(self) -> None:
+        """Show the run on the campaign's board, or on a page of its own at ``web``."""
+        board = self.board
+        if board is None and self.web:
+            host, port = parse_address(self.web)
+            board = Board()
+            self.page = WebServer(board, host, port, token=self.token)
+            self.state.web_url = self.page.url
+            self._event("web", url=self.page.url.split("?")[0],
+                        explain=f"live page: {self.page.url}")
+        if board is not None:
+            board.run = self.feed
 
     # -- agents -----------------------------------------------------------------------------
 
@@ -232,7 +263,10 @@ class Controller:
         if self.scaler:
             for seat in placement.seats:
                 self.scaler.place(seat.worker, self.agents[seat.agent], seat.member)
-        self._all(lambda agent: agent.configure(placement.configs[position[id(agent)]]))
+        self._all(lambda agent: agent.configure(replace(
+            placement.configs[position[id(agent)]],
+            labels={"run_id": self.run_id, "scenario": self.scenario.name,
+                    "agent": str(agent.index)})))
         self.state.step = 1
         self._apply(0.0, first)
         self._step_event(first, 0.0)
@@ -241,8 +275,11 @@ class Controller:
         """List the controller's and agents' /metrics for Prometheus (file_sd) while the run
         goes, and in run.json."""
         agents = [target(a.host, a.port) for a in self.agents if getattr(a, "port", None)]
-        path = write_service_discovery(self.sd_dir, self.run_id, self.scenario.name,
-                                       metrics.address, agents)
+        brokers = {m.name: target(m.host, m.prometheus_port) for m in self.provisioner.status()
+                   if m.prometheus_port}
+        path = [write_service_discovery(self.sd_dir, self.run_id, self.scenario.name,
+                                        metrics.address, agents, brokers, where)
+                for where in (self.run_dir / SD_RUN_FILE, None)][-1]
         self.manifest = self.manifest.replace(prometheus=Prometheus(
             controller=metrics.address, agents=agents, sd_file=str(path)))
 
@@ -310,6 +347,7 @@ class Controller:
             self.faults.tick(elapsed)
             self._apply(elapsed, phase)
             if phase.index != current.index:
+                self._step_done(current)
                 current = phase
                 self._step_event(phase, elapsed)
             self._record(planned, started, current, metrics,
@@ -406,6 +444,13 @@ class Controller:
         self._event("step", step=phase.index, rate_per_sender=phase.rate_per_sender,
                     senders=self._active(phase), target_rate=self._target(phase, elapsed))
 
+    def _step_done(self, phase: plans.Phase) -> None:
+        """The row of a step that just ended, for the page's step table (once per step)."""
+        if phase.index > 0:
+            self.feed.steps.extend(asdict(row) for row in step_rows(
+                [asdict(phase)], self.ticks, self.member_rows, self.scenario.measure.settle,
+                self.host_rows))
+
     def _active(self, phase: plans.Phase) -> int:
         """Senders publishing in ``phase``."""
         return self.scenario.workload.senders if phase.senders is None else phase.senders
@@ -460,7 +505,8 @@ class Controller:
                             read_span_s=self._read_span(), broker_missing=self.tick_broker is None)
         self.ticks.append(row)
         self.writer.row("ticks", row)
-        for member_row in rows.member_rows(stamped, self.tick_members, tick):
+        tick_members = rows.member_rows(stamped, self.tick_members, tick)
+        for member_row in tick_members:
             self.member_rows.append(member_row)
             self.writer.row("members", member_row)
         for host_row in rows.host_rows(stamped, tick):
@@ -474,7 +520,7 @@ class Controller:
         if generator:
             self.history.generator_cpu.append((elapsed, sum(generator)))
         self._show(row, tick, label)
-        metrics.update(self.scenario.name, self.state)
+        metrics.update(self.state, tick, tick_members)
         if self.scaler and phase is not None and None not in (row["send_rate"],
                                                               row["receive_rate"]):
             self.scaler.observe(self._observation(row, tick, elapsed, target, depth),
@@ -512,11 +558,14 @@ class Controller:
             step=row["phase"] or self.state.step, elapsed_s=row["elapsed_s"],
             target_rate=row["target_rate"], send_rate=row["send_rate"],
             receive_rate=row["receive_rate"], members_running=row["members_running"],
-            queue_depth=row["queue_depth"], p99_ms=row["latency_p99_ms"],
+            queue_depth=row["queue_depth"], p50_ms=row["latency_p50_ms"],
+            p99_ms=row["latency_p99_ms"], backlog=row["backlog"],
             errors=row["errors"], reconnects=row["reconnects"], phase=label,
             missing=row["agents_missing"] + (1 if row["broker_missing"] else 0),
             member_cpu={m.name: tick.member_cpu_percent.get(m.name) if m.running else None
                         for m in (self.broker.members if self.broker else [])})
+        self.feed.label = label
+        self.state.received_history.append(row["receive_rate"])
         errors = [r.last_error for r in self.math.agents.values() if r.last_error]
         if errors and row["errors"]:
             self.state.last_event = f"last error: {errors[-1]}"
@@ -564,12 +613,14 @@ class Controller:
                     producers_missing={k: v for k, v in done.missing.items() if v},
                     **done.extras)
         self.manifest = self.manifest.replace(accounting_details=done.extras)
+        self.feed.accounting = {**asdict(done.result), "explain": done.result.explain()}
         return done.result
 
     # -- records ----------------------------------------------------------------------------
 
     def _event(self, kind: str, **fields: Any) -> None:
         record = self.writer.event(kind, **fields)
+        self.feed.event(record)
         if kind in SHOWN_EVENTS:
             text = record.get("explain") or "; ".join(
                 ", ".join(map(str, v)) if isinstance(v, list) else f"{k}={v}"

@@ -12,6 +12,9 @@ every run on the machine, however many and on whatever ports::
         file_sd_configs:
           - files: ["/home/me/.local/state/surge/prometheus/*.json"]
 
+The run directory keeps a copy, ``prometheus.json``, which names that run's targets alone (to
+point a Prometheus at one run) and stays as the record of what served which metrics.
+
 The file is replaced atomically (written beside it under a name the pattern does not match, then
 renamed), so Prometheus never reads half of one.
 """
@@ -20,10 +23,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 SD_DIR_NAME = "prometheus"
+SD_RUN_FILE = "prometheus.json"  # the run directory's copy
 
 
 def target(host: str, port: int) -> str:
@@ -32,17 +36,20 @@ def target(host: str, port: int) -> str:
 
 
 def targets_document(controller: str, agents: Sequence[str], run_id: str,
-                     scenario: str) -> list[dict]:
+                     scenario: str, brokers: Mapping[str, str] | None = None) -> list[dict]:
     """The ``file_sd_configs`` document of one run: a target group for the controller's
-    ``/metrics`` (``controller``, ``host:port``) and one for the agents' (``agents``, each
-    ``host:port``; no group when there are none), labelled ``run_id``, ``scenario`` and
-    ``role`` (``controller`` or ``agent``)."""
-    def group(addresses: Sequence[str], role: str) -> dict:
+    ``/metrics`` (``controller``, ``host:port``), one for the agents' (``agents``, each
+    ``host:port``; no group when there are none) and one per broker member's own Prometheus
+    endpoint (``brokers``, member name -> ``host:port``, labelled ``member`` too), labelled
+    ``run_id``, ``scenario`` and ``role`` (``controller``, ``agent`` or ``broker``)."""
+    def group(addresses: Sequence[str], role: str, **extra: str) -> dict:
         return {"targets": list(addresses),
-                "labels": {"run_id": run_id, "scenario": scenario, "role": role}}
+                "labels": {"run_id": run_id, "scenario": scenario, "role": role, **extra}}
     groups = [group([controller], "controller")]
     if agents:
         groups.append(group(agents, "agent"))
+    groups.extend(group([address], "broker", member=name)
+                  for name, address in (brokers or {}).items())
     return groups
 
 
@@ -59,14 +66,15 @@ def sd_file(directory: Path, run_id: str) -> Path:
 
 
 def write_service_discovery(directory: Path, run_id: str, scenario: str, controller: str,
-                            agents: Sequence[str]) -> Path:
-    """Write (or replace, atomically) the targets file of run ``run_id`` in ``directory``
-    (see :func:`targets_document`); returns its path."""
-    path = sd_file(directory, run_id)
+                            agents: Sequence[str], brokers: Mapping[str, str] | None = None,
+                            path: Path | None = None) -> Path:
+    """Write (or replace, atomically) the targets file of run ``run_id`` in ``directory``, or
+    at ``path`` (see :func:`targets_document`); returns its path."""
+    path = path or sd_file(directory, run_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(targets_document(controller, agents, run_id, scenario),
-                                  indent=2) + "\n")
+    partial.write_text(json.dumps(targets_document(controller, agents, run_id, scenario,
+                                                   brokers), indent=2) + "\n")
     os.replace(partial, path)
     return path
 

@@ -12,11 +12,16 @@ from __future__ import annotations
 import errno
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import GaugeMetricFamily
 
+from drivers.metrics import counter_family, gauge_family, histogram_family
 from orchestrator.errors import SurgeError
+from orchestrator.run.liveview import ViewState
+from orchestrator.run.sampling import Tick
+from results.rundir.histogram import LatencyHistogram
 
 NAN = float("nan")  # Prometheus' value for "unknown this scrape"
 LOOPBACK = "127.0.0.1"
@@ -36,15 +41,30 @@ class MetricsPortError(SurgeError):
     exit_code = 2
 
 
-# gauge name -> (help, the ViewState attribute it shows, scale to the unit in the name)
+# gauge name -> (help, the ViewState attribute it shows, scale to the unit in the name): what
+# the live view shows this second, for a dashboard's "now" panels
 GAUGES = {
     "surge_target_rate": ("planned msg/s, all senders", "target_rate", 1.0),
-    "surge_send_rate": ("achieved publish msg/s", "send_rate", 1.0),
-    "surge_receive_rate": ("achieved receive msg/s", "receive_rate", 1.0),
+    "surge_send_rate": ("achieved publish msg/s of the last second", "send_rate", 1.0),
+    "surge_receive_rate": ("achieved receive msg/s of the last second", "receive_rate", 1.0),
     "surge_members_running": ("broker members running", "members_running", 1.0),
     "surge_queue_depth": ("messages in the workload queue", "queue_depth", 1.0),
+    "surge_in_flight_messages": ("sent but not yet received (consumer lag)", "backlog", 1.0),
+    "surge_latency_p50_seconds": ("p50 latency of the last second", "p50_ms", 0.001),
     "surge_latency_p99_seconds": ("p99 latency of the last second", "p99_ms", 0.001),
-    "surge_errors": ("errors so far", "errors", 1.0),
+}
+# counter name (without _total) -> (help, the tick total it counts)
+COUNTERS = {
+    "surge_sent_messages": ("messages published, all agents", "sent"),
+    "surge_received_messages": ("messages received, all agents", "received"),
+    "surge_errors": ("errors, all agents", "errors"),
+    "surge_reconnects": ("reconnect attempts, all agents", "reconnects"),
+}
+# member gauge name -> (help, member row column)
+MEMBER_GAUGES = {
+    "surge_member_cpu_percent": ("member CPU of the last second, 100 = one core", "cpu_percent"),
+    "surge_member_cpu_quota_cores": ("member CPU quota in cores", "cpu_quota_cores"),
+    "surge_member_running": ("1 while the member runs", "running"),
 }
 
 
@@ -73,7 +93,10 @@ def _port_error(port: int, address: str, error: OSError) -> MetricsPortError:
 
 
 class ControllerMetrics:
-    """Gauges refreshed once a tick, served on ``address`` (loopback by default).
+    """The run's figures, refreshed once a tick, served on ``address`` (loopback by default):
+    gauges of this second, cumulative counters and latency histograms, each labelled
+    ``run_id`` and ``scenario`` (and ``member`` per member) so Prometheus can compute rates and
+    percentiles across runs.
 
     ``port``: None for :data:`DEFAULT_METRICS_PORT`, or any free port with one line to ``say``
     when that is taken; 0 for any free port; else exactly that port, or
@@ -83,10 +106,12 @@ class ControllerMetrics:
     def __init__(self, port: int | None = None, say: Callable[[str], None] | None = None, *,
                  address: str = LOOPBACK, default_port: int = DEFAULT_METRICS_PORT):
         self.registry = CollectorRegistry()
-        self.gauges = {name: Gauge(name, help_text, ["scenario"], registry=self.registry)
-                       for name, (help_text, _, _) in GAUGES.items()}
-        self.member_cpu = Gauge("surge_member_cpu_percent", "member CPU, 100 = one core",
-                                ["scenario", "member"], registry=self.registry)
+        self.labels: dict[str, str] = {}
+        self.state: ViewState | None = None
+        self.totals: dict[str, float] = {}
+        self.members: list[dict] = []
+        self.latency, self.intended = LatencyHistogram(), LatencyHistogram()
+        self.registry.register(self)
         self.server = self._serve(address, port, default_port, say or _stderr)
         self.port: int = self.server.server_address[1]
         self.address = f"{address}:{self.port}"  # host:port, as Prometheus names a target
@@ -106,13 +131,44 @@ class ControllerMetrics:
                 f"{address}:{server.server_address[1]} for this run (--metrics-port sets it)")
             return server
 
-    def update(self, scenario: str, state) -> None:
-        """Copy a :class:`~orchestrator.run.liveview.ViewState` into the gauges (NaN if unknown)."""
-        for name, (_, attribute, scale) in GAUGES.items():
+    def update(self, state: ViewState, tick: Tick | None = None,
+               members: list[dict] | None = None) -> None:
+        """Take this tick's view state, totals, latency and member rows (the latency is added
+        to the run's histograms; the rest is kept as given, for the next scrape to read)."""
+        self.labels = {"run_id": state.run_id, "scenario": state.scenario}
+        self.state = state
+        if tick is not None:
+            self.totals = dict(tick.totals)
+            self.latency.merge(tick.latency)
+            self.intended.merge(tick.intended)
+        if members is not None:
+            self.members = members
+
+    def collect(self) -> Iterator:
+        """The families, read by the HTTP server's thread at each scrape."""
+        state, labels = self.state, self.labels
+        if state is None:  # before the first tick: the names, with no samples yet
+            for name, (help_text, _, _) in GAUGES.items():
+                yield GaugeMetricFamily(name, help_text, labels=["run_id", "scenario"])
+            return
+        for name, (help_text, attribute, scale) in GAUGES.items():
             value = getattr(state, attribute)
-            self.gauges[name].labels(scenario).set(NAN if value is None else value * scale)
-        for member, cpu in state.member_cpu.items():
-            self.member_cpu.labels(scenario, member).set(NAN if cpu is None else cpu)
+            yield gauge_family(name, help_text, NAN if value is None else value * scale, labels)
+        for name, (help_text, total) in COUNTERS.items():
+            if total in self.totals:
+                yield counter_family(name, help_text, self.totals[total], labels)
+        yield histogram_family("surge_latency_seconds", "end-to-end latency, all agents",
+                               self.latency, labels)
+        yield histogram_family("surge_intended_latency_seconds", "end-to-end latency from "
+                               "the intended send time, all agents", self.intended, labels)
+        members = self.members
+        for name, (help_text, column) in MEMBER_GAUGES.items():
+            family = GaugeMetricFamily(name, help_text, labels=[*labels, "member"])
+            for row in members:
+                value = row.get(column)
+                family.add_metric([*labels.values(), row["member"]],
+                                  NAN if value is None else float(value))
+            yield family
 
     def close(self) -> None:
         """Stop serving."""

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 import time
+from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from rich.console import Console, Group
@@ -28,6 +32,8 @@ class ViewState:
     members_running: int = 0
     member_cpu: dict[str, float | None] = field(default_factory=dict)
     queue_depth: int | None = 0
+    backlog: int | None = 0  # sent - received: messages in queues and in flight (consumer lag)
+    p50_ms: float | None = 0.0
     p99_ms: float | None = 0.0
     missing: int = 0  # sources whose reading missed this second's deadline
     errors: int = 0
@@ -35,6 +41,13 @@ class ViewState:
     phase: str = "starting"
     last_event: str = ""
     metrics_url: str = ""
+    web_url: str = ""
+    waiting_since: float | None = None  # monotonic start of work before the load
+    received_history: deque = field(default_factory=lambda: deque(maxlen=HISTORY_S))
+
+
+HISTORY_S = 60  # seconds of the received rate the view draws
+_BARS = "▁▂▃▄▅▆▇█"
 
 
 class LiveView:
@@ -47,10 +60,12 @@ class LiveView:
         self.plain_every_s = plain_every_s
         self._last_plain = 0.0
         self._live: Live | None = None
+        self._state: ViewState | None = None
 
     def __enter__(self) -> LiveView:
-        if self.fancy:
-            self._live = Live(console=self.console, refresh_per_second=4, transient=False)
+        if self.fancy:  # redrawn 4 times a second from the last state (a wait's clock moves)
+            self._live = Live(get_renderable=self._renderable, console=self.console,
+                              refresh_per_second=4, transient=False)
             self._live.__enter__()
         return self
 
@@ -58,13 +73,35 @@ class LiveView:
         if self._live:
             self._live.__exit__(*exc)
 
+    def _renderable(self):
+        return render(self._state) if self._state else Text("")
+
     def update(self, state: ViewState) -> None:
         """Redraw (terminal) or print a progress line (logs, CI)."""
+        self._state = state
         if self._live:
-            self._live.update(render(state))
+            self._live.refresh()
         elif not self.quiet and time.monotonic() - self._last_plain >= self.plain_every_s:
             self._last_plain = time.monotonic()
             print(plain_line(state), file=sys.stderr, flush=True)
+
+    @contextlib.contextmanager
+    def waiting(self, state: ViewState, what: str) -> Iterator[None]:
+        """Work before the load (provisioning, agents): the view says what and for how long,
+        on a terminal as it goes, in a log every ``plain_every_s``."""
+        state.phase, state.waiting_since = what, time.monotonic()
+        self._state = state
+        done = threading.Event()
+        if not self.fancy and not self.quiet:
+            def progress() -> None:
+                while not done.wait(self.plain_every_s):
+                    print(plain_line(state), file=sys.stderr, flush=True)
+            threading.Thread(target=progress, name="view-wait", daemon=True).start()
+        try:
+            yield
+        finally:
+            done.set()
+            state.waiting_since = None
 
     def say(self, message: str) -> None:
         """A line above the panel (events: member started, step changed, errors)."""
@@ -77,41 +114,76 @@ def figure(value: float | None, spec: str = ",.0f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def achieved(s: ViewState) -> float | None:
+    """End to end: what the consumers received against what the plan asked this second
+    (``None`` while there is no target: paused, draining, unknown)."""
+    if s.receive_rate is None or not s.target_rate:
+        return None
+    return s.receive_rate / s.target_rate
+
+
+def sparkline(values: Iterable[float | None], width: int = HISTORY_S) -> str:
+    """The last ``width`` values as bars scaled to their highest (a gap where unknown)."""
+    shown = list(values)[-width:]
+    top = max((v for v in shown if v is not None), default=0) or 1
+    return "".join(" " if v is None else _BARS[min(7, int(v / top * 7.999))] for v in shown)
+
+
+def _waited(s: ViewState) -> str:
+    return f"{s.phase} ({time.monotonic() - s.waiting_since:.0f} s)"
+
+
 def plain_line(s: ViewState) -> str:
     """One line of progress with units."""
+    if s.waiting_since is not None:
+        return f"[{s.run_id}] {_waited(s)}"
     cpu = " ".join(figure(v) + "%" if v is not None else "-" for v in s.member_cpu.values())
     missing = f"  ({s.missing} sources missing)" if s.missing else ""
+    ratio = achieved(s)
+    target = (f"target {s.target_rate:,.0f} msg/s  achieved {figure(ratio, '.1%')}"
+              if s.target_rate else "senders stopped")
     return (f"[{s.elapsed_s:6.0f}/{s.planned_s:.0f} s] {s.phase} step {s.step}/{s.steps} "
-            f"target {s.target_rate:,.0f} msg/s  sent {figure(s.send_rate)} msg/s  "
-            f"received {figure(s.receive_rate)} msg/s  members {s.members_running} "
-            f"(CPU {cpu})  depth {figure(s.queue_depth)}  p99 {figure(s.p99_ms, '.1f')} ms  "
+            f"{target}  sent {figure(s.send_rate)} msg/s  "
+            f"received {figure(s.receive_rate)} msg/s  in flight {figure(s.backlog)}  "
+            f"depth {figure(s.queue_depth)}  p50 {figure(s.p50_ms, '.1f')} ms  "
+            f"p99 {figure(s.p99_ms, '.1f')} ms  members {s.members_running} (CPU {cpu})  "
             f"errors {s.errors}{missing}")
 
 
 def render(s: ViewState):
     """The rich panel for one state."""
+    if s.waiting_since is not None:
+        return Group(Text.assemble((f"surge {s.scenario}", "bold"), f"  run {s.run_id}  ",
+                                   (_waited(s), "cyan")))
     head = Text.assemble((f"surge {s.scenario}", "bold"), f"  run {s.run_id}  ",
                          (s.phase, "cyan"), f"  {s.elapsed_s:.0f}/{s.planned_s:.0f} s")
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     for column in ("step", "target msg/s", "sent msg/s", "received msg/s", "achieved",
-                   "members", "queue depth", "p99 ms", "errors", "reconnects"):
+                   "in flight", "queue depth", "p50 ms", "p99 ms", "members", "errors",
+                   "reconnects"):
         table.add_column(column, justify="right")
-    ratio = None if s.send_rate is None else s.send_rate / s.target_rate if s.target_rate \
-        else 1.0
+    ratio = achieved(s)
     style = "dim" if ratio is None else "green" if ratio >= 0.98 else "yellow" \
         if ratio >= 0.9 else "red"
-    table.add_row(f"{s.step}/{s.steps}", f"{s.target_rate:,.0f}", figure(s.send_rate),
-                  figure(s.receive_rate), Text(figure(ratio, ".1%"), style=style),
-                  str(s.members_running), figure(s.queue_depth), figure(s.p99_ms, ".1f"),
-                  str(s.errors), str(s.reconnects))
+    stopped = s.phase in ("draining", "paused")
+    table.add_row(f"{s.step}/{s.steps}", "stopped" if stopped else f"{s.target_rate:,.0f}",
+                  figure(s.send_rate), figure(s.receive_rate),
+                  Text(s.phase if stopped else figure(ratio, ".1%"), style=style),
+                  figure(s.backlog), figure(s.queue_depth), figure(s.p50_ms, ".1f"),
+                  figure(s.p99_ms, ".1f"), str(s.members_running), str(s.errors),
+                  str(s.reconnects))
     cpu = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    names = list(s.member_cpu)
-    for name in names:
+    for name in s.member_cpu:
         cpu.add_column(f"{name.split('@')[0]} CPU%", justify="right")
     cpu.add_row(*[f"{v:.1f}" if v is not None else "stopped" for v in s.member_cpu.values()])
+    peak = max((v for v in s.received_history if v is not None), default=None)
+    history = Text.assemble(("received, last minute ", "dim"),
+                            (sparkline(s.received_history), "green"),
+                            (f"  peak {figure(peak)} msg/s", "dim"))
     footer = Text(f"{s.last_event}", style="dim")
     if s.missing:
         footer.append(f"   {s.missing} sources missed this second", style="yellow")
-    if s.metrics_url:
-        footer.append(f"   controller metrics: {s.metrics_url}", style="dim")
-    return Group(head, table, cpu, footer)
+    for name, url in (("page", s.web_url), ("controller metrics", s.metrics_url)):
+        if url:
+            footer.append(f"   {name}: {url}", style="dim")
+    return Group(head, table, history, cpu, footer)

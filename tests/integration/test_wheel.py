@@ -21,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+import urllib.request
 import zipfile
 from importlib import metadata
 from pathlib import Path
@@ -303,6 +304,26 @@ def test_analyze_without_the_extra_says_what_to_install(core, local_run, elsewhe
     assert "Traceback" not in done.stdout + done.stderr
     compared = ok(in_venv(core, "surge", "compare", str(run_dirs[0]), cwd=elsewhere))
     assert re.search(r"^quickstart +500 ", compared, re.MULTILINE)  # no Spark needed
+
+
+def test_the_page_and_the_dashboard_ship_in_the_wheel(core, local_run, elsewhere):
+    _, run_dirs = local_run
+    server = subprocess.Popen([str(core / "bin" / "surge"), "view", str(run_dirs[0])],
+                              cwd=elsewhere, env=clean_env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        url = server.stdout.readline().split(": ", 1)[1].split()[0]
+        with urllib.request.urlopen(url + "static/uPlot.iife.min.js", timeout=10) as script:
+            assert len(script.read()) > 40_000
+        with urllib.request.urlopen(url + "api/board", timeout=10) as board:
+            assert json.loads(board.read())["run"]["scenario"] == "quickstart"
+    finally:
+        server.terminate()
+        server.wait(10)
+    shipped = ok(in_venv(core, "python", "-c", "from importlib import resources; print((resources"
+                         ".files('results') / 'grafana' / 'surge-dashboard.json').is_file())",
+                         cwd=elsewhere))
+    assert shipped.strip() == "True"
 
 
 # --- the image --------------------------------------------------------------------------------

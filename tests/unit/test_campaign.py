@@ -18,7 +18,7 @@ from orchestrator.campaign.runner import (
     summary_text,
     unfresh,
 )
-from orchestrator.campaign.view import eta_s, recorded_overhead
+from orchestrator.campaign.view import CampaignView, eta_s, recorded_overhead
 from orchestrator.errors import SpecError, SurgeError
 from orchestrator.run.liveview import ViewState
 from orchestrator.specs.campaign import (
@@ -296,6 +296,24 @@ def test_time_left_uses_planned_durations_and_measured_overhead():
     assert recorded_overhead(manifest([]), 60) is None and recorded_overhead(None, 60) is None
 
 
+def test_the_page_shows_every_cell_with_its_status_verdict_and_the_time_left(spec_dir,
+                                                                           tmp_path):
+    campaign = load_campaign(spec_dir / "smoke.yaml")
+    root = tmp_path / "runs"
+    ids = [cell.id for cell in campaign.cells]
+    record_run(root, ids[0], "completed")
+    records = recall(root, campaign.cells, campaign.spec.requirement)
+    view = CampaignView(campaign, records, Console(file=io.StringIO()))
+    view.start(records[1].cell, ViewState())
+    page = view.page()
+    assert (page["done"], page["running"], page["left"]) == (1, 1, len(ids) - 2)
+    assert [c["status"] for c in page["cells"][:3]] == ["done", "running", "pending"]
+    assert page["cells"][0]["verdict"] == "pass" and page["cells"][1]["verdict"] is None
+    assert page["cells"][2]["run_id"] is None and page["eta_s"] > 0
+    view.finish(records[1], 42.0)
+    assert view.page()["cells"][1]["seconds"] == 42.0
+
+
 def test_a_topology_is_reused_only_as_a_run_starts_it():
     clean = manifest([step("1", 100, 100)], {**BALANCED, "still_queued": 0})
     assert unfresh([0, 1], 2, clean) == ""
@@ -338,8 +356,9 @@ class Fakes:
 
         class Controller:
             def __init__(self, scenario, topology, runs_dir, live, keep_topology, run_id,
-                         metrics_port, schedule):
+                         metrics_port, schedule, board):
                 assert live is False and keep_topology is True
+                assert board is not None  # the campaign's page shows each cell's run
                 assert schedule is None  # a plan of steps, not a capacity search
                 assert metrics_port is None  # the default port, or any free one
                 self.run_dir = runs_dir / run_id

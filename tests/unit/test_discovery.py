@@ -47,3 +47,12 @@ def test_the_file_is_written_replaced_and_removed(tmp_path):
 def test_every_run_on_the_machine_writes_into_the_state_directory(tmp_path, monkeypatch):
     monkeypatch.setenv("SURGE_STATE_DIR", str(tmp_path))
     assert default_sd_dir() == tmp_path / "prometheus"
+
+
+def test_each_broker_member_is_a_target_of_its_own_with_its_name():
+    document = targets_document("127.0.0.1:19420", [], "r1", "s",
+                                {"rabbit-0": "127.0.0.1:15692", "rabbit-1": "127.0.0.1:15693"})
+    brokers = [g for g in document if g["labels"]["role"] == "broker"]
+    assert [(g["targets"], g["labels"]["member"]) for g in brokers] == [
+        (["127.0.0.1:15692"], "rabbit-0"), (["127.0.0.1:15693"], "rabbit-1")]
+    assert all(g["labels"]["run_id"] == "r1" for g in brokers)

@@ -4,11 +4,13 @@ port that is taken (ports 7700-7799, occupied here by the test itself)."""
 import socket
 import urllib.request
 from contextlib import closing
+from types import SimpleNamespace
 
 import pytest
 
 from orchestrator.run.exposition import ControllerMetrics, MetricsPortError, check_metrics_port
 from orchestrator.run.liveview import ViewState
+from results.rundir.histogram import LatencyHistogram
 
 
 def _occupy(port: int) -> socket.socket:
@@ -24,14 +26,31 @@ def _scrape(url: str) -> str:
         return response.read().decode()
 
 
-def test_the_default_port_serves_the_gauges():
+def test_the_default_port_serves_gauges_counters_and_histograms_with_their_labels():
     metrics = ControllerMetrics(default_port=7711, say=pytest.fail)
     try:
         assert (metrics.port, metrics.address) == (7711, "127.0.0.1:7711")
-        metrics.update("quickstart", ViewState(target_rate=1200.0, p99_ms=8.0))
+        state = ViewState(scenario="quickstart", run_id="r1", target_rate=1200.0, p99_ms=8.0)
+        latency = LatencyHistogram()
+        for value_us in (800, 3000, 40_000):
+            latency.record(value_us)
+        totals = {"sent": 2400, "received": 2390, "errors": 1, "reconnects": 0}
+        for _ in range(2):  # the histogram adds up over ticks, the totals are taken as given
+            metrics.update(state, SimpleNamespace(totals=totals, latency=latency,
+                                                  intended=LatencyHistogram()),
+                           [{"member": "rabbit-0", "cpu_percent": 41.5, "running": True,
+                             "cpu_quota_cores": 0.5}])
         text = _scrape(metrics.url)
-        assert 'surge_target_rate{scenario="quickstart"} 1200.0' in text
-        assert 'surge_latency_p99_seconds{scenario="quickstart"} 0.008' in text
+        run = 'run_id="r1",scenario="quickstart"'
+        assert f"surge_target_rate{{{run}}} 1200.0" in text
+        assert f"surge_latency_p99_seconds{{{run}}} 0.008" in text
+        assert f"surge_sent_messages_total{{{run}}} 2400.0" in text
+        assert f"surge_errors_total{{{run}}} 1.0" in text
+        assert f'surge_latency_seconds_bucket{{le="0.001",{run}}} 2.0' in text
+        assert f'surge_latency_seconds_bucket{{le="+Inf",{run}}} 6.0' in text
+        assert f'surge_member_cpu_percent{{member="rabbit-0",{run}}} 41.5' in text
+        assert f'surge_member_cpu_quota_cores{{member="rabbit-0",{run}}} 0.5' in text
+        assert f"surge_queue_depth{{{run}}} 0.0" in text
     finally:
         metrics.close()
 
@@ -56,7 +75,7 @@ def test_a_second_run_at_the_same_time_still_gets_its_metrics():
     try:
         assert first.port == 7713 and second.port not in (0, 7713)
         assert len(said) == 1 and "port 7713 is in use" in said[0]
-        assert "surge_errors" in _scrape(second.url)
+        assert "surge_target_rate" in _scrape(second.url)
     finally:
         second.close()
         first.close()

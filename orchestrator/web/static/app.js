@@ -1,0 +1,242 @@
+// The live page: polls /api/board once a second and draws what the controller recorded.
+"use strict";
+
+const token = new URLSearchParams(location.search).get("token");
+const tokenParam = token ? `&token=${encodeURIComponent(token)}` : "";
+const COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be185d",
+                 "#4d7c0f", "#7c3aed", "#0f766e", "#b45309", "#475569"];
+const MARK_COLOURS = {step: "#94a3b8", pause: "#cbd5e1", member_started: "#16a34a",
+  members_up: "#16a34a", member_restarted: "#16a34a", member_stopped: "#b91c1c",
+  member_killed: "#b91c1c", member_draining: "#ea580c", scale_decision: "#9333ea",
+  scale_failed: "#b91c1c", fault: "#dc2626", fault_cleared: "#15803d", fault_failed: "#b91c1c",
+  senders_stop: "#475569", drained: "#475569", error: "#b91c1c", probe: "#0891b2",
+  capacity: "#0891b2", exit: "#475569", accounting: "#475569"};
+
+const view = {runId: null, cursor: {ticks: 0, members: 0, events: 0}, ticks: {}, columns: [],
+  members: new Map(), quotas: new Map(), events: [], phases: [], steps: [], charts: {},
+  memberKey: "", offset: null, points: 0};
+window.surgeView = view;
+
+function reset(runId) {
+  Object.values(view.charts).forEach(c => c.destroy());
+  Object.assign(view, {runId, cursor: {ticks: 0, members: 0, events: 0}, ticks: {}, columns: [],
+    members: new Map(), quotas: new Map(), events: [], phases: [], steps: [], charts: {},
+    memberKey: "", offset: null, points: 0});
+  document.getElementById("events").innerHTML = "";
+}
+
+const fmt = (v, digits = 0) => v === null || v === undefined || Number.isNaN(v) ? "–"
+  : Number(v).toLocaleString("en", {maximumFractionDigits: digits, minimumFractionDigits: digits});
+const text = (id, value) => { document.getElementById(id).textContent = value; };
+
+function markersPlugin() {
+  return {hooks: {draw: [u => {
+    const ctx = u.ctx, {left, top, width, height} = u.bbox;
+    const marks = view.phases.filter(p => p.index > 0)
+      .map(p => ({x: p.start_s, colour: MARK_COLOURS.step, label: `step ${p.index}`}))
+      .concat(view.events.filter(e => e.kind !== "step" && view.offset !== null)
+        .map(e => ({x: e.t - view.offset, colour: MARK_COLOURS[e.kind] || "#64748b",
+                    label: e.kind.replace("_", " ")})));
+    ctx.save();
+    ctx.font = `${10 * devicePixelRatio}px system-ui`;
+    for (const m of marks) {
+      const x = u.valToPos(m.x, "x", true);
+      if (x < left || x > left + width) continue;
+      ctx.strokeStyle = m.colour; ctx.fillStyle = m.colour;
+      ctx.setLineDash([4 * devicePixelRatio, 3 * devicePixelRatio]);
+      ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + height); ctx.stroke();
+      ctx.fillText(m.label, x + 3 * devicePixelRatio, top + 10 * devicePixelRatio);
+    }
+    ctx.restore();
+  }]}};
+}
+
+function chart(id, series, yLabel, log = false) {
+  const element = document.getElementById(id);
+  const options = {
+    width: element.clientWidth || 560, height: 220, plugins: [markersPlugin()],
+    scales: {x: {time: false}, y: log ? {distr: 3} : {}},
+    axes: [{label: "seconds since the load started"}, {label: yLabel, size: 60}],
+    series: [{label: "s"}].concat(series.map((s, i) => ({
+      label: s.label, stroke: s.colour || COLOURS[i % COLOURS.length], width: 1.5,
+      dash: s.dash, spanGaps: false, value: (u, v) => fmt(v, s.digits || 0)}))),
+  };
+  element.innerHTML = "";
+  return new uPlot(options, [[]].concat(series.map(() => [])), element);
+}
+
+function column(name) { return view.ticks[name] || []; }
+
+function ensureCharts() {
+  const c = view.charts;
+  if (!c.rates) {
+    c.rates = chart("chart-rates", [{label: "target", colour: "#94a3b8", dash: [6, 4]},
+      {label: "published", colour: "#2563eb"}, {label: "consumed", colour: "#16a34a"}], "msg/s");
+    c.depth = chart("chart-depth", [{label: "queue depth", colour: "#ea580c"},
+      {label: "in flight", colour: "#9333ea"}], "messages");
+    c.latency = chart("chart-latency", [{label: "p50", colour: "#2563eb", digits: 1},
+      {label: "p99", colour: "#dc2626", digits: 1}], "ms", true);
+    c.errors = chart("chart-errors", [{label: "errors", colour: "#b91c1c"},
+      {label: "reconnects", colour: "#ea580c"}], "count");
+  }
+  const key = [...view.members.keys()].join(",");
+  if (key !== view.memberKey) {
+    if (c.cpu) c.cpu.destroy();
+    const names = [...view.members.keys()];
+    const series = names.map((name, i) => ({label: name.split("@")[0], colour: COLOURS[i], digits: 1}))
+      .concat(names.map((name, i) => ({label: `${name.split("@")[0]} quota`, colour: COLOURS[i], dash: [3, 3]})));
+    c.cpu = chart("chart-cpu", series, "% of a core");
+    view.memberKey = key;
+  }
+}
+
+function absorb(doc) {
+  if (doc.ticks.length) {
+    if (!view.columns.length) view.columns = doc.tick_columns;
+    for (const row of doc.ticks) view.columns.forEach((name, i) => (view.ticks[name] ||= []).push(row[i]));
+    if (view.offset === null) view.offset = column("t")[0] - column("elapsed_s")[0];
+  }
+  const mc = doc.member_columns;
+  for (const row of doc.members) {
+    const r = Object.fromEntries(mc.map((name, i) => [name, row[i]]));
+    if (!view.members.has(r.member)) view.members.set(r.member, new Map());
+    view.members.get(r.member).set(r.elapsed_s, r.running ? r.cpu_percent : null);
+    if (r.cpu_quota_cores) view.quotas.set(r.member, r.cpu_quota_cores * 100);
+  }
+  view.events.push(...doc.events);
+  view.phases = doc.phases;
+  view.steps = doc.steps;
+  view.cursor = doc.next;
+}
+
+function redraw() {
+  ensureCharts();
+  const x = column("elapsed_s");
+  const c = view.charts;
+  c.rates.setData([x, column("target_rate"), column("send_rate"), column("receive_rate")]);
+  c.depth.setData([x, column("queue_depth"), column("backlog")]);
+  c.latency.setData([x, column("latency_p50_ms").map(v => v > 0 ? v : null),
+                     column("latency_p99_ms").map(v => v > 0 ? v : null)]);
+  c.errors.setData([x, column("errors"), column("reconnects")]);
+  const names = [...view.members.keys()];
+  c.cpu.setData([x].concat(names.map(n => x.map(t => view.members.get(n).get(t) ?? null)),
+                           names.map(n => x.map(() => view.quotas.get(n) ?? null))));
+  view.points = x.length;
+}
+
+function figures(doc) {
+  const last = name => { const values = column(name); return values[values.length - 1]; };
+  const run = doc.run;
+  const target = last("target_rate"), received = last("receive_rate");
+  const draining = run.label === "draining" || run.label === "paused";
+  const achieved = target ? received / target : null;
+  const cls = achieved === null ? "" : achieved >= 0.98 ? "good" : achieved >= 0.9 ? "warn" : "bad";
+  const items = [
+    ["state", run.label + (run.outcome !== "running" ? ` (${run.outcome})` : "")],
+    ["elapsed / planned", `${fmt(last("elapsed_s"))} / ${fmt(run.planned_s)} s`],
+    ["target", draining ? "senders stopped" : `${fmt(target)} msg/s`],
+    ["published", `${fmt(last("send_rate"))} msg/s`],
+    ["consumed", `${fmt(received)} msg/s`],
+    ["achieved end to end", draining ? "–" : achieved === null ? "–" : `${fmt(achieved * 100, 1)} %`, cls],
+    ["in flight (lag)", `${fmt(last("backlog"))} msgs`],
+    ["queue depth", `${fmt(last("queue_depth"))} msgs`],
+    ["p50 / p99", `${fmt(last("latency_p50_ms"), 1)} / ${fmt(last("latency_p99_ms"), 1)} ms`],
+    ["members", fmt(last("members_running"))],
+    ["errors / reconnects", `${fmt(last("errors"))} / ${fmt(last("reconnects"))}`],
+  ];
+  document.getElementById("now").innerHTML = items.map(([name, value, c]) =>
+    `<div><span>${name}</span><b class="${c || ""}">${value}</b></div>`).join("");
+}
+
+function cell(value) { const td = document.createElement("td"); td.textContent = value; return td; }
+
+function tables(doc) {
+  const body = document.querySelector("#steps tbody");
+  body.replaceChildren(...view.steps.map(s => {
+    const tr = document.createElement("tr");
+    const cpu = Object.entries(s.cpu_percent || {}).map(([m, v]) => `${m.split("@")[0]} ${fmt(v, 1)}`).join(", ");
+    [s.label || s.step, fmt(s.target_rate), fmt(s.achieved_rate), fmt(s.sent_rate), fmt(s.received_rate),
+     fmt(s.p50_ms, 1), fmt(s.p99_ms, 1), s.members, cpu || "–", s.errors, s.seconds].forEach(v => tr.append(cell(v)));
+    return tr;
+  }));
+  const accounting = doc.accounting;
+  document.getElementById("accounting-section").hidden = !accounting;
+  if (accounting) {
+    document.querySelector("#accounting tbody").replaceChildren(...Object.entries(accounting)
+      .filter(([, v]) => typeof v !== "object" || v === null).map(([k, v]) => {
+        const tr = document.createElement("tr");
+        tr.append(cell(k.replaceAll("_", " ")), cell(v === null ? "–" : typeof v === "number" ? fmt(v) : String(v)));
+        return tr;
+      }));
+  }
+  const list = document.getElementById("events");
+  for (const e of doc.events) {
+    const li = document.createElement("li");
+    const at = view.offset === null ? "" : `${fmt(e.t - view.offset)} s  `;
+    const detail = e.explain || Object.entries(e).filter(([k]) => !["t", "kind", "explain", "agents"].includes(k))
+      .map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(" ");
+    li.textContent = `${at}${e.kind}: ${detail}`;
+    list.prepend(li);
+  }
+  const analysis = doc.run.analysis || [];
+  document.getElementById("analysis-section").hidden = !analysis.length;
+  const holder = document.getElementById("analysis");
+  if (holder.childElementCount !== analysis.length) {
+    holder.replaceChildren(...analysis.map(name => {
+      const img = document.createElement("img");
+      img.src = `/analysis/${encodeURIComponent(name)}?${token ? `token=${encodeURIComponent(token)}` : ""}`;
+      img.alt = name;
+      return img;
+    }));
+  }
+}
+
+function campaign(doc) {
+  const c = doc.campaign;
+  document.getElementById("campaign").hidden = !c;
+  if (!c) return;
+  text("campaign-name", c.name);
+  const eta = c.eta_s === null ? "ETA after the first cell" : `ETA ${Math.ceil(c.eta_s / 60)} min`;
+  text("campaign-progress", `${c.done} done, ${c.running} running, ${c.left} left · ${fmt(c.elapsed_s / 60)} min so far · ${eta}`);
+  document.querySelector("#cells tbody").replaceChildren(...c.cells.map(x => {
+    const tr = document.createElement("tr");
+    [x.name, x.status, x.verdict || "–", x.run_id || "–", x.seconds && x.status === "done" ? `${fmt(x.seconds)} s` : "–"]
+      .forEach(v => tr.append(cell(v)));
+    tr.className = x.verdict === "pass" ? "good" : x.verdict ? "bad" : "";
+    return tr;
+  }));
+}
+
+async function poll() {
+  let live = true;
+  try {
+    const run = view.runId ? `&run=${encodeURIComponent(view.runId)}` : "";
+    const c = view.cursor;
+    const response = await fetch(`/api/board?ticks=${c.ticks}&members=${c.members}&events=${c.events}${run}${tokenParam}`);
+    const doc = await response.json();
+    if (!response.ok) throw new Error(doc.error || response.statusText);
+    campaign(doc);
+    if (doc.run) {
+      if (doc.run.run_id !== view.runId) { reset(doc.run.run_id); return poll(); }
+      absorb(doc);
+      redraw();
+      figures(doc);
+      tables(doc);
+      text("title", `surge ${doc.run.scenario}`);
+      live = doc.run.outcome === "running";
+    }
+    if (doc.campaign) live = live || doc.campaign.left + doc.campaign.running > 0;
+    const status = document.getElementById("status");
+    status.textContent = doc.run ? `run ${doc.run.run_id} · updated ${new Date().toLocaleTimeString()}` : "waiting for the first run";
+    status.classList.remove("stale");
+  } catch (error) {
+    const status = document.getElementById("status");
+    status.textContent = `not updated: ${error.message}`;
+    status.classList.add("stale");
+  }
+  setTimeout(poll, live ? 1000 : 5000);
+}
+
+window.addEventListener("resize", () => Object.values(view.charts).forEach(ch =>
+  ch.setSize({width: ch.root.parentElement.clientWidth, height: 220})));
+poll();
