@@ -53,7 +53,7 @@ from orchestrator.scaling.scaler import Scaler
 from orchestrator.specs import plan as plans
 from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
 from orchestrator.web.feed import Board, RunFeed
-from orchestrator.web.server import WebServer, parse_address
+from orchestrator.web.server import LINGER_S, WebServer, parse_address
 from results import timeline
 from results.rundir.manifest import (
     Accounting,
@@ -75,7 +75,7 @@ EXTRA_LIFETIME_S = 3600.0  # agents outlive the plan by this much before they gi
 SHOWN_EVENTS = frozenset((
     "provision", "members_up", "agents_up", "step", "accounting", "teardown", "scale_decision",
     "scale_failed", "member_started", "rebalanced", "member_draining", "member_stopped",
-    "error", "clocks", "queues_unchecked", "probe", "capacity"))
+    "error", "clocks", "queues_unchecked", "probe", "capacity", "web"))
 
 
 @dataclass
@@ -221,6 +221,7 @@ class Controller:
                 metrics.close()
             self.feed.outcome = self.feed.label = outcome
             if self.page:
+                self.page.board.linger(LINGER_S)
                 self.page.close()
             if started_topology and not self.keep_topology:
                 self._event("teardown", said=self.provisioner.down())
@@ -241,6 +242,7 @@ class Controller:
                         explain=f"live page: {self.page.url}")
         if board is not None:
             board.run = self.feed
+            board.ended_shown.clear()
 
     # -- agents -----------------------------------------------------------------------------
 

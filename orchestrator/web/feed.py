@@ -8,6 +8,9 @@ server shows: the run in progress (or last run) and, for a campaign, its cells.
 
 from __future__ import annotations
 
+import math
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,9 +62,9 @@ class RunFeed:
             "run": {"run_id": self.run_id, "scenario": self.scenario,
                     "planned_s": self.planned_s, "outcome": self.outcome, "label": self.label,
                     "analysis": self.analysis},
-            "ticks": [[row.get(c) for c in TICK_COLUMNS] for row in tick_rows],
+            "ticks": [[_json(row.get(c)) for c in TICK_COLUMNS] for row in tick_rows],
             "tick_columns": TICK_COLUMNS,
-            "members": [[row.get(c) for c in MEMBER_COLUMNS] for row in member_rows],
+            "members": [[_json(row.get(c)) for c in MEMBER_COLUMNS] for row in member_rows],
             "member_columns": MEMBER_COLUMNS,
             "events": new_events,
             "phases": [_phase(p) for p in list(self.phases)],
@@ -70,6 +73,11 @@ class RunFeed:
             "next": {"ticks": ticks + len(tick_rows), "members": members + len(member_rows),
                      "events": events + len(new_events)},
         }
+
+
+def _json(value: Any) -> Any:
+    """A figure as JSON can carry it: an infinite or NaN reading is unknown (null)."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def _phase(phase: Any) -> dict[str, Any]:
@@ -86,13 +94,25 @@ class Board:
 
     run: RunFeed | None = None
     campaign: Callable[[], dict[str, Any]] | None = None  # its cells, counts and time left
+    asked_at: float | None = None  # monotonic time of the page's last request
+    ended_shown: threading.Event = field(default_factory=threading.Event)  # the run's end seen
 
     def view(self, ticks: int = 0, members: int = 0, events: int = 0,
              run_id: str | None = None) -> dict[str, Any]:
         """The page's document; positions reset when the run is another than ``run_id``."""
+        self.asked_at = time.monotonic()
         run = self.run
         if run is not None and run_id not in (None, run.run_id):
             ticks = members = events = 0
         document = run.since(ticks, members, events) if run else {"run": None}
         document["campaign"] = self.campaign() if self.campaign else None
+        if run is not None and run.outcome != "running":
+            self.ended_shown.set()
         return document
+
+    def linger(self, seconds: float) -> None:
+        """Wait (at most ``seconds``) for a page that is watching to fetch the run's end, so
+        that it shows the outcome and accounting before the server stops; no wait when no
+        page asked in the last ``seconds``."""
+        if self.asked_at is not None and time.monotonic() - self.asked_at < seconds:
+            self.ended_shown.wait(seconds)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import ipaddress
+import json
 import mimetypes
 import secrets
 import threading
@@ -26,6 +27,9 @@ from orchestrator.web.feed import Board
 STATIC = resources.files("orchestrator.web") / "static"
 _TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8",
           ".html": "text/html; charset=utf-8", ".png": "image/png", ".svg": "image/svg+xml"}
+
+
+LINGER_S = 3.0  # a watched page gets this long to fetch the end before the server stops
 
 
 class WebAddressError(SurgeError):
@@ -107,6 +111,7 @@ def serving(board: Board, address: str | None, say: Callable[[str], None]
     with WebServer(board, host, port, token=secrets.token_urlsafe(24)) as server:
         say(f"page: {server.url}")
         yield server
+        board.linger(LINGER_S)
 
 
 class _Handler(JsonHandler):
@@ -123,9 +128,10 @@ class _Handler(JsonHandler):
                 self._static(url.path.removeprefix("/static/"))
             elif url.path == "/api/board":
                 self._check(query)
-                self.reply_json(200, self.server_board.view(
+                document = self.server_board.view(
                     _count(query, "ticks"), _count(query, "members"), _count(query, "events"),
-                    query.get("run")))
+                    query.get("run"))  # events may hold what JSON has no type for: as text
+                self.reply(200, json.dumps(document, default=str).encode(), "application/json")
             elif url.path.startswith("/analysis/"):
                 self._check(query)
                 self._analysis(url.path.removeprefix("/analysis/"))

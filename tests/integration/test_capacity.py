@@ -16,15 +16,19 @@ from orchestrator.capacity.runner import search_all
 from orchestrator.capacity.slo import broken
 from orchestrator.run.controller import Controller
 from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from tests.integration.conftest import local_cluster
 
 pytestmark = pytest.mark.integration
 
 SENDERS = 8
 
 
-def test_the_rate_found_holds_as_a_plain_step_and_a_fifth_more_breaks_it(state_root, tmp_path):
+@pytest.mark.parametrize("members", [1, 2])
+def test_the_rate_found_holds_as_a_plain_step_and_a_fifth_more_breaks_it(state_root, tmp_path,
+                                                                       members):
     topology = TopologySpec.model_validate({
-        "name": "itcap", "members": 2, "start": 1, "cpu_per_member": 0.5, "port_base": 7800,
+        "name": f"itcap{members}", "members": members, "start": members, "cpu_per_member": 0.5,
+        "port_base": 7800 + 10 * members,
         "queues": [{"name": "perf", "type": "classic", "per_member": True}]})
     scenario = ScenarioSpec.model_validate({
         "name": "it-capacity", "topology": "unused.yaml", "agents": 2,
@@ -32,31 +36,31 @@ def test_the_rate_found_holds_as_a_plain_step_and_a_fifth_more_breaks_it(state_r
                      "message": {"size": "2KiB"}},
         "slo": {"p99": "2s", "backlog": 5000},
         "consumer_profile": [{"delay": "4ms", "hold": "1s"}],
-        "capacity": {"members": [1, 2], "start_rate": 1500, "growth": 1.5, "precision": "10%",
-                     "hold_min": "3s", "hold_max": "4s", "drain": "8s", "max_probes": 10},
+        "capacity": {"members": [members], "start_rate": 1500, "growth": 1.5,
+                     "precision": "10%", "hold_min": "3s", "hold_max": "4s", "drain": "8s",
+                     "max_probes": 10},
         "measure": {"settle": "1s", "drain": "30s"}})
     said: list[str] = []
-    result = search_all(scenario, topology, "it-capacity", tmp_path, said.append, live=False,
-                        project=[4])
-    assert result.complete, said
-    assert [s.members for s in result.searches] == [1, 2]
-    assert (result.directory / "report.md").exists()
-    assert (result.directory / "capacity.png").stat().st_size > 10_000
-    for search in result.searches:
-        assert search.converged and search.rate, search
+    # the topology stays up for the search and the runs that check it (each reuses it)
+    with local_cluster(topology, state_root):
+        result = search_all(scenario, topology, "it-capacity", tmp_path, said.append,
+                            live=False, project=[4])
+        assert result.complete, said
+        [search] = result.searches
+        assert search.members == members and search.converged and search.rate, search
+        assert (result.directory / "report.md").exists()
+        assert (result.directory / "capacity.png").stat().st_size > 10_000
         assert search.broker_cores is not None and search.generator_cores is not None
         rate = search.rate
         again = ScenarioSpec.model_validate({
             **scenario.model_dump(mode="json"), "capacity": None,
             "plan": [{"rate_per_sender": round(r / SENDERS, 1), "hold": "8s"}
                      for r in (rate, 1.2 * rate)]})
-        sized = topology.model_copy(update={"members": search.members,
-                                            "start": search.members})
-        run = Controller(again, sized, tmp_path, live=False).run()
+        run = Controller(again, topology, tmp_path, live=False).run()
         found, more = run.steps[0], run.steps[-1]
-        assert broken(found, scenario.slo) == (), (search.members, rate, found)
-        assert broken(more, scenario.slo) != (), (search.members, rate, more)
+        assert broken(found, scenario.slo) == (), (members, rate, found)
+        assert broken(more, scenario.slo) != (), (members, rate, more)
     pids = [a["pid"] for events in tmp_path.rglob("events.jsonl") for line in events.open()
             for e in [json.loads(line)] if e["kind"] == "agents_up" for a in e["agents"]]
-    assert len(pids) >= 8 and not [p for p in pids if psutil.pid_exists(p)]
-    assert not list((state_root / "itcap").glob("*")), "topology state left behind"
+    assert len(pids) >= 4 and not [p for p in pids if psutil.pid_exists(p)]
+    assert not list((state_root / topology.name).glob("*")), "topology state left behind"

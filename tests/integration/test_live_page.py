@@ -81,6 +81,8 @@ def test_the_live_page_fills_in_as_the_run_goes(browser, live_run, tmp_path):
     members = {row["member"] for row in controller.member_rows}
     assert shown["run"] == controller.run_id and shown["members"] == len(members)
     assert shown["target"] in {row["target_rate"] for row in controller.ticks}
+    events = page.locator("#events").inner_text()
+    assert "members_up" in events and "step: step=1" in events, events
     first_step = page.locator("#steps tbody tr").first.inner_text().split()
     assert first_step[:2] == ["1", "200"]  # step 1, 4 senders x 50 msg/s
     page.screenshot(path=tmp_path / "live.png", full_page=True)

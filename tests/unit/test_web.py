@@ -34,11 +34,12 @@ def test_the_board_gives_what_is_new_since_the_page_last_asked():
     first = board.view()
     assert first["tick_columns"] == TICK_COLUMNS and len(first["ticks"]) == 3
     assert first["ticks"][0][:3] == [100.0, 0.0, 1] and "latency_buckets" not in TICK_COLUMNS
-    run.ticks.append({**run.ticks[-1], "elapsed_s": 3.0})
+    run.ticks.append({**run.ticks[-1], "elapsed_s": 3.0, "receive_rate": float("nan")})
     run.event({"t": 103.0, "kind": "member_started", "member": "m1"})
     run.event({"t": 103.0, "kind": "remote_command", "command": "x"})  # not for the page
     later = board.view(**first["next"], run_id="r1")
     assert [row[1] for row in later["ticks"]] == [3.0] and later["members"] == []
+    assert later["ticks"][0][TICK_COLUMNS.index("receive_rate")] is None  # JSON has no NaN
     assert [e["kind"] for e in later["events"]] == ["member_started"]
     assert later["next"] == {"ticks": 4, "members": 3, "events": 1}
     board.run = feed("r2", ticks=2)  # the next cell of a campaign: from its start
@@ -86,3 +87,14 @@ def test_addresses():
             parse_address(bad)
     assert is_loopback("127.0.0.2") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("10.1.2.3")
+
+
+def test_a_watched_page_gets_the_end_of_the_run_before_the_server_stops():
+    board = Board(run=feed())
+    board.linger(5.0)  # nobody asked: no wait
+    board.view()
+    assert not board.ended_shown.is_set()  # still running
+    board.run.outcome = "completed"
+    board.view()
+    assert board.ended_shown.is_set()
+    board.linger(5.0)  # seen: returns at once

@@ -132,7 +132,8 @@ function figures(doc) {
   const achieved = target ? received / target : null;
   const cls = achieved === null ? "" : achieved >= 0.98 ? "good" : achieved >= 0.9 ? "warn" : "bad";
   const items = [
-    ["state", run.label + (run.outcome !== "running" ? ` (${run.outcome})` : "")],
+    ["state", run.outcome === "running" || run.label.includes(run.outcome) ? run.label
+      : `${run.label} (${run.outcome})`],
     ["elapsed / planned", `${fmt(last("elapsed_s"))} / ${fmt(run.planned_s)} s`],
     ["target", draining ? "senders stopped" : `${fmt(target)} msg/s`],
     ["published", `${fmt(last("send_rate"))} msg/s`],
@@ -219,9 +220,9 @@ async function poll() {
     if (doc.run) {
       if (doc.run.run_id !== view.runId) { reset(doc.run.run_id); return poll(); }
       absorb(doc);
-      redraw();
+      tables(doc);  // first: the events of this answer are listed even if a chart fails
       figures(doc);
-      tables(doc);
+      if (view.ticks.elapsed_s && view.ticks.elapsed_s.length) redraw();
       text("title", `surge ${doc.run.scenario}`);
       live = doc.run.outcome === "running";
     }
