@@ -124,7 +124,8 @@ class CampaignView:
         the counts, the seconds so far and left (read by the page's server thread)."""
         statuses, left, eta = self._progress()
         current = self.current
-        cells = [{"name": r.cell.id, "run_id": r.cell.id if r.status != "pending" else None,
+        cells = [{"name": r.cell.id,
+                  "run_id": r.cell.id if r.status != "pending" or r.cell is current else None,
                   "status": "running" if r.cell is current else r.status,
                   "verdict": {True: "pass", False: "fail", None: None}[r.passed]
                   if r.cell is not current else None, "reason": r.reason,

@@ -559,6 +559,7 @@ class Controller:
         self.state.__dict__.update(
             step=row["phase"] or self.state.step, elapsed_s=row["elapsed_s"],
             target_rate=row["target_rate"], send_rate=row["send_rate"],
+            measured_target=self.ticks[-2]["target_rate"] if len(self.ticks) > 1 else None,
             receive_rate=row["receive_rate"], members_running=row["members_running"],
             queue_depth=row["queue_depth"], p50_ms=row["latency_p50_ms"],
             p99_ms=row["latency_p99_ms"], backlog=row["backlog"],

@@ -27,6 +27,9 @@ class ViewState:
     elapsed_s: float = 0.0
     planned_s: float = 0.0
     target_rate: float = 0.0
+    # the target over the second the rates were measured in (the previous tick's): a step's
+    # first second compares what was received to what was asked then, not to the new rate
+    measured_target: float | None = None
     send_rate: float | None = 0.0  # None: a source missed this second (shown as "-")
     receive_rate: float | None = 0.0
     members_running: int = 0
@@ -115,11 +118,12 @@ def figure(value: float | None, spec: str = ",.0f") -> str:
 
 
 def achieved(s: ViewState) -> float | None:
-    """End to end: what the consumers received against what the plan asked this second
-    (``None`` while there is no target: paused, draining, unknown)."""
-    if s.receive_rate is None or not s.target_rate:
+    """End to end: what the consumers received over the last second against what the plan
+    asked over it (``None`` while there is no target: paused, draining, unknown)."""
+    target = s.target_rate if s.measured_target is None else s.measured_target
+    if s.receive_rate is None or not target or not s.target_rate:
         return None
-    return s.receive_rate / s.target_rate
+    return s.receive_rate / target
 
 
 def sparkline(values: Iterable[float | None], width: int = HISTORY_S) -> str:

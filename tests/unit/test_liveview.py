@@ -61,3 +61,9 @@ def test_work_before_the_load_says_what_and_how_long(capsys):
     assert state.waiting_since is None
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) >= 2 and all(line.startswith("[r1] provisioning it3") for line in lines)
+
+
+def test_a_steps_first_second_is_judged_against_the_rate_asked_over_it():
+    # the rates of a tick were measured over the second before it, at the old target
+    state = running(target_rate=2000.0, measured_target=1000.0, receive_rate=1000.0)
+    assert achieved(state) == 1.0 and "100.0%" in shown(state)

@@ -22,7 +22,6 @@ function reset(runId) {
   Object.assign(view, {runId, cursor: {ticks: 0, members: 0, events: 0}, ticks: {}, columns: [],
     members: new Map(), quotas: new Map(), events: [], phases: [], steps: [], charts: {},
     memberKey: "", offset: null, points: 0});
-  document.getElementById("events").innerHTML = "";
 }
 
 const fmt = (v, digits = 0) => v === null || v === undefined || Number.isNaN(v) ? "–"
@@ -128,8 +127,11 @@ function figures(doc) {
   const last = name => { const values = column(name); return values[values.length - 1]; };
   const run = doc.run;
   const target = last("target_rate"), received = last("receive_rate");
+  const targets = column("target_rate");
+  // the rates of a row were measured over the second before it, at the previous row's target
+  const asked = targets.length > 1 ? targets[targets.length - 2] : target;
   const draining = run.label === "draining" || run.label === "paused";
-  const achieved = target ? received / target : null;
+  const achieved = target && asked && received !== null ? received / asked : null;
   const cls = achieved === null ? "" : achieved >= 0.98 ? "good" : achieved >= 0.9 ? "warn" : "bad";
   const items = [
     ["state", run.outcome === "running" || run.label.includes(run.outcome) ? run.label
@@ -170,15 +172,15 @@ function tables(doc) {
         return tr;
       }));
   }
-  const list = document.getElementById("events");
-  for (const e of doc.events) {
+  // all of them each time: an event from before the first tick gets its time once ticks come
+  document.getElementById("events").replaceChildren(...view.events.slice().reverse().map(e => {
     const li = document.createElement("li");
     const at = view.offset === null ? "" : `${fmt(e.t - view.offset)} s  `;
     const detail = e.explain || Object.entries(e).filter(([k]) => !["t", "kind", "explain", "agents"].includes(k))
       .map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(" ");
     li.textContent = `${at}${e.kind}: ${detail}`;
-    list.prepend(li);
-  }
+    return li;
+  }));
   const analysis = doc.run.analysis || [];
   document.getElementById("analysis-section").hidden = !analysis.length;
   const holder = document.getElementById("analysis");
