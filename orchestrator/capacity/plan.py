@@ -101,12 +101,12 @@ class SearchSchedule:
         return {"capacity": self.record()}
 
     def row_found(self) -> StepRow | None:
-        """The step row whose figures stand for the rate found: its confirmation, or (a search
-        that did not converge) the last probe of that rate that held."""
-        rate = self.found.rate if self.found else None
+        """The step row whose figures stand for the target found: its confirmation, or (a
+        search that did not converge) the last probe of that target that held."""
+        target = self.found.target if self.found else None
         held = [(outcome.probe.confirm, row.end_s, row)
                 for outcome, row in zip(self.outcomes, self.rows, strict=True)
-                if outcome.held and rate is not None and outcome.probe.rate == rate]
+                if outcome.held and target is not None and outcome.probe.rate == target]
         return max(held, key=lambda entry: entry[:2])[2] if held else None
 
     def record(self) -> CapacityRecord:
@@ -118,7 +118,8 @@ class SearchSchedule:
                                 held=o.held, achieved=o.achieved, p99_ms=p99_ms(row),
                                 max_backlog=row.max_backlog, reasons=list(o.reasons))
                     for i, (o, row) in enumerate(zip(self.outcomes, self.rows, strict=True))],
-            rate=found.rate if found else None, converged=bool(found and found.converged),
+            rate=found.rate if found else None, target=found.target if found else None,
+            converged=bool(found and found.converged),
             why=found.why if found else "the search was stopped before it ended")
 
 

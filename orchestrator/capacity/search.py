@@ -42,13 +42,17 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Found:
-    """The end of a search: the highest rate that held (``None``: even the lowest probe
-    broke), how many probes it took, whether it converged and confirmed, and why it ended."""
+    """The end of a search: the highest target that held (``None``: even the lowest probe
+    broke) and the rate it carried (``rate``: the lowest end-to-end rate its held probes
+    achieved, at most the target; the SLO lets a target hold that is a little above what was
+    delivered, and the answer is what was delivered), how many probes it took, whether it
+    converged and confirmed, and why it ended."""
 
     rate: float | None
     probes: int
     converged: bool
     why: str
+    target: float | None = None
 
 
 @dataclass(frozen=True)
@@ -82,13 +86,13 @@ def next_probe(settings: SearchSettings, outcomes: list[Outcome]) -> Probe | Fou
     low, high = bracket(outcomes)
     last = outcomes[-1] if outcomes else None
     if last is not None and last.probe.confirm and last.held:
-        return Found(last.probe.rate, len(outcomes), True,
-                     f"{last.probe.rate:,.0f} msg/s held the SLO and held it again")
+        return _found(last.probe.rate, outcomes, True,
+                      f"{last.probe.rate:,.0f} msg/s held the SLO and held it again")
     if len(outcomes) >= settings.max_probes:
-        return Found(low, len(outcomes), False,
-                     f"the budget of {settings.max_probes} probes was spent before the search "
-                     f"converged" + (f" (bracket {low:,.0f} to {high:,.0f} msg/s)"
-                                     if low and high else ""))
+        return _found(low, outcomes, False,
+                      f"the budget of {settings.max_probes} probes was spent before the search "
+                      f"converged" + (f" (bracket {low:,.0f} to {high:,.0f} msg/s)"
+                                      if low and high else ""))
     if high is None:
         return Probe(_round(low * settings.growth) if low else settings.start)
     if low is None:
@@ -100,6 +104,17 @@ def next_probe(settings: SearchSettings, outcomes: list[Outcome]) -> Probe | Fou
     if high / low - 1 > settings.precision:
         return Probe(_between(low, high))
     return Probe(low, confirm=True)
+
+
+def _found(target: float | None, outcomes: list[Outcome], converged: bool, why: str) -> Found:
+    """The end at ``target``, with the rate its held probes carried end to end."""
+    if target is None:
+        return Found(None, len(outcomes), converged, why)
+    carried = min([target] + [o.achieved for o in outcomes if o.held and o.probe.rate == target
+                              and o.achieved is not None])
+    if carried < target:
+        why += f"; it carried {carried:,.0f} msg/s end to end"
+    return Found(carried, len(outcomes), converged, why, target)
 
 
 def _between(low: float, high: float) -> float:

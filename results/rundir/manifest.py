@@ -218,12 +218,14 @@ class ProbeRecord(Record):
 
 class CapacityRecord(Record):
     """A capacity search (``surge capacity``): the member count, the SLO its probes were held
-    to, every probe, and the highest rate that held (``None``: none did) with why it ended."""
+    to, every probe, the highest target that held (``None``: none did) and the rate it
+    carried end to end (``rate``, at most the target), with why it ended."""
 
     members: int
     slo: dict[str, Any]
     probes: list[ProbeRecord] = []
     rate: float | None = None
+    target: float | None = None
     converged: bool = False
     why: str = ""
 

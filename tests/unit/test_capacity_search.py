@@ -62,7 +62,8 @@ def test_the_knee_is_found_within_5_percent_in_the_stated_probes(capacity, start
         failed = sum(1 for o in outcomes if o.probe.confirm and not o.held)
         bound = math.ceil(math.log2(max(system.knee / start, 1))) + 8 + 4 * failed
         assert found.probes == len(outcomes) <= bound, (seed, found.probes, bound)
-        assert outcomes[-1].probe.confirm and outcomes[-1].probe.rate == found.rate
+        assert outcomes[-1].probe.confirm and outcomes[-1].probe.rate == found.target
+        assert found.rate <= found.target
 
 
 def test_a_knee_below_the_first_probe_is_found_going_down():
@@ -97,7 +98,20 @@ def test_the_probe_budget_ends_the_search_unconverged():
     outcomes = [Outcome(Probe(1000), True), Outcome(Probe(2000), True),
                 Outcome(Probe(4000), False)]
     found = next_probe(settings, outcomes)
-    assert found == Found(2000, 3, False, found.why) and "budget of 3" in found.why
+    assert found == Found(2000, 3, False, found.why, 2000) and "budget of 3" in found.why
+
+
+def test_the_rate_found_is_what_the_held_probes_carried_not_more():
+    # the SLO lets a target hold while 4 % of it is not delivered (within the shortfall); the
+    # answer is the lowest end-to-end rate delivered at that target, not the target
+    settings = SearchSettings(start=1000)
+    outcomes = [Outcome(Probe(1000), True, 1000), Outcome(Probe(2000), False, 1900),
+                Outcome(Probe(1500), True, 1500), Outcome(Probe(1750), False, 1700),
+                Outcome(Probe(1620), True, 1575), Outcome(Probe(1680), False, 1610),
+                Outcome(Probe(1650), True, 1590), Outcome(Probe(1650, confirm=True), True, 1584)]
+    found = next_probe(settings, outcomes)
+    assert (found.target, found.rate, found.converged) == (1650, 1584, True)
+    assert "carried 1,584 msg/s end to end" in found.why
 
 
 def test_bad_settings_are_refused():
