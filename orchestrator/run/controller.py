@@ -279,9 +279,11 @@ class Controller:
         agents = [target(a.host, a.port) for a in self.agents if getattr(a, "port", None)]
         brokers = {m.name: target(m.host, m.prometheus_port) for m in self.provisioner.status()
                    if m.prometheus_port}
-        path = [write_service_discovery(self.sd_dir, self.run_id, self.scenario.name,
-                                        metrics.address, agents, brokers, where)
-                for where in (self.run_dir / SD_RUN_FILE, None)][-1]
+        def write(where: Path | None) -> Path:
+            return write_service_discovery(self.sd_dir, self.run_id, self.scenario.name,
+                                           metrics.address, agents, brokers, where)
+        write(self.run_dir / SD_RUN_FILE)  # the run directory's record
+        path = write(None)  # the machine's directory of live runs
         self.manifest = self.manifest.replace(prometheus=Prometheus(
             controller=metrics.address, agents=agents, sd_file=str(path)))
 
