@@ -162,15 +162,22 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
         analyze: Annotated[bool, typer.Option(
             help="Analyse the run with Spark at the end (report.md, plots; needs the analysis "
                  "extra, skipped without it)")] = True,
+        reuse: Annotated[bool, typer.Option(
+            help="Run on members that a run which died left running (refused otherwise); they "
+                 "are stopped at the end unless --keep")] = False,
         json_output: JsonOption = False,
         ) -> None:
     """Run a scenario: provision (or reuse) its topology, drive the plan, print the step table.
 
-    Ctrl-C once stops early and cleanly (the run directory is complete); twice forces.
+    One run holds a topology at a time: a second one is refused, naming the first and its PID.
+    Members that surge up started, or a run kept with --keep, are used as they are.
+
+    Ctrl-C, SIGTERM or SIGHUP once stops early and cleanly (senders stop, a short drain, the
+    accounting, teardown; the run directory is complete); a second one forces.
     With --json, stdout holds one document: run_id, run_dir, outcome, scenario, rate_unit,
     steps, drain, accounting and analysis (surge analyze's summary, or null).
     """
-    from orchestrator.run.controller import Controller, stop_on_ctrl_c
+    from orchestrator.run.controller import Controller, stop_on_signals
     from orchestrator.run.exposition import check_metrics_port
     from orchestrator.specs.loader import load_scenario
     from results.rundir.steps import as_text
@@ -182,8 +189,8 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
                                                         "surge capacity")])
     check_metrics_port(metrics_port)
     controller = Controller(spec, topology, runs_dir, live=live, keep_topology=keep,
-                            metrics_port=metrics_port, web=_web(web))
-    with stop_on_ctrl_c(controller):
+                            metrics_port=metrics_port, web=_web(web), reuse=reuse)
+    with stop_on_signals(controller):
         result = controller.run()
     say(f"\nrun {result.outcome}: {result.run_dir} (surge view {result.run_dir} shows it "
         f"again)")
@@ -579,13 +586,17 @@ def up(topology: TopologyArg,
         from orchestrator.specs.loader import load_topology
         from topologies.ansible_up import up as ansible_up
         spec = load_topology(topology, overrides or [])
-        ansible_up(spec, say=typer.echo)
-        if spec.placement == "local":  # the nodes are recorded like surge's own
-            for member in _provisioner(topology, overrides).status():
-                _print_member(member)
+        with _holding(spec.name, "up"):
+            ansible_up(spec, say=typer.echo)
+            if spec.placement == "local":  # the nodes are recorded like surge's own
+                for member in _provisioner(topology, overrides).status():
+                    _print_member(member)
         return
-    for member in _provisioner(topology, overrides).up():
-        _print_member(member)
+    provisioner = _provisioner(topology, overrides)
+    with _holding(provisioner.topology.name, "up"):
+        for member in provisioner.up():
+            _print_member(member)
+        _record_up(provisioner)
 
 
 @app.command()
@@ -613,9 +624,26 @@ def status(topology: TopologyArg,
 @_surge_errors
 def down(topology: TopologyArg,
          overrides: SetOption = None) -> None:
-    """Stop everything surge started for a topology (by PID) and remove its state."""
-    for line in _provisioner(topology, overrides).down():
-        typer.echo(line)
+    """Stop everything surge started for a topology (by PID) and remove its state; refused
+    while a run, campaign or capacity search holds the topology."""
+    from topologies import lease
+    provisioner = _provisioner(topology, overrides)
+    with _holding(provisioner.topology.name, "down"):
+        for line in provisioner.down():
+            typer.echo(line)
+        lease.record_members(provisioner.topology.name, None)
+
+
+def _holding(name: str, kind: str):
+    """Topology ``name`` held for ``surge up`` or ``down`` (refused while a run holds it)."""
+    from topologies import lease
+    return lease.holding(name, kind)
+
+
+def _record_up(provisioner) -> None:
+    """The running members are now surge up's: any run may use them as they are."""
+    from topologies import lease
+    lease.record_members(provisioner.topology.name, {"kind": "up", "pid": os.getpid()})
 
 
 @app.command(hidden=True)

@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import re
-import signal
 import threading
 import time
 import traceback
@@ -19,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -28,12 +27,14 @@ from orchestrator.campaign.requirement import Requirement, judge
 from orchestrator.campaign.view import CampaignView, recorded_overhead
 from orchestrator.errors import FileError, SurgeError
 from orchestrator.retry import retrying
+from orchestrator.run.controller import on_stop_signals
 from orchestrator.specs.campaign import Campaign, Cell, load_campaign
 from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
 from orchestrator.web.feed import Board
 from orchestrator.web.server import serving
 from results.rundir.jsonfile import read_object
 from results.rundir.manifest import MANIFEST_FILE, RunManifest, read_manifest
+from topologies import lease
 
 if TYPE_CHECKING:
     from topologies.base import Provisioner
@@ -246,7 +247,15 @@ class CampaignRunner:
     def _run_group(self, topology: TopologySpec, cells: list[Cell]) -> None:
         from topologies.factory import provisioner_for
         provisioner = provisioner_for(topology)
-        self._refuse_foreign(provisioner, cells[0])
+        with lease.holding(topology.name, "campaign", self.campaign.spec.name,
+                           str(self.root)) as held:
+            if held.previous:
+                self.view.say(lease.settle_previous(held.previous), "yellow")
+            self._refuse_foreign(provisioner, cells[0])
+            self._run_cells(provisioner, topology, cells)
+
+    def _run_cells(self, provisioner: Provisioner, topology: TopologySpec,
+                   cells: list[Cell]) -> None:
         try:
             for index, cell in enumerate(cells):
                 started = time.monotonic()
@@ -299,12 +308,16 @@ class CampaignRunner:
     def _up(self, provisioner: Provisioner) -> None:
         self.topology_up = provisioner.topology
         self._save()
+        lease.record_members(provisioner.topology.name, {
+            "kind": "campaign", "id": self.campaign.spec.name, "directory": str(self.root),
+            "pid": os.getpid()})
         retrying(provisioner.up, stop=self.stop, said=lambda attempt, error: self.view.say(
             f"bringing {provisioner.topology.name} up failed ({error}); trying again"))
 
     def _down(self, provisioner: Provisioner) -> None:
         with _shielded(self.view.say):
             provisioner.down()
+        lease.record_members(provisioner.topology.name, None)
         self.topology_up = None
         self._save()
 
@@ -312,7 +325,7 @@ class CampaignRunner:
 
     def _run_cell(self, cell: Cell, record: CellRecord) -> None:
         from orchestrator.capacity.runner import schedule_for
-        from orchestrator.run.controller import Controller, stop_on_ctrl_c
+        from orchestrator.run.controller import Controller, stop_on_signals
         run_dir = self.root / cell.id
         kept = set_aside(run_dir)
         if kept:
@@ -328,7 +341,7 @@ class CampaignRunner:
                                     metrics_port=self.metrics_port, schedule=schedule,
                                     board=self.board)
             self.view.start(cell, controller.state)
-            with stop_on_ctrl_c(controller):
+            with stop_on_signals(controller):
                 controller.run()
         except Exception as exc:  # noqa: BLE001 - a broken cell is recorded; the rest go on
             error = exc
@@ -358,26 +371,15 @@ class CampaignRunner:
                 raise KeyboardInterrupt
             self.stop.set()
             self.view.say("stopping: no further cell starts; Ctrl-C again to force", "yellow")
-        with _sigint(stop):
+        with on_stop_signals(stop):
             yield
 
 
-@contextlib.contextmanager
-def _sigint(handler: Callable[[int, Any], None]) -> Iterator[None]:
-    """``handler`` for SIGINT meanwhile (only the main thread can set one)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 def _shielded(say: Callable[[str, str], None]) -> contextlib.AbstractContextManager[None]:
-    """Ctrl-C cannot cut a teardown short (that would leave brokers running); it is answered."""
-    return _sigint(lambda signum, frame: say("tearing the topology down; a moment", "yellow"))
+    """A stop signal cannot cut a teardown short (that would leave brokers running); it is
+    answered."""
+    return on_stop_signals(lambda signum, frame: say("tearing the topology down; a moment",
+                                                     "yellow"))
 
 
 def unfresh(serving: list[int], start: int, last_run: RunManifest | None) -> str:

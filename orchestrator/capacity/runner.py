@@ -12,13 +12,14 @@ from orchestrator.capacity.plan import SearchSchedule
 from orchestrator.capacity.search import SearchSettings
 from orchestrator.capacity.slo import p99_ms
 from orchestrator.errors import Problem, SpecError
-from orchestrator.run.controller import Controller, stop_on_ctrl_c
+from orchestrator.run.controller import Controller, stop_on_signals
 from orchestrator.specs.capacity import CapacitySpec
 from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
 from orchestrator.web.feed import Board
 from orchestrator.web.server import serving
 from results import capacity
 from results.rundir.tables import new_run_id
+from topologies import lease
 
 Say = Callable[[str], None]
 
@@ -61,12 +62,15 @@ def search_all(scenario: ScenarioSpec, topology: TopologySpec, source: str, runs
     spec = scenario.capacity or CapacitySpec()
     counts = check(topology, spec, source)
     directory = runs_dir / new_run_id(f"capacity-{scenario.name}")
-    directory.mkdir(parents=True)
     searches: list[capacity.Search] = []
     board = Board()
-    with serving(board, web, say):
-        complete = _search_counts(scenario, topology, spec, counts, directory, searches, board,
-                                  say, live)
+    with lease.holding(topology.name, "capacity", directory.name, str(directory)) as held:
+        directory.mkdir(parents=True)
+        if held.previous:
+            say(lease.settle_previous(held.previous))
+        with serving(board, web, say):
+            complete = _search_counts(scenario, topology, spec, counts, directory, searches,
+                                      board, say, live)
     document = capacity.answer(searches, target or spec.target,
                                project or [2 * max(counts)])
     slo = scenario.slo.model_dump(mode="json")
@@ -106,7 +110,7 @@ def _search(scenario: ScenarioSpec, topology: TopologySpec, spec: CapacitySpec, 
     controller = Controller(scenario, sized, directory, live=live, schedule=schedule,
                             metrics_port=0, board=board,
                             run_id=new_run_id(f"{scenario.name}-{members}m"))
-    with stop_on_ctrl_c(controller):
+    with stop_on_signals(controller):
         result = controller.run()
     record = schedule.record()
     row = schedule.row_found()

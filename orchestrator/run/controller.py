@@ -4,14 +4,15 @@ The loop owns no resource of its own kind: the provisioner (brokers), the launch
 the clock, the host's CPU reading and the queue-depth probe are collaborators, real by default
 and replaced in tests by in-memory ones (``tests/unit/test_controller.py`` runs whole plans on
 a fake clock). Everything a run starts is stopped in ``finally`` blocks; with
-:func:`stop_on_ctrl_c`, a first Ctrl-C ends the run early but cleanly (senders stop, queues
-drain briefly, accounting is written), a second one forces.
+:func:`stop_on_signals`, a first Ctrl-C, SIGTERM or SIGHUP ends the run early but cleanly
+(senders stop, queues drain briefly, accounting is written), a second one forces.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import os
 import secrets
 import signal
 import threading
@@ -37,8 +38,10 @@ from orchestrator.run.collector import Collector, Failed
 from orchestrator.run.depth import ProbeFactory, QueueDepth
 from orchestrator.run.discovery import (
     SD_RUN_FILE,
+    claim,
     default_sd_dir,
     remove_service_discovery,
+    sweep,
     target,
     write_service_discovery,
 )
@@ -46,6 +49,7 @@ from orchestrator.run.exposition import ControllerMetrics
 from orchestrator.run.faults import FaultInjector
 from orchestrator.run.hostinfo import host_cpu, host_facts, versions
 from orchestrator.run.liveview import LiveView, ViewState
+from orchestrator.run.rundir import open_run_dir
 from orchestrator.run.sampling import AgentReading, Tick, TickMath, Timeliness
 from orchestrator.run.schedule import FixedSchedule, History, Schedule
 from orchestrator.scaling.policy import Observation
@@ -55,16 +59,20 @@ from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
 from orchestrator.web.feed import Board, RunFeed
 from orchestrator.web.server import LINGER_S, WebServer, parse_address
 from results import timeline
+from results.rundir.locks import CONTROLLER_LOCK, FileLock
 from results.rundir.manifest import (
     Accounting,
     Clocks,
     HostFacts,
+    Interruption,
     Prometheus,
+    Reuse,
     RunManifest,
     Sampling,
 )
 from results.rundir.steps import StepRow, drain_row, step_rows
-from results.rundir.tables import CONTROLLER_HOST, RunWriter, new_run_id
+from results.rundir.tables import CONTROLLER_HOST, RunDirFailed, RunWriter, new_run_id
+from topologies import lease
 from topologies.base import BrokerSample, CpuReading, Member, MemberSample, Provisioner
 from topologies.factory import provisioner_for
 
@@ -94,7 +102,8 @@ class Controller:
 
     ``provisioner``, ``launcher``, ``clock``, ``host_cpu``, ``probes`` (queue depths) and
     ``preflights`` (the check before any load) default to the real ones for the topology and
-    scenario."""
+    scenario. ``reuse``: run on members that a run which died left running (refused
+    otherwise), and stop them at the end unless ``keep_topology``."""
 
     def __init__(self, scenario: ScenarioSpec, topology: TopologySpec, runs_dir: Path,
                  live: bool = True, keep_topology: bool = False, metrics_port: int = 0,
@@ -105,13 +114,14 @@ class Controller:
                  background: bool = True, sd_dir: Path | None = None,
                  process_cpu: Callable[[], float] = time.process_time,
                  schedule: Schedule | None = None, web: str | None = None,
-                 board: Board | None = None):
+                 board: Board | None = None, reuse: bool = False):
         self.scenario, self.topology = scenario, topology
         self.run_id = run_id or new_run_id(scenario.name)
-        self.run_dir = runs_dir / self.run_id
-        self.writer = RunWriter(self.run_dir)
+        self.runs_dir, self.run_dir = runs_dir, runs_dir / self.run_id
+        self.writer: RunWriter  # opened by run(), once the topology is held
         self.view = LiveView(enabled=live)
-        self.keep_topology, self.metrics_port = keep_topology, metrics_port
+        self.keep_topology, self.metrics_port, self.reuse = keep_topology, metrics_port, reuse
+        self.interruption: Interruption | None = None  # why the run ended early, when it did
         self.clock, self.host_cpu = clock, host_cpu
         self.process_cpu = process_cpu  # this process's CPU seconds (the controller's cost)
         self.sd_dir = sd_dir or default_sd_dir()  # Prometheus' file_sd targets of live runs
@@ -166,20 +176,74 @@ class Controller:
         """The run's agents (none before they start)."""
         return self.fleet.agents
 
-    def request_stop(self) -> None:
+    def request_stop(self, why: str = "stopped by Ctrl-C") -> None:
         """End the load early: senders stop, queues drain, accounting is written."""
+        if not self.stop_requested.is_set():
+            self.interruption = Interruption(reason=why)
         self.stop_requested.set()
 
     # -- the run ----------------------------------------------------------------------------
 
     def run(self) -> RunResult:
-        """Run the scenario to the end (or to a stop); always leaves a readable run directory."""
+        """Run the scenario to the end (or to a stop); always leaves a readable run directory.
+
+        The topology is held for the run (:mod:`topologies.lease`) and the run directory by its
+        controller (:data:`~results.rundir.locks.CONTROLLER_LOCK`) before anything starts."""
+        with lease.holding(self.topology.name, "run", self.run_id, str(self.run_dir)) as held, \
+                contextlib.ExitStack() as claims:
+            self.writer = open_run_dir(self.runs_dir, self.run_dir)
+            claims.callback(self.writer.close)
+            run_lock, _ = FileLock.take(self.run_dir / CONTROLLER_LOCK, {"kind": "run",
+                                                                         "id": self.run_id})
+            claims.callback(run_lock.release, remove=True)
+            claims.callback(claim(self.sd_dir, self.run_id).release, remove=True)
+            self._settle_previous(held.previous)
+            return self._run()
+
+    def _settle_previous(self, previous: dict[str, Any] | None) -> None:
+        """What holders that died left: their run marked interrupted (by reading it), targets
+        files no live run holds removed."""
+        if previous:
+            self._event("previous_holder_died", holder=lease.describe(previous),
+                        explain=lease.settle_previous(previous))
+        if removed := sweep(self.sd_dir):
+            self._event("stale_discovery_removed", runs=removed)
+
+    def _claim_members(self) -> bool:
+        """Whether this run starts the topology (it stops it at its end unless kept). Members
+        already running are used where ``surge up``, this process or a run that kept them
+        started them; members that a run which died started only with ``reuse``."""
+        running = [m.name for m in self.provisioner.status() if m.running]
+        if not running:
+            return True
+        owner = lease.members_owner(self.topology.name)
+        foreign = lease.foreign_owner(owner)
+        if foreign and not self.reuse:
+            raise lease.TopologyBusy(
+                f"{len(running)} members of {self.topology.name} still run that "
+                f"{lease.describe(owner)} started and did not end: stop them with surge down, "
+                f"or run on them with --reuse (they are stopped at the end unless --keep)")
+        why = (f"started by {lease.describe(owner)}, which died; reused as asked (--reuse)"
+               if foreign else f"started by {lease.describe(owner)}"
+               if owner else "already running, not started by a surge run")
+        self.manifest = self.manifest.replace(reused=Reuse(members=running,
+                                                           started_by=owner or {}, why=why))
+        self._event("members_reused", members=running,
+                    explain=f"{len(running)} members already running: {why}")
+        return foreign
+
+    def _run(self) -> RunResult:
         outcome, accounting, steps, drain = "failed", None, [], None
-        started_topology = not any(m.running for m in self.provisioner.status())
+        started_topology = False
         metrics = None
         self._write_manifest(outcome="running")
         try:
             with self.view:
+                started_topology = self._claim_members()
+                if started_topology:
+                    lease.record_members(self.topology.name, {
+                        "kind": "run", "id": self.run_id, "directory": str(self.run_dir),
+                        "pid": os.getpid()})
                 metrics = ControllerMetrics(self.metrics_port, say=self.view.say)
                 self.state.metrics_url = metrics.url
                 self._serve_page()
@@ -212,6 +276,8 @@ class Controller:
             outcome = "aborted"
             raise
         except SurgeError as error:
+            if isinstance(error, RunDirFailed):
+                self.interruption = Interruption(reason=str(error))
             self._event("error", error=str(error))
             raise
         finally:
@@ -223,12 +289,19 @@ class Controller:
             if self.page:
                 self.page.board.linger(LINGER_S)
                 self.page.close()
-            if started_topology and not self.keep_topology:
-                self._event("teardown", said=self.provisioner.down())
-            self.writer.flush()
+            if started_topology:
+                self._release_members()
             self._write_manifest(outcome=outcome, accounting=accounting, steps=steps)
-            self.writer.close()
         return RunResult(self.run_dir, outcome, steps, accounting, drain)
+
+    def _release_members(self) -> None:
+        """Stop the members this run started (or took over), or hand them over as kept."""
+        if self.keep_topology:
+            owner = lease.members_owner(self.topology.name) or {}
+            lease.record_members(self.topology.name, {**owner, "kept": True})
+            return
+        self._event("teardown", said=self.provisioner.down())
+        lease.record_members(self.topology.name, None)
 
     def _serve_page(self) -> None:
         """Show the run on the campaign's board, or on a page of its own at ``web``."""
@@ -645,6 +718,9 @@ class Controller:
         changes: dict[str, Any] = {"outcome": outcome}
         if outcome != "running":
             changes["ended_at"] = _utc(self.clock.time())
+            if self.interruption is not None:
+                last = self.ticks[-1]["elapsed_s"] if self.ticks else None
+                changes["interruption"] = self.interruption.replace(last_second_s=last)
         if accounting is not None:
             changes["accounting"] = Accounting(**asdict(accounting),
                                                explain=accounting.explain())
@@ -658,26 +734,44 @@ class Controller:
         self.writer.write_manifest(self.manifest)
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""What a person, ``timeout``, systemd, Kubernetes or a CI runner sends to stop a command."""
+
+
 @contextlib.contextmanager
-def stop_on_ctrl_c(controller: Controller) -> Iterator[None]:
-    """While a run goes (in the main thread), a first Ctrl-C asks it to stop cleanly and a
-    second raises ``KeyboardInterrupt``."""
+def on_stop_signals(handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """``handler`` for each of :data:`STOP_SIGNALS` meanwhile (only the main thread can set
+    one; elsewhere nothing changes)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def interrupt(signum, frame) -> None:
-        if controller.stop_requested.is_set():
-            raise KeyboardInterrupt
-        controller.request_stop()
-        controller.view.say("[yellow]stopping: senders stop, queues drain; Ctrl-C again to "
-                            "force[/]")
-
-    previous = signal.signal(signal.SIGINT, interrupt)
+    previous = {number: signal.signal(number, handler) for number in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for number, old in previous.items():
+            signal.signal(number, old)
+
+
+def signal_name(number: int) -> str:
+    """``Ctrl-C`` for SIGINT, else the signal's name."""
+    return "Ctrl-C" if number == signal.SIGINT else signal.Signals(number).name
+
+
+@contextlib.contextmanager
+def stop_on_signals(controller: Controller) -> Iterator[None]:
+    """While a run goes (in the main thread), a first stop signal (Ctrl-C, SIGTERM, SIGHUP)
+    asks it to stop cleanly (senders stop, a short drain, the accounting, teardown) and a
+    second raises ``KeyboardInterrupt``."""
+    def interrupt(signum, frame) -> None:
+        if controller.stop_requested.is_set():
+            raise KeyboardInterrupt
+        controller.request_stop(f"stopped by {signal_name(signum)}")
+        controller.view.say(f"[yellow]stopping ({signal_name(signum)}): senders stop, queues "
+                            f"drain; again to force[/]")
+
+    with on_stop_signals(interrupt):
+        yield
 
 
 def _utc(wall_s: float) -> datetime:

@@ -16,7 +16,9 @@ The run directory keeps a copy, ``prometheus.json``, which names that run's targ
 point a Prometheus at one run) and stays as the record of what served which metrics.
 
 The file is replaced atomically (written beside it under a name the pattern does not match, then
-renamed), so Prometheus never reads half of one.
+renamed), so Prometheus never reads half of one. While a run goes its controller holds a lock
+beside the file (:func:`claim`); a file whose lock nobody holds was left by a controller that
+died, and the next run removes it (:func:`sweep`), so Prometheus stops scraping dead targets.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from results.rundir.locks import FileLock, is_held
 
 SD_DIR_NAME = "prometheus"
 SD_RUN_FILE = "prometheus.json"  # the run directory's copy
@@ -83,3 +87,26 @@ def remove_service_discovery(directory: Path, run_id: str) -> None:
     """Remove the targets file of run ``run_id`` (its processes are gone); no error if there is
     none."""
     sd_file(directory, run_id).unlink(missing_ok=True)
+
+
+def _lock(directory: Path, run_id: str) -> Path:
+    return directory / f".{run_id}.lock"
+
+
+def claim(directory: Path, run_id: str) -> FileLock:
+    """Hold run ``run_id``'s place in ``directory`` while it goes (released by its end, or by
+    the kernel when its process dies)."""
+    lock, _ = FileLock.take(_lock(directory, run_id), {"kind": "run", "id": run_id})
+    assert lock is not None, f"run {run_id} is claimed twice"
+    return lock
+
+
+def sweep(directory: Path) -> list[str]:
+    """Remove the targets files that no live controller holds; the run ids removed."""
+    removed = []
+    for path in sorted(directory.glob("*.json")):
+        if not is_held(_lock(directory, path.stem)):
+            path.unlink(missing_ok=True)
+            _lock(directory, path.stem).unlink(missing_ok=True)
+            removed.append(path.stem)
+    return removed

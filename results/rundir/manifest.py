@@ -17,9 +17,10 @@ readable when the spec models change later. What the readers use of them is type
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -36,6 +37,8 @@ from orchestrator.errors import FileError, one_line
 from orchestrator.specs.plan import Phase
 from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
 from results.rundir.jsonfile import read_object
+from results.rundir.locks import CONTROLLER_LOCK, is_held
+from results.rundir.parts import read_files
 from results.rundir.steps import StepRow
 
 FORMAT_VERSION = 3
@@ -141,6 +144,23 @@ class Accounting(Record):
         """``balanced`` or ``lost N`` (``lost ?`` when the loss is unknown)."""
         return "balanced" if self.balanced else \
             f"lost {'?' if self.lost is None else self.lost}"
+
+
+class Interruption(Record):
+    """Why a run ended before its plan did: a stop signal, a full disk, or a controller that died
+    (found out later, by the next command that read the run); ``last_second_s``, the last second
+    of the plan it recorded."""
+
+    reason: str
+    last_second_s: float | None = None
+
+
+class Reuse(Record):
+    """Members that were already running when the run began, and who had started them."""
+
+    members: list[str]
+    started_by: dict[str, Any] = {}  # kind (run, campaign, capacity, up), id, pid; {}: unknown
+    why: str = ""
 
 
 class FaultRecovery(Record):
@@ -254,6 +274,8 @@ class RunManifest(Record):
     prometheus: Prometheus | None = None
     unmeasured: dict[str, str] = {}  # figure -> why this placement cannot know it
     capacity: CapacityRecord | None = None  # surge capacity's runs only
+    interruption: Interruption | None = None  # runs that ended before their plan did
+    reused: Reuse | None = None  # runs that began on members already running
 
     @classmethod
     def begin(cls, run_id: str, started_at: datetime, scenario: ScenarioSpec,
@@ -330,10 +352,31 @@ def read_manifest(run_dir: Path) -> RunManifest:
         raise FileError(f"{path}: format_version {version}; this surge reads {readable} "
                         f"(a newer surge wrote it?)")
     try:
-        return RunManifest.model_validate(data)
+        manifest = RunManifest.model_validate(data)
     except ValidationError as error:
         raise FileError(one_line(f"{path}: not the run.json of a run: "
                                  f"{_problems(error)}")) from None
+    if manifest.outcome == "running" and not is_held(run_dir / CONTROLLER_LOCK):
+        manifest = _settle_abandoned(run_dir, manifest)
+    return manifest
+
+
+def _settle_abandoned(run_dir: Path, manifest: RunManifest) -> RunManifest:
+    """A run that says ``running`` while no controller holds it: its controller died. It is
+    ``interrupted`` from its last recorded second on, written back where the directory allows
+    (so every reader after this one sees the same)."""
+    table = read_files(run_dir, "ticks", ["t", "elapsed_s"])
+    ticks = table.to_pylist() if table is not None else []
+    last = max(ticks, key=lambda row: row["t"] or 0.0, default=None)
+    ended = datetime.fromtimestamp(last["t"], timezone.utc) if last and last["t"] else None
+    settled = manifest.replace(outcome="interrupted", ended_at=ended or manifest.started_at,
+                               interruption=Interruption(
+        reason="the controller stopped without ending the run (killed, or its host went "
+               "down); nothing after its last recorded second is known",
+        last_second_s=last["elapsed_s"] if last else None))
+    with contextlib.suppress(OSError):  # a read-only copy is still read as interrupted
+        settled.write(run_dir)
+    return settled
 
 
 def _problems(error: ValidationError) -> str:

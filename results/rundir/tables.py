@@ -17,11 +17,13 @@ and counts nothing twice.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import threading
 import time
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -29,10 +31,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from orchestrator.errors import SurgeError
 from results.rundir.figures import CONTROLLER_HOST as CONTROLLER_HOST  # the hosts table's name
 from results.rundir.figures import INTENDED, LATENCY, histogram_columns
 from results.rundir.histogram import LatencyHistogram
 from results.rundir.manifest import RunManifest
+from results.rundir.parts import COMPACTED as COMPACTED
+from results.rundir.parts import read_files
+from results.rundir.parts import table_files as table_files
 
 
 def _histogram(name: str) -> list[tuple[str, pa.DataType]]:
@@ -101,28 +107,62 @@ def new_run_id(scenario_name: str) -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{name}"
 
 
+class RunDirFailed(SurgeError):
+    """The run directory could not be written (the disk is full, or was made read-only)."""
+
+
+SPARE = ".spare"
+SPARE_BYTES = 1 << 20  # room kept for the last run.json when the disk fills
+
+
 class RunWriter:
-    """Appends to one run directory while the run goes."""
+    """Appends to one run directory while the run goes.
+
+    The first write that fails (a full disk, say) raises :class:`RunDirFailed`; the writer is
+    then :attr:`failed` and drops whatever else it is given, so the run can end and tear down.
+    A spare file of :data:`SPARE_BYTES` is kept in the directory while it is open and removed
+    before the last ``run.json`` is written, so that one still fits on a full disk."""
 
     def __init__(self, root: Path, flush_every_s: float = 5.0):
         self.root = root
         self.flush_every_s = flush_every_s
+        self.failed: OSError | None = None
         (root / "metrics").mkdir(parents=True, exist_ok=True)
         self._buffers: dict[str, list[dict[str, Any]]] = {name: [] for name in SCHEMAS}
         self._parts: dict[str, int] = dict.fromkeys(SCHEMAS, 0)
         self._last_flush = time.monotonic()
         self._events = open(root / "events.jsonl", "a", buffering=1)  # noqa: SIM115 - long-lived
         self._lock = threading.Lock()  # scaling actions log events from their own thread
+        (root / SPARE).write_bytes(bytes(SPARE_BYTES))
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        try:
+            yield
+        except OSError as error:
+            if self.failed is not None:
+                return  # said once; what comes after is dropped
+            self.failed = error
+            raise RunDirFailed(f"{self.root}: cannot write the run directory any more "
+                               f"({error.strerror or error}); the load was stopped and what "
+                               f"was recorded before is kept") from None
 
     def write_manifest(self, manifest: RunManifest) -> None:
-        """(Re)write ``run.json`` atomically (see :mod:`results.rundir.manifest`)."""
-        manifest.write(self.root)
+        """(Re)write ``run.json`` atomically (see :mod:`results.rundir.manifest`); it is written
+        even after a failure, into the spare room."""
+        if self.failed is not None:
+            (self.root / SPARE).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                manifest.write(self.root)
+            return
+        with self._writing():
+            manifest.write(self.root)
 
     def event(self, kind: str, **fields: Any) -> dict[str, Any]:
         """Append one event line (flushed at once) and return it."""
         record = {"t": time.time(), "kind": kind, **fields}
         line = json.dumps(record, default=str) + "\n"
-        with self._lock:
+        with self._lock, self._writing():
             self._events.write(line)
         return record
 
@@ -134,6 +174,10 @@ class RunWriter:
 
     def flush(self) -> None:
         """Write every buffered row as a new Parquet part per table."""
+        with self._writing():
+            self._flush()
+
+    def _flush(self) -> None:
         for table, rows in self._buffers.items():
             if not rows:
                 continue
@@ -148,24 +192,16 @@ class RunWriter:
         self._last_flush = time.monotonic()
 
     def close(self, compacted: bool = True) -> None:
-        """Flush what is buffered, close the event log and (unless not ``compacted``) compact
-        the parts."""
-        self.flush()
-        self._events.close()
-        if compacted:
-            compact(self.root)
-
-
-COMPACTED = "compacted.parquet"
-
-
-def table_files(root: Path, table: str) -> list[Path]:
-    """The files that hold one metric table of a run: its compacted file if it has one, else its
-    parts in order."""
-    directory = root / "metrics" / table
-    if (directory / COMPACTED).exists():
-        return [directory / COMPACTED]
-    return sorted(directory.glob("part-*.parquet"))
+        """Flush what is buffered, close the event log, give the spare room back and (unless
+        not ``compacted``, or writing failed) compact the parts."""
+        with contextlib.suppress(RunDirFailed):
+            self.flush()
+        with contextlib.suppress(OSError):  # what a full disk kept in its buffer is lost
+            self._events.close()
+        (self.root / SPARE).unlink(missing_ok=True)
+        if compacted and self.failed is None:
+            with contextlib.suppress(RunDirFailed), self._writing():
+                compact(self.root)
 
 
 def compact(root: Path) -> None:
@@ -207,12 +243,5 @@ def readable_parts(root: Path, table: str, problems: list[str] | None = None) ->
 
 def read_table(root: Path, table: str) -> pa.Table:
     """All of one metric table of a run (empty table if none), skipping unreadable files."""
-    tables = []
-    for part in table_files(root, table):
-        try:
-            tables.append(pq.read_table(part))
-        except (OSError, pa.ArrowInvalid):
-            continue
-    if not tables:
-        return SCHEMAS[table].empty_table()
-    return pa.concat_tables(tables, promote_options="default")
+    found = read_files(root, table)
+    return found if found is not None else SCHEMAS[table].empty_table()

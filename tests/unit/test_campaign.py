@@ -267,11 +267,11 @@ def test_resume_skips_completed_cells_only(spec_dir, tmp_path):
     record_run(root, ids[0], "completed")
     record_run(root, ids[1], "completed", [step("1", 100, 50)])
     record_run(root, ids[2], "interrupted")
-    record_run(root, ids[3], "running")  # the campaign crashed during it
+    record_run(root, ids[3], "running")  # the campaign crashed during it: interrupted
     record_run(root, ids[4], None)  # a directory without run.json
     records = recall(root, campaign.cells, campaign.spec.requirement)
     assert [(r.status, r.passed) for r in records] == [
-        ("done", True), ("done", False), ("interrupted", None), ("failed", None),
+        ("done", True), ("done", False), ("interrupted", None), ("interrupted", None),
         ("failed", None), ("pending", None), ("pending", None), ("pending", None)]
     assert records[4].reason == "left no run.json"
 
