@@ -243,11 +243,14 @@ def _parse(text: str, source: str) -> tuple[yaml.Node | None, Any]:
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         reason = error.problem or "not understood"
-        if error.context and not isinstance(error, _Refused):
+        refused, column = isinstance(error, _Refused), mark is not None and mark.column > 0
+        if "maximum nesting depth" in reason:  # PyYAML's own limit (6.0.4 on), met ahead
+            reason, refused, column = f"nested more than {MAX_DEPTH} levels deep", True, False
+        elif error.context and not refused:
             reason += f" ({error.context})"
-        prefix = "" if isinstance(error, _Refused) else "not valid YAML: "
-        column = f" (at column {mark.column + 1})" if mark and mark.column else ""
-        raise SpecError(source, [Problem("", prefix + reason + column,
+        prefix = "" if refused else "not valid YAML: "
+        where = f" (at column {mark.column + 1})" if column else ""
+        raise SpecError(source, [Problem("", prefix + reason + where,
                                          mark.line + 1 if mark else None)]) from None
     except yaml.reader.ReaderError:
         bad = Reader.NON_PRINTABLE.search(text)
