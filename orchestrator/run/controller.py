@@ -75,6 +75,7 @@ from results.rundir.tables import CONTROLLER_HOST, RunDirFailed, RunWriter, new_
 from topologies import lease
 from topologies.base import BrokerSample, CpuReading, Member, MemberSample, Provisioner
 from topologies.factory import provisioner_for
+from topologies.rabbitmq.queues import placements
 
 TICK_DEADLINE_S = 0.8  # readings not in by then are missing for this second
 SCRAPE_TIMEOUT_S = 5.0  # an agent's snapshot that takes longer fails (the tick has moved on)
@@ -191,31 +192,34 @@ class Controller:
         controller (:data:`~results.rundir.locks.CONTROLLER_LOCK`) before anything starts."""
         with lease.holding(self.topology.name, "run", self.run_id, str(self.run_dir)) as held, \
                 contextlib.ExitStack() as claims:
+            settled = lease.settle_previous(held.previous) if held.previous else None
+            reused = self._members_running()
             self.writer = open_run_dir(self.runs_dir, self.run_dir)
             claims.callback(self.writer.close)
             run_lock, _ = FileLock.take(self.run_dir / CONTROLLER_LOCK, {"kind": "run",
                                                                          "id": self.run_id})
             claims.callback(run_lock.release, remove=True)
             claims.callback(claim(self.sd_dir, self.run_id).release, remove=True)
-            self._settle_previous(held.previous)
-            return self._run()
+            if settled:
+                self._event("previous_holder_died", holder=lease.describe(held.previous),
+                            explain=settled)
+            if removed := sweep(self.sd_dir):
+                self._event("stale_discovery_removed", runs=removed)
+            if reused is not None:
+                self.manifest = self.manifest.replace(reused=reused)
+                self._event("members_reused", members=reused.members,
+                            explain=f"{len(reused.members)} members already running: "
+                                    f"{reused.why}")
+            return self._run(started_topology=reused is None or lease.foreign_owner(
+                reused.started_by))
 
-    def _settle_previous(self, previous: dict[str, Any] | None) -> None:
-        """What holders that died left: their run marked interrupted (by reading it), targets
-        files no live run holds removed."""
-        if previous:
-            self._event("previous_holder_died", holder=lease.describe(previous),
-                        explain=lease.settle_previous(previous))
-        if removed := sweep(self.sd_dir):
-            self._event("stale_discovery_removed", runs=removed)
-
-    def _claim_members(self) -> bool:
-        """Whether this run starts the topology (it stops it at its end unless kept). Members
-        already running are used where ``surge up``, this process or a run that kept them
-        started them; members that a run which died started only with ``reuse``."""
+    def _members_running(self) -> Reuse | None:
+        """The members already running, and who started them (``None``: none runs). They are
+        used where ``surge up``, this process or a run that kept them started them; members
+        that a run which died started are refused unless ``reuse``."""
         running = [m.name for m in self.provisioner.status() if m.running]
         if not running:
-            return True
+            return None
         owner = lease.members_owner(self.topology.name)
         foreign = lease.foreign_owner(owner)
         if foreign and not self.reuse:
@@ -223,23 +227,35 @@ class Controller:
                 f"{len(running)} members of {self.topology.name} still run that "
                 f"{lease.describe(owner)} started and did not end: stop them with surge down, "
                 f"or run on them with --reuse (they are stopped at the end unless --keep)")
-        why = (f"started by {lease.describe(owner)}, which died; reused as asked (--reuse)"
+        why = (f"started by {lease.describe(owner)}, which died; reused as asked (--reuse), "
+               f"the messages it left in the workload's queues removed first"
                if foreign else f"started by {lease.describe(owner)}"
                if owner else "already running, not started by a surge run")
-        self.manifest = self.manifest.replace(reused=Reuse(members=running,
-                                                           started_by=owner or {}, why=why))
-        self._event("members_reused", members=running,
-                    explain=f"{len(running)} members already running: {why}")
-        return foreign
+        return Reuse(members=running, started_by=owner or {}, why=why)
 
-    def _run(self) -> RunResult:
+    def _purge_left(self, running: list[Member]) -> None:
+        """Remove what a run that died left in the workload's queues (its messages would count
+        as this run's); said as an event, or that it could not be done."""
+        api = getattr(self.provisioner, "management", None)
+        names = [name for _, name, _ in placements([self.queue_spec],
+                                                   [m.index for m in running])]
+        try:
+            purged = {name: api(running).purge(name) for name in names} if api else None
+        except SurgeError as error:
+            purged, why = None, str(error)
+        else:
+            why = "this broker offers no way to purge queues" if api is None else ""
+        self._event("queues_purged", purged=purged, explain=f"removed {sum(purged.values())} "
+                    f"messages left in {', '.join(names)}" if purged is not None else
+                    f"messages left in {', '.join(names)} were NOT removed ({why}): they may "
+                    f"count as this run's")
+
+    def _run(self, started_topology: bool) -> RunResult:
         outcome, accounting, steps, drain = "failed", None, [], None
-        started_topology = False
         metrics = None
         self._write_manifest(outcome="running")
         try:
             with self.view:
-                started_topology = self._claim_members()
                 if started_topology:
                     lease.record_members(self.topology.name, {
                         "kind": "run", "id": self.run_id, "directory": str(self.run_dir),
@@ -254,6 +270,8 @@ class Controller:
                                                    f"{self.topology.members} members"):
                     members = self.provisioner.up()
                 self._event("members_up", members=[m.name for m in members if m.running])
+                if self.manifest.reused and started_topology:
+                    self._purge_left([m for m in members if m.running])
                 self._note_unmeasured()
                 with self.view.waiting(self.state, "checking queues, starting agents"):
                     self._check_queues([m for m in members if m.running])
@@ -432,16 +450,19 @@ class Controller:
             if self._exit_reached(elapsed):
                 break
 
-    def _next_tick(self, previous: float) -> float:
-        """Sleep until the next whole second after ``previous`` on the run's grid; a tick that
-        is more than a second late skips the seconds it missed rather than firing at once."""
+    def _next_tick(self, previous: float, draining: bool = False) -> float:
+        """Sleep until the next whole second after ``previous`` on the run's grid (a stop
+        request wakes the load part at once, never the drain, whose ticks keep their pace); a
+        tick that is more than a second late skips the seconds it missed rather than firing at
+        once."""
         planned = previous + 1.0
         now = self.clock.monotonic()
         if now > planned + 1.0:
             missed = int(now - planned)
             self.lateness.skipped += missed
             planned += missed
-        self.clock.sleep(planned - self.clock.monotonic(), self.stop_requested)
+        self.clock.sleep(planned - self.clock.monotonic(),
+                         None if draining else self.stop_requested)
         return planned
 
     def _sampler(self) -> Collector:
@@ -664,7 +685,7 @@ class Controller:
         planned = max(self.t0 + math.floor(stopped - self.t0), self.t0)
         depth = None
         while self.clock.monotonic() < deadline:
-            planned = self._next_tick(planned)
+            planned = self._next_tick(planned, draining=True)
             tick = self._record(planned, self.clock.monotonic(), None, metrics, "draining")
             depth = self.ticks[-1]["queue_depth"]
             settled = all(r.seen > stopped for r in self.math.agents.values())
@@ -720,7 +741,8 @@ class Controller:
             changes["ended_at"] = _utc(self.clock.time())
             if self.interruption is not None:
                 last = self.ticks[-1]["elapsed_s"] if self.ticks else None
-                changes["interruption"] = self.interruption.replace(last_second_s=last)
+                changes["interruption"] = self.interruption.model_copy(
+                    update={"last_second_s": last})
         if accounting is not None:
             changes["accounting"] = Accounting(**asdict(accounting),
                                                explain=accounting.explain())

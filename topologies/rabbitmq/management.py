@@ -55,6 +55,13 @@ class Management:
         quoted = urllib.parse.quote(name or queue.name, safe="")
         self.request("PUT", f"/queues/{self._vhost}/{quoted}", body)
 
+    def purge(self, name: str) -> int:
+        """Remove the ready messages of queue ``name``; how many there were."""
+        quoted = urllib.parse.quote(name, safe="")
+        before = self.request("GET", f"/queues/{self._vhost}/{quoted}?columns=messages_ready")
+        self.request("DELETE", f"/queues/{self._vhost}/{quoted}/contents")
+        return int((before or {}).get("messages_ready") or 0)
+
     def queues(self) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
         """Messages (ready + unacknowledged) per queue of the virtual host, and per member
         node the messages published to and delivered from the queues it leads, since they
