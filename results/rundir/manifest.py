@@ -128,7 +128,8 @@ class Accounting(Record):
 
     sent: int
     confirmed: int | None = None
-    nacked: int = 0
+    nacked: int = 0  # messages nacked, each once
+    not_republished: int | None = None  # of them, not published again after their last nack
     received: int
     duplicates: int = 0
     still_queued: int | None = None
@@ -246,7 +247,7 @@ class RunManifest(Record):
     host: HostFacts | None = None
     clocks: Clocks | None = None  # SSH agents only
     accounting: Accounted = None
-    accounting_details: dict[str, int] = {}  # out_of_order, redelivered, nacked_total, ...
+    accounting_details: dict[str, int] = {}  # out_of_order, redelivered, republished, ...
     steps: list[Step] = []
     drain: Step | None = None
     faults: list[FaultRecovery] = []  # scenarios with faults only

@@ -133,7 +133,7 @@ def test_export_is_compressed_little_endian_bitmap():
     assert len(export[4]) < 5000 // 8
 
 
-_HEAD = "sent 1000 = received {} + queued {} + lost {} (nacked, not republished {})"
+_HEAD = "sent 1000 = received {0} + queued {1} + lost {2} (nacked {3}, not republished {3})"
 
 
 # inputs: (sent, confirmed, nacked, received_unique, duplicates, still_queued)
@@ -169,7 +169,7 @@ _HEAD = "sent 1000 = received {} + queued {} + lost {} (nacked, not republished 
         (
             (1000, None, 0, 1000, 0, 3),
             (0, 3, False),
-            "sent 1000 < received 1000 + queued 3 (nacked, not republished 0): "
+            "sent 1000 < received 1000 + queued 3 (nacked 0, not republished 0): "
             "3 more messages received or queued than sent and not nacked",
         ),
         (
@@ -190,7 +190,7 @@ _HEAD = "sent 1000 = received {} + queued {} + lost {} (nacked, not republished 
         (
             (0, 0, 0, 0, 0, 0),
             (0, 0, True),
-            "sent 0 = received 0 + queued 0 + lost 0 (nacked, not republished 0): balanced",
+            "sent 0 = received 0 + queued 0 + lost 0 (nacked 0, not republished 0): balanced",
         ),
     ],
 )
@@ -207,7 +207,7 @@ def test_reconcile_spec_example():
         sent=1000, confirmed=None, nacked=0, received_unique=990, duplicates=0, still_queued=5
     )
     assert r.explain() == (
-        "sent 1000 = received 990 + queued 5 + lost 5 (nacked, not republished 0): "
+        "sent 1000 = received 990 + queued 5 + lost 5 (nacked 0, not republished 0): "
         "5 messages unaccounted for"
     )
 
@@ -217,7 +217,7 @@ def test_reconcile_combines_problems():
         sent=100, confirmed=90, nacked=0, received_unique=95, duplicates=2, still_queued=0
     )
     assert r.explain() == (
-        "sent 100 = received 95 + queued 0 + lost 5 (nacked, not republished 0): "
+        "sent 100 = received 95 + queued 0 + lost 5 (nacked 0, not republished 0): "
         "5 messages unaccounted for; 2 duplicate deliveries; 10 sends neither confirmed nor nacked"
     )
 
