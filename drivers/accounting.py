@@ -138,9 +138,10 @@ class Reconciliation:
     def explain(self) -> str:
         """One line saying whether the books balance and, if not, where they don't."""
         if self.still_queued is None:
-            return (f"sent {self.sent}, received {self.received}, {self._nacks()}; still queued unknown (the queues could not be read), so "
-                    f"loss is unknown" + (f"; {self.duplicates} duplicate deliveries"
-                                          if self.duplicates else ""))
+            duplicates = f"; {self.duplicates} duplicate deliveries" if self.duplicates else ""
+            return (f"sent {self.sent}, received {self.received}, {self._nacks()}; still "
+                    f"queued unknown (the queues could not be read), so loss is unknown"
+                    f"{duplicates}")
         surplus = self.received + self.still_queued > self.sent
         if surplus:
             head = (

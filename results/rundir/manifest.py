@@ -145,11 +145,14 @@ class Accounting(Record):
 
 
 class FaultRecovery(Record):
-    """Seconds from a fault until the achieved rate was back within 5% of target."""
+    """Seconds from a fault until the achieved rate was back within 5% of target; ``fault``
+    is a scheduled fault's kind, or ``member_lost`` for a member that stopped serving without
+    the run stopping it (``member`` names it)."""
 
     fault: str
     at_s: float
     recovery_s: float | None = None
+    member: str | None = None
 
 
 def _legacy_step(row: Any) -> Any:
