@@ -66,12 +66,12 @@ class MemberWatch:
             if was and not is_ and index not in self.own.stopped:
                 self.lost[index] = elapsed_s
                 self.count += 1
-                self.event(LOST, member=name, index=index, elapsed_s=round(elapsed_s, 3),
+                self.event(LOST, member=name, index=index, elapsed_s=elapsed_s,
                            explain=f"{name} stopped serving at {elapsed_s:.0f} s; the run did "
                                    "not stop it")
             elif is_ and not was and index in self.lost:
                 since = self.lost.pop(index)
-                self.event(BACK, member=name, index=index, elapsed_s=round(elapsed_s, 3),
+                self.event(BACK, member=name, index=index, elapsed_s=elapsed_s,
                            explain=f"{name} serves again, {elapsed_s - since:.0f} s after it "
                                    "stopped")
         self.serving = now
