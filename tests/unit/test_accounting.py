@@ -2,7 +2,10 @@ import zlib
 
 import pytest
 
+from drivers import protocol
 from drivers.accounting import SequenceTracker, merge_exports, reconcile
+from orchestrator.run.accounting import account
+from tests.unit.test_controller import scenario
 
 
 def tracker_of(pairs):
@@ -236,3 +239,32 @@ def test_unknown_queue_depths_leave_loss_unknown():
     r = reconcile(100, None, 0, 90, 0, None)
     assert (r.still_queued, r.lost, r.balanced) == (None, None, False)
     assert "still queued unknown" in r.explain() and "loss is unknown" in r.explain()
+
+
+def _books(received: int, **counters: int):
+    """The run's accounting of one producer that sent 100 messages, ``received`` of them
+    arrived, with the agents' nack counters split over two snapshots."""
+    tracker = SequenceTracker()
+    for seq in range(received):
+        tracker.record(1, seq)
+    halves = [{k: v // 2 for k, v in counters.items()},
+              {k: v - v // 2 for k, v in counters.items()}]
+    snapshots = [protocol.Snapshot(monotonic_s=0.0, **half) for half in halves]
+    spec = scenario([{"rate_per_sender": 10, "hold": "1s"}])
+    return account([protocol.Accounting({1: 100}, tracker.export())], snapshots, spec, 0)
+
+
+def test_nacked_counts_messages_once_and_the_balance_uses_those_never_published_again():
+    # 10 messages nacked, 4 of them nacked again after their republish, all 14 republishes
+    # made: every nacked message was published again, so nothing is lost
+    books = _books(100, confirmed=100, nacked=10, nacks_repeated=4, nacks_republished=14,
+                   republished=20)
+    assert (books.result.nacked, books.result.not_republished) == (10, 0)
+    assert books.result.lost == 0 and books.result.unexplained == 0
+    assert books.extras["republished"] == 20 and books.extras["nacks_repeated"] == 4
+    assert "(nacked 10, not republished 0)" in books.result.explain()
+    # 3 of them nacked last and never published again: lost, and explained by the nacks
+    books = _books(97, confirmed=97, nacked=10, nacks_repeated=4, nacks_republished=11)
+    assert (books.result.nacked, books.result.not_republished) == (10, 3)
+    assert books.result.lost == 3 and books.result.unexplained == 0
+    assert "(nacked 10, not republished 3)" in books.result.explain()
