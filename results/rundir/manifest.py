@@ -129,7 +129,9 @@ class Accounting(Record):
     sent: int
     confirmed: int | None = None
     nacked: int = 0  # messages nacked, each once
-    not_republished: int | None = None  # of them, not published again after their last nack
+    # of them, not published again after their last nack; None in runs recorded before it was
+    # kept, whose ``nacked`` was that figure
+    not_republished: int | None = None
     received: int
     duplicates: int = 0
     still_queued: int | None = None
