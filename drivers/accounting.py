@@ -113,13 +113,15 @@ def merge_exports(exports: Iterable[Mapping[int, bytes]]) -> MergedCounts:
 
 @dataclass(frozen=True)
 class Reconciliation:
-    """End-of-run balance: sent = received + still_queued + lost, lost ideally == nacked (the
-    publishes the broker nacked and that were never published again). ``still_queued`` is
-    ``None`` where the queues could not be read; then ``lost`` is unknown too, never guessed."""
+    """End-of-run balance: sent = received + still_queued + lost, lost ideally ==
+    not_republished (the messages whose last publish the broker nacked and that were never
+    published again). ``still_queued`` is ``None`` where the queues could not be read; then
+    ``lost`` is unknown too, never guessed."""
 
     sent: int
     confirmed: int | None
     nacked: int
+    """Messages the broker nacked, each counted once however often it was published again."""
     received: int
     """Unique messages received."""
     duplicates: int
@@ -127,45 +129,51 @@ class Reconciliation:
     lost: int | None
     """sent - received - still_queued, floored at 0."""
     unexplained: int | None
-    """|sent - nacked - received - still_queued|: messages the counts cannot account for."""
+    """|sent - not_republished - received - still_queued|: messages the counts cannot account
+    for."""
     balanced: bool
+    not_republished: int = 0
+    """Of the nacked messages, those not published again after their last nack."""
 
     def explain(self) -> str:
         """One line saying whether the books balance and, if not, where they don't."""
         if self.still_queued is None:
-            return (f"sent {self.sent}, received {self.received}, nacked and not republished "
-                    f"{self.nacked}; still queued unknown (the queues could not be read), so "
-                    f"loss is unknown" + (f"; {self.duplicates} duplicate deliveries"
-                                          if self.duplicates else ""))
+            duplicates = f"; {self.duplicates} duplicate deliveries" if self.duplicates else ""
+            return (f"sent {self.sent}, received {self.received}, {self._nacks()}; still "
+                    f"queued unknown (the queues could not be read), so loss is unknown"
+                    f"{duplicates}")
         surplus = self.received + self.still_queued > self.sent
         if surplus:
             head = (
                 f"sent {self.sent} < received {self.received} + queued {self.still_queued}"
-                f" (nacked, not republished {self.nacked})"
+                f" ({self._nacks()})"
             )
         else:
             head = (
                 f"sent {self.sent} = received {self.received} + queued {self.still_queued}"
-                f" + lost {self.lost} (nacked, not republished {self.nacked})"
+                f" + lost {self.lost} ({self._nacks()})"
             )
         problems = []
         if surplus:
             problems.append(
                 f"{self.unexplained} more messages received or queued than sent and not nacked"
             )
-        elif self.lost > self.nacked:
+        elif self.lost > self.not_republished:
             problems.append(f"{self.unexplained} messages unaccounted for")
-        elif self.lost < self.nacked:
+        elif self.lost < self.not_republished:
             problems.append(f"{self.unexplained} nacked messages were received or queued anyway")
         if self.duplicates:
             problems.append(f"{self.duplicates} duplicate deliveries")
         if self.confirmed is not None:
-            unsettled = self.sent - self.confirmed - self.nacked
+            unsettled = self.sent - self.confirmed - self.not_republished
             if unsettled > 0:
                 problems.append(f"{unsettled} sends neither confirmed nor nacked")
             elif unsettled < 0:
                 problems.append(f"confirms + nacks exceed sends by {-unsettled}")
         return f"{head}: {'; '.join(problems) if problems else 'balanced'}"
+
+    def _nacks(self) -> str:
+        return f"nacked {self.nacked}, not republished {self.not_republished}"
 
 
 def reconcile(
@@ -175,16 +183,21 @@ def reconcile(
     received_unique: int,
     duplicates: int,
     still_queued: int | None,
+    not_republished: int | None = None,
 ) -> Reconciliation:
     """Balance what was sent against what was received, left queued and nacked by the broker.
 
-    duplicates should include both local and cross-tracker duplicates. balanced means every
-    unreceived, unqueued message was nacked and nothing arrived twice;
-    confirmed (None when publisher confirms are off) only feeds explain().
+    nacked counts messages (each once); not_republished, those of them not published again
+    after their last nack (None: none was published again, so all of them). duplicates should
+    include both local and cross-tracker duplicates. balanced means every unreceived, unqueued
+    message was nacked last and nothing arrived twice; confirmed (None when publisher confirms
+    are off) only feeds explain().
     """
+    not_republished = nacked if not_republished is None else not_republished
     for name, value in (
         ("sent", sent),
         ("nacked", nacked),
+        ("not_republished", not_republished),
         ("received_unique", received_unique),
         ("duplicates", duplicates),
         ("still_queued", still_queued or 0),
@@ -196,9 +209,10 @@ def reconcile(
     if still_queued is None:
         return Reconciliation(sent=sent, confirmed=confirmed, nacked=nacked,
                               received=received_unique, duplicates=duplicates, still_queued=None,
-                              lost=None, unexplained=None, balanced=False)
+                              lost=None, unexplained=None, balanced=False,
+                              not_republished=not_republished)
     balance = sent - received_unique - still_queued
-    unexplained = abs(balance - nacked)
+    unexplained = abs(balance - not_republished)
     return Reconciliation(
         sent=sent,
         confirmed=confirmed,
@@ -209,4 +223,5 @@ def reconcile(
         lost=max(balance, 0),
         unexplained=unexplained,
         balanced=unexplained == 0 and duplicates == 0,
+        not_republished=not_republished,
     )

@@ -139,7 +139,7 @@ class _Collector:
     def collect(self):
         recorder, labels = self.agent.recorder, self.agent.labels
         for name, help_text in (("sent", "messages published"), ("confirmed", "publishes "
-                                "confirmed"), ("nacked", "publishes nacked"), ("received",
+                                "confirmed"), ("nacked", "messages nacked, each once"), ("received",
                                 "messages received"), ("errors", "errors"), ("reconnects",
                                 "reconnect attempts")):
             yield counter_family(f"surge_agent_{name}", help_text, getattr(recorder, name),

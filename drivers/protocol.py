@@ -189,8 +189,9 @@ class Snapshot:
     cpu_seconds: float | None = None
     sent: int = 0
     confirmed: int = 0
-    nacked: int = 0
-    nacks_republished: int = 0
+    nacked: int = 0  # messages nacked, each once (at its first nack)
+    nacks_republished: int = 0  # publishes again of messages whose last publish was nacked
+    nacks_repeated: int = 0  # nacks of messages nacked before
     held: int = 0
     received: int = 0
     redelivered: int = 0

@@ -23,8 +23,9 @@ class Recorder:
     def __init__(self) -> None:
         self.sent = 0
         self.confirmed = 0
-        self.nacked = 0  # publishes the broker nacked (each is published again)
-        self.nacks_republished = 0
+        self.nacked = 0  # messages the broker nacked, each counted at its first nack only
+        self.nacks_repeated = 0  # nacks of messages nacked before (published again, nacked again)
+        self.nacks_republished = 0  # publishes again of messages whose last publish was nacked
         self.received = 0
         self.redelivered = 0
         self.errors = 0
@@ -61,7 +62,8 @@ class Recorder:
         return Snapshot(
             monotonic_s=time.monotonic(), cpu_seconds=time.process_time(),
             sent=self.sent, confirmed=self.confirmed, nacked=self.nacked,
-            nacks_republished=self.nacks_republished, held=self.held,
+            nacks_republished=self.nacks_republished, nacks_repeated=self.nacks_repeated,
+            held=self.held,
             received=self.received, redelivered=self.redelivered,
             duplicates=self.tracker.duplicates, out_of_order=self.tracker.out_of_order,
             errors=self.errors, reconnects=self.reconnects, header_errors=self.header_errors,

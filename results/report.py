@@ -29,6 +29,7 @@ INTENDED_TEXT = ("Intended p50/p99/max: latency measured from when the sender's 
 MARKED_EVENTS = {"member_started": ("member started", "tab:green"),
                  "member_stopped": ("member stopped", "tab:purple"),
                  "fault": ("fault", "tab:red"),
+                 "member_lost": ("member lost", "tab:red"),
                  "fault_cleared": ("fault over", "tab:orange"),
                  "member_restarted": ("member restarted", "tab:olive")}
 
@@ -126,6 +127,11 @@ def measurements_text(manifest: RunManifest, derived: dict[str, Any]) -> list[st
                      f"{sampling.ticks_skipped:,} ticks skipped; queue depth age p50 "
                      f"{_secs(age.p50, 3)}, max {_secs(age.max, 3)}")
     lines += [f"- not measured: {figure} ({why})" for figure, why in manifest.unmeasured.items()]
+    if manifest.accounting and manifest.accounting.explain:
+        details = manifest.accounting_details
+        lines.append(f"- accounting: {manifest.accounting.explain}; nacked counts messages, "
+                     f"each once; published again {details.get('republished', 0):,} times, "
+                     f"{details.get('nacks_republished', 0):,} of them after a nack")
     return lines
 
 
@@ -171,7 +177,8 @@ def _markdown(analysis: RunAnalysis, derived: dict[str, Any], plots: list[str]) 
                      f"{r['to_decision_s']:.0f} s, serving {r['to_serving_s']:.1f} s later, "
                      f"recovered {_secs(r['to_recovered_s'])} later; total {_secs(r['total_s'])}")
     for r in derived.get("faults", []):
-        lines.append(f"- {r['fault']} at {r['at_s']:.0f} s: recovered in {_secs(r['recovery_s'])}")
+        what = f"{r['fault']} ({r['member']})" if r.get("member") else r["fault"]
+        lines.append(f"- {what} at {r['at_s']:.0f} s: recovered in {_secs(r['recovery_s'])}")
     b = derived.get("backlog", {})
     lines.append(f"- backlog peak {b.get('peak', 0):,} messages at {_secs(b.get('peak_at_s'))}, "
                  f"drained {_secs(b.get('drain_s'))} later")

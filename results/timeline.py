@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 RECOVERED_WITHIN = 0.05  # back within 5% of target
 RECOVERED_FOR_S = 3  # for this many ticks in a row
 DRAINED_SHARE = 0.1  # a backlog counts as drained under this share of its peak
+FAULT_EVENTS = ("fault", "member_lost")  # a scheduled fault; a member lost unscheduled
 
 
 def read_events(run_dir: Path) -> list[dict[str, Any]]:
@@ -68,14 +69,17 @@ def reaction_times(manifest: RunManifest, events: list[dict], ticks: list[dict]
 
 
 def fault_recoveries(events: list[dict], ticks: list[dict]) -> list[dict]:
-    """Per fault event: seconds until the achieved rate is back within 5% of target."""
+    """Per fault: seconds until the achieved rate is back within 5% of target. A fault is a
+    scheduled one (``fault`` event) or a member that stopped serving while the run did not
+    stop it (``member_lost``, named by its member)."""
     t0 = next((e["t"] for e in events if e["kind"] == "step"), None)
     out = []
-    for fault in (e for e in events if e["kind"] == "fault"):
+    for fault in (e for e in events if e["kind"] in FAULT_EVENTS):
         at = fault.get("elapsed_s", fault["t"] - t0 if t0 else 0.0)
         recovered = recovered_at(ticks, at)
-        out.append({"fault": fault.get("action", "fault"), "at_s": at,
-                    "recovery_s": None if recovered is None else recovered - at})
+        out.append({"fault": fault.get("action", fault["kind"]), "at_s": at,
+                    "recovery_s": None if recovered is None else recovered - at,
+                    **({"member": fault["member"]} if fault["kind"] == "member_lost" else {})})
     return out
 
 

@@ -6,6 +6,12 @@ acknowledge in batches (``multiple=True``). A dropped connection is retried with
 to the next endpoint, and counted instead of ending the worker; with publisher confirms, what
 was not confirmed on the lost connection is published again on the next one.
 
+A nack makes a sender publish the nacked messages again on a new channel, after a backoff that
+grows while nothing is confirmed. Never on the channel that nacked them: RabbitMQ (3.10 at
+least) keeps, per channel, the quorum queue member it first tried; a channel that first
+published while that member was down nacks every later publish too, whoever leads the queue
+since. A new channel starts from the queue's current leader.
+
 Requesters declare their own exclusive, auto-delete reply queue and match replies by
 correlation id; responders put each reply on the request's ``reply_to`` before acknowledging
 the request. A consumer processing time (``set_consumer_delay``) makes each receiver handle one
@@ -130,13 +136,18 @@ class _SenderLink(_Link):
         self.last_tag = 0
         self.published = 0
         self.templates: list[amqp_wire.PublishTemplate] = []
-        self.unconfirmed_batches: deque[list[int]] = deque()  # [first tag, first seq, count]
-        self.resend: list[tuple[int, int, bool]] = []  # (first seq, count, nacked) to resend
+        # [first tag, first seq, count, ever nacked]
+        self.unconfirmed_batches: deque[list[int]] = deque()
+        # (first seq, count, ever nacked, nacked last) to publish again
+        self.resend: list[tuple[int, int, bool, bool]] = []
+        self.reopening = False  # a nack closes the channel; publishing waits for a new one
+        self.nack_rounds = 0  # channels reopened after nacks since the last confirm
         bound = driver.destination.backlog_per_sender
         self.gate = BacklogGate(bound) if bound is not None else None
 
     def ready(self, channel) -> None:
         self.published = self.last_tag = 0
+        self.reopening = False
         destination = self.driver.destination
         if destination.confirms:
             channel.confirm_delivery(self._confirmed)
@@ -153,7 +164,8 @@ class _SenderLink(_Link):
     def publishing(self) -> bool:
         """Whether this link still publishes for its role."""
         role = self.role
-        return self.channel is not None and not self.closing and role.active and not role.done
+        return self.channel is not None and not self.closing and not self.reopening \
+            and role.active and not role.done
 
     def _publish(self) -> None:
         self.timer = None
@@ -164,10 +176,10 @@ class _SenderLink(_Link):
         if gate is not None and gate.wants_reading(time.monotonic()):
             self._read_depth()
         if self._may_publish():
-            for first, n, nacked in self.resend:
-                self._emit(first, n)
+            for first, n, ever_nacked, nacked_last in self.resend:
+                self._emit(first, n, ever_nacked)
                 self.recorder.republished += n
-                self.recorder.nacks_republished += n if nacked else 0
+                self.recorder.nacks_republished += n if nacked_last else 0
             self.resend.clear()
             n = role.due() if gate is None else gate.allow(role.due())
             if n:
@@ -188,8 +200,9 @@ class _SenderLink(_Link):
             delay = on_tick(delay, time.monotonic(), PACING_TICK_S)
         self.timer = self.driver.ioloop.call_later(delay, self._publish)
 
-    def _emit(self, first_seq: int, n: int) -> None:
-        """Publish messages ``first_seq`` .. ``first_seq + n - 1`` of this sender."""
+    def _emit(self, first_seq: int, n: int, nacked_before: bool = False) -> None:
+        """Publish messages ``first_seq`` .. ``first_seq + n - 1`` of this sender
+        (``nacked_before``: each of them was nacked once already)."""
         role, routes = self.role, len(self.routes)
         if len(self.templates) == 1:
             amqp_wire.emit(self.connection, self.templates[0].batch(
@@ -207,7 +220,7 @@ class _SenderLink(_Link):
                 publish("", self.routes[(self.next_route + i) % routes], role.body(seq), props)
         self.next_route = (self.next_route + n) % routes
         if self.driver.destination.confirms:
-            self.unconfirmed_batches.append([self.published + 1, first_seq, n])
+            self.unconfirmed_batches.append([self.published + 1, first_seq, n, nacked_before])
         self.published += n
 
     def _read_depth(self) -> None:
@@ -238,27 +251,70 @@ class _SenderLink(_Link):
         self.last_tag = max(self.last_tag, tag)
         if method.NAME == "Basic.Ack":
             self.recorder.confirmed += count
+            self.nack_rounds = 0
+            self._settle(tag, nacked=False)
         else:
-            self.recorder.nacked += count
-        self._settle(tag, resend=method.NAME != "Basic.Ack")
+            self._nacked(tag, count)
 
-    def _settle(self, tag: int, resend: bool) -> None:
+    def _nacked(self, tag: int, count: int) -> None:
+        """The broker nacked ``count`` publishes up to ``tag``: publish them again on a new
+        channel."""
+        self._settle(tag, nacked=True)
+        self._reopen()
+
+    def _settle(self, tag: int, nacked: bool) -> None:
         """Forget batches confirmed up to ``tag`` (RabbitMQ confirms in order); nacked ones
-        are published again."""
-        batches = self.unconfirmed_batches
+        are published again, each counted in ``nacked`` the first time only."""
+        batches, recorder = self.unconfirmed_batches, self.recorder
         while batches and batches[0][0] <= tag:
-            first_tag, first_seq, n = batches[0]
+            first_tag, first_seq, n, nacked_before = batches[0]
             settled = min(n, tag - first_tag + 1)
-            if resend:
-                self.resend.append((first_seq, settled, True))
+            if nacked:
+                self.resend.append((first_seq, settled, True, True))
+                if nacked_before:
+                    recorder.nacks_repeated += settled
+                else:
+                    recorder.nacked += settled
             if settled == n:
                 batches.popleft()
             else:
-                batches[0] = [first_tag + settled, first_seq + settled, n - settled]
+                batches[0] = [first_tag + settled, first_seq + settled, n - settled,
+                              nacked_before]
+
+    def _unsettled_to_resend(self) -> None:
+        """What the broker neither confirmed nor nacked is published again (its fate is
+        unknown: a duplicate if the broker had taken it)."""
+        self.resend.extend((seq, n, ever, False) for _, seq, n, ever in self.unconfirmed_batches)
+        self.unconfirmed_batches.clear()
+        self.published = self.last_tag = 0
+
+    def _reopen(self) -> None:
+        """Stop publishing on this channel and close it; a new one opens after a backoff."""
+        if self.reopening or self.closing or self.channel is None:
+            return
+        self.reopening = True
+        self._cancel_timer()
+        self.channel.close()
+
+    def _channel_closed(self, channel, reason) -> None:
+        if not self.reopening or self.closing:
+            super()._channel_closed(channel, reason)
+            return
+        self.channel = None
+        self._unsettled_to_resend()
+        self.recorder.reconnects += 1
+        delay = BACKOFF_S[min(self.nack_rounds, len(BACKOFF_S) - 1)]
+        self.nack_rounds += 1
+        connection = self.connection
+        self.driver.ioloop.call_later(delay, lambda: self._new_channel(connection))
+
+    def _new_channel(self, connection) -> None:
+        if connection is self.connection and connection.is_open and not self.closing:
+            connection.channel(on_open_callback=self._channel_opened)
 
     def _closed(self, connection, reason) -> None:
         if not self.closing:
-            self.resend.extend((seq, n, False) for _, seq, n in self.unconfirmed_batches)
+            self._unsettled_to_resend()
         self.unconfirmed_batches.clear()
         super()._closed(connection, reason)
 
@@ -311,6 +367,11 @@ class _RequesterLink(_SenderLink):
             channel.confirm_delivery(self._confirmed)
         channel.queue_declare("", exclusive=True, auto_delete=True,
                               callback=self._reply_queue_declared)
+
+    def _nacked(self, tag: int, count: int) -> None:
+        """A nacked request is not sent again: its requester waits for its reply until the
+        reply timeout."""
+        self.recorder.nacked += count
 
     def _reply_queue_declared(self, frame) -> None:
         self.reply_to = frame.method.queue

@@ -29,20 +29,18 @@ def account(reports: Sequence[protocol.Accounting], snapshots: Sequence[protocol
     merged = merge_exports([r.bitmaps for r in reports])
     sent_per_producer = {k: v for r in reports for k, v in r.sent.items()}
     confirms = scenario.workload.confirms
-    nacked = _sum(snapshots, "nacked")
-    republished_after_nack = _sum(snapshots, "nacks_republished")
+    nacked, repeated = _sum(snapshots, "nacked"), _sum(snapshots, "nacks_repeated")
     result = reconcile(
         sent=sum(sent_per_producer.values()),
         confirmed=_sum(snapshots, "confirmed") if confirms else None,
-        nacked=nacked - republished_after_nack,
+        nacked=nacked,
         received_unique=merged.unique,
         duplicates=_sum(snapshots, "duplicates") + merged.cross_duplicates,
-        still_queued=queued)
+        still_queued=queued,
+        not_republished=nacked + repeated - _sum(snapshots, "nacks_republished"))
     missing = {pid: merged.missing(pid, n) for pid, n in sent_per_producer.items()}
-    extras: dict[str, Any] = {k: _sum(snapshots, k)
-                              for k in ("out_of_order", "redelivered", "republished")}
-    extras["nacked_total"] = nacked
-    extras["nacked_then_republished"] = republished_after_nack
+    extras: dict[str, Any] = {k: _sum(snapshots, k) for k in (
+        "out_of_order", "redelivered", "republished", "nacks_republished", "nacks_repeated")}
     extras["skipped_sends"] = _sum(snapshots, "skipped")
     if scenario.workload.pattern == "request-reply":
         extras.update({k: _sum(snapshots, k) for k in ("served", "unmatched", "timeouts")},

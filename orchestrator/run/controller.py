@@ -49,6 +49,7 @@ from orchestrator.run.exposition import ControllerMetrics
 from orchestrator.run.faults import FaultInjector
 from orchestrator.run.hostinfo import host_cpu, host_facts, versions
 from orchestrator.run.liveview import LiveView, ViewState
+from orchestrator.run.losses import MemberWatch, OwnStops
 from orchestrator.run.rundir import open_run_dir
 from orchestrator.run.sampling import AgentReading, Tick, TickMath, Timeliness
 from orchestrator.run.schedule import FixedSchedule, History, Schedule
@@ -84,7 +85,8 @@ EXTRA_LIFETIME_S = 3600.0  # agents outlive the plan by this much before they gi
 SHOWN_EVENTS = frozenset((
     "provision", "members_up", "agents_up", "step", "accounting", "teardown", "scale_decision",
     "scale_failed", "member_started", "rebalanced", "member_draining", "member_stopped",
-    "error", "clocks", "queues_unchecked", "probe", "capacity", "web"))
+    "error", "clocks", "queues_unchecked", "probe", "capacity", "web", "member_lost",
+    "member_back"))
 
 
 @dataclass
@@ -127,7 +129,9 @@ class Controller:
         self.process_cpu = process_cpu  # this process's CPU seconds (the controller's cost)
         self.sd_dir = sd_dir or default_sd_dir()  # Prometheus' file_sd targets of live runs
         self.token = secrets.token_urlsafe(24)
-        self.provisioner = provisioner or provisioner_for(topology, record=self._remote_command)
+        self.provisioner = OwnStops(provisioner or provisioner_for(
+            topology, record=self._remote_command))
+        self.losses = MemberWatch(self.provisioner, self._event)
         self.launcher = launcher or launcher_for(scenario, topology, self.run_id, self.token,
                                                  self.run_dir, self._remote_command)
         if schedule is None and not scenario.plan:
@@ -287,7 +291,7 @@ class Controller:
                 drain = drain_row(phases, self.ticks, self.member_rows, self.host_rows)
                 if drain is not None:
                     self.manifest = self.manifest.replace(drain=drain)
-                if self.scenario.faults:
+                if self.scenario.faults or self.losses.count:
                     self.manifest = self.manifest.replace(faults=timeline.fault_recoveries(
                         timeline.read_events(self.run_dir), self.ticks))
         except KeyboardInterrupt:
@@ -594,6 +598,7 @@ class Controller:
         tick = self._fold(self.sampler.collect(planned + TICK_DEADLINE_S))
         elapsed, lateness = started - self.t0, started - planned
         target = self._target(phase, elapsed) if phase else 0.0
+        self.losses.observe(self.tick_broker, elapsed)
         running = sum(1 for m in self.broker.members if m.running) if self.broker else 0
         depth, age = self.depth.now(self.tick_broker, self.tick_members)
         self.lateness.add(lateness, age)

@@ -23,9 +23,9 @@ TICK_COLUMNS = ("t", "elapsed_s", "phase", "target_rate", "send_rate", "receive_
 MEMBER_COLUMNS = ("elapsed_s", "member", "running", "cpu_percent", "cpu_quota_cores")
 MARKED_EVENTS = frozenset((
     "step", "pause", "members_up", "member_started", "member_stopped", "member_draining",
-    "member_killed", "member_restarted", "scale_decision", "scale_failed", "fault",
-    "fault_cleared", "fault_failed", "senders_stop", "drained", "error", "probe", "capacity",
-    "accounting", "exit"))
+    "member_killed", "member_restarted", "member_lost", "member_back", "scale_decision",
+    "scale_failed", "fault", "fault_cleared", "fault_failed", "senders_stop", "drained",
+    "error", "probe", "capacity", "accounting", "exit"))
 
 
 @dataclass

@@ -131,7 +131,10 @@ class Accounting(Record):
 
     sent: int
     confirmed: int | None = None
-    nacked: int = 0
+    nacked: int = 0  # messages nacked, each once
+    # of them, not published again after their last nack; None in runs recorded before it was
+    # kept, whose ``nacked`` was that figure
+    not_republished: int | None = None
     received: int
     duplicates: int = 0
     still_queued: int | None = None
@@ -164,11 +167,14 @@ class Reuse(Record):
 
 
 class FaultRecovery(Record):
-    """Seconds from a fault until the achieved rate was back within 5% of target."""
+    """Seconds from a fault until the achieved rate was back within 5% of target; ``fault``
+    is a scheduled fault's kind, or ``member_lost`` for a member that stopped serving without
+    the run stopping it (``member`` names it)."""
 
     fault: str
     at_s: float
     recovery_s: float | None = None
+    member: str | None = None
 
 
 def _legacy_step(row: Any) -> Any:
@@ -266,7 +272,7 @@ class RunManifest(Record):
     host: HostFacts | None = None
     clocks: Clocks | None = None  # SSH agents only
     accounting: Accounted = None
-    accounting_details: dict[str, int] = {}  # out_of_order, redelivered, nacked_total, ...
+    accounting_details: dict[str, int] = {}  # out_of_order, redelivered, republished, ...
     steps: list[Step] = []
     drain: Step | None = None
     faults: list[FaultRecovery] = []  # scenarios with faults only

@@ -2,7 +2,10 @@ import zlib
 
 import pytest
 
+from drivers import protocol
 from drivers.accounting import SequenceTracker, merge_exports, reconcile
+from orchestrator.run.accounting import account
+from tests.unit.test_controller import scenario
 
 
 def tracker_of(pairs):
@@ -133,7 +136,7 @@ def test_export_is_compressed_little_endian_bitmap():
     assert len(export[4]) < 5000 // 8
 
 
-_HEAD = "sent 1000 = received {} + queued {} + lost {} (nacked, not republished {})"
+_HEAD = "sent 1000 = received {0} + queued {1} + lost {2} (nacked {3}, not republished {3})"
 
 
 # inputs: (sent, confirmed, nacked, received_unique, duplicates, still_queued)
@@ -169,7 +172,7 @@ _HEAD = "sent 1000 = received {} + queued {} + lost {} (nacked, not republished 
         (
             (1000, None, 0, 1000, 0, 3),
             (0, 3, False),
-            "sent 1000 < received 1000 + queued 3 (nacked, not republished 0): "
+            "sent 1000 < received 1000 + queued 3 (nacked 0, not republished 0): "
             "3 more messages received or queued than sent and not nacked",
         ),
         (
@@ -190,7 +193,7 @@ _HEAD = "sent 1000 = received {} + queued {} + lost {} (nacked, not republished 
         (
             (0, 0, 0, 0, 0, 0),
             (0, 0, True),
-            "sent 0 = received 0 + queued 0 + lost 0 (nacked, not republished 0): balanced",
+            "sent 0 = received 0 + queued 0 + lost 0 (nacked 0, not republished 0): balanced",
         ),
     ],
 )
@@ -207,7 +210,7 @@ def test_reconcile_spec_example():
         sent=1000, confirmed=None, nacked=0, received_unique=990, duplicates=0, still_queued=5
     )
     assert r.explain() == (
-        "sent 1000 = received 990 + queued 5 + lost 5 (nacked, not republished 0): "
+        "sent 1000 = received 990 + queued 5 + lost 5 (nacked 0, not republished 0): "
         "5 messages unaccounted for"
     )
 
@@ -217,7 +220,7 @@ def test_reconcile_combines_problems():
         sent=100, confirmed=90, nacked=0, received_unique=95, duplicates=2, still_queued=0
     )
     assert r.explain() == (
-        "sent 100 = received 95 + queued 0 + lost 5 (nacked, not republished 0): "
+        "sent 100 = received 95 + queued 0 + lost 5 (nacked 0, not republished 0): "
         "5 messages unaccounted for; 2 duplicate deliveries; 10 sends neither confirmed nor nacked"
     )
 
@@ -236,3 +239,32 @@ def test_unknown_queue_depths_leave_loss_unknown():
     r = reconcile(100, None, 0, 90, 0, None)
     assert (r.still_queued, r.lost, r.balanced) == (None, None, False)
     assert "still queued unknown" in r.explain() and "loss is unknown" in r.explain()
+
+
+def _books(received: int, **counters: int):
+    """The run's accounting of one producer that sent 100 messages, ``received`` of them
+    arrived, with the agents' nack counters split over two snapshots."""
+    tracker = SequenceTracker()
+    for seq in range(received):
+        tracker.record(1, seq)
+    halves = [{k: v // 2 for k, v in counters.items()},
+              {k: v - v // 2 for k, v in counters.items()}]
+    snapshots = [protocol.Snapshot(monotonic_s=0.0, **half) for half in halves]
+    spec = scenario([{"rate_per_sender": 10, "hold": "1s"}])
+    return account([protocol.Accounting({1: 100}, tracker.export())], snapshots, spec, 0)
+
+
+def test_nacked_counts_messages_once_and_the_balance_uses_those_never_published_again():
+    # 10 messages nacked, 4 of them nacked again after their republish, all 14 republishes
+    # made: every nacked message was published again, so nothing is lost
+    books = _books(100, confirmed=100, nacked=10, nacks_repeated=4, nacks_republished=14,
+                   republished=20)
+    assert (books.result.nacked, books.result.not_republished) == (10, 0)
+    assert books.result.lost == 0 and books.result.unexplained == 0
+    assert books.extras["republished"] == 20 and books.extras["nacks_repeated"] == 4
+    assert "(nacked 10, not republished 0)" in books.result.explain()
+    # 3 of them nacked last and never published again: lost, and explained by the nacks
+    books = _books(97, confirmed=97, nacked=10, nacks_repeated=4, nacks_republished=11)
+    assert (books.result.nacked, books.result.not_republished) == (10, 3)
+    assert books.result.lost == 3 and books.result.unexplained == 0
+    assert "(nacked 10, not republished 3)" in books.result.explain()

@@ -7,7 +7,8 @@ const COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2
                  "#4d7c0f", "#7c3aed", "#0f766e", "#b45309", "#475569"];
 const MARK_COLOURS = {step: "#94a3b8", pause: "#cbd5e1", member_started: "#16a34a",
   members_up: "#16a34a", member_restarted: "#16a34a", member_stopped: "#b91c1c",
-  member_killed: "#b91c1c", member_draining: "#ea580c", scale_decision: "#9333ea",
+  member_killed: "#b91c1c", member_lost: "#b91c1c", member_draining: "#ea580c",
+  scale_decision: "#9333ea",
   scale_failed: "#b91c1c", fault: "#dc2626", fault_cleared: "#15803d", fault_failed: "#b91c1c",
   senders_stop: "#475569", drained: "#475569", error: "#b91c1c", probe: "#0891b2",
   capacity: "#0891b2", exit: "#475569", accounting: "#475569"};
