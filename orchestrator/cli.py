@@ -114,6 +114,11 @@ def _json_ready(value):
     return value
 
 
+def _warn(line: str) -> None:
+    """A spec's warning: one yellow line on stderr."""
+    typer.secho(line, fg=typer.colors.YELLOW, err=True)
+
+
 def _surge_errors(command):
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
@@ -133,13 +138,15 @@ def validate(files: Annotated[list[Path], typer.Argument(
              ) -> None:
     """Check spec files without running anything; every problem is listed with file and line.
     A campaign is checked with every scenario it names under every combination of its matrix.
-    --set applies to each scenario or topology as in surge run or surge up."""
+    --set applies to each scenario or topology as in surge run or surge up. What is valid but
+    probably not meant (a fault after the plan ends, a step no longer than measure.settle) is
+    a warning line on stderr; warnings alone exit 0."""
     from orchestrator.errors import SpecError
     from orchestrator.specs.kinds import load_any
     failed = 0
     for path in files:
         try:
-            spec = load_any(path, overrides or [])
+            spec = load_any(path, overrides or [], _warn)
             typer.echo(f"{path}: ok ({type(spec).__name__.removesuffix('Spec').lower()})")
         except SpecError as error:
             typer.secho(str(error), fg=typer.colors.RED, err=True)
@@ -175,7 +182,7 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
     from orchestrator.specs.loader import load_scenario
     from results.rundir.steps import as_text
     say = _say(json_output)
-    spec, topology = load_scenario(scenario, overrides or [])
+    spec, topology = load_scenario(scenario, overrides or [], _warn)
     if not spec.plan:
         from orchestrator.errors import Problem, SpecError
         raise SpecError(str(scenario), [Problem("plan", "no steps to run: this scenario is for "
@@ -281,7 +288,7 @@ def capacity(scenario: Annotated[Path, typer.Argument(help="Scenario YAML with a
     from orchestrator.specs.loader import load_scenario
     from results.capacity import as_markdown
     say = _say(json_output)
-    spec, topology = load_scenario(scenario, overrides or [])
+    spec, topology = load_scenario(scenario, overrides or [], _warn)
     section = spec.capacity or CapacitySpec()
     changes = {k: v for k, v in (("members", _counts(members)), ("repeat", repeat)) if v}
     spec = spec.model_copy(update={"capacity": section.model_copy(update=changes)})
@@ -362,7 +369,7 @@ def plan_(scenario: Annotated[Path, typer.Argument(
     (RabbitMQ), then the load plan, consumer profile, faults and scaling rules."""
     from orchestrator.run.dryrun import plan_text
     from orchestrator.specs.loader import load_scenario
-    spec, topology = load_scenario(scenario, overrides or [])
+    spec, topology = load_scenario(scenario, overrides or [], _warn)
     typer.echo(plan_text(spec, topology), nl=False)
 
 
