@@ -23,6 +23,7 @@ from drivers.http import IDLE_TIMEOUT_S, MAX_CONNECTIONS
 from orchestrator import environment
 from orchestrator.errors import SurgeError
 from orchestrator.run.exposition import DEFAULT_METRICS_PORT
+from orchestrator.specs.limits import MAX_PRICE_PER_CORE_HOUR
 
 HELP = f"""Live load generation for message brokers: provision a cluster, ramp load through real
 clients, watch it live, and get a run directory and a step table.
@@ -45,6 +46,9 @@ Prometheus (--metrics-port moves it; file-based service discovery: see the READM
 app = typer.Typer(
     help=HELP, epilog=environment.help_text(),
     no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False)
+
+MIN_WATCH_S = 1.0
+"""Shortest pause between two passes of ``surge analyze --watch``."""
 
 JsonOption = Annotated[bool, typer.Option(
     "--json", help="Print one JSON document on stdout and nothing else there (other lines go "
@@ -399,12 +403,13 @@ def analyze(runs: Annotated[list[Path] | None, typer.Argument(
             force: Annotated[bool, typer.Option(
                 help="Analyse again even runs that have not changed")] = False,
             price_per_core_hour: Annotated[float, typer.Option(
+                min=0, max=MAX_PRICE_PER_CORE_HOUR,
                 help="Price of one core for one hour, for cost per 1,000 msg/s per month")]
             = 0.04,
             spark_master: Annotated[str | None, typer.Option(
                 help="Spark master URL (default: $SURGE_SPARK_MASTER or local[*])")] = None,
             watch: Annotated[str | None, typer.Option(
-                help="Keep analysing new runs every interval, e.g. 5m")] = None,
+                help="Keep analysing new runs every interval, e.g. 5m (at least 1s)")] = None,
             compare: Annotated[bool, typer.Option(
                 "--compare", help="Then compare the runs: mean, stdev, min, max, change % per "
                                   "figure, and a ranking by cost among runs that met target")]
@@ -429,9 +434,12 @@ def analyze(runs: Annotated[list[Path] | None, typer.Argument(
     from results.catalog import run_dirs
     from results.pipeline import analyze as analyze_runs
     try:
-        interval = parse_duration(watch) if watch else None
+        interval = parse_duration(watch) if watch is not None else None
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--watch") from None
+    if interval is not None and interval < MIN_WATCH_S:
+        raise typer.BadParameter(f"at least {MIN_WATCH_S:g}s between passes (got {watch!r})",
+                                 param_hint="--watch")
     say = _say(json_output)
     while True:
         dirs = list(runs) if runs else run_dirs(runs_dir)

@@ -632,7 +632,7 @@ class Controller:
                 for k, v in fields.items() if k != "agents")
             self.state.last_event = f"{kind}: {text}"
             wall = datetime.fromtimestamp(self.clock.time()).strftime("%H:%M:%S")
-            self.view.say(f"[dim]{wall}[/] {kind}: {text}")
+            self.view.say(f"[dim]{wall}[/] {kind}: {text}", event=kind)
 
     def _remote_command(self, result) -> None:
         """Keep every command a provisioner ran on a host, with its exit status and output."""
