@@ -298,7 +298,7 @@ class Controller:
     def _check_queues(self, running: list[Member]) -> None:
         """Before any load, check the clients' connections and the workload's queues; where
         that cannot be done from here, say so (a shown event) rather than pass in silence."""
-        why = self.depth.check(running)
+        why = self.depth.check(running, self.scenario.workload)
         if why:
             self._event("queues_unchecked", reason=why,
                         explain=f"the workload's queues and the clients' connections were NOT "
