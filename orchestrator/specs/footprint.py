@@ -1,11 +1,11 @@
 """The memory a workload's clients take on this machine, against what it has: a message size
 times the clients that hold it must fit, or the run would swap or be killed part-way.
 
-What a client holds is the AMQP driver's (``drivers/amqp``): a sender keeps its message
-template and the batch being written (at least one message each) plus up to
-:data:`SENDER_BUFFER_BYTES` already queued on its connection; a receiver holds the message it
-is reading. The specs sit below the drivers, so these figures are repeated here and a test
-keeps them equal to the driver's.
+What a client holds at least is the AMQP driver's (``drivers/amqp``): a sender keeps its
+message template and the batch being written (one message each, for a large message); a
+receiver holds the message it is reading. (What a connection has queued besides, up to
+``drivers.amqp.driver.MAX_BUFFERED_BYTES``, is not counted: a small message at a moderate rate
+never queues that much.)
 """
 
 from __future__ import annotations
@@ -18,9 +18,6 @@ from orchestrator.specs.units import format_size
 
 SENDER_COPIES = 2
 """Messages a sender holds whatever its rate: the template and the batch being written."""
-SENDER_BUFFER_BYTES = 4 * 1024 * 1024
-"""Bytes a sender may have queued on its connection before it waits
-(``drivers.amqp.driver.MAX_BUFFERED_BYTES``)."""
 RECEIVER_COPIES = 1
 """Messages a receiver holds: the one it is reading."""
 SHARE = 0.5
@@ -29,11 +26,12 @@ local topology, the brokers'."""
 
 
 def client_bytes(scenario: ScenarioSpec) -> int:
-    """Bytes the workload's clients hold at least, all agents together."""
+    """Bytes the workload's clients hold at least, all agents together (every local agent
+    process is on this machine, so how senders are shared among them does not matter)."""
     workload = scenario.workload
     size = workload.message.size
-    return workload.senders * (SENDER_COPIES * size + SENDER_BUFFER_BYTES) + \
-        workload.receivers * RECEIVER_COPIES * max(size, workload.reply_size or 0)
+    reply = max(size, workload.reply_size or 0)  # a responder reads a request, sends a reply
+    return workload.senders * SENDER_COPIES * size + workload.receivers * RECEIVER_COPIES * reply
 
 
 def memory_problems(scenario: ScenarioSpec, memory_bytes: int | None = None
@@ -50,8 +48,7 @@ def memory_problems(scenario: ScenarioSpec, memory_bytes: int | None = None
     return [(("workload", "message", "size"),
              f"{format_size(workload.message.size)} messages from {workload.senders} senders "
              f"and {workload.receivers} receivers take about {_gib(need)} of client memory "
-             f"(a sender holds {SENDER_COPIES} messages and "
-             f"{format_size(SENDER_BUFFER_BYTES)} queued, a receiver {RECEIVER_COPIES}); "
+             f"(a sender holds {SENDER_COPIES} messages, a receiver {RECEIVER_COPIES}); "
              f"this machine has {_gib(total)} and the clients may take half: send smaller "
              f"messages, use fewer clients or run the agents on load hosts (agents_on)")]
 

@@ -56,12 +56,12 @@ class _Step(Protocol):
     senders: int | list[int] | None
 
 
-def plan_problems(plan: Sequence[_Step], senders: int, spike: float = 1.0
-                  ) -> list[tuple[Loc, str]]:
+def plan_problems(plan: Sequence[_Step], senders: int, spike: float = 1.0,
+                  timed: bool = True) -> list[tuple[Loc, str]]:
     """Where a plan asks one sender, or all of them, for more than :data:`MAX_RATE_PER_SENDER`
     or :data:`MAX_TOTAL_RATE` (with ``spike``, the largest publish_spike factor, applied), or
-    runs longer than :data:`MAX_PLAN_S`; counted step by step, not expanded. One problem of
-    each kind at most, at the first step that has it."""
+    (if ``timed``) runs longer than :data:`MAX_PLAN_S`; counted step by step, not expanded.
+    One problem of each kind at most, at the first step that has it."""
     found: dict[str, tuple[Loc, str]] = {}
     rate, length = 0.0, 0.0
     for i, step in enumerate(plan):
@@ -84,7 +84,7 @@ def plan_problems(plan: Sequence[_Step], senders: int, spike: float = 1.0
                 f"{_spiked(spike)}; at most {MAX_TOTAL_RATE:,.0f}")))
         rate = last
         length += step.hold * step.repeat * len(counts)
-        if length > MAX_PLAN_S:
+        if timed and length > MAX_PLAN_S:
             found.setdefault("length", (("plan", i, "hold"), (
                 f"the plan lasts {_span(length)} up to here; at most {_span(MAX_PLAN_S)}")))
     return list(found.values())

@@ -546,7 +546,7 @@ class ScenarioSpec(Spec):
                                            f"{len(counts)} sender counts = {phases:,})"))
             steps += phases
         spike = max((f.factor for f in self.faults if f.kind == "publish_spike"), default=1.0)
-        found += plan_problems(self.plan, self.workload.senders, spike)
+        found += plan_problems(self.plan, self.workload.senders, spike, steps <= MAX_PHASES)
         for i, fault in enumerate(self.faults):
             if fault.at_step is not None and fault.at_step > steps:
                 found.append((("faults", i, "at_step"), f"the plan has {steps} steps"))
