@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.specs.limits import Loc
+from orchestrator.specs.base import Loc
 
 if TYPE_CHECKING:
     from orchestrator.specs.scenario import ScenarioSpec

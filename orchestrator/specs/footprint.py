@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import psutil
 
-from orchestrator.specs.limits import Loc
+from orchestrator.specs.base import Loc
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.units import format_size
 

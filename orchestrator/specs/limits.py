@@ -14,6 +14,8 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import BeforeValidator
 
+from orchestrator.specs.base import Loc
+
 MAX_RATE_PER_SENDER = 1_000_000.0
 """msg/s one sender may be asked for, by a step, a sum of ``+increment`` steps or a spike."""
 MAX_TOTAL_RATE = 100_000_000.0
@@ -29,9 +31,6 @@ MAX_PRICE_PER_MEMBER_HOUR = 100_000.0
 """Largest price of one member for one hour (the largest instances cost some tens)."""
 MAX_CORES_PER_MEMBER = 4096.0
 """Most cores a member may be priced at."""
-
-Loc = tuple[str | int, ...]
-
 
 def _number(value: Any) -> Any:
     """``1e4`` (text in YAML 1.1) as the number it means; anything else is left to the field
