@@ -22,6 +22,17 @@ class Unchecked(Exception):
     is not there; the message says why."""
 
 
+class MessageTooLarge(Exception):
+    """A broker member refuses messages of the run's size: ``limit`` is its largest (``None``:
+    it did not say), ``said`` its own words."""
+
+    def __init__(self, endpoint: str, size: int, limit: int | None, said: str = ""):
+        self.endpoint, self.size, self.limit, self.said = endpoint, size, limit, said
+        super().__init__(f"{endpoint} refuses a message of {size:,} bytes"
+                         + (f" (its max_message_size is {limit:,} bytes)" if limit is not None
+                            else f": {said}"))
+
+
 class Driver(ABC):
     """Hosts sender and receiver roles against one broker destination."""
 

@@ -18,6 +18,15 @@ class Preflight(Protocol):
         """Let go of any connection left open."""
 
 
+class SizeCheck(Protocol):
+    """A preflight that can also ask whether the broker takes messages of the run's size
+    (RabbitMQ's :meth:`drivers.amqp.probe.QueueDepthProbe.check_size`)."""
+
+    def check_size(self, size: int) -> None:
+        """Every endpoint takes a message of ``size`` bytes
+        (:class:`drivers.base.MessageTooLarge` otherwise)."""
+
+
 class DepthProbe(Preflight, Protocol):
     """Reads the messages ready in each queue from the queues themselves."""
 

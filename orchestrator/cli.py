@@ -23,6 +23,7 @@ from drivers.http import IDLE_TIMEOUT_S, MAX_CONNECTIONS
 from orchestrator import environment
 from orchestrator.errors import SurgeError
 from orchestrator.run.exposition import DEFAULT_METRICS_PORT
+from orchestrator.specs.limits import MAX_PRICE_PER_CORE_HOUR
 
 HELP = f"""Live load generation for message brokers: provision a cluster, ramp load through real
 clients, watch it live, and get a run directory and a step table.
@@ -45,6 +46,9 @@ Prometheus (--metrics-port moves it; file-based service discovery: see the READM
 app = typer.Typer(
     help=HELP, epilog=environment.help_text(),
     no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False)
+
+MIN_WATCH_S = 1.0
+"""Shortest pause between two passes of ``surge analyze --watch``."""
 
 JsonOption = Annotated[bool, typer.Option(
     "--json", help="Print one JSON document on stdout and nothing else there (other lines go "
@@ -114,6 +118,11 @@ def _json_ready(value):
     return value
 
 
+def _warn(line: str) -> None:
+    """A spec's warning: one yellow line on stderr."""
+    typer.secho(line, fg=typer.colors.YELLOW, err=True)
+
+
 def _surge_errors(command):
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
@@ -133,13 +142,15 @@ def validate(files: Annotated[list[Path], typer.Argument(
              ) -> None:
     """Check spec files without running anything; every problem is listed with file and line.
     A campaign is checked with every scenario it names under every combination of its matrix.
-    --set applies to each scenario or topology as in surge run or surge up."""
+    --set applies to each scenario or topology as in surge run or surge up. What is valid but
+    probably not meant (a fault after the plan ends, a step no longer than measure.settle) is
+    a warning line on stderr; warnings alone exit 0."""
     from orchestrator.errors import SpecError
     from orchestrator.specs.kinds import load_any
     failed = 0
     for path in files:
         try:
-            spec = load_any(path, overrides or [])
+            spec = load_any(path, overrides or [], _warn)
             typer.echo(f"{path}: ok ({type(spec).__name__.removesuffix('Spec').lower()})")
         except SpecError as error:
             typer.secho(str(error), fg=typer.colors.RED, err=True)
@@ -156,7 +167,9 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
         runs_dir: Annotated[Path, typer.Option(help="Where run directories go")] = Path("runs"),
         keep: Annotated[bool, typer.Option(
             help="Leave a topology this run started up afterwards")] = False,
-        live: Annotated[bool, typer.Option(help="Live terminal view (on stderr)")] = True,
+        live: Annotated[bool, typer.Option(
+            help="Live terminal view (on stderr); --no-live still says the page's URL, a "
+                 "moved metrics port and errors")] = True,
         metrics_port: MetricsPortOption = None,
         web: WebOption = "127.0.0.1:0",
         analyze: Annotated[bool, typer.Option(
@@ -182,7 +195,7 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
     from orchestrator.specs.loader import load_scenario
     from results.rundir.steps import as_text
     say = _say(json_output)
-    spec, topology = load_scenario(scenario, overrides or [])
+    spec, topology = load_scenario(scenario, overrides or [], _warn)
     if not spec.plan:
         from orchestrator.errors import Problem, SpecError
         raise SpecError(str(scenario), [Problem("plan", "no steps to run: this scenario is for "
@@ -288,7 +301,7 @@ def capacity(scenario: Annotated[Path, typer.Argument(help="Scenario YAML with a
     from orchestrator.specs.loader import load_scenario
     from results.capacity import as_markdown
     say = _say(json_output)
-    spec, topology = load_scenario(scenario, overrides or [])
+    spec, topology = load_scenario(scenario, overrides or [], _warn)
     section = spec.capacity or CapacitySpec()
     changes = {k: v for k, v in (("members", _counts(members)), ("repeat", repeat)) if v}
     spec = spec.model_copy(update={"capacity": section.model_copy(update=changes)})
@@ -369,7 +382,7 @@ def plan_(scenario: Annotated[Path, typer.Argument(
     (RabbitMQ), then the load plan, consumer profile, faults and scaling rules."""
     from orchestrator.run.dryrun import plan_text
     from orchestrator.specs.loader import load_scenario
-    spec, topology = load_scenario(scenario, overrides or [])
+    spec, topology = load_scenario(scenario, overrides or [], _warn)
     typer.echo(plan_text(spec, topology), nl=False)
 
 
@@ -399,12 +412,13 @@ def analyze(runs: Annotated[list[Path] | None, typer.Argument(
             force: Annotated[bool, typer.Option(
                 help="Analyse again even runs that have not changed")] = False,
             price_per_core_hour: Annotated[float, typer.Option(
+                min=0, max=MAX_PRICE_PER_CORE_HOUR,
                 help="Price of one core for one hour, for cost per 1,000 msg/s per month")]
             = 0.04,
             spark_master: Annotated[str | None, typer.Option(
                 help="Spark master URL (default: $SURGE_SPARK_MASTER or local[*])")] = None,
             watch: Annotated[str | None, typer.Option(
-                help="Keep analysing new runs every interval, e.g. 5m")] = None,
+                help="Keep analysing new runs every interval, e.g. 5m (at least 1s)")] = None,
             compare: Annotated[bool, typer.Option(
                 "--compare", help="Then compare the runs: mean, stdev, min, max, change % per "
                                   "figure, and a ranking by cost among runs that met target")]
@@ -429,9 +443,12 @@ def analyze(runs: Annotated[list[Path] | None, typer.Argument(
     from results.catalog import run_dirs
     from results.pipeline import analyze as analyze_runs
     try:
-        interval = parse_duration(watch) if watch else None
+        interval = parse_duration(watch) if watch is not None else None
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--watch") from None
+    if interval is not None and interval < MIN_WATCH_S:
+        raise typer.BadParameter(f"at least {MIN_WATCH_S:g}s between passes (got {watch!r})",
+                                 param_hint="--watch")
     say = _say(json_output)
     while True:
         dirs = list(runs) if runs else run_dirs(runs_dir)

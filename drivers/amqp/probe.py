@@ -9,6 +9,7 @@ goes away; a queue that does not exist is reported as missing rather than as emp
 from __future__ import annotations
 
 import contextlib
+import re
 import ssl
 import time
 
@@ -16,8 +17,11 @@ import pika
 import pika.exceptions
 
 from drivers.amqp.settings import AmqpSettings
+from drivers.base import MessageTooLarge
 
 PROBE_TIMEOUT_S = 2.0
+SIZE_CHECK_KEY = "amq.surge.size-check"  # no client may declare a queue named amq.*
+_LIMIT = re.compile(r"larger than (?:configured )?max size (\d+)")  # RabbitMQ's words
 
 
 class QueueDepthProbe:
@@ -48,6 +52,32 @@ class QueueDepthProbe:
         missing = [q for q in self.queues if q not in self.read()[0]]
         if missing:
             raise LookupError(", ".join(missing))
+
+    def check_size(self, size: int) -> None:
+        """Before any load: every endpoint takes a message of ``size`` bytes (a RabbitMQ node
+        refuses bodies over its ``max_message_size``, 128 MiB unless configured, and says so
+        only by closing the channel of the publish). One message of that size is published on
+        each, with confirms, to a routing key no queue can have (``amq.`` names are the
+        broker's), so the broker drops it; :class:`drivers.base.MessageTooLarge` with the
+        broker's limit where it is refused."""
+        for endpoint in self.endpoints:
+            try:
+                connection = pika.BlockingConnection(self._parameters(endpoint))
+            except (pika.exceptions.AMQPError, OSError, ValueError) as error:
+                raise ConnectionError(f"{endpoint}: {explain(error)}") from None
+            try:
+                channel = connection.channel()
+                channel.confirm_delivery()
+                channel.basic_publish("", SIZE_CHECK_KEY, bytes(size))
+            except pika.exceptions.ChannelClosedByBroker as error:
+                limit = _LIMIT.search(error.reply_text or "")
+                raise MessageTooLarge(endpoint, size, int(limit.group(1)) if limit else None,
+                                      error.reply_text) from None
+            except (pika.exceptions.AMQPError, OSError) as error:
+                raise ConnectionError(f"{endpoint}: {explain(error)}") from None
+            finally:
+                with contextlib.suppress(pika.exceptions.AMQPError, OSError):
+                    connection.close()
 
     def read(self) -> tuple[dict[str, int], float]:
         """``({queue: ready messages}, monotonic time of the reads' midpoint)``; queues the

@@ -393,7 +393,7 @@ class Controller:
     def _check_queues(self, running: list[Member]) -> None:
         """Before any load, check the clients' connections and the workload's queues; where
         that cannot be done from here, say so (a shown event) rather than pass in silence."""
-        why = self.depth.check(running)
+        why = self.depth.check(running, self.scenario.workload)
         if why:
             self._event("queues_unchecked", reason=why,
                         explain=f"the workload's queues and the clients' connections were NOT "
@@ -731,7 +731,7 @@ class Controller:
                 for k, v in fields.items() if k != "agents")
             self.state.last_event = f"{kind}: {text}"
             wall = datetime.fromtimestamp(self.clock.time()).strftime("%H:%M:%S")
-            self.view.say(f"[dim]{wall}[/] {kind}: {text}")
+            self.view.say(f"[dim]{wall}[/] {kind}: {text}", event=kind)
 
     def _remote_command(self, result) -> None:
         """Keep every command a provisioner ran on a host, with its exit status and output."""

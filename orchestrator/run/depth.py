@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from drivers.base import Unchecked
+from drivers.base import MessageTooLarge, Unchecked
 from orchestrator.clock import Clock
 from orchestrator.errors import ProvisionError
 from orchestrator.run.sampling import DepthReading
-from orchestrator.specs.scenario import QueueSpec
+from orchestrator.specs.scenario import QueueSpec, WorkloadSpec
 from topologies.base import BrokerSample, Member, MemberSample, MemberStats, Provisioner
 
 MAX_DEPTH_AGE_S = 1.0  # an older queue or member reading makes the depth unknown
@@ -53,9 +53,11 @@ class QueueDepth:
             return None
         return lambda: DepthReading(*self.probe.read())
 
-    def check(self, running: list[Member]) -> str | None:
+    def check(self, running: list[Member], workload: WorkloadSpec | None = None) -> str | None:
         """Before any load: the run's clients can connect to every running member (credentials,
-        TLS) and the workload's queues exist; :class:`ProvisionError` saying which does not.
+        TLS), the workload's queues exist and, where the broker can be asked, every member
+        takes the workload's largest message (its request or reply);
+        :class:`ProvisionError` saying which does not.
         Returns why nothing could be checked from here (the broker's client library is missing
         on this machine, the provisioner says the members cannot be reached from it), or
         ``None``: checked, or no check for this broker."""
@@ -70,6 +72,11 @@ class QueueDepth:
             return None
         try:
             probe.check()
+            if workload is not None and hasattr(probe, "check_size"):
+                probe.check_size(max(workload.message.size, workload.reply_size or 0))
+        except MessageTooLarge as error:
+            raise ProvisionError(f"workload.message.size: {error}; send smaller messages or "
+                                 f"raise the broker's max_message_size") from None
         except Unchecked as error:
             return str(error)
         except ConnectionError as error:

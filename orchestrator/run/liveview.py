@@ -53,6 +53,10 @@ HISTORY_S = 60  # seconds of the received rate the view draws
 _BARS = "▁▂▃▄▅▆▇█"
 
 
+ALWAYS_SAID = frozenset(("web", "error", "scale_failed", "queues_unchecked"))
+"""Events said even without the view: where the live page is, and what went wrong."""
+
+
 class LiveView:
     """Shows :class:`ViewState`; use as a context manager around the run."""
 
@@ -106,9 +110,11 @@ class LiveView:
             done.set()
             state.waiting_since = None
 
-    def say(self, message: str) -> None:
-        """A line above the panel (events: member started, step changed, errors)."""
-        if not self.quiet:
+    def say(self, message: str, event: str | None = None) -> None:
+        """A line above the panel (events: member started, step changed, errors). Without the
+        view (``--no-live``) only lines that matter are said: those of no event (a moved
+        metrics port, a stop asked for) and of the events in :data:`ALWAYS_SAID`."""
+        if not self.quiet or event is None or event in ALWAYS_SAID:
             self.console.print(message)
 
 

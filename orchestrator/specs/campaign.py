@@ -35,6 +35,7 @@ from orchestrator.errors import SpecError
 from orchestrator.specs import plan as plans
 from orchestrator.specs import yamlsafe
 from orchestrator.specs.base import FilePath, Loc, SafeName
+from orchestrator.specs.limits import MAX_PRICE_PER_CORE_HOUR, Number
 from orchestrator.specs.loader import PlusSigned, Problem, load_model, load_scenario
 from orchestrator.specs.scenario import Fraction, ScenarioSpec, Seconds, Spec, TopologySpec
 
@@ -152,8 +153,9 @@ class CampaignSpec(Spec):
     name: SafeName = Field(description="the campaign directory's name")
     description: str = Field("", description="what it compares and which document it follows")
     repetitions: int = Field(1, ge=1, le=1000, description="runs of every combination")
-    price_per_core_hour: float | None = Field(
-        None, gt=0, description="for the cost ranking; default: surge analyze's")
+    price_per_core_hour: Number | None = Field(
+        None, gt=0, le=MAX_PRICE_PER_CORE_HOUR,
+        description="for the cost ranking; default: surge analyze's")
     requirement: Requirement = Field(default_factory=Requirement)
     cells: list[CellGroupSpec] = Field(min_length=1)
 

@@ -6,6 +6,13 @@ from __future__ import annotations
 from pydantic import Field
 
 from orchestrator.specs.base import Fraction, Loc, Seconds, Spec
+from orchestrator.specs.limits import (
+    MAX_CORES_PER_MEMBER,
+    MAX_PRICE_PER_CORE_HOUR,
+    MAX_PRICE_PER_MEMBER_HOUR,
+    MAX_TOTAL_RATE,
+    Number,
+)
 
 #: Hours in the month document 001 prices a cluster over.
 HOURS_PER_MONTH = 730.0
@@ -27,13 +34,15 @@ class PriceSpec(Spec):
     """What the provisioned cluster costs: per core-hour of the members' CPU quota, or per
     member-hour (an instance's price, which wins when given)."""
 
-    per_core_hour: float = Field(0.0425, gt=0, description="currency per core-hour (c5 on "
-                                                           "demand, about 0.0425 USD)")
-    per_member_hour: float | None = Field(None, gt=0, description="currency per member-hour "
-                                                                  "(an instance price)")
-    cores_per_member: float | None = Field(None, gt=0, description="cores a member is priced "
-                                                                   "at; default the topology's "
-                                                                   "cpu_per_member")
+    per_core_hour: Number = Field(0.0425, gt=0, le=MAX_PRICE_PER_CORE_HOUR,
+                                  description="currency per core-hour (c5 on demand, about "
+                                              "0.0425 USD)")
+    per_member_hour: Number | None = Field(None, gt=0, le=MAX_PRICE_PER_MEMBER_HOUR,
+                                           description="currency per member-hour (an instance "
+                                                       "price)")
+    cores_per_member: Number | None = Field(None, gt=0, le=MAX_CORES_PER_MEMBER,
+                                            description="cores a member is priced at; default "
+                                                        "the topology's cpu_per_member")
 
     def monthly(self, members: int, cores_per_member: float | None) -> float | None:
         """The cluster's price per month (None: a core price with no core count)."""
@@ -54,8 +63,9 @@ class CapacitySpec(Spec):
                                                                  "members")
     repeat: int = Field(1, ge=1, le=10, description="searches per member count (the fit's error "
                                                     "comes from repeats)")
-    start_rate: float = Field(1000.0, gt=0, description="total msg/s of the first probe")
-    growth: float = Field(2.0, gt=1, le=10, description="rate factor while the SLO holds")
+    start_rate: Number = Field(1000.0, gt=0, le=MAX_TOTAL_RATE,
+                               description="total msg/s of the first probe")
+    growth: Number = Field(2.0, gt=1, le=10, description="rate factor while the SLO holds")
     precision: Fraction = Field(0.04, gt=0, lt=0.5, description="bisection stops when the "
                                                                 "bracket is this narrow")
     max_probes: int = Field(16, ge=3, le=64)
@@ -65,8 +75,9 @@ class CapacitySpec(Spec):
                                                     "twice the probe's")
     drain: Seconds = Field(30.0, gt=0, description="longest wait for queues to empty between "
                                                    "probes")
-    target: float | None = Field(None, gt=0, description="a total msg/s to carry: the answer "
-                                                         "names the members it needs")
+    target: Number | None = Field(None, gt=0, le=MAX_TOTAL_RATE,
+                                  description="a total msg/s to carry: the answer names the "
+                                              "members it needs")
     price: PriceSpec = Field(default_factory=PriceSpec)
 
     def cross_problems(self) -> list[tuple[Loc, str]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -11,12 +12,13 @@ from orchestrator.specs.campaign import load_campaign
 from orchestrator.specs.loader import load_scenario, load_topology, read_document
 
 
-def load_any(path: str | Path, overrides: list[str] | None = None) -> BaseModel:
+def load_any(path: str | Path, overrides: list[str] | None = None,
+             warn: Callable[[str], None] | None = None) -> BaseModel:
     """Validate a file as whichever spec it is, for ``surge validate``: a campaign has
     ``cells`` (and every scenario and matrix combination it names is validated too), a
     scenario has ``plan`` or ``workload``, anything else is a topology. ``overrides`` apply as
     in ``surge run`` (a scenario) or ``surge up`` (a topology); a campaign sets its values in
-    its cells."""
+    its cells. A scenario's warnings go to ``warn``."""
     path = Path(path)
     document, _ = read_document(path)
     if "cells" in document:
@@ -25,5 +27,5 @@ def load_any(path: str | Path, overrides: list[str] | None = None) -> BaseModel:
                                                     "overrides in its cells (set, matrix)")])
         return load_campaign(path).spec
     if "plan" in document or "workload" in document:
-        return load_scenario(path, overrides)[0]
+        return load_scenario(path, overrides, warn)[0]
     return load_topology(path, overrides)

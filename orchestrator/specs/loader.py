@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import difflib
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from orchestrator.errors import Problem, SpecError
+from orchestrator.errors import Problem, SpecError, one_line
 from orchestrator.specs import yamlsafe
 from orchestrator.specs.base import COLLECT, Loc, Spec, cross_problems
+from orchestrator.specs.caveats import scenario_caveats
+from orchestrator.specs.footprint import memory_problems
 from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
 from orchestrator.specs.secrets import INLINE_SECRET
 from orchestrator.specs.yamlsafe import PlusSigned
@@ -31,9 +34,12 @@ def load_topology(path: str | Path, overrides: list[str] | None = None) -> Topol
     return _load(Path(path), TopologySpec, overrides or [])[0]
 
 
-def load_scenario(path: str | Path, overrides: list[str] | None = None
+def load_scenario(path: str | Path, overrides: list[str] | None = None,
+                  warn: Callable[[str], None] | None = None
                   ) -> tuple[ScenarioSpec, TopologySpec]:
-    """Read a scenario and the topology it names; ``topology.*`` overrides go to the topology."""
+    """Read a scenario and the topology it names; ``topology.*`` overrides go to the topology.
+    A valid scenario's warnings (:mod:`orchestrator.specs.caveats`) go to ``warn``, one line
+    each, naming file, line and field."""
     path = Path(path)
     own = [o for o in overrides or [] if not o.startswith("topology.")]
     for_topology = [o.removeprefix("topology.") for o in overrides or [] if o not in own]
@@ -81,8 +87,17 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None
                                    f"{queue.count - scenario.workload.receivers} of the "
                                    f"{queue.count} queues of {queue.name} without a consumer; "
                                    f"give at least {queue.count}"))
+    capacity = scenario.capacity
+    if capacity is not None and capacity.members and max(capacity.members) > topology.members:
+        problems.append(at("capacity", "members",
+                           message=f"{max(capacity.members)} members asked for; topology "
+                                   f"{topology.name} has {topology.members}"))
+    problems += [at(*loc, message=message) for loc, message in memory_problems(scenario)]
     if problems:
         raise SpecError(str(path), problems)
+    for loc, message in scenario_caveats(scenario) if warn else []:
+        where = f"{path}:{line}" if (line := _line_of(loc, lines)) else str(path)
+        warn(one_line(f"{where}: warning: {'.'.join(map(str, loc))}: {message}"))
     return scenario, topology
 
 

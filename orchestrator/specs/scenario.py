@@ -16,6 +16,12 @@ from orchestrator.specs.base import Bytes, FilePath, Fraction, Loc, SafeName, Se
 from orchestrator.specs.capacity import CapacitySpec, SloSpec
 from orchestrator.specs.existing import ExistingSpec
 from orchestrator.specs.hosts import HostSpec, RabbitKubernetesSpec
+from orchestrator.specs.limits import (
+    MAX_CORES_PER_MEMBER,
+    MAX_SPIKE_FACTOR,
+    Number,
+    plan_problems,
+)
 from orchestrator.specs.mq import MqSpec
 
 MAX_PHASES = 100_000
@@ -120,10 +126,10 @@ class TopologySpec(Spec):
                                                      "default the members it lists)")
     start: int = Field(3, ge=1, description="members started at provisioning (existing: "
                                             "default all)")
-    cpu_per_member: float | None = Field(
-        None, gt=0, description="cgroup CPU quota per member in cores; null = unlimited "
-                                "(existing: the cores each member has, for CPU shares and "
-                                "cost; null = unknown)")
+    cpu_per_member: Number | None = Field(
+        None, gt=0, le=MAX_CORES_PER_MEMBER,
+        description="cgroup CPU quota per member in cores; null = unlimited (existing: the "
+                    "cores each member has, for CPU shares and cost; null = unknown)")
     port_base: int = Field(
         5680, ge=1024, le=30000,
         description="member i listens for AMQP on port_base+i, management on port_base+10000+i, "
@@ -391,7 +397,8 @@ class FaultSpec(Spec):
     duration: Seconds = Field(30.0, gt=0, description="how long a slowdown or spike lasts")
     delay: Seconds = Field(0.01, gt=0, description="consumer_slowdown: processing time per "
                                                    "message")
-    factor: float = Field(2.0, gt=0, description="publish_spike: rate multiplier")
+    factor: Number = Field(2.0, gt=0, le=MAX_SPIKE_FACTOR,
+                          description="publish_spike: rate multiplier")
 
     def cross_problems(self) -> list[tuple[Loc, str]]:
         """A time or a step, not both; a member for the kinds that act on one."""
@@ -504,8 +511,9 @@ class ScenarioSpec(Spec):
     capacity: CapacitySpec | None = Field(None, description="surge capacity's search")
 
     def cross_problems(self) -> list[tuple[Loc, str]]:
-        """The plan fits the workload and :data:`MAX_PHASES` (counted, not expanded), faults
-        fit the plan, a slowed consumer acknowledges by hand."""
+        """The plan fits the workload, :data:`MAX_PHASES` and the bounds of
+        :mod:`orchestrator.specs.limits` (counted, not expanded), faults fit the plan, a
+        slowed consumer acknowledges by hand."""
         found: list[tuple[Loc, str]] = []
         if self.capacity is not None:
             found += [((name,), "a capacity search measures each member count as it is: "
@@ -537,6 +545,8 @@ class ScenarioSpec(Spec):
                                            f"here (this one is {step.repeat} repeats x "
                                            f"{len(counts)} sender counts = {phases:,})"))
             steps += phases
+        spike = max((f.factor for f in self.faults if f.kind == "publish_spike"), default=1.0)
+        found += plan_problems(self.plan, self.workload.senders, spike, steps <= MAX_PHASES)
         for i, fault in enumerate(self.faults):
             if fault.at_step is not None and fault.at_step > steps:
                 found.append((("faults", i, "at_step"), f"the plan has {steps} steps"))
