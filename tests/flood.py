@@ -1,0 +1,112 @@
+"""Strangers' connections to a port: opened idle, bounded in count and time, always closed.
+
+:func:`idle_connections` opens a fixed number once; :class:`Flood` keeps that many open to
+several ports for as long as it runs (a stranger whose connections are closed opens new ones),
+in a thread of its own, until stopped or its time is up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import selectors
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+
+@contextlib.contextmanager
+def idle_connections(port: int, count: int = 500,
+                     host: str = "127.0.0.1") -> Iterator[list[socket.socket]]:
+    """``count`` TCP connections to ``port`` that send nothing, closed when the block ends."""
+    connections: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            connections.append(socket.create_connection((host, port), timeout=5))
+        yield connections
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+def closed_by_peer(connections: list[socket.socket], within_s: float) -> tuple[list[bytes], int]:
+    """Wait up to ``within_s`` for the peer to close each of ``connections``: what each
+    received before the close, and how many are still open at the end."""
+    received = {connection: b"" for connection in connections}
+    with selectors.DefaultSelector() as selector:
+        for connection in connections:
+            connection.setblocking(False)
+            selector.register(connection, selectors.EVENT_READ)
+        deadline = time.monotonic() + within_s
+        while selector.get_map() and time.monotonic() < deadline:
+            for key, _ in selector.select(max(0.0, deadline - time.monotonic())):
+                connection = key.fileobj
+                try:
+                    chunk = connection.recv(65536)  # type: ignore[union-attr]
+                except OSError:  # reset
+                    chunk = b""
+                if chunk:
+                    received[connection] += chunk  # type: ignore[index]
+                else:
+                    selector.unregister(connection)
+        still_open = len(selector.get_map())
+    return list(received.values()), still_open
+
+
+class Flood:
+    """Keeps ``per_port`` idle connections open to each of the ports ``ports()`` names (it may
+    name none yet), replacing those the server closes, for at most ``max_s`` seconds and at
+    most ``max_connects`` connects in all."""
+
+    def __init__(self, ports: Callable[[], list[int]], per_port: int = 500, max_s: float = 120.0,
+                 max_connects: int = 200_000):
+        self.ports, self.per_port, self.max_s, self.max_connects = ports, per_port, max_s, \
+            max_connects
+        self.connects = 0
+        self.peak: dict[int, int] = {}  # the most connections open to each port at once
+        self._open: dict[int, list[socket.socket]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="flood", daemon=True)
+
+    def __enter__(self) -> Flood:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        deadline = time.monotonic() + self.max_s
+        try:
+            while not self._stop.is_set() and time.monotonic() < deadline:
+                for port in self.ports():
+                    self._refill(port)
+                self._stop.wait(0.2)
+        finally:
+            for connections in self._open.values():
+                for connection in connections:
+                    connection.close()
+
+    def _refill(self, port: int) -> None:
+        connections = [c for c in self._open.get(port, []) if _open(c) or c.close()]
+        while len(connections) < self.per_port and self.connects < self.max_connects:
+            try:
+                connections.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+            except OSError:
+                break
+            self.connects += 1
+        self._open[port] = connections
+        self.peak[port] = max(self.peak.get(port, 0), len(connections))
+
+
+def _open(connection: socket.socket) -> bool:
+    """Whether the peer has not closed ``connection`` (nor sent anything on it)."""
+    connection.setblocking(False)
+    try:
+        connection.recv(1, socket.MSG_PEEK)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
