@@ -2,17 +2,24 @@
 
 :func:`idle_connections` opens a fixed number once; :class:`Flood` keeps that many open to
 several ports for as long as it runs (a stranger whose connections are closed opens new ones),
-in a thread of its own, until stopped or its time is up.
+in a thread of its own, until stopped or its time is up. ``python -m tests.flood PORTS_FILE``
+runs a flood in a process of its own (so that it does not share the interpreter of what it
+floods), on the ports listed in ``PORTS_FILE`` (one a line, re-read as it changes), until
+terminated or its time is up; it prints how many connects it made when it ends.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import selectors
+import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 
 @contextlib.contextmanager
@@ -110,3 +117,29 @@ def _open(connection: socket.socket) -> bool:
     except OSError:
         return False
     return False
+
+
+def _ports_in(path: Path) -> Callable[[], list[int]]:
+    def ports() -> list[int]:
+        with contextlib.suppress(OSError):
+            return [int(line) for line in path.read_text().split() if line.isdigit()]
+        return []
+    return ports
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("ports_file", type=Path)
+    parser.add_argument("--per-port", type=int, default=500)
+    parser.add_argument("--max-s", type=float, default=120.0)
+    options = parser.parse_args()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with Flood(_ports_in(options.ports_file), options.per_port, options.max_s) as flood:
+        stop.wait(options.max_s)
+    print(f"connects {flood.connects} peak {min(flood.peak.values(), default=0)}", flush=True)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
