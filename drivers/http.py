@@ -324,9 +324,10 @@ class JsonHandler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         """Read the request from what the gate read first, then from the connection."""
         super().setup()
-        self.trusted = self.server.arrival(self.request).trusted
+        arrival = self.server.arrival(self.request)
+        self.trusted = arrival.trusted
         self.rfile.close()
-        self.rfile = io.BufferedReader(_Prefixed(self.server.arrival(self.request).data,
+        self.rfile = io.BufferedReader(_Prefixed(arrival.data,
                                                  self.connection.makefile("rb", buffering=0)))
 
     def send_response(self, code: int, message: str | None = None) -> None:

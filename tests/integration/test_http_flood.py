@@ -1,6 +1,6 @@
 """A real run on a real RabbitMQ member while strangers keep 500 idle connections open to each
 agent and to the live page: the run completes, every message is accounted, and its ticks are
-no later than those of the same run without the flood (within a generous factor: the machine
+no later than those of the same run without the flood (within generous margins: the machine
 is shared, timing is noise)."""
 
 from __future__ import annotations
@@ -79,6 +79,9 @@ def test_500_idle_connections_to_each_agent_and_the_page_neither_end_nor_slow_a_
     print(f"\ntick lateness (s): quiet {late['quiet']}, flooded {late['flooded']}; "
           f"flood: {said.strip()}")
     assert late["flooded"]["count"] >= 15 and late["quiet"]["count"] >= 15
+    # 16 ticks: p99 is the latest tick, and one tick of either run may be late for reasons of
+    # the shared machine's (a quiet run's p99 of 0.1 s has been seen): margins, not factors.
     assert late["flooded"]["p99"] < TICK_DEADLINE_S
-    assert late["flooded"]["p99"] <= 4 * late["quiet"]["p99"] + 0.05, late
+    assert late["flooded"]["p99"] <= late["quiet"]["p99"] + 0.25, late
+    assert late["flooded"]["p50"] <= late["quiet"]["p50"] + 0.02, late
     assert sampling["flooded"]["ticks_skipped"] <= sampling["quiet"]["ticks_skipped"] + 1
