@@ -5,8 +5,9 @@ bring down, and that strangers cannot take from the clients holding its token.
 head. One thread, the gate, accepts every connection and reads what it sends without blocking,
 in a single selector loop: an idle connection costs a file descriptor and no thread. A
 connection whose head is not complete within ``head_timeout_s`` (2 s) is closed (``408`` if it
-sent part of one); beyond ``max_pending`` (256) waiting at once, the oldest waiting is closed,
-so a flood cannot keep out a client that sends its request at once. A complete head is then
+sent part of one); beyond ``max_pending`` waiting at once (1,024, or a quarter of the process's
+limit on open files if that is less), the oldest waiting is closed, so a flood cannot keep out
+a client that sends its request at once. A complete head is then
 served in a thread of one of two pools, chosen by what the head carries:
 
 - *trusted* (``max_connections``, 64): the head carries the token (:meth:`GuardedServer.trusts`).
@@ -38,6 +39,7 @@ import http.client
 import io
 import json
 import re
+import resource
 import selectors
 import socket
 import sys
@@ -53,7 +55,7 @@ IDLE_TIMEOUT_S = 30.0
 HEAD_TIMEOUT_S = 2.0  # a request head is a few hundred bytes: a client that means it sends it
 MAX_CONNECTIONS = 64
 MAX_OPEN = 16
-MAX_PENDING = 256
+MAX_PENDING = 1024
 MAX_HEAD_BYTES = 64 * 1024  # past this the head goes to the open pool (http.server refuses it)
 _ACCEPTS_PER_ROUND = 64  # a waiting connection survives a few rounds of a flood's accepts
 _DIGITS = re.compile(r"[0-9]+")
@@ -92,6 +94,14 @@ class _Arrival:
     pool: threading.BoundedSemaphore
 
 
+def _default_pending() -> int:
+    """:data:`MAX_PENDING`, or a quarter of the soft limit on open files if that is less: the
+    rest is for the process's own connections (a broker's, say)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return MAX_PENDING if soft == resource.RLIM_INFINITY else max(16, min(MAX_PENDING,
+                                                                          soft // 4))
+
+
 class GuardedServer(HTTPServer):
     """An HTTP server whose gate reads request heads without a thread each and serves them in a
     trusted and an open pool of threads (see the module's docstring). Subclasses say what makes
@@ -102,11 +112,13 @@ class GuardedServer(HTTPServer):
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], *,
                  token: str | None = None, idle_timeout_s: float = IDLE_TIMEOUT_S,
                  max_connections: int = MAX_CONNECTIONS, head_timeout_s: float = HEAD_TIMEOUT_S,
-                 max_open: int = MAX_OPEN, max_pending: int = MAX_PENDING):
+                 max_open: int = MAX_OPEN, max_pending: int | None = None):
         for name, value in (("idle_timeout_s", idle_timeout_s),
                             ("head_timeout_s", head_timeout_s)):
             if not value > 0:
                 raise ValueError(f"{name} must be above 0, got {value}")
+        if max_pending is None:
+            max_pending = _default_pending()
         for name, count in (("max_connections", max_connections), ("max_open", max_open),
                             ("max_pending", max_pending)):
             if count < 1:

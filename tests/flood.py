@@ -85,38 +85,32 @@ class Flood:
 
     def _run(self) -> None:
         deadline = time.monotonic() + self.max_s
-        try:
-            while not self._stop.is_set() and time.monotonic() < deadline:
-                for port in self.ports():
-                    self._refill(port)
-                self._stop.wait(0.2)
-        finally:
-            for connections in self._open.values():
-                for connection in connections:
-                    connection.close()
+        with selectors.DefaultSelector() as selector:  # a closed connection becomes readable
+            try:
+                while not self._stop.is_set() and time.monotonic() < deadline:
+                    for key, _ in selector.select(0):
+                        self._open[key.data].remove(key.fileobj)  # type: ignore[arg-type]
+                        selector.unregister(key.fileobj)
+                        key.fileobj.close()  # type: ignore[union-attr]
+                    for port in self.ports():
+                        self._refill(selector, port)
+                    self._stop.wait(0.5)
+            finally:
+                for connections in self._open.values():
+                    for connection in connections:
+                        connection.close()
 
-    def _refill(self, port: int) -> None:
-        connections = [c for c in self._open.get(port, []) if _open(c) or c.close()]
+    def _refill(self, selector: selectors.BaseSelector, port: int) -> None:
+        connections = self._open.setdefault(port, [])
         while len(connections) < self.per_port and self.connects < self.max_connects:
             try:
-                connections.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+                connection = socket.create_connection(("127.0.0.1", port), timeout=2)
             except OSError:
                 break
+            connections.append(connection)
+            selector.register(connection, selectors.EVENT_READ, port)
             self.connects += 1
-        self._open[port] = connections
         self.peak[port] = max(self.peak.get(port, 0), len(connections))
-
-
-def _open(connection: socket.socket) -> bool:
-    """Whether the peer has not closed ``connection`` (nor sent anything on it)."""
-    connection.setblocking(False)
-    try:
-        connection.recv(1, socket.MSG_PEEK)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    return False
 
 
 def _ports_in(path: Path) -> Callable[[], list[int]]:
