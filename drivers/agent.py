@@ -235,16 +235,18 @@ def serve(host: str, port: int, token: str, max_lifetime_s: float, *,
           idle_timeout_s: float = IDLE_TIMEOUT_S, max_connections: int = MAX_CONNECTIONS) -> None:
     """Run an agent until told to shut down, its parent dies, or its lifetime ends.
 
-    Prints one :class:`~drivers.protocol.Hello` JSON line on stdout once it listens. A
-    connection idle for ``idle_timeout_s`` is closed; beyond ``max_connections`` open at once,
-    a new one is answered 503 (see :class:`~drivers.http.GuardedServer`).
+    Prints one :class:`~drivers.protocol.Hello` JSON line on stdout once it listens. Only a
+    request with ``token`` gets a connection kept alive, closed when idle for
+    ``idle_timeout_s``; beyond ``max_connections`` of those at once, one more is answered 503.
+    Anything else (``/metrics``) is served in a small pool of its own, so that connections
+    from strangers cannot take the controller's (see :class:`~drivers.http.GuardedServer`).
     """
     agent = Agent()
     registry = CollectorRegistry(auto_describe=True)
     registry.register(_Collector(agent))
     done = threading.Event()
-    server = GuardedServer((host, port), JsonHandler, idle_timeout_s=idle_timeout_s,
-                           max_connections=max_connections)
+    server = GuardedServer((host, port), JsonHandler, token=token,
+                           idle_timeout_s=idle_timeout_s, max_connections=max_connections)
     hello = protocol.Hello(server.server_address[1], os.getpid(), protocol.PROTOCOL_VERSION)
     server.RequestHandlerClass = _handler(agent, token, registry, done, hello)
     threading.Thread(target=server.serve_forever, name="agent-http", daemon=True).start()

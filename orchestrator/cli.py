@@ -667,9 +667,11 @@ def _record_up(provisioner) -> None:
 def agent(host: str = "127.0.0.1", port: int = 0,
           max_lifetime: Annotated[float, typer.Option(help="Seconds before exiting")] = 86400.0,
           idle_timeout: Annotated[float, typer.Option(
-              min=0.01, help="Seconds after which an idle connection is closed")] = IDLE_TIMEOUT_S,
+              min=0.01, help="Seconds after which an idle connection with the token is closed "
+                             "(one without has 2 s to send its request)")] = IDLE_TIMEOUT_S,
           max_connections: Annotated[int, typer.Option(
-              min=1, help="Connections served at once; more are answered 503")] = MAX_CONNECTIONS,
+              min=1, help="Connections with the token served at once; more are answered "
+                          "503")] = MAX_CONNECTIONS,
           ) -> None:
     """Host workers for a controller (started by surge; token in $SURGE_AGENT_TOKEN)."""
     from drivers.agent import serve

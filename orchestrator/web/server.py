@@ -3,6 +3,12 @@
 Loopback by default. On any other address every request for data (``/api/``, ``/analysis/``)
 must carry the token (``?token=`` as in the printed URL, or ``Authorization: Bearer``); the
 page and its scripts hold no data and are served to anyone.
+
+The server is a :class:`~drivers.http.GuardedServer`: a connection that sends no complete
+request within 2 s is closed without ever having had a thread, and requests with the token are
+served in a pool that requests without it cannot fill. The page runs in threads of the
+controller's process, so a flood of idle connections to it costs the run nothing but a file
+descriptor each for 2 s. A query value that is not a count is answered 400 with a JSON error.
 """
 
 from __future__ import annotations
@@ -12,15 +18,17 @@ import hmac
 import ipaddress
 import json
 import mimetypes
+import re
 import secrets
 import threading
 from collections.abc import Callable, Iterator
+from email.message import Message
 from importlib import resources
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from drivers.http import GuardedServer, HttpError, JsonHandler
+from drivers.http import GuardedServer, HttpError, JsonHandler, bearer_matches
 from orchestrator.errors import SurgeError
 from orchestrator.web.feed import Board
 
@@ -29,6 +37,7 @@ _TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=ut
           ".html": "text/html; charset=utf-8", ".png": "image/png", ".svg": "image/svg+xml"}
 
 
+_COUNT = re.compile(r"[0-9]{1,18}")  # int() of 18 ASCII digits is quick and never refused
 LINGER_S = 3.0  # a watched page gets this long to fetch the end before the server stops
 
 
@@ -76,7 +85,7 @@ class WebServer:
         handler = type("BoundHandler", (_Handler,), {"server_board": board,
                                                     "server_token": self.token})
         try:
-            self.httpd = GuardedServer((host, port), handler)
+            self.httpd = _PageServer((host, port), handler, token=self.token)
         except OSError as error:
             raise WebAddressError(f"--web {host}:{port}: cannot listen there "
                                   f"({error.strerror})") from None
@@ -114,14 +123,29 @@ def serving(board: Board, address: str | None, say: Callable[[str], None]
         board.linger(LINGER_S)
 
 
+class _PageServer(GuardedServer):
+    """Trusts a request with the token in its query as well as one with it as a bearer."""
+
+    def trusts(self, target: str, headers: Message) -> bool:
+        """Whether the request for ``target`` with ``headers`` carries the page's token."""
+        if self.token is None:
+            return False
+        try:
+            query = _query(target)
+        except HttpError:
+            return False
+        return _matches(query.get("token", ""), self.token) or bearer_matches(headers,
+                                                                               self.token)
+
+
 class _Handler(JsonHandler):
     server_board: Board
     server_token: str | None
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        url = urlsplit(self.path)
-        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         try:
+            url = urlsplit(self.path)
+            query = _query(self.path)
             if url.path in ("/", "/index.html"):
                 self._static("index.html")
             elif url.path.startswith("/static/"):
@@ -144,8 +168,7 @@ class _Handler(JsonHandler):
         token = self.server_token
         if token is None:
             return
-        given = query.get("token", "")
-        if not (hmac.compare_digest(given.encode(), token.encode()) or self.authorized(token)):
+        if not (_matches(query.get("token", ""), token) or self.authorized(token)):
             raise HttpError(401, "this page needs the token of the URL surge printed")
 
     def _static(self, name: str) -> None:
@@ -163,8 +186,22 @@ class _Handler(JsonHandler):
         self.reply(200, path.read_bytes(), kind)
 
 
+def _query(target: str) -> dict[str, str]:
+    """The last value of each field of ``target``'s query; 400 for one that is no URL."""
+    try:
+        return {k: v[-1] for k, v in parse_qs(urlsplit(target).query).items()}
+    except ValueError as error:
+        raise HttpError(400, f"{target[:60]!r} is not a URL: {error}") from None
+
+
+def _matches(given: str, token: str) -> bool:
+    return hmac.compare_digest(given.encode(), token.encode())
+
+
 def _count(query: dict[str, str], name: str) -> int:
+    """The count ``name`` of ``query`` (0 if absent): ASCII digits, at most 18 of them."""
     value = query.get(name, "0")
-    if not value.isdigit():
-        raise HttpError(400, f"{name}={value[:20]!r}: expected a count")
+    if not _COUNT.fullmatch(value):
+        raise HttpError(400, f"{name}={value[:20]!r}: expected a count (0 to "
+                             f"999999999999999999)")
     return int(value)

@@ -20,10 +20,11 @@ import pytest
 from typer.testing import CliRunner
 
 from drivers import protocol
-from drivers.http import MAX_CONNECTIONS
+from drivers.http import HEAD_TIMEOUT_S, MAX_OPEN
 from orchestrator.agents.client import AgentHandle, read_hello
 from orchestrator.cli import app
 from orchestrator.errors import AgentError
+from tests.flood import closed_by_peer, idle_connections
 
 
 @dataclass
@@ -197,27 +198,56 @@ def test_a_message_over_the_limit_is_refused_before_it_is_sent(agent, monkeypatc
         agent.handle.configure(config)
 
 
-def test_idle_connections_beyond_the_cap_get_a_503_without_a_thread_each(tmp_path):
+def test_500_idle_strangers_take_no_thread_and_keep_no_call_of_the_controller_out(tmp_path):
     with running_agent(tmp_path / "agent.log") as agent:
         process = psutil.Process(agent.handle.process.pid)
         before = process.num_threads()
-        connections = [socket.create_connection(("127.0.0.1", agent.port), timeout=5)
-                       for _ in range(200)]
-        try:
-            held, refused = connections[:MAX_CONNECTIONS], connections[MAX_CONNECTIONS:]
-            for connection in refused:  # accepted in the order they connected
-                reply = read_all(connection)
-                assert reply.startswith(b"HTTP/1.0 503 ") and b"busy: 64 connections" in reply
-            assert not [c for c in held if not _waiting(c)]  # served: no reply, not closed
-            assert before < process.num_threads() <= before + MAX_CONNECTIONS
-            with pytest.raises(AgentError, match="HTTP 503"):
-                agent.handle.hello()
-        finally:
-            for connection in connections:
-                connection.close()
-        assert _eventually(lambda: _answers(agent.handle))
+        with idle_connections(agent.port, 500) as strangers:
+            opened = time.monotonic()
+            assert process.num_threads() <= before + 2  # none of them has a thread
+            calls = 0
+            while time.monotonic() - opened < 1.5:  # within the strangers' grace
+                assert agent.handle.snapshot(timeout_s=5).sent == 0
+                assert agent.handle.set_rate(protocol.Rate(5.0)) == protocol.RateApplied(0)
+                calls += 2
+            status, body = exchange(agent.port, request("GET", "/metrics"))
+            assert status == 200 and b"surge_agent_sent_total" in body
+            received, still_open = closed_by_peer(strangers, HEAD_TIMEOUT_S + 3)
+            closed_after = time.monotonic() - opened
+        assert still_open == 0 and set(received) == {b""}  # closed, no reply to no request
+        assert closed_after < HEAD_TIMEOUT_S + 3 and calls >= 4
         assert _eventually(lambda: process.num_threads() <= before)
         agent.assert_no_traceback()
+
+
+def test_a_stranger_that_sends_part_of_a_request_gets_a_408_after_the_head_timeout(agent):
+    with socket.create_connection(("127.0.0.1", agent.port), timeout=5) as connection:
+        connection.sendall(b"GET /snapshot HTTP/1.1\r\nHost: x\r\n")
+        started = time.monotonic()
+        reply = read_all(connection)
+    assert HEAD_TIMEOUT_S - 0.1 <= time.monotonic() - started < HEAD_TIMEOUT_S + 2
+    assert reply.startswith(b"HTTP/1.0 408 ") and b"no complete request within 2 s" in reply
+
+
+def test_strangers_holding_requests_fill_their_own_pool_not_the_controllers(agent):
+    """Heads over 64 KiB that never end are served (and stuck) in the pool without a token:
+    past its 16 threads the gate answers 503, and the controller's calls still go through."""
+    endless = request("GET", "/snapshot", *[f"X-{i}: {'a' * 1000}" for i in range(70)])[:-2]
+    connections = []
+    try:
+        for _ in range(MAX_OPEN + 24):
+            connections.append(socket.create_connection(("127.0.0.1", agent.port), timeout=5))
+            connections[-1].sendall(endless)
+        for _ in range(10):
+            assert agent.handle.snapshot(timeout_s=5).sent == 0
+        received, still_open = closed_by_peer(connections, HEAD_TIMEOUT_S + 3)
+    finally:
+        for connection in connections:
+            connection.close()
+    busy = [r for r in received if r.startswith(b"HTTP/1.0 503 ")]
+    assert still_open == 0 and len(busy) >= 24
+    assert all(b"busy: 16 requests without a token" in r for r in busy)
+    agent.assert_no_traceback()
 
 
 def test_an_idle_connection_is_closed_after_the_idle_timeout(tmp_path):
@@ -239,23 +269,6 @@ def test_the_agent_command_refuses_limits_that_would_not_serve():
     for option in ("--idle-timeout=0", "--max-connections=0"):
         result = runner.invoke(app, ["agent", option])
         assert result.exit_code == 2 and "Invalid value for" in result.output, result.output
-
-
-def _waiting(connection: socket.socket) -> bool:
-    """Whether the agent has neither answered nor closed ``connection``."""
-    connection.setblocking(False)
-    try:
-        connection.recv(1)
-    except BlockingIOError:
-        return True
-    return False
-
-
-def _answers(handle: AgentHandle) -> bool:
-    try:
-        return handle.hello().port == handle.port
-    except AgentError:
-        return False
 
 
 def _eventually(condition, timeout_s: float = 5.0) -> bool:

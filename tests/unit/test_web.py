@@ -2,13 +2,17 @@
 loopback, and nothing served from outside the page's own files."""
 
 import json
+import socket
+import time
 import urllib.error
 import urllib.request
 
 import pytest
 
+from drivers.http import HEAD_TIMEOUT_S
 from orchestrator.web.feed import TICK_COLUMNS, Board, RunFeed
 from orchestrator.web.server import WebAddressError, WebServer, is_loopback, parse_address
+from tests.flood import closed_by_peer, idle_connections
 
 
 def feed(run_id="r1", ticks=3):
@@ -76,6 +80,39 @@ def test_data_off_loopback_needs_the_token_and_files_outside_the_page_are_refuse
         assert status == 400 and "expected a count" in json.loads(body)["error"]
     with pytest.raises(WebAddressError, match="needs a token"):
         WebServer(Board(), guarded=True)
+
+
+@pytest.mark.parametrize("query", ["ticks=%C2%B2", "ticks=" + "9" * 5000, "members=-1",
+                                   "events=1e3", "ticks=%EF%BC%91", "ticks=+1"])
+def test_a_query_value_that_is_no_count_gets_a_400_in_json_and_nothing_on_stderr(query, capfd):
+    with WebServer(Board(run=feed())) as server:
+        status, body = get(server.url + "api/board?" + query)
+        assert status == 400 and "expected a count" in json.loads(body)["error"], body
+        assert get(server.url + "api/board?ticks=1")[0] == 200
+    assert capfd.readouterr().err == ""
+
+
+def test_a_target_that_is_no_url_is_answered_and_the_server_goes_on(capfd):
+    with WebServer(Board(run=feed()), token="s3cret", guarded=True) as server, \
+            socket.create_connection(("127.0.0.1", server.port), timeout=5) as connection:
+        connection.sendall(b"GET //[x/api/board?token=s3cret HTTP/1.1\r\nHost: x\r\n\r\n")
+        reply = b"".join(iter(lambda: connection.recv(65536), b""))
+        assert reply.startswith(b"HTTP/1.0 404 "), reply  # http.server makes it /[x/api/board
+        assert get(server.url.split("?")[0] + "api/board?token=s3cret")[0] == 200
+    assert capfd.readouterr().err == ""
+
+
+def test_500_idle_strangers_do_not_keep_the_page_from_its_reader():
+    with WebServer(Board(run=feed()), token="s3cret", guarded=True) as server:
+        with idle_connections(server.port, 500) as strangers:
+            opened = time.monotonic()
+            while time.monotonic() - opened < 1.5:  # within the strangers' grace
+                status, body = get(server.url.split("?")[0] + "api/board?token=s3cret")
+                assert status == 200 and len(json.loads(body)["ticks"]) == 3
+            assert get(server.url)[0] == 200  # the page itself, to anyone
+            received, still_open = closed_by_peer(strangers, HEAD_TIMEOUT_S + 3)
+        assert still_open == 0 and set(received) == {b""}
+        assert time.monotonic() - opened < HEAD_TIMEOUT_S + 3
 
 
 def test_addresses():
