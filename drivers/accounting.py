@@ -134,9 +134,19 @@ class Reconciliation:
     balanced: bool
     not_republished: int = 0
     """Of the nacked messages, those not published again after their last nack."""
+    unknown: int | None = None
+    """Where a load agent was lost: messages whose fate it took with it (what it sent or
+    received after its last reading), unknown rather than lost; else ``None``."""
 
     def explain(self) -> str:
         """One line saying whether the books balance and, if not, where they don't."""
+        if self.unknown is not None:
+            gap = f"{self.unknown} unknown, not lost" if self.unknown else \
+                "nothing missing in what the agents reported"
+            return (f"sent {self.sent}, received {self.received}, queued {self.still_queued} "
+                    f"({self._nacks()}): {gap}; a lost agent's sends and receipts after its "
+                    f"last reading are not known"
+                    + (f"; {self.duplicates} duplicate deliveries" if self.duplicates else ""))
         if self.still_queued is None:
             duplicates = f"; {self.duplicates} duplicate deliveries" if self.duplicates else ""
             return (f"sent {self.sent}, received {self.received}, {self._nacks()}; still "
@@ -184,6 +194,7 @@ def reconcile(
     duplicates: int,
     still_queued: int | None,
     not_republished: int | None = None,
+    agents_lost: bool = False,
 ) -> Reconciliation:
     """Balance what was sent against what was received, left queued and nacked by the broker.
 
@@ -191,7 +202,8 @@ def reconcile(
     after their last nack (None: none was published again, so all of them). duplicates should
     include both local and cross-tracker duplicates. balanced means every unreceived, unqueued
     message was nacked last and nothing arrived twice; confirmed (None when publisher confirms
-    are off) only feeds explain().
+    are off) only feeds explain(). With ``agents_lost`` (sent and received then hold a lost
+    agent's figures up to its last reading) the gap is ``unknown``, and nothing is called lost.
     """
     not_republished = nacked if not_republished is None else not_republished
     for name, value in (
@@ -213,6 +225,12 @@ def reconcile(
                               not_republished=not_republished)
     balance = sent - received_unique - still_queued
     unexplained = abs(balance - not_republished)
+    if agents_lost:
+        return Reconciliation(sent=sent, confirmed=confirmed, nacked=nacked,
+                              received=received_unique, duplicates=duplicates,
+                              still_queued=still_queued, lost=None, unexplained=None,
+                              balanced=False, not_republished=not_republished,
+                              unknown=unexplained)
     return Reconciliation(
         sent=sent,
         confirmed=confirmed,

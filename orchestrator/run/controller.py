@@ -31,9 +31,10 @@ from orchestrator.agents.client import AgentClient
 from orchestrator.agents.launcher import Fleet, Launcher, launcher_for
 from orchestrator.agents.placement import place
 from orchestrator.clock import SYSTEM_CLOCK, Clock
-from orchestrator.errors import AgentError, Problem, SpecError, SurgeError
+from orchestrator.errors import Problem, SpecError, SurgeError
 from orchestrator.run import rows
 from orchestrator.run.accounting import account
+from orchestrator.run.agentloss import AgentWatch
 from orchestrator.run.collector import Collector, Failed
 from orchestrator.run.depth import ProbeFactory, QueueDepth
 from orchestrator.run.discovery import (
@@ -85,8 +86,8 @@ EXTRA_LIFETIME_S = 3600.0  # agents outlive the plan by this much before they gi
 SHOWN_EVENTS = frozenset((
     "provision", "members_up", "agents_up", "step", "accounting", "teardown", "scale_decision",
     "scale_failed", "member_started", "rebalanced", "member_draining", "member_stopped",
-    "error", "clocks", "queues_unchecked", "probe", "capacity", "web", "member_lost",
-    "member_back"))
+    "error", "clocks", "queues_unchecked", "probe", "capacity", "web", "agent_lost",
+    "member_lost", "member_back"))
 
 
 @dataclass
@@ -163,7 +164,7 @@ class Controller:
         self.broker: BrokerSample | None = None  # the latest sample that arrived
         self.tick_broker: BrokerSample | None = None  # this tick's sample (None: missed)
         self.tick_members: list[MemberSample] = []  # this tick's view of each member
-        self.agent_failures: dict[int, int] = {}
+        self.agent_watch = AgentWatch(AGENT_FAILURES)
         self.queue_spec = topology.queue(scenario.workload.queue)
         self.depth = QueueDepth(topology.broker, self.queue_spec, self.provisioner, clock, probes,
                                 preflights)
@@ -180,6 +181,11 @@ class Controller:
     def agents(self) -> list[AgentClient]:
         """The run's agents (none before they start)."""
         return self.fleet.agents
+
+    @property
+    def live_agents(self) -> list[AgentClient]:
+        """The agents not lost (see :mod:`orchestrator.run.agentloss`)."""
+        return self.agent_watch.live(self.fleet.agents)
 
     def request_stop(self, why: str = "stopped by Ctrl-C") -> None:
         """End the load early: senders stop, queues drain, accounting is written."""
@@ -360,6 +366,9 @@ class Controller:
         if self.scaler:
             for seat in placement.seats:
                 self.scaler.place(seat.worker, self.agents[seat.agent], seat.member)
+        for agent in self.agents:
+            config = placement.configs[position[id(agent)]]
+            self.agent_watch.hosting(agent.index, len(config.senders), len(config.receivers))
         self._all(lambda agent: agent.configure(replace(
             placement.configs[position[id(agent)]],
             labels={"run_id": self.run_id, "scenario": self.scenario.name,
@@ -409,8 +418,10 @@ class Controller:
                     f"unreliable")
 
     def _all(self, function: Callable[[AgentClient], Any]) -> list:
-        with ThreadPoolExecutor(max(1, len(self.agents))) as pool:
-            return list(pool.map(function, self.agents))
+        """``function`` of every live agent, at once."""
+        live = self.live_agents
+        with ThreadPoolExecutor(max(1, len(live))) as pool:
+            return list(pool.map(function, live))
 
     def _stop_agents(self) -> None:
         if self.agents:
@@ -473,10 +484,8 @@ class Controller:
         """Every source of one tick, read at once: each agent, the broker, each member's own
         figures where members answer for themselves, the queues' depth (exact, from the queues
         themselves where the broker allows it) and this host's CPU."""
-        sources: dict[str, Any] = {
-            f"agent:{agent.index}": lambda agent=agent: AgentReading.from_snapshot(
-                agent.index, agent.snapshot(timeout_s=SCRAPE_TIMEOUT_S), self.clock.monotonic())
-            for agent in self.agents}
+        sources: dict[str, Any] = {f"agent:{agent.index}": lambda agent=agent: self._read(agent)
+                                   for agent in self.agents}
         sources["broker"] = self.provisioner.sample
         member_stats = getattr(self.provisioner, "member_stats", None)
         if member_stats is not None:
@@ -488,11 +497,24 @@ class Controller:
             sources["depth"] = depth
         return Collector(sources, clock=self.clock.monotonic)
 
+    def _read(self, agent: AgentClient) -> AgentReading | None:
+        """One agent's snapshot as a reading, remembered as its last good one (a lost agent is
+        not asked)."""
+        if agent.index in self.agent_watch.lost:
+            return None
+        snapshot = agent.snapshot(timeout_s=SCRAPE_TIMEOUT_S)
+        seen = self.clock.monotonic()
+        self.agent_watch.seen(agent.index, snapshot, seen - getattr(self, "t0", seen))
+        return AgentReading.from_snapshot(agent.index, snapshot, seen)
+
     def _fold(self, results: dict[str, Any]) -> Tick:
         """Turn one tick's collected results into figures (missing and failed reads as
-        ``None``), keeping the broker sample and depth that arrived for the rows."""
-        agents = {a.index: _ok(results.get(f"agent:{a.index}")) for a in self.agents}
-        self._check_agents_alive(results)
+        ``None``; lost agents left out, their last counters kept), keeping the broker sample
+        and depth that arrived for the rows."""
+        for lost in self.agent_watch.observe(self.live_agents, results,
+                                             self.clock.monotonic() - self.t0):
+            self._event("agent_lost", **lost.record(), explain=lost.explain())
+        agents = {a.index: _ok(results.get(f"agent:{a.index}")) for a in self.live_agents}
         broker = _ok(results.get("broker"))
         self.tick_broker = broker
         if broker is not None:
@@ -502,20 +524,6 @@ class Controller:
         hosts = {CONTROLLER_HOST: host, **(broker.hosts if broker else {})}
         return self.math.step(self.clock.monotonic() - self.t0, agents, self.tick_members,
                               hosts)
-
-    def _check_agents_alive(self, results: dict[str, Any]) -> None:
-        """An agent whose reads fail (refused, reset: not merely slow) ``AGENT_FAILURES`` ticks
-        in a row is lost: the run ends with an error naming it rather than measuring on
-        without its workers."""
-        for agent in self.agents:
-            result = results.get(f"agent:{agent.index}")
-            if isinstance(result, Failed):
-                self.agent_failures[agent.index] = self.agent_failures.get(agent.index, 0) + 1
-                if self.agent_failures[agent.index] >= AGENT_FAILURES:
-                    raise AgentError(f"agent {agent.index} on {agent.host} lost: its last "
-                                     f"{AGENT_FAILURES} reads failed ({result.error})")
-            elif result is not None:
-                self.agent_failures.pop(agent.index, None)
 
     def _members_now(self, broker: BrokerSample | None, results: dict[str, Any]
                      ) -> list[MemberSample]:
@@ -580,6 +588,10 @@ class Controller:
         """Whether an exit condition ends the load part early."""
         last = self.ticks[-1]
         exit_ = self.scenario.exit
+        if self.agent_watch.lost and (exit_.agent_lost or not self.live_agents):
+            self._event("exit", reason="an agent was lost" if self.live_agents else
+                        "every agent was lost", elapsed_s=elapsed)
+            return True
         if exit_.messages_per_sender and \
                 last["senders_done"] >= self.scenario.workload.senders:
             self._event("exit", reason="every sender sent its messages", elapsed_s=elapsed)
@@ -605,7 +617,9 @@ class Controller:
         stamped = rows.stamp(self.clock.time(), elapsed, phase.index if phase else 0)
         row = rows.tick_row(stamped, tick, lateness_s=lateness, target_rate=target,
                             members_running=running, queue_depth=depth, depth_age_s=age,
-                            read_span_s=self._read_span(), broker_missing=self.tick_broker is None)
+                            read_span_s=self._read_span(),
+                            broker_missing=self.tick_broker is None,
+                            agents_lost=len(self.agent_watch.lost))
         self.ticks.append(row)
         self.writer.row("ticks", row)
         tick_members = rows.member_rows(stamped, self.tick_members, tick)
@@ -693,9 +707,11 @@ class Controller:
             planned = self._next_tick(planned, draining=True)
             tick = self._record(planned, self.clock.monotonic(), None, metrics, "draining")
             depth = self.ticks[-1]["queue_depth"]
-            settled = all(r.seen > stopped for r in self.math.agents.values())
+            live = [self.math.agents.get(a.index) for a in self.live_agents]
+            settled = all(r is not None and r.seen > stopped for r in live)
             empty = depth == 0 or (depth is None and not self.depth.readable(self.broker))
-            if settled and tick.totals["received"] >= tick.totals["sent"] and empty:
+            caught_up = tick.totals["received"] >= tick.totals["sent"] or self.agent_watch.lost
+            if settled and caught_up and empty:
                 break
             if self.stop_requested.is_set() and self.clock.monotonic() > stopped + 5:
                 break
@@ -712,11 +728,14 @@ class Controller:
         snapshots = self._all(lambda agent: agent.snapshot())
         settled = self.depth.settled()
         queued = None if settled is None else self.depth.total(settled)
-        done = account(reports, snapshots, self.scenario, queued)
+        done = account(reports, snapshots, self.scenario, queued,
+                       list(self.agent_watch.lost.values()))
         self._event("accounting", **asdict(done.result), explain=done.result.explain(),
                     producers_missing={k: v for k, v in done.missing.items() if v},
                     **done.extras)
-        self.manifest = self.manifest.replace(accounting_details=done.extras)
+        lost = [agent.record() for agent in self.agent_watch.lost.values()]
+        self.manifest = self.manifest.replace(accounting_details=done.extras,
+                                              **({"agents_lost": lost} if lost else {}))
         self.feed.accounting = {**asdict(done.result), "explain": done.result.explain()}
         return done.result
 

@@ -27,7 +27,8 @@ def stamp(wall_s: float, elapsed_s: float, phase: int) -> dict[str, Any]:
 
 def tick_row(stamped: dict[str, Any], tick: Tick, *, lateness_s: float, target_rate: float,
              members_running: int, queue_depth: int | None, depth_age_s: float | None,
-             read_span_s: float | None, broker_missing: bool) -> dict[str, Any]:
+             read_span_s: float | None, broker_missing: bool,
+             agents_lost: int = 0) -> dict[str, Any]:
     """The ``ticks`` row: rates, totals, depth, latency percentiles (from the actual and from
     the intended send times) and how well the second was sampled."""
     totals, rates = tick.totals, tick.rates
@@ -38,7 +39,7 @@ def tick_row(stamped: dict[str, Any], tick: Tick, *, lateness_s: float, target_r
             "members_running": members_running, "queue_depth": queue_depth,
             "depth_age_s": depth_age_s, "backlog": totals["sent"] - totals["received"],
             "agents_missing": tick.agents_missing, "read_span_s": read_span_s,
-            "broker_missing": broker_missing,
+            "broker_missing": broker_missing, "agents_lost": agents_lost,
             "host_cpu_percent": tick.host_cpu_percent.get(CONTROLLER_HOST),
             **latency_columns(LATENCY, tick.latency), **latency_columns(INTENDED, tick.intended)}
 

@@ -374,6 +374,10 @@ class ExitSpec(Spec):
     queue_empty: bool = Field(False, description="end once the workload's queues are empty "
                                                  "during the plan's last step (after its "
                                                  "settle seconds): a drain step")
+    agent_lost: bool = Field(False, description="end the load once a load agent is lost (its "
+                                                "reads fail 3 s in a row); by default the run "
+                                                "goes on with the others and accounts for "
+                                                "the lost one's share as unknown")
 
 
 FAULT_KINDS = ("kill_member", "stop_member", "rolling_restart", "consumer_slowdown",

@@ -141,12 +141,19 @@ class Accounting(Record):
     lost: int | None = None
     unexplained: int | None = None
     balanced: bool
+    # messages whose fate a lost agent took with it (sent or received after its last
+    # reading): unknown, not lost; None where no agent was lost
+    unknown: int | None = None
     explain: str = ""
 
     def verdict(self) -> str:
-        """``balanced`` or ``lost N`` (``lost ?`` when the loss is unknown)."""
-        return "balanced" if self.balanced else \
-            f"lost {'?' if self.lost is None else self.lost}"
+        """``balanced``, ``unknown N`` (an agent was lost) or ``lost N`` (``lost ?`` when the
+        loss is unknown)."""
+        if self.balanced:
+            return "balanced"
+        if self.unknown is not None:
+            return f"unknown {self.unknown}"
+        return f"lost {'?' if self.lost is None else self.lost}"
 
 
 class Interruption(Record):
@@ -282,6 +289,9 @@ class RunManifest(Record):
     capacity: CapacityRecord | None = None  # surge capacity's runs only
     interruption: Interruption | None = None  # runs that ended before their plan did
     reused: Reuse | None = None  # runs that began on members already running
+    # load agents the run lost: index, host, lost_at_s, last_reading_s, senders, receivers and
+    # what they had sent, received, confirmed and nacked by their last reading
+    agents_lost: list[dict[str, Any]] = []
 
     @classmethod
     def begin(cls, run_id: str, started_at: datetime, scenario: ScenarioSpec,

@@ -147,14 +147,15 @@ def _phase(phase: Phase | Mapping[str, Any]) -> Phase:
 
 def segments(phases: Sequence[Phase | Mapping[str, Any]], ticks: list[dict], settle_s: float
              ) -> list[tuple[Phase, str, list[dict]]]:
-    """Steady windows: each phase split where the number of running members changed, each
-    part without its first ``settle_s`` seconds. Labels are ``3``, or ``3a``, ``3b``, ...
-    ``ticks`` in time order; ``phases`` as :class:`Phase` or as the dicts run.json holds."""
+    """Steady windows: each phase split where the number of running members or of agents
+    lost changed, each part without its first ``settle_s`` seconds. Labels are ``3``, or
+    ``3a``, ``3b``, ... ``ticks`` in time order; ``phases`` as :class:`Phase` or as the dicts
+    run.json holds."""
     out = []
     for phase in map(_phase, phases):
         runs: list[list[dict]] = []
         for tick in (t for t in ticks if t["phase"] == phase.index):
-            if not runs or runs[-1][-1]["members_running"] != tick["members_running"]:
+            if not runs or _shape(runs[-1][-1]) != _shape(tick):
                 runs.append([])
             runs[-1].append(tick)
         steady = [[t for t in run if t["elapsed_s"] >= max(run[0]["elapsed_s"] - 1 + settle_s,
@@ -165,6 +166,11 @@ def segments(phases: Sequence[Phase | Mapping[str, Any]], ticks: list[dict], set
             label = str(phase.index) + (chr(ord("a") + k) if len(steady) > 1 else "")
             out.append((phase, label, run))
     return out
+
+
+def _shape(tick: Mapping[str, Any]) -> tuple[int, int]:
+    """What splits a step: the members running and the agents lost (absent in older runs)."""
+    return tick["members_running"], tick.get("agents_lost") or 0
 
 
 def drain_ticks(phases: Sequence[Phase | Mapping[str, Any]], ticks: list[dict]) -> list[dict]:

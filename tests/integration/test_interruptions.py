@@ -214,3 +214,41 @@ def test_a_disk_that_fills_mid_run_ends_it_failed_in_one_line(specs, tmp_path, s
         assert not [p for p in agents_of(run_dir) if _alive(p)]
     finally:
         subprocess.run(["umount", "-l", str(small)], check=True)
+
+
+def test_a_load_agent_killed_mid_run_costs_its_share_not_the_run(specs, tmp_path, state_root):
+    runs = tmp_path / "runs"
+    scenario = specs("20s", "agents")
+    body = json.loads(scenario.read_text())
+    body.update(agents=2)
+    body["workload"].update(senders=4, receivers=4)
+    scenario.write_text(json.dumps(body))
+    process = surge("run", str(scenario), "--no-live", "--no-analyze", "--runs-dir", str(runs))
+    try:
+        run_dir = until_ticking(runs, process)
+        time.sleep(3)
+        victim = agents_of(run_dir)[1]
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.time()
+        out, err = process.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+    assert process.returncode == 0, err
+    manifest = read_manifest(run_dir)
+    assert manifest.outcome == "completed"
+    [lost] = [e for e in events(run_dir) if e["kind"] == "agent_lost"]
+    assert lost["agent"] == 1 and lost["senders"] == 2 and lost["receivers"] == 2
+    assert lost["t"] - killed_at < 6, "noticed within three failed reads"
+    assert [s.label for s in manifest.steps] == ["1a", "1b"]
+    before, after = manifest.steps
+    assert after.achieved_rate == pytest.approx(before.achieved_rate / 2, rel=0.2)
+    accounting = manifest.accounting
+    assert accounting.lost is None and accounting.unknown is not None
+    assert "not known" in accounting.explain
+    [record] = manifest.agents_lost
+    assert record["sent"] > 0 and record["received"] > 0
+    # what the lost agent left unknown is bounded by what it could do in the seconds after its
+    # last reading: its 2 senders and 2 receivers at 50 msg/s each, for at most ~5 s
+    assert accounting.unknown <= 2 * 50 * 6 + record["unconfirmed"], accounting.explain
+    assert not [p for p in agents_of(run_dir) if _alive(p)]

@@ -31,8 +31,8 @@ def scenario(plan, senders=2, receivers=2, **fields) -> ScenarioSpec:
 
 
 def run(spec: ScenarioSpec, topo: TopologySpec, tmp_path, agents=2, cpu_share=0.5,
-        slow_sample_s=0.0, preflights=no_probe, launcher=None, process_cpu=None):
-    clock = FakeClock()
+        slow_sample_s=0.0, preflights=no_probe, launcher=None, process_cpu=None, clock=None):
+    clock = clock or FakeClock()
     provisioner = ScriptedProvisioner(topo, clock, cpu_share)
     provisioner.slow_sample_s = slow_sample_s
     launcher = launcher or MemoryLauncher(agents, clock)

@@ -1,0 +1,97 @@
+"""A load agent lost mid-run, on the fake clock: the run goes on with the others, the step
+splits where it was lost, and the accounting counts its share up to its last reading and calls
+the rest unknown, never lost."""
+
+import json
+
+import pytest
+
+from drivers import protocol
+from drivers.accounting import reconcile
+from orchestrator.run.agentloss import LostAgent
+from tests.fakes import FakeClock, MemoryAgent, MemoryLauncher
+from tests.unit.test_controller import run, scenario, topology
+
+
+class DyingAgent(MemoryAgent):
+    """An in-memory agent whose process is gone from ``dies_at`` on (every call refused)."""
+
+    dies_at: float = float("inf")
+
+    def _gone(self) -> None:
+        if self.clock.monotonic() >= self.dies_at:
+            raise ConnectionRefusedError(111, "Connection refused")
+
+    def snapshot(self, timeout_s: float = 30.0) -> protocol.Snapshot:
+        self._gone()
+        return super().snapshot(timeout_s)
+
+    def set_rate(self, rate):
+        self._gone()
+        return super().set_rate(rate)
+
+    def stop_senders(self):
+        self._gone()
+        return super().stop_senders()
+
+    def accounting(self):
+        self._gone()
+        return super().accounting()
+
+
+def losing(agent: int, after_s: float) -> tuple[FakeClock, MemoryLauncher]:
+    """A clock, and two in-memory agents of which ``agent`` dies ``after_s`` into the run."""
+    clock = FakeClock()
+    launcher = MemoryLauncher(2, clock)
+    launcher.agents[agent] = DyingAgent(agent, clock)
+    launcher.agents[agent].dies_at = clock.monotonic() + after_s
+    return clock, launcher
+
+
+def test_a_lost_agent_costs_its_share_and_the_run_goes_on(tmp_path):
+    clock, launcher = losing(1, 10.5)
+    spec = scenario([{"rate_per_sender": 10, "hold": "20s"}])
+    result, controller, _, _, manifest = run(spec, topology(), tmp_path, launcher=launcher,
+                                             clock=clock)
+    assert result.outcome == "completed"
+    events = [e for e in map(json.loads, (result.run_dir / "events.jsonl").open())
+              if e["kind"] == "agent_lost"]
+    assert len(events) == 1 and events[0]["agent"] == 1
+    assert 11 <= events[0]["lost_at_s"] <= 14  # three failed reads in a row
+    assert events[0]["last_reading_s"] <= 11
+    assert [s["label"] for s in manifest["steps"]] == ["1a", "1b"]
+    before, after = manifest["steps"]
+    assert before["achieved_rate"] == pytest.approx(20, rel=0.05)  # both agents' senders
+    assert after["achieved_rate"] == pytest.approx(10, rel=0.05)  # the survivor's
+    accounting = manifest["accounting"]
+    assert accounting["lost"] is None and accounting["unknown"] == 0
+    assert "nothing missing in what the agents reported" in accounting["explain"]
+    [record] = manifest["agents_lost"]
+    assert record["agent"] == 1 and record["sent"] == record["received"] > 0
+    assert accounting["sent"] == int(launcher.agents[0].sent) + record["sent"]
+
+
+def test_the_scenario_may_end_the_run_when_an_agent_is_lost(tmp_path):
+    clock, launcher = losing(1, 5.5)
+    spec = scenario([{"rate_per_sender": 10, "hold": "60s"}], exit={"agent_lost": True})
+    result, controller, _, _, manifest = run(spec, topology(), tmp_path, launcher=launcher,
+                                             clock=clock)
+    exits = [e for e in map(json.loads, (result.run_dir / "events.jsonl").open())
+             if e["kind"] == "exit"]
+    assert exits and exits[0]["reason"] == "an agent was lost"
+    assert controller.ticks[-1]["elapsed_s"] < 30
+
+
+def test_what_a_lost_agent_had_done_counts_and_the_gap_is_unknown():
+    lost = LostAgent(1, "h", "refused", 12.0, 11.0,
+                     protocol.Snapshot(monotonic_s=1.0, sent=100, confirmed=90, received=40),
+                     senders=5, receivers=5)
+    assert lost.unconfirmed == 10
+    assert "agent 1 on h lost at 12.0 s" in lost.explain()
+    assert "what it did after 11.0 s is unknown" in lost.explain()
+    done = reconcile(sent=300, confirmed=None, nacked=0, received_unique=280, duplicates=0,
+                     still_queued=5, agents_lost=True)
+    assert (done.lost, done.unknown, done.balanced) == (None, 15, False)
+    assert done.explain().startswith("sent 300, received 280, queued 5")
+    assert reconcile(sent=300, confirmed=None, nacked=0, received_unique=295, duplicates=0,
+                     still_queued=5).balanced
