@@ -63,7 +63,9 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("read_span_s", pa.float64()), ("broker_missing", pa.bool_()),
         *_percentiles(LATENCY), ("host_cpu_percent", pa.float64()), *_HISTOGRAM,
         # runs since the intended latency: absent in earlier runs of format 3 and before
-        *_percentiles(INTENDED), *_histogram(INTENDED)]),
+        *_percentiles(INTENDED), *_histogram(INTENDED),
+        # runs since broker-side cancels and blocked connections: absent in earlier runs
+        ("cancels", pa.int64()), ("blocked", pa.int64()), ("blocked_s", pa.float64())]),
     "members": pa.schema([
         *_WHEN, ("member", pa.string()),
         ("running", pa.bool_()), ("cpu_percent", pa.float64()), ("cpu_interval_s", pa.float64()),
