@@ -68,15 +68,32 @@ def reaction_times(manifest: RunManifest, events: list[dict], ticks: list[dict]
 
 
 def fault_recoveries(events: list[dict], ticks: list[dict]) -> list[dict]:
-    """Per fault event: seconds until the achieved rate is back within 5% of target."""
+    """Per fault event: seconds until the achieved rate is back within 5% of target, and
+    until then (or the end of the load) the seconds with nothing received while senders had a
+    target (the receive gap) and the seconds publishers were blocked by the broker."""
     t0 = next((e["t"] for e in events if e["kind"] == "step"), None)
     out = []
     for fault in (e for e in events if e["kind"] == "fault"):
         at = fault.get("elapsed_s", fault["t"] - t0 if t0 else 0.0)
         recovered = recovered_at(ticks, at)
         out.append({"fault": fault.get("action", "fault"), "at_s": at,
-                    "recovery_s": None if recovered is None else recovered - at})
+                    "recovery_s": None if recovered is None else recovered - at,
+                    **gap_and_blocked(ticks, at, recovered)})
     return out
+
+
+def gap_and_blocked(ticks: list[dict], after_s: float, until_s: float | None) -> dict[str, Any]:
+    """Seconds after ``after_s`` (up to ``until_s``, else to the last tick with a target) with
+    a receive rate of zero while senders had a target, and the growth of the blocked seconds
+    over the same span (``None`` in runs that did not record them)."""
+    inside = [t for t in ticks if t["elapsed_s"] > after_s and t["target_rate"] > 0
+              and (until_s is None or t["elapsed_s"] <= until_s)]
+    gap = sum(1 for t in inside if t["receive_rate"] == 0)
+    known = [t["blocked_s"] for t in inside if t.get("blocked_s") is not None]
+    blocked = None if not known else round(max(known) - min(
+        [t["blocked_s"] for t in ticks if t["elapsed_s"] <= after_s
+         and t.get("blocked_s") is not None] or [0.0]), 1)
+    return {"receive_gap_s": float(gap), "blocked_s": blocked}
 
 
 def backlog(ticks: list[dict]) -> dict[str, Any]:

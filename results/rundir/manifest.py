@@ -144,11 +144,15 @@ class Accounting(Record):
 
 
 class FaultRecovery(Record):
-    """Seconds from a fault until the achieved rate was back within 5% of target."""
+    """Seconds from a fault until the achieved rate was back within 5% of target; the seconds
+    in between when nothing was received at all (the receive gap), and when the broker blocked
+    publishers."""
 
     fault: str
     at_s: float
     recovery_s: float | None = None
+    receive_gap_s: float | None = None
+    blocked_s: float | None = None
 
 
 def _legacy_step(row: Any) -> Any:
