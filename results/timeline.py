@@ -90,9 +90,9 @@ def gap_and_blocked(ticks: list[dict], after_s: float, until_s: float | None) ->
               and (until_s is None or t["elapsed_s"] <= until_s)]
     gap = sum(1 for t in inside if t["receive_rate"] == 0)
     known = [t["blocked_s"] for t in inside if t.get("blocked_s") is not None]
-    blocked = None if not known else round(max(known) - min(
-        [t["blocked_s"] for t in ticks if t["elapsed_s"] <= after_s
-         and t.get("blocked_s") is not None] or [0.0]), 1)
+    before = [t["blocked_s"] for t in ticks if t["elapsed_s"] <= after_s
+              and t.get("blocked_s") is not None]  # cumulative: its latest value is its peak
+    blocked = None if not known else round(max(known) - max(before, default=0.0), 1)
     return {"receive_gap_s": float(gap), "blocked_s": blocked}
 
 

@@ -57,13 +57,18 @@ def events(result) -> list[dict]:
     return [json.loads(line) for line in (result.run_dir / "events.jsonl").open()]
 
 
-def exact(accounting) -> None:
-    """sent = received + still queued, nothing lost, nothing twice."""
+def exact(result) -> None:
+    """sent = received + still queued, nothing lost; a message received twice only where the
+    broker redelivered it (a consumer's connection lost before its batched ack) or its sender
+    published it again (a connection lost before its confirm)."""
+    accounting = result.accounting
     assert accounting.still_queued is not None, accounting.explain()
     assert accounting.sent == accounting.received + accounting.still_queued, \
         accounting.explain()
-    assert accounting.lost == 0 and accounting.duplicates == 0 and accounting.balanced, \
-        accounting.explain()
+    assert accounting.lost == 0 and accounting.unexplained == 0, accounting.explain()
+    details = json.loads((result.run_dir / "run.json").read_text())["accounting_details"]
+    assert accounting.duplicates <= details["redelivered"] + details["republished"], \
+        (accounting.explain(), details)
 
 
 def test_stop_member_loses_nothing(three, tmp_path):
@@ -73,7 +78,7 @@ def test_stop_member_loses_nothing(three, tmp_path):
     kinds = [e["kind"] for e in events(result)]
     assert "member_stopped" in kinds and "member_restarted" in kinds, kinds
     assert result.accounting.sent >= 0.9 * 100 * 20
-    exact(result.accounting)
+    exact(result)
     assert all(m.running for m in three.status())
 
 
@@ -99,7 +104,7 @@ def test_rolling_restart_restarts_every_vm_keeping_a_leader(three, tmp_path):
     # the queue kept a leader: publishing went on through every restart
     loaded = [t for t in ticks if t["phase"] == 1]
     assert max(_longest_zero(loaded, "send_rate"), _longest_zero(loaded, "confirm_rate")) < 5
-    exact(result.accounting)
+    exact(result)
 
 
 def _longest_zero(ticks: list[dict], column: str) -> int:
@@ -119,7 +124,7 @@ def test_publish_spike_is_carried_exactly(one, tmp_path):
     kinds = [e["kind"] for e in events(result)]
     assert kinds.count("fault") == 1 and "fault_cleared" in kinds
     assert result.accounting.sent >= 0.9 * (100 * 12 + 300 * 8)
-    exact(result.accounting)
+    exact(result)
 
 
 def test_consumers_cancelled_by_the_broker_consume_again(one, tmp_path):
@@ -171,4 +176,4 @@ def test_memory_alarm_shows_as_blocked_live_and_in_the_rows(one, tmp_path):
     assert "memory_alarm" in kinds and "fault_cleared" in kinds, kinds
     manifest = json.loads((result.run_dir / "run.json").read_text())
     assert manifest["faults"][0]["blocked_s"] >= 5
-    exact(result.accounting)  # held, not lost
+    exact(result)  # held, not lost
