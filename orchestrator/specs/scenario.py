@@ -371,7 +371,10 @@ class ExitSpec(Spec):
 
 
 FAULT_KINDS = ("kill_member", "stop_member", "rolling_restart", "consumer_slowdown",
-               "publish_spike")
+               "publish_spike", "memory_alarm", "delete_queues")
+#: Faults done through the members' own rabbitmqctl and management API, which surge has only for
+#: RabbitMQ members it runs itself on this machine.
+LOCAL_RABBITMQ_FAULTS = ("memory_alarm", "delete_queues")
 
 
 class FaultSpec(Spec):

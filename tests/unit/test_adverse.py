@@ -1,9 +1,18 @@
-"""What adverse conditions leave in the figures: the receive gap and blocked seconds after a
-fault, the quorum queues still short of a leader or members, the live view while blocked."""
+"""Adverse conditions: what they leave in the figures (the receive gap and blocked seconds
+after a fault, the quorum queues still short of a leader or members, the live view while
+blocked), and the faults a topology cannot take refused before anything starts."""
 
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import SpecError
 from orchestrator.run.liveview import ViewState, plain_line, render
+from orchestrator.specs.loader import load_scenario
 from results.timeline import fault_recoveries
 from topologies.rabbitmq.management import quorum_shortfall
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def tick(second, receive, blocked_s=0.0, target=100.0):
@@ -44,3 +53,29 @@ def test_the_live_view_says_blocked_by_the_broker_while_it_is():
     state.blocked, state.blocked_s = 4, 6.2
     assert "BLOCKED by the broker: 4 connections (6 s so far)" in plain_line(state)
     assert "BLOCKED by the broker" in str(render(state).renderables[-1])
+
+
+def test_memory_alarms_and_queue_deletion_need_local_rabbitmq_members(tmp_path):
+    (tmp_path / "local.yaml").write_text("name: here\nqueues: [{name: perf}]\n")
+    k8s = (REPO / "topologies" / "k8s-rabbitmq-3.yaml").read_text()
+    (tmp_path / "k8s.yaml").write_text(k8s)
+    scenario = """\
+name: adverse
+topology: {topology}
+workload: {{queue: perf, senders: 1, receivers: 1}}
+plan: [{{rate_per_sender: 10, hold: 10s}}]
+faults:
+  - {{kind: memory_alarm, at: 2s}}
+  - {{kind: publish_spike, at: 3s}}
+  - {{kind: delete_queues, at: 4s}}
+"""
+    (tmp_path / "here.yaml").write_text(scenario.format(topology="local.yaml"))
+    load_scenario(tmp_path / "here.yaml")
+    (tmp_path / "there.yaml").write_text(scenario.format(topology="k8s.yaml"))
+    with pytest.raises(SpecError) as raised:
+        load_scenario(tmp_path / "there.yaml")
+    lines = str(raised.value).splitlines()
+    assert len(lines) == 2, lines
+    assert "faults.0.kind" in lines[0] and "memory_alarm needs RabbitMQ members surge runs" \
+        in lines[0] and "placement kubernetes" in lines[0]
+    assert "faults.2.kind" in lines[1] and "delete_queues" in lines[1]
