@@ -110,6 +110,9 @@ class FaultInjector:
         await_quorum = getattr(self.provisioner, "await_quorum", None) if rolling else None
         for index in members:
             name = self.provisioner.member(index).name
+            if self.stop.is_set():  # the run ends: no member is taken down any more
+                self.event("fault_failed", member=name, error="the run stopped first")
+                continue
             started = self.clock.monotonic()
             pid_before = self._pid(index)
             try:

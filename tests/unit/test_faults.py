@@ -152,3 +152,11 @@ def test_queues_are_deleted_then_declared_again_and_unsupported_faults_say_so():
     assert [kind for kind, _ in events] == ["fault", "queues_deleted", "fault_cleared"]
     events = run_member_faults(Cluster(vm=False), {"kind": "memory_alarm", "at": 0})
     assert events[-1][0] == "fault_failed" and "not supported" in events[-1][1]["error"]
+
+
+def test_a_stopped_run_takes_no_member_down():
+    cluster, stop = Cluster(), threading.Event()
+    stop.set()
+    events = run_member_faults(cluster, {"kind": "rolling_restart", "at": 0}, stop=stop)
+    assert cluster.calls == []
+    assert [kind for kind, _ in events] == ["fault"] + ["fault_failed"] * 3
