@@ -38,7 +38,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 """Bumped whenever a message or path changes meaning; controller and agent must agree."""
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -208,6 +208,9 @@ class Snapshot:
     senders_done: int = 0
     skipped: int = 0
     target_rate: float = 0.0
+    cancels: int = 0  # consumers the broker cancelled (a queue deleted, a leader lost)
+    blocked: int = 0  # connections the broker blocks now (a resource alarm)
+    blocked_s: float = 0.0  # seconds during which at least one of them was blocked
     last_error: str = ""
     latency: dict[str, Any] = field(default_factory=dict)  # LatencyHistogram.to_dict()
     # the same from the intended send time (empty from an agent that does not measure it)

@@ -37,6 +37,8 @@ class Recorder:
         self.unmatched = 0
         self.timeouts = 0
         self.held = 0  # deliveries a slowed receiver holds, not yet handled (nor counted)
+        self.cancels = 0  # consumers the broker cancelled
+        self.blocking = Blocking()
         self.last_error = ""
         self.latency = LatencyHistogram()
         self.total_latency = LatencyHistogram()
@@ -72,12 +74,45 @@ class Recorder:
             senders_done=sum(1 for s in self.senders if s.done),
             skipped=sum(s.schedule.skipped for s in self.senders),
             target_rate=sum(s.schedule.rate for s in self.senders if s.active and not s.paused),
+            cancels=self.cancels, blocked=len(self.blocking.links),
+            blocked_s=self.blocking.seconds(time.monotonic()),
             last_error=self.last_error or "", latency=interval.to_dict(),
             intended_latency=intended.to_dict())
 
     def sent_per_producer(self) -> dict[int, int]:
         """How many messages each producer of this agent has published (its next sequence)."""
         return {s.producer_id: s.seq for s in self.senders}
+
+
+class Blocking:
+    """Which connections the broker blocks now (``connection.blocked``: a memory or disk alarm
+    holds their publishes) and for how many seconds at least one of them was: while blocked,
+    senders fall behind their schedule because the broker holds them, not because the load
+    generator is slow."""
+
+    def __init__(self) -> None:
+        self.links: set[int] = set()
+        self._since: float | None = None
+        self._done_s = 0.0
+
+    def blocked(self, link: int, now: float) -> None:
+        """Connection ``link`` (any id) was blocked at ``now`` (monotonic seconds)."""
+        if not self.links:
+            self._since = now
+        self.links.add(link)
+
+    def unblocked(self, link: int, now: float) -> None:
+        """Connection ``link`` was unblocked (or closed) at ``now``."""
+        if link not in self.links:
+            return
+        self.links.discard(link)
+        if not self.links and self._since is not None:
+            self._done_s += now - self._since
+            self._since = None
+
+    def seconds(self, now: float) -> float:
+        """Seconds up to ``now`` during which at least one connection was blocked."""
+        return self._done_s + (now - self._since if self._since is not None else 0.0)
 
 
 class SenderRole:

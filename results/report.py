@@ -178,7 +178,11 @@ def _markdown(analysis: RunAnalysis, derived: dict[str, Any], plots: list[str]) 
                      f"recovered {_secs(r['to_recovered_s'])} later; total {_secs(r['total_s'])}")
     for r in derived.get("faults", []):
         what = f"{r['fault']} ({r['member']})" if r.get("member") else r["fault"]
-        lines.append(f"- {what} at {r['at_s']:.0f} s: recovered in {_secs(r['recovery_s'])}")
+        lines.append(f"- {what} at {r['at_s']:.0f} s: recovered in {_secs(r['recovery_s'])}"
+                     + (f", nothing received for {_secs(r['receive_gap_s'])}"
+                        if r.get("receive_gap_s") else "")
+                     + (f", publishers blocked for {_secs(r['blocked_s'])}"
+                        if r.get("blocked_s") else ""))
     b = derived.get("backlog", {})
     lines.append(f"- backlog peak {b.get('peak', 0):,} messages at {_secs(b.get('peak_at_s'))}, "
                  f"drained {_secs(b.get('drain_s'))} later")

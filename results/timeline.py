@@ -69,9 +69,11 @@ def reaction_times(manifest: RunManifest, events: list[dict], ticks: list[dict]
 
 
 def fault_recoveries(events: list[dict], ticks: list[dict]) -> list[dict]:
-    """Per fault: seconds until the achieved rate is back within 5% of target. A fault is a
-    scheduled one (``fault`` event) or a member that stopped serving while the run did not
-    stop it (``member_lost``, named by its member)."""
+    """Per fault: seconds until the achieved rate is back within 5% of target, and until then
+    (or the end of the load) the seconds with nothing received while senders had a target (the
+    receive gap) and the seconds publishers were blocked by the broker. A fault is a scheduled
+    one (``fault`` event) or a member that stopped serving while the run did not stop it
+    (``member_lost``, named by its member)."""
     t0 = next((e["t"] for e in events if e["kind"] == "step"), None)
     out = []
     for fault in (e for e in events if e["kind"] in FAULT_EVENTS):
@@ -79,8 +81,23 @@ def fault_recoveries(events: list[dict], ticks: list[dict]) -> list[dict]:
         recovered = recovered_at(ticks, at)
         out.append({"fault": fault.get("action", fault["kind"]), "at_s": at,
                     "recovery_s": None if recovered is None else recovered - at,
-                    **({"member": fault["member"]} if fault["kind"] == "member_lost" else {})})
+                    **({"member": fault["member"]} if fault["kind"] == "member_lost" else {}),
+                    **gap_and_blocked(ticks, at, recovered)})
     return out
+
+
+def gap_and_blocked(ticks: list[dict], after_s: float, until_s: float | None) -> dict[str, Any]:
+    """Seconds after ``after_s`` (up to ``until_s``, else to the last tick with a target) with
+    a receive rate of zero while senders had a target, and the growth of the blocked seconds
+    over the same span (``None`` in runs that did not record them)."""
+    inside = [t for t in ticks if t["elapsed_s"] > after_s and t["target_rate"] > 0
+              and (until_s is None or t["elapsed_s"] <= until_s)]
+    gap = sum(1 for t in inside if t["receive_rate"] == 0)
+    known = [t["blocked_s"] for t in inside if t.get("blocked_s") is not None]
+    before = [t["blocked_s"] for t in ticks if t["elapsed_s"] <= after_s
+              and t.get("blocked_s") is not None]  # cumulative: its latest value is its peak
+    blocked = None if not known else round(max(known) - max(before, default=0.0), 1)
+    return {"receive_gap_s": float(gap), "blocked_s": blocked}
 
 
 def backlog(ticks: list[dict]) -> dict[str, Any]:

@@ -4,7 +4,9 @@ One loop thread hosts all senders and receivers, so rate changes and snapshots n
 Senders publish on timers that follow their rate schedule; receivers consume with a prefetch and
 acknowledge in batches (``multiple=True``). A dropped connection is retried with backoff, moving
 to the next endpoint, and counted instead of ending the worker; with publisher confirms, what
-was not confirmed on the lost connection is published again on the next one.
+was not confirmed on the lost connection is published again on the next one. A consumer the
+broker cancels (its queue deleted) is counted and consumes again, with backoff until its queue
+is back; a connection the broker blocks (a resource alarm) is recorded while it is blocked.
 
 A nack makes a sender publish the nacked messages again on a new channel, after a backoff that
 grows while nothing is confirmed. Never on the channel that nacked them: RabbitMQ (3.10 at
@@ -82,6 +84,8 @@ class _Link:
 
     def _opened(self, connection) -> None:
         self.recorder.connections += 1
+        connection.add_on_connection_blocked_callback(self._blocked)
+        connection.add_on_connection_unblocked_callback(lambda *_: self._unblocked())
         if self.driver.destination.fast_path and amqp_wire.hooks_available(connection):
             amqp_wire.install_direct_io(connection)
         connection.channel(on_open_callback=self._channel_opened)
@@ -106,9 +110,18 @@ class _Link:
         self.recorder.error(f"connect failed: {error}")
         self._retry()
 
+    def _blocked(self, _connection, _frame) -> None:
+        """The broker holds this connection's publishes (a resource alarm)."""
+        self.recorder.blocking.blocked(id(self), time.monotonic())
+
+    def _unblocked(self) -> None:
+        """The broker lets this connection publish again (or the connection is gone)."""
+        self.recorder.blocking.unblocked(id(self), time.monotonic())
+
     def _closed(self, connection, reason) -> None:
         self.channel = None
         self.recorder.connections -= 1
+        self._unblocked()
         if not self.closing:
             self.recorder.error(f"connection lost: {reason}")
             self._retry()
@@ -432,6 +445,38 @@ class _ReceiverLink(_Link):
             self.padding = bytes(max(0, destination.reply_size - HEADER_SIZE))
             self.reply_mode = 2 if destination.persistent else 1
 
+    def _channel_opened(self, channel) -> None:
+        # unlike a sender's, a receiver's backoff starts again only once it consumes: a channel
+        # that opens and is closed by the broker because its queue is missing counts as a retry
+        self.channel = channel
+        channel.add_on_close_callback(self._channel_closed)
+        channel.add_on_cancel_callback(self._cancelled)
+        self.ready(channel)
+
+    def _consuming(self, _frame) -> None:
+        self.attempt = 0
+
+    def _cancelled(self, _frame) -> None:
+        """The broker cancelled this consumer: count it and consume again after a backoff (the
+        channel stays open; if the queue is still missing, the broker closes the channel and
+        the link reconnects with backoff until the queue is back)."""
+        self.consumer_tag = None
+        self.recorder.cancels += 1
+        self.recorder.error(f"consumer of {self.queue} cancelled by the broker")
+        if self.closing:
+            return
+        delay = BACKOFF_S[min(self.attempt, len(BACKOFF_S) - 1)]
+        self.attempt += 1
+        self.driver.ioloop.call_later(delay, self._consume_again)
+
+    def _consume_again(self) -> None:
+        channel = self.channel
+        if self.closing or channel is None or not channel.is_open or self.consumer_tag:
+            return
+        self.consumer_tag = channel.basic_consume(self.queue, self._delivered,
+                                                  auto_ack=not self.manual,
+                                                  callback=self._consuming)
+
     def ready(self, channel) -> None:
         self.unacked = 0
         self._drop_pending()
@@ -443,8 +488,9 @@ class _ReceiverLink(_Link):
         if self.transactional:
             channel.tx_select()
         self.consumer_tag = channel.basic_consume(self.queue, self._delivered,
-                                                  auto_ack=not self.manual)
-        if self.manual:
+                                                  auto_ack=not self.manual,
+                                                  callback=self._consuming)
+        if self.manual and self.timer is None:  # one flush timer, whatever the reconnects
             self.timer = self.driver.ioloop.call_later(ACK_FLUSH_S, self._flush_timer)
 
     def _delivered(self, channel, method, properties, body) -> None:

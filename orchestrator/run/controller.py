@@ -679,6 +679,7 @@ class Controller:
             queue_depth=row["queue_depth"], p50_ms=row["latency_p50_ms"],
             p99_ms=row["latency_p99_ms"], backlog=row["backlog"],
             errors=row["errors"], reconnects=row["reconnects"], phase=label,
+            blocked=row["blocked"], blocked_s=row["blocked_s"],
             missing=row["agents_missing"] + (1 if row["broker_missing"] else 0),
             member_cpu={m.name: tick.member_cpu_percent.get(m.name) if m.running else None
                         for m in (self.broker.members if self.broker else [])})

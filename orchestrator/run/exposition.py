@@ -52,6 +52,8 @@ GAUGES = {
     "surge_in_flight_messages": ("sent but not yet received (consumer lag)", "backlog", 1.0),
     "surge_latency_p50_seconds": ("p50 latency of the last second", "p50_ms", 0.001),
     "surge_latency_p99_seconds": ("p99 latency of the last second", "p99_ms", 0.001),
+    "surge_blocked_connections": ("connections the broker blocks now (resource alarm)",
+                                  "blocked", 1.0),
 }
 # counter name (without _total) -> (help, the tick total it counts)
 COUNTERS = {
@@ -59,6 +61,7 @@ COUNTERS = {
     "surge_received_messages": ("messages received, all agents", "received"),
     "surge_errors": ("errors, all agents", "errors"),
     "surge_reconnects": ("reconnect attempts, all agents", "reconnects"),
+    "surge_consumer_cancels": ("consumers the broker cancelled, all agents", "cancels"),
 }
 # member gauge name -> (help, member row column)
 MEMBER_GAUGES = {

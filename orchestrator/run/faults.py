@@ -2,7 +2,8 @@
 test beyond ideal conditions).
 
 The controller calls :meth:`FaultInjector.tick` once a second. Member faults (kill, stop,
-rolling restart) run in background threads so the tick never waits for a broker; load faults
+rolling restart of each VM, memory alarm) and queue deletion run in background threads so the
+tick never waits for a broker; load faults
 (consumer slowdown, publish spike) are effects the controller reads back each tick through
 :meth:`spike_factor` and :meth:`consumer_delay_s`. Everything goes to ``events.jsonl``.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from orchestrator.clock import SYSTEM_CLOCK, Clock
 from orchestrator.errors import SurgeError
@@ -73,31 +75,55 @@ class FaultInjector:
             thread.join(timeout_s)
 
     def _start(self, index: int, fault: FaultSpec, elapsed_s: float) -> None:
-        what = f"member {fault.member}" if fault.member is not None else \
-            f"delay {fault.delay * 1000:g} ms" if fault.kind == "consumer_slowdown" else \
-            f"x{fault.factor:g}" if fault.kind == "publish_spike" else "every member"
         self.event("fault", action=fault.kind, index=index, elapsed_s=elapsed_s,
-                   member=fault.member, explain=f"{fault.kind} ({what})")
+                   member=fault.member, explain=f"{fault.kind} ({_what(fault)})")
         if fault.kind in ("consumer_slowdown", "publish_spike"):
             self.effects.append(Effect(fault, elapsed_s, elapsed_s + fault.duration))
             return
         members = [fault.member] if fault.member is not None else \
             [i for i, m in enumerate(self.provisioner.status()) if m.running]
-        thread = threading.Thread(target=self._restart, name=f"fault-{index}", daemon=True,
-                                  args=(members, fault.kind == "kill_member",
-                                        fault.restart_after))
+        if fault.kind == "memory_alarm":
+            work, args = self._alarm, (members, fault.duration)
+        elif fault.kind == "delete_queues":
+            work, args = self._delete_queues, (fault.restart_after,)
+        else:
+            work, args = self._restart, (members, fault.kind, fault.restart_after)
+        thread = threading.Thread(target=work, name=f"fault-{index}", daemon=True, args=args)
         self.threads.append(thread)
         thread.start()
 
-    def _restart(self, members: list[int], kill: bool, restart_after: float) -> None:
-        """Stop each member (SIGKILL or gracefully), wait, start it again; one at a time."""
+    def _offered(self, kind: str, name: str) -> Callable[..., Any] | None:
+        """The provisioner's ``name`` (what ``kind`` needs), or ``None`` and an event saying
+        this placement cannot do it."""
+        found = getattr(self.provisioner, name, None)
+        if found is None:
+            self.event("fault_failed", action=kind, error=f"{kind} is not supported by "
+                       f"{type(self.provisioner).__name__}")
+        return found
+
+    def _restart(self, members: list[int], kind: str, restart_after: float) -> None:
+        """Stop each member (SIGKILL or gracefully), wait, start it again; one at a time. A
+        rolling restart stops each member's VM (not only its broker application) and starts
+        the next only once every quorum queue has its leader and all its members again."""
+        kill, rolling = kind == "kill_member", kind == "rolling_restart"
+        stop = getattr(self.provisioner, "stop_vm", None) if rolling else None
+        await_quorum = getattr(self.provisioner, "await_quorum", None) if rolling else None
         for index in members:
             name = self.provisioner.member(index).name
+            if self.stop.is_set():  # the run ends: no member is taken down any more
+                self.event("fault_failed", member=name, error="the run stopped first")
+                continue
             started = self.clock.monotonic()
+            pid_before = self._pid(index)
             try:
-                self.provisioner.stop_member(index, kill=kill)
+                if stop is not None:
+                    stop(index)
+                else:
+                    self.provisioner.stop_member(index, kill=kill)
+                how = "killed (SIGKILL)" if kill else "stopped" if stop is None else \
+                    "stopped (its VM)"
                 self.event("member_killed" if kill else "member_stopped", member=name,
-                           explain=f"{name} {'killed (SIGKILL)' if kill else 'stopped'}")
+                           pid=pid_before, explain=f"{name} {how}")
                 self.clock.sleep(restart_after, self.stop)
                 retrying(lambda index=index: self.provisioner.start_member(index),
                          clock=self.clock, said=lambda attempt, error, name=name: self.event(
@@ -106,9 +132,91 @@ class FaultInjector:
             except SurgeError as error:
                 self.event("fault_failed", member=name, error=str(error))
                 continue
-            self.event("member_restarted", member=name,
-                       seconds=round(self.clock.monotonic() - started, 2),
-                       explain=f"{name} serves again")
+            pid_after = self._pid(index)
+            self.event("member_restarted", member=name, pid_before=pid_before,
+                       pid_after=pid_after, seconds=round(self.clock.monotonic() - started, 2),
+                       explain=f"{name} serves again"
+                       + (f" (VM pid {pid_before} -> {pid_after})"
+                          if pid_before != pid_after else ""))
+            if await_quorum is not None and not self.stop.is_set():
+                self._await_quorum(await_quorum, name)
+
+    def _await_quorum(self, await_quorum: Callable[..., float], name: str) -> None:
+        try:
+            waited = await_quorum(stop=self.stop)
+        except SurgeError as error:
+            self.event("fault_failed", member=name, error=str(error))
+            return
+        self.event("quorum_restored", member=name, seconds=round(waited, 2),
+                   explain=f"every quorum queue has its leader and all members after {name}")
+
+    def _pid(self, index: int) -> int | None:
+        """The OS process of member ``index`` now (``None``: not running, or not known)."""
+        try:
+            return self.provisioner.status()[index].pid
+        except (SurgeError, IndexError):
+            return None
+
+    def _alarm(self, members: list[int], duration: float) -> None:
+        """Set off the members' memory alarms for ``duration`` (less if the run stops), then
+        clear them; the alarm is cleared whatever happens in between."""
+        alarm = self._offered("memory_alarm", "memory_alarm")
+        if alarm is None:
+            return
+        names = [self.provisioner.member(i).name for i in members]
+        set_off: list[int] = []
+        try:
+            for index in members:
+                alarm(index, True)
+                set_off.append(index)
+            self.event("memory_alarm", members=names,
+                       explain=f"memory alarm on {', '.join(names)}: publishers blocked")
+            self.clock.sleep(duration, self.stop)
+        except SurgeError as error:
+            self.event("fault_failed", action="memory_alarm", error=str(error))
+        finally:
+            for index in set_off:
+                try:
+                    alarm(index, False)
+                except SurgeError as error:
+                    self.event("fault_failed", action="memory_alarm", error=str(error),
+                               explain="the alarm could not be cleared")
+            if set_off:
+                self.event("fault_cleared", action="memory_alarm", members=names,
+                           explain="memory alarm over")
+
+    def _delete_queues(self, restart_after: float) -> None:
+        """Delete the topology's queues (the broker cancels their consumers) and declare them
+        again ``restart_after`` seconds later."""
+        delete = self._offered("delete_queues", "delete_queues")
+        if delete is None:
+            return
+        try:
+            names = delete()
+            self.event("queues_deleted", queues=len(names),
+                       explain=f"{len(names)} queues deleted: consumers cancelled")
+        except SurgeError as error:
+            self.event("fault_failed", action="delete_queues", error=str(error))
+        self.clock.sleep(restart_after, self.stop)
+        try:
+            retrying(self.provisioner.declare_queues, clock=self.clock)
+        except SurgeError as error:
+            self.event("fault_failed", action="delete_queues", error=str(error))
+            return
+        self.event("fault_cleared", action="delete_queues", explain="queues declared again")
+
+
+def _what(fault: FaultSpec) -> str:
+    """What a fault acts on or imposes, for its event."""
+    if fault.member is not None:
+        return f"member {fault.member}"
+    if fault.kind == "consumer_slowdown":
+        return f"delay {fault.delay * 1000:g} ms"
+    if fault.kind == "publish_spike":
+        return f"x{fault.factor:g}"
+    if fault.kind == "delete_queues":
+        return f"declared again after {fault.restart_after:g} s"
+    return "every member"
 
 
 def _start_s(fault: FaultSpec, phases: list[Phase]) -> float:

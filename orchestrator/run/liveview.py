@@ -41,6 +41,8 @@ class ViewState:
     missing: int = 0  # sources whose reading missed this second's deadline
     errors: int = 0
     reconnects: int = 0
+    blocked: int = 0  # connections the broker blocks now (a resource alarm holds publishers)
+    blocked_s: float = 0.0  # seconds some connection was blocked, summed over agents
     phase: str = "starting"
     last_event: str = ""
     metrics_url: str = ""
@@ -139,6 +141,14 @@ def sparkline(values: Iterable[float | None], width: int = HISTORY_S) -> str:
     return "".join(" " if v is None else _BARS[min(7, int(v / top * 7.999))] for v in shown)
 
 
+def blocked_note(s: ViewState) -> str:
+    """What the view says while the broker blocks publishers ("" while it does not): the
+    senders are held by the broker, not slow."""
+    if not s.blocked:
+        return ""
+    return f"BLOCKED by the broker: {s.blocked} connections ({s.blocked_s:.0f} s so far)"
+
+
 def _waited(s: ViewState) -> str:
     return f"{s.phase} ({time.monotonic() - s.waiting_since:.0f} s)"
 
@@ -157,7 +167,7 @@ def plain_line(s: ViewState) -> str:
             f"received {figure(s.receive_rate)} msg/s  in flight {figure(s.backlog)}  "
             f"depth {figure(s.queue_depth)}  p50 {figure(s.p50_ms, '.1f')} ms  "
             f"p99 {figure(s.p99_ms, '.1f')} ms  members {s.members_running} (CPU {cpu})  "
-            f"errors {s.errors}{missing}")
+            f"errors {s.errors}{missing}" + (f"  {blocked_note(s)}" if s.blocked else ""))
 
 
 def render(s: ViewState):
@@ -191,6 +201,8 @@ def render(s: ViewState):
                             (sparkline(s.received_history), "green"),
                             (f"  peak {figure(peak)} msg/s", "dim"))
     footer = Text(f"{s.last_event}", style="dim")
+    if s.blocked:
+        footer = Text.assemble((blocked_note(s), "bold red"), "   ", footer)
     if s.missing:
         footer.append(f"   {s.missing} sources missed this second", style="yellow")
     for name, url in (("page", s.web_url), ("controller metrics", s.metrics_url)):

@@ -15,7 +15,7 @@ from results.rundir.tables import CONTROLLER_HOST, latency_columns
 from topologies.base import MemberSample
 
 TOTALS = ("sent", "received", "confirmed", "nacked", "skipped", "errors", "reconnects",
-          "connections", "held", "senders_done")
+          "connections", "held", "senders_done", "cancels", "blocked", "blocked_s")
 AGENT_COUNTERS = ("sent", "received", "errors", "reconnects", "skipped")
 
 

@@ -18,7 +18,7 @@ from results.rundir.histogram import LatencyHistogram
 from topologies.base import CpuReading, MemberSample
 
 COUNTERS = ("sent", "received", "confirmed", "nacked", "skipped", "errors", "reconnects",
-            "connections", "held", "senders_done")
+            "connections", "held", "senders_done", "cancels", "blocked", "blocked_s")
 RATED = ("sent", "received", "confirmed", "skipped")
 MIN_INTERVAL_S = 1e-3  # two readings closer than this give no rate
 
@@ -32,7 +32,7 @@ class AgentReading:
     agent: int
     at: float
     seen: float
-    counters: dict[str, int]
+    counters: dict[str, float]  # whole counts, but blocked_s is in seconds
     latency: LatencyHistogram
     cpu_seconds: float | None = None  # the agent process's own CPU time at ``at``
     last_error: str = ""

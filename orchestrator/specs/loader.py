@@ -22,7 +22,7 @@ from orchestrator.specs import yamlsafe
 from orchestrator.specs.base import COLLECT, Loc, Spec, cross_problems
 from orchestrator.specs.caveats import scenario_caveats
 from orchestrator.specs.footprint import memory_problems
-from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import LOCAL_RABBITMQ_FAULTS, ScenarioSpec, TopologySpec
 from orchestrator.specs.secrets import INLINE_SECRET
 from orchestrator.specs.yamlsafe import PlusSigned
 
@@ -110,16 +110,22 @@ not start (a stopped or killed member is started again)."""
 
 def _unsupported(scenario: ScenarioSpec, topology: TopologySpec) -> list[tuple[Loc, str]]:
     """Scale-out, scale-in and member faults asked of a cluster surge did not start, without
-    the commands that would do them."""
+    the commands that would do them; memory alarms and queue deletion asked of anything but
+    local RabbitMQ members."""
+    found: list[tuple[Loc, str]] = [
+        (("faults", i, "kind"), f"{fault.kind} needs RabbitMQ members surge runs on this "
+                                f"machine (placement local); topology {topology.name} is "
+                                f"{topology.broker} with placement {topology.placement}")
+        for i, fault in enumerate(scenario.faults) if fault.kind in LOCAL_RABBITMQ_FAULTS
+        and (topology.broker, topology.placement) != ("rabbitmq", "local")]
     if topology.placement != "existing" or topology.existing is None:
-        return []
+        return found
     given = topology.existing.commands
 
     def missing(names: tuple[str, ...]) -> str:
         lacking = [n for n in names if getattr(given, n) is None]
         return ", ".join(f"existing.commands.{n}" for n in lacking)
 
-    found: list[tuple[Loc, str]] = []
     scaling = scenario.scaling
     for rule, command in (("scale_out", "start_member"), ("scale_in", "stop_member")):
         if scaling is not None and getattr(scaling, rule) is not None and missing((command,)):

@@ -381,24 +381,35 @@ class ExitSpec(Spec):
 
 
 FAULT_KINDS = ("kill_member", "stop_member", "rolling_restart", "consumer_slowdown",
-               "publish_spike")
+               "publish_spike", "memory_alarm", "delete_queues")
+#: Faults done through the members' own rabbitmqctl and management API, which surge has only for
+#: RabbitMQ members it runs itself on this machine.
+LOCAL_RABBITMQ_FAULTS = ("memory_alarm", "delete_queues")
 
 
 class FaultSpec(Spec):
     """An adverse condition the controller applies at a time or at the start of a plan step."""
 
     kind: Literal["kill_member", "stop_member", "rolling_restart", "consumer_slowdown",
-                  "publish_spike"] = Field(
+                  "publish_spike", "memory_alarm", "delete_queues"] = Field(
         description="kill_member: SIGKILL, restart after restart_after; stop_member: graceful "
-                    "stop and start; rolling_restart: each running member in turn; "
-                    "consumer_slowdown: receivers take `delay` per message for `duration`; "
-                    "publish_spike: senders publish `factor` x the plan rate for `duration`")
+                    "stop and start; rolling_restart: each running member's VM stopped and "
+                    "started in turn, the next once every quorum queue has its leader and all "
+                    "its members again; consumer_slowdown: receivers take `delay` per message "
+                    "for `duration`; publish_spike: senders publish `factor` x the plan rate "
+                    "for `duration`; memory_alarm: the member's (every running member's if "
+                    "none) memory alarm set off for `duration`, the broker blocking publishers; "
+                    "delete_queues: the topology's queues deleted (consumers cancelled by the "
+                    "broker, their messages lost) and declared again after restart_after")
     at: Seconds | None = Field(None, ge=0, description="seconds into the plan")
     at_step: int | None = Field(None, ge=1, description="at the start of this plan step")
-    member: int | None = Field(None, ge=0, description="member index (kill_member, stop_member)")
+    member: int | None = Field(None, ge=0, description="member index (kill_member, stop_member, "
+                                                       "memory_alarm)")
     restart_after: Seconds = Field(10.0, ge=0, description="seconds before the member starts "
-                                                           "again")
-    duration: Seconds = Field(30.0, gt=0, description="how long a slowdown or spike lasts")
+                                                           "again (delete_queues: before the "
+                                                           "queues are declared again)")
+    duration: Seconds = Field(30.0, gt=0, description="how long a slowdown, spike or memory "
+                                                      "alarm lasts")
     delay: Seconds = Field(0.01, gt=0, description="consumer_slowdown: processing time per "
                                                    "message")
     factor: Number = Field(2.0, gt=0, le=MAX_SPIKE_FACTOR,

@@ -19,13 +19,14 @@ from typing import Any
 #: The tick columns the page charts, in the order it receives them.
 TICK_COLUMNS = ("t", "elapsed_s", "phase", "target_rate", "send_rate", "receive_rate",
                 "queue_depth", "backlog", "latency_p50_ms", "latency_p99_ms", "errors",
-                "reconnects", "members_running")
+                "reconnects", "members_running", "cancels", "blocked", "blocked_s")
 MEMBER_COLUMNS = ("elapsed_s", "member", "running", "cpu_percent", "cpu_quota_cores")
 MARKED_EVENTS = frozenset((
     "step", "pause", "members_up", "member_started", "member_stopped", "member_draining",
     "member_killed", "member_restarted", "member_lost", "member_back", "scale_decision",
-    "scale_failed", "fault", "fault_cleared", "fault_failed", "senders_stop", "drained",
-    "error", "probe", "capacity", "accounting", "exit"))
+    "scale_failed", "fault", "fault_cleared", "fault_failed", "memory_alarm", "queues_deleted",
+    "quorum_restored", "senders_stop", "drained", "error", "probe", "capacity", "accounting",
+    "exit", "agent_lost"))
 
 
 @dataclass

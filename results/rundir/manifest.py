@@ -174,14 +174,17 @@ class Reuse(Record):
 
 
 class FaultRecovery(Record):
-    """Seconds from a fault until the achieved rate was back within 5% of target; ``fault``
-    is a scheduled fault's kind, or ``member_lost`` for a member that stopped serving without
-    the run stopping it (``member`` names it)."""
+    """Seconds from a fault until the achieved rate was back within 5% of target; the seconds
+    in between when nothing was received at all (the receive gap), and when the broker blocked
+    publishers. ``fault`` is a scheduled fault's kind, or ``member_lost`` for a member that
+    stopped serving without the run stopping it (``member`` names it)."""
 
     fault: str
     at_s: float
     recovery_s: float | None = None
     member: str | None = None
+    receive_gap_s: float | None = None
+    blocked_s: float | None = None
 
 
 def _legacy_step(row: Any) -> Any:

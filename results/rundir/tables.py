@@ -70,7 +70,9 @@ SCHEMAS: dict[str, pa.Schema] = {
         *_percentiles(LATENCY), ("host_cpu_percent", pa.float64()), *_HISTOGRAM,
         # runs since the intended latency: absent in earlier runs of format 3 and before
         *_percentiles(INTENDED), *_histogram(INTENDED),
-        # agents lost so far (runs since agents could be lost: absent before)
+        # runs since broker-side cancels and blocked connections, and since agents could be
+        # lost: absent in earlier runs
+        ("cancels", pa.int64()), ("blocked", pa.int64()), ("blocked_s", pa.float64()),
         ("agents_lost", pa.int32())]),
     "members": pa.schema([
         *_WHEN, ("member", pa.string()),

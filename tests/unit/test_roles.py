@@ -4,7 +4,7 @@ senders pause for client-count sweeps and stop at their message limit."""
 import time
 
 from drivers.header import PayloadBuilder, decode
-from drivers.workers import Recorder, RequesterRole, ResponderRole, SenderRole
+from drivers.workers import Blocking, Recorder, RequesterRole, ResponderRole, SenderRole
 
 
 def requester(rate=0.0, in_flight=2, limit=None):
@@ -65,3 +65,25 @@ def test_responder_tracks_requests_but_leaves_latency_to_the_requester():
     responder.on_body(PayloadBuilder(64).build(3, 0, time.time_ns()))
     assert recorder.served == 1 and recorder.received == 0 and recorder.latency.count == 0
     assert recorder.tracker.unique == 1
+
+
+def test_blocked_seconds_count_while_any_connection_is_blocked():
+    blocking = Blocking()
+    blocking.blocked(1, 10.0)
+    blocking.blocked(2, 11.0)
+    assert blocking.seconds(12.0) == 2.0
+    blocking.unblocked(1, 13.0)
+    assert blocking.links == {2} and blocking.seconds(14.0) == 4.0
+    blocking.unblocked(2, 15.0)
+    blocking.unblocked(2, 16.0)  # a closed connection that was not blocked any more
+    assert blocking.seconds(20.0) == 5.0 and not blocking.links
+    blocking.blocked(3, 30.0)
+    assert blocking.seconds(31.5) == 6.5
+
+
+def test_a_snapshot_carries_cancels_and_blocked_connections():
+    recorder = Recorder()
+    recorder.cancels = 3
+    recorder.blocking.blocked(7, time.monotonic() - 2.0)
+    snapshot = recorder.snapshot()
+    assert snapshot.cancels == 3 and snapshot.blocked == 1 and 2.0 <= snapshot.blocked_s < 3.0

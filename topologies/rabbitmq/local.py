@@ -33,6 +33,7 @@ from orchestrator.specs.scenario import TopologySpec
 from topologies.base import BrokerSample, CpuReading, Member, MemberSample, MemberStats
 from topologies.cgroups import BOOT_SHARES, CpuCgroup
 from topologies.rabbitmq import credentials, node, ports, queues
+from topologies.rabbitmq.adverse import AdverseControls
 from topologies.rabbitmq.credentials import ClusterSecrets, KeptSecrets
 from topologies.rabbitmq.management import Management
 from topologies.rabbitmq.prometheus import node_stats
@@ -49,7 +50,7 @@ def default_state_root() -> Path:
     return Path(os.environ.get("SURGE_STATE_DIR", Path.home() / ".local/state/surge"))
 
 
-class LocalRabbitMQ(KeptSecrets):
+class LocalRabbitMQ(KeptSecrets, AdverseControls):
     """Local-process provisioner for RabbitMQ (a :class:`topologies.base.Provisioner`)."""
 
     def __init__(self, topology: TopologySpec, state_root: Path | None = None):
@@ -144,6 +145,16 @@ class LocalRabbitMQ(KeptSecrets):
             else:
                 _stop_process(entry.get("pid"), self.member(index).name, kill)
                 entry["pid"] = None
+            self._write_state(state)
+
+    def stop_vm(self, index: int) -> None:
+        """Stop member ``index``'s Erlang VM (SIGTERM, wait), even in a warm pool: the next
+        :meth:`start_member` boots a new VM on the member's data (a rolling restart)."""
+        with self._locked():
+            state = self._read_state()
+            entry = state["members"].get(str(index), {})
+            _stop_process(entry.get("pid"), self.member(index).name, kill=False)
+            entry["pid"] = None
             self._write_state(state)
 
     def down(self) -> list[str]:

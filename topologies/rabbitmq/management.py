@@ -77,6 +77,20 @@ class Management:
                                               delivered + int(stats.get("deliver_get") or 0))
         return depths, per_node
 
+    def delete_queue(self, name: str) -> None:
+        """Delete queue ``name`` of the virtual host with its messages; its consumers are
+        cancelled by the broker."""
+        quoted = urllib.parse.quote(name, safe="")
+        self.request("DELETE", f"/queues/{self._vhost}/{quoted}")
+
+    def quorum_queues_short(self) -> dict[str, str]:
+        """Quorum queues of the virtual host that have no leader, or a member that is not
+        online (a restarted member not back in the queue yet), with what is missing."""
+        rows = self.request("GET", f"/queues/{self._vhost}?columns=name,type,leader,members,"
+                                   "online") or []
+        return {row["name"]: reason for row in rows if row.get("type") == "quorum"
+                and (reason := quorum_shortfall(row))}
+
     def connections_per_node(self) -> Counter[str]:
         """Client connections per member node name."""
         rows = self.request("GET", "/connections?columns=node") or []
@@ -106,3 +120,12 @@ def management_stats(api: Management | None) -> Callable[[Member], MemberStats |
         published, delivered = messages[member.name]
         return MemberStats(connections[member.name], published, delivered)
     return stats
+
+
+def quorum_shortfall(row: dict[str, Any]) -> str:
+    """What a quorum queue's management row says is missing: its leader, or members that are
+    not online ("" when it has a leader and every member online)."""
+    if not row.get("leader"):
+        return "no leader"
+    offline = sorted(set(row.get("members") or []) - set(row.get("online") or []))
+    return f"{', '.join(offline)} not online" if offline else ""

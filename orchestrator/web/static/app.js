@@ -134,9 +134,12 @@ function figures(doc) {
   const draining = run.label === "draining" || run.label === "paused";
   const achieved = target && asked && received !== null ? received / asked : null;
   const cls = achieved === null ? "" : achieved >= 0.98 ? "good" : achieved >= 0.9 ? "warn" : "bad";
+  const blocked = last("blocked");
+  const state = run.outcome === "running" || run.label.includes(run.outcome) ? run.label
+    : `${run.label} (${run.outcome})`;
   const items = [
-    ["state", run.outcome === "running" || run.label.includes(run.outcome) ? run.label
-      : `${run.label} (${run.outcome})`],
+    // publishers held by a resource alarm: the broker's doing, not a slow load generator
+    blocked ? ["state", `${state}: blocked by the broker`, "bad"] : ["state", state],
     ["elapsed / planned", `${fmt(last("elapsed_s"))} / ${fmt(run.planned_s)} s`],
     ["target", draining ? "senders stopped" : `${fmt(target)} msg/s`],
     ["published", `${fmt(last("send_rate"))} msg/s`],
@@ -147,6 +150,9 @@ function figures(doc) {
     ["p50 / p99", `${fmt(last("latency_p50_ms"), 1)} / ${fmt(last("latency_p99_ms"), 1)} ms`],
     ["members", fmt(last("members_running"))],
     ["errors / reconnects", `${fmt(last("errors"))} / ${fmt(last("reconnects"))}`],
+    ["blocked by the broker", `${fmt(blocked)} connections, ${fmt(last("blocked_s"))} s so far`,
+      blocked ? "bad" : ""],
+    ["consumers cancelled by the broker", fmt(last("cancels"))],
   ];
   document.getElementById("now").innerHTML = items.map(([name, value, c]) =>
     `<div><span>${name}</span><b class="${c || ""}">${value}</b></div>`).join("");
