@@ -135,9 +135,31 @@ def measurements_text(manifest: RunManifest, derived: dict[str, Any]) -> list[st
     return lines
 
 
+def caveats_text(manifest: RunManifest) -> list[str]:
+    """What a reader must know before the figures, as lines for the top of the report: a run
+    that ended before its plan did (and why), members it did not start, agents it lost."""
+    lines = []
+    if manifest.outcome != "completed":
+        why = manifest.interruption
+        lines.append(f"**{(manifest.outcome or 'unfinished').upper()}**"
+                     + (f": {why.reason}" if why else "")
+                     + (f"; the figures stop at second {why.last_second_s:.0f}"
+                        if why and why.last_second_s is not None else "") + ".")
+    if manifest.reused:
+        lines.append(f"Ran on {len(manifest.reused.members)} members already running "
+                     f"({manifest.reused.why}).")
+    for agent in manifest.agents_lost:
+        lines.append(f"Load agent {agent['agent']} on {agent['host']} was lost at "
+                     f"{agent['lost_at_s']:.0f} s with its {agent['senders']} senders and "
+                     f"{agent['receivers']} receivers: the steps after it are measured "
+                     f"without them, and what it did after its last reading is unknown.")
+    return [*lines, ""] if lines else []
+
+
 def _markdown(analysis: RunAnalysis, derived: dict[str, Any], plots: list[str]) -> str:
     cost = analysis.cost
     lines = [f"# {analysis.scenario}: {analysis.run_dir.name}", "",
+             *caveats_text(analysis.manifest),
              "## Steps", "", "```", step_table_text(analysis.rows), "```", "",
              coverage_text(analysis), "", INTENDED_TEXT, "",
              "CPU% is of one core; host CPU% is the controller's host, others are broker "

@@ -252,3 +252,35 @@ def test_a_load_agent_killed_mid_run_costs_its_share_not_the_run(specs, tmp_path
     # last reading: its 2 senders and 2 receivers at 50 msg/s each, for at most ~5 s
     assert accounting.unknown <= 2 * 50 * 6 + record["unconfirmed"], accounting.explain
     assert not [p for p in agents_of(run_dir) if _alive(p)]
+
+
+def test_sigterm_stops_a_capacity_search_cleanly(specs, tmp_path, state_root):
+    scenario = specs("1s", "cap")
+    body = json.loads(scenario.read_text())
+    body.pop("plan")
+    body.update(slo={"p99": "2s", "backlog": 5000},
+                capacity={"members": [1], "start_rate": 200, "hold_min": "3s",
+                          "hold_max": "4s", "drain": "5s", "max_probes": 20})
+    scenario.write_text(json.dumps(body))
+    runs = tmp_path / "runs"
+    process = surge("capacity", str(scenario), "--no-live", "--no-analyze", "--runs-dir",
+                    str(runs))
+    try:
+        deadline = time.monotonic() + 90
+        while not list(runs.glob("*/*/metrics/ticks/part-*.parquet")):
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+            time.sleep(0.5)
+        run_dir = next(runs.glob("*/*/metrics")).parent
+        time.sleep(2)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=90)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+    assert process.returncode == 1, err
+    manifest = read_manifest(run_dir)
+    assert manifest.outcome == "interrupted"
+    assert manifest.interruption.reason == "stopped by SIGTERM"
+    assert manifest.accounting is not None and manifest.accounting.lost == 0
+    assert not member_pids(state_root), "the search's members were left running"
+    assert not lease.members_owner(TOPOLOGY["name"])

@@ -95,3 +95,13 @@ def test_what_a_lost_agent_had_done_counts_and_the_gap_is_unknown():
     assert done.explain().startswith("sent 300, received 280, queued 5")
     assert reconcile(sent=300, confirmed=None, nacked=0, received_unique=295, duplicates=0,
                      still_queued=5).balanced
+
+
+def test_the_report_names_the_lost_agent_at_its_top(tmp_path):
+    from results.report import caveats_text
+    from results.rundir.manifest import read_manifest
+    clock, launcher = losing(0, 6.5)
+    result, *_ = run(scenario([{"rate_per_sender": 10, "hold": "12s"}]), topology(), tmp_path,
+                     launcher=launcher, clock=clock)
+    [line, _] = caveats_text(read_manifest(result.run_dir))
+    assert line.startswith("Load agent 0 on memory was lost at ")

@@ -131,3 +131,16 @@ def test_a_stop_request_ends_the_run_interrupted_with_its_reason(tmp_path):
 def _ticks(run_dir):
     from results.rundir.tables import read_table
     return read_table(run_dir, "ticks").to_pylist()
+
+
+def test_the_report_says_at_its_top_that_a_run_was_interrupted_and_why(tmp_path):
+    from results.report import caveats_text
+    result, *_ = run(scenario([{"rate_per_sender": 10, "hold": "4s"}]), topology(), tmp_path)
+    path = result.run_dir / "run.json"
+    data = json.loads(path.read_text())
+    assert caveats_text(read_manifest(result.run_dir)) == []  # a completed run: nothing to say
+    data.update(outcome="running")
+    path.write_text(json.dumps(data))
+    [line, _] = caveats_text(read_manifest(result.run_dir))
+    assert line.startswith("**INTERRUPTED**: the controller stopped without ending the run")
+    assert "the figures stop at second" in line
