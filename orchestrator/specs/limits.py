@@ -15,6 +15,7 @@ from typing import Annotated, Any, Protocol
 from pydantic import BeforeValidator
 
 from orchestrator.specs.base import Loc
+from orchestrator.specs.rate import StepRate
 
 MAX_RATE_PER_SENDER = 1_000_000.0
 """msg/s one sender may be asked for, by a step, a sum of ``+increment`` steps or a spike."""
@@ -49,7 +50,7 @@ Number = Annotated[float, BeforeValidator(_number)]
 
 
 class _Step(Protocol):
-    rate_per_sender: str
+    rate_per_sender: StepRate
     hold: float
     repeat: int
     senders: int | list[int] | None
@@ -65,13 +66,10 @@ def plan_problems(plan: Sequence[_Step], senders: int, spike: float = 1.0,
     rate, length = 0.0, 0.0
     for i, step in enumerate(plan):
         counts = step.senders if isinstance(step.senders, list) else [step.senders or senders]
-        change = float(step.rate_per_sender)
-        first = rate
-        if step.rate_per_sender[0] in "+-":
-            last = max(0.0, rate + change * step.repeat * len(counts))
-            first = max(0.0, rate + change)
-        else:
-            last = first = change
+        change = step.rate_per_sender
+        first = change.after(rate)
+        last = max(0.0, rate + change.value * step.repeat * len(counts)) if change.relative \
+            else first
         peak = max(first, last) * spike
         if peak > MAX_RATE_PER_SENDER:
             found.setdefault("sender", (("plan", i, "rate_per_sender"), (

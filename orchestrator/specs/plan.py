@@ -40,12 +40,11 @@ def expand(steps: list[StepSpec]) -> list[Phase]:
     rate = 0.0
     clock = 0.0
     for step in steps:
-        text = step.rate_per_sender
         counts = step.senders if isinstance(step.senders, list) else [step.senders]
         for _ in range(step.repeat):
             for senders in counts:
                 previous = rate
-                rate = max(0.0, rate + float(text)) if text[0] in "+-" else float(text)
+                rate = step.rate_per_sender.after(rate)
                 phases.append(Phase(len(phases) + 1, rate, clock, clock + step.hold,
                                     previous if step.ramp else None, senders))
                 clock += step.hold

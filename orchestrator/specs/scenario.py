@@ -7,7 +7,6 @@ can say ``2KiB`` or ``30s``. Loading from YAML, with file/line errors, lives in
 
 from __future__ import annotations
 
-import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
@@ -23,6 +22,7 @@ from orchestrator.specs.limits import (
     plan_problems,
 )
 from orchestrator.specs.mq import MqSpec
+from orchestrator.specs.rate import RateChange
 
 MAX_PHASES = 100_000
 """Most phases a plan may expand to (every repeat of every sweep count of every step)."""
@@ -31,21 +31,6 @@ MIN_MESSAGE_BYTES = 28
 """The surge message header's size (``drivers.header.HEADER_SIZE``; the specs sit below the
 drivers, so the number is repeated here, and a test keeps the two equal)."""
 """Largest message or reply (RabbitMQ's own hard limit; a sender holds one in memory)."""
-
-
-def _rate_change(value: object) -> str:
-    """Normalise a step rate to text: ``"50"`` (absolute) or ``"+50"`` / ``"-25"`` (relative)."""
-    text = str(value).strip()
-    try:
-        if isinstance(value, bool) or not math.isfinite(float(text)):
-            raise ValueError
-    except ValueError:
-        raise ValueError("expected msg/s as a finite number (50) or an increment "
-                         "('+50')") from None
-    return text
-
-
-RateChange = Annotated[str, BeforeValidator(_rate_change)]
 
 
 class QueueSpec(Spec):
@@ -543,9 +528,9 @@ class ScenarioSpec(Spec):
                                          "surge capacity gives a capacity section instead)"))
             return found
         first = self.plan[0].rate_per_sender
-        if first[0] in "+-":
+        if first.relative:
             found.append((("plan", 0, "rate_per_sender"),
-                          f"the first step needs an absolute rate (got {first!r}); a rate "
+                          f"the first step needs an absolute rate (got {first.text!r}); a rate "
                           f"cannot be negative"))
         steps = 0
         for i, step in enumerate(self.plan):
