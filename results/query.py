@@ -9,9 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import SurgeError
+from results.installed import require_analysis
 from results.lake import TABLES, Lake
 from results.pipeline import SPARK_LOG
 from results.rundir.steps import fixed_width
+
+
+def query_text(root: Path, sql: str, spark_master: str | None = None, csv_format: bool = False
+               ) -> str:
+    """``surge query``: what ``sql`` gives over the lake of ``root``, as a table or (``csv_format``)
+    CSV; says what to install when the analysis extra is missing."""
+    require_analysis()
+    columns, rows = query(root, sql, spark_master)
+    return as_csv(columns, rows) if csv_format else as_text(columns, rows)
 
 
 def query(root: Path, sql: str, spark_master: str | None = None

@@ -28,6 +28,7 @@ from orchestrator.campaign.view import CampaignView, recorded_overhead
 from orchestrator.errors import FileError, SurgeError
 from orchestrator.retry import retrying
 from orchestrator.run.controller import on_stop_signals
+from orchestrator.run.exposition import check_metrics_port
 from orchestrator.specs.campaign import Campaign, Cell, load_campaign
 from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
 from orchestrator.web.feed import Board
@@ -511,6 +512,7 @@ def run_campaign(path: Path, campaigns_dir: Path, analyze: bool = True,
     ``metrics_port`` is each cell's controller's ``/metrics`` port (see
     :class:`~orchestrator.run.exposition.ControllerMetrics`); ``web`` the campaign's live
     page (``HOST:PORT``, None: none)."""
+    check_metrics_port(metrics_port)
     campaign = load_campaign(path)
     result = CampaignRunner(campaign, campaigns_dir, metrics_port=metrics_port, web=web).run()
     if result.stopped:

@@ -31,7 +31,7 @@ from orchestrator.agents.client import AgentClient
 from orchestrator.agents.launcher import Fleet, Launcher, launcher_for
 from orchestrator.agents.placement import place
 from orchestrator.clock import SYSTEM_CLOCK, Clock
-from orchestrator.errors import Problem, SpecError, SurgeError
+from orchestrator.errors import SurgeError
 from orchestrator.run import rows
 from orchestrator.run.accounting import account
 from orchestrator.run.agentloss import AgentWatch
@@ -135,9 +135,6 @@ class Controller:
         self.losses = MemberWatch(self.provisioner, self._event)
         self.launcher = launcher or launcher_for(scenario, topology, self.run_id, self.token,
                                                  self.run_dir, self._remote_command)
-        if schedule is None and not scenario.plan:
-            raise SpecError(scenario.name, [Problem(
-                "plan", "no steps to run: a scenario without a plan is for surge capacity")])
         self.schedule = schedule or FixedSchedule(plans.expand(scenario.plan))
         self.schedule.attach(self._event)
         self.delays = plans.delay_phases(scenario.consumer_profile)

@@ -7,9 +7,13 @@ side from the same plan expansion the controller ticks through.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import yaml
 
 from orchestrator.specs import plan as plans
+from orchestrator.specs.loader import load_scenario
 from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
 from results.rundir.steps import fixed_width
 
@@ -20,6 +24,12 @@ class _BlockDumper(yaml.SafeDumper):
 
 _BlockDumper.add_representer(str, lambda dumper, text: dumper.represent_scalar(
     "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None))
+
+
+def scenario_plan_text(path: Path, overrides: list[str], warn: Callable[[str], None]) -> str:
+    """``surge plan``: the scenario file's (with ``--set`` ``overrides``) :func:`plan_text`;
+    its warnings go to ``warn``."""
+    return plan_text(*load_scenario(path, overrides, warn))
 
 
 def plan_text(scenario: ScenarioSpec, topology: TopologySpec) -> str:

@@ -35,8 +35,9 @@ from orchestrator.errors import SpecError
 from orchestrator.specs import plan as plans
 from orchestrator.specs import yamlsafe
 from orchestrator.specs.base import FilePath, Loc, SafeName
-from orchestrator.specs.limits import MAX_PRICE_PER_CORE_HOUR, Number
+from orchestrator.specs.limits import Number
 from orchestrator.specs.loader import PlusSigned, Problem, load_model, load_scenario
+from orchestrator.specs.prices import MAX_PRICE_PER_CORE_HOUR
 from orchestrator.specs.scenario import Fraction, ScenarioSpec, Seconds, Spec, TopologySpec
 
 MAX_CELLS = 10_000

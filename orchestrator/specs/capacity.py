@@ -8,11 +8,11 @@ from pydantic import Field
 from orchestrator.specs.base import Fraction, Loc, Seconds, Spec
 from orchestrator.specs.limits import (
     MAX_CORES_PER_MEMBER,
-    MAX_PRICE_PER_CORE_HOUR,
     MAX_PRICE_PER_MEMBER_HOUR,
     MAX_TOTAL_RATE,
     Number,
 )
+from orchestrator.specs.prices import MAX_PRICE_PER_CORE_HOUR
 
 #: Hours in the month document 001 prices a cluster over.
 HOURS_PER_MONTH = 730.0

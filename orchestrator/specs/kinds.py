@@ -12,6 +12,23 @@ from orchestrator.specs.campaign import load_campaign
 from orchestrator.specs.loader import load_scenario, load_topology, read_document
 
 
+def check_files(files: list[Path], overrides: list[str], warn: Callable[[str], None],
+                ok: Callable[[Path, str], None], bad: Callable[[SpecError], None]) -> int:
+    """``surge validate``: each file checked with :func:`load_any`; ``ok`` gets a valid one and
+    its kind (campaign, scenario, topology), ``bad`` every invalid one's error. Returns how
+    many were invalid."""
+    failed = 0
+    for path in files:
+        try:
+            spec = load_any(path, overrides, warn)
+        except SpecError as error:
+            bad(error)
+            failed += 1
+        else:
+            ok(path, type(spec).__name__.removesuffix("Spec").lower())
+    return failed
+
+
 def load_any(path: str | Path, overrides: list[str] | None = None,
              warn: Callable[[str], None] | None = None) -> BaseModel:
     """Validate a file as whichever spec it is, for ``surge validate``: a campaign has

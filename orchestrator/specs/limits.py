@@ -26,8 +26,6 @@ MAX_PLAN_S = 7 * 86400.0
 """Longest plan (every hold of every repeat and sweep count): a week."""
 MAX_SPIKE_FACTOR = 100.0
 """Largest ``publish_spike`` factor."""
-MAX_PRICE_PER_CORE_HOUR = 1000.0
-"""Largest price of one core for one hour (clouds ask a few cents)."""
 MAX_PRICE_PER_MEMBER_HOUR = 100_000.0
 """Largest price of one member for one hour (the largest instances cost some tens)."""
 MAX_CORES_PER_MEMBER = 4096.0

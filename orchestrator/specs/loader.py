@@ -35,11 +35,12 @@ def load_topology(path: str | Path, overrides: list[str] | None = None) -> Topol
 
 
 def load_scenario(path: str | Path, overrides: list[str] | None = None,
-                  warn: Callable[[str], None] | None = None
+                  warn: Callable[[str], None] | None = None, need_plan: bool = False
                   ) -> tuple[ScenarioSpec, TopologySpec]:
     """Read a scenario and the topology it names; ``topology.*`` overrides go to the topology.
     A valid scenario's warnings (:mod:`orchestrator.specs.caveats`) go to ``warn``, one line
-    each, naming file, line and field."""
+    each, naming file, line and field. ``need_plan``: refuse a scenario without a plan (one
+    only for ``surge capacity``), as ``surge run`` must."""
     path = Path(path)
     own = [o for o in overrides or [] if not o.startswith("topology.")]
     for_topology = [o.removeprefix("topology.") for o in overrides or [] if o not in own]
@@ -98,6 +99,9 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None,
     for loc, message in scenario_caveats(scenario) if warn else []:
         where = f"{path}:{line}" if (line := _line_of(loc, lines)) else str(path)
         warn(one_line(f"{where}: warning: {'.'.join(map(str, loc))}: {message}"))
+    if need_plan and not scenario.plan:
+        raise SpecError(str(path), [Problem("plan", "no steps to run: this scenario is for "
+                                                    "surge capacity")])
     return scenario, topology
 
 

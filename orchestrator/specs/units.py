@@ -78,6 +78,17 @@ def parse_percent(value: int | float | str) -> float:
         raise ValueError(f"expected a percentage such as '3%', got {value!r}") from None
 
 
+def parse_counts(text: str) -> list[int]:
+    """``1,2,4`` as member counts (whole numbers, at least 1)."""
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise ValueError(f"expected member counts like 1,2,4 (got {text!r})")
+    return counts
+
+
 def format_size(n_bytes: int) -> str:
     """``2048`` -> ``"2KiB"``; used when echoing resolved specs back to people."""
     for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):

@@ -3,11 +3,15 @@ accounting it recorded, and the plots its analysis wrote."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
 from orchestrator.specs.plan import duration
-from orchestrator.web.feed import RunFeed
+from orchestrator.web.feed import Board, RunFeed
+from orchestrator.web.server import serving
 from results.rundir.manifest import read_manifest
 from results.rundir.tables import read_table
 from results.timeline import read_events
@@ -30,3 +34,12 @@ def recorded_feed(run_dir: Path) -> RunFeed:
     for event in read_events(run_dir):
         feed.event(event)
     return feed
+
+
+def serve_recorded(run_dir: Path, address: str, say: Callable[[str], None]) -> None:
+    """``surge view``: serve the page of the recorded run on ``address`` (``HOST:PORT``) until
+    Ctrl-C."""
+    board = Board(run=recorded_feed(run_dir))
+    with serving(board, address, say), contextlib.suppress(KeyboardInterrupt):
+        say(f"showing {run_dir} until Ctrl-C")
+        threading.Event().wait()

@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 
 from drivers.accounting import Reconciliation
 from orchestrator import environment
-from orchestrator.cli import app, run_document
+from orchestrator.cli import app
 from orchestrator.run.controller import RunResult
+from orchestrator.run.entry import run_document
 from results.pipeline import Summary
 from results.rundir.manifest import RunManifest
 from results.rundir.steps import StepRow
@@ -155,7 +156,7 @@ def test_the_run_document():
 
 
 def test_json_output_has_no_nan(capsys):
-    from orchestrator.cli import _print_json
+    from orchestrator.cli.common import print_json as _print_json
     _print_json({"p99_ms": float("nan"), "rows": [float("inf"), 1.5], "path": Path("a/b")})
     assert json.loads(capsys.readouterr().out) == {"p99_ms": None, "rows": [None, 1.5],
                                                    "path": "a/b"}

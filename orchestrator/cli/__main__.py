@@ -1,0 +1,5 @@
+"""``python -m orchestrator.cli``: the ``surge`` command."""
+
+from orchestrator.cli import app
+
+app()

@@ -1,0 +1,147 @@
+"""``surge analyze``, ``query``, ``compare`` and ``view``: finished runs analysed, asked,
+compared and shown again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from orchestrator.cli.common import (
+    JsonOption,
+    WebOption,
+    print_json,
+    say,
+    surge_errors,
+    web_address,
+)
+from orchestrator.specs.prices import MAX_PRICE_PER_CORE_HOUR
+from orchestrator.specs.units import parse_duration
+
+MIN_WATCH_S = 1.0
+"""Shortest pause between two passes of ``surge analyze --watch``."""
+
+group = typer.Typer()
+
+
+def _interval(watch: str | None) -> float | None:
+    """``--watch`` in seconds (None: one pass)."""
+    if watch is None:
+        return None
+    try:
+        interval = parse_duration(watch)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--watch") from None
+    if interval < MIN_WATCH_S:
+        raise typer.BadParameter(f"at least {MIN_WATCH_S:g}s between passes (got {watch!r})",
+                                 param_hint="--watch")
+    return interval
+
+
+@group.command()
+@surge_errors
+def analyze(runs: Annotated[list[Path] | None, typer.Argument(
+                help="Run directories (default: every run under --runs-dir)")] = None,
+            runs_dir: Annotated[Path, typer.Option(help="Where runs are")] = Path("runs"),
+            force: Annotated[bool, typer.Option(
+                help="Analyse again even runs that have not changed")] = False,
+            price_per_core_hour: Annotated[float, typer.Option(
+                min=0, max=MAX_PRICE_PER_CORE_HOUR,
+                help="Price of one core for one hour, for cost per 1,000 msg/s per month")]
+            = 0.04,
+            spark_master: Annotated[str | None, typer.Option(
+                help="Spark master URL (default: $SURGE_SPARK_MASTER or local[*])")] = None,
+            watch: Annotated[str | None, typer.Option(
+                help="Keep analysing new runs every interval, e.g. 5m (at least 1s)")] = None,
+            compare: Annotated[bool, typer.Option(
+                "--compare", help="Then compare the runs: mean, stdev, min, max, change % per "
+                                  "figure, and a ranking by cost among runs that met target")]
+            = False,
+            include_drain: Annotated[bool, typer.Option(
+                "--include-drain", help="Count the drain (before the first step and after the "
+                                        "last) in the cost; with --force for analysed runs")]
+            = False,
+            json_output: JsonOption = False,
+            ) -> None:
+    """Analyse runs with Spark: step table with merged-histogram latency percentiles, members
+    and balance, cost per message, scale-out reaction times, report.md and PNG plots in
+    <run>/analysis/. Only new or changed runs are analysed; a bad run is reported and skipped.
+    Spark's own log goes to spark.log in the runs' directory, not to the console. Needs
+    surge's analysis extra (pip install 'surge[analysis]') and Java 17 or later.
+
+    With --json, stdout holds one document: analysed, reports, up_to_date, failed (run: why),
+    problems, seconds, and with --compare statistics and ranking; with --watch, one such
+    document per pass, each on one line.
+    """
+    # Spark's pipeline and the lake: loaded only to analyse
+    from results.passes import Pass, analyze_passes
+    interval = _interval(watch)
+    lines = say(json_output)
+
+    def show(done: Pass) -> None:
+        lines(done.line())
+        if json_output:
+            print_json(done.document(compare), one_line=interval is not None)
+        elif compare:
+            typer.echo("\n" + done.comparison_text())
+
+    last = analyze_passes(runs, runs_dir, show, interval, price_per_core_hour, force, lines,
+                          spark_master, include_drain)
+    if last.summary.failed:
+        raise typer.Exit(1)
+
+
+@group.command()
+@surge_errors
+def query(sql: Annotated[str, typer.Argument(
+              help="Spark SQL over the lake's tables: runs, steps, members, latency, cost, "
+                   "events")],
+          runs_dir: Annotated[Path, typer.Option(help="The runs root whose lake to read")]
+          = Path("runs"),
+          csv_output: Annotated[bool, typer.Option("--csv", help="Print CSV, not a table")]
+          = False,
+          spark_master: Annotated[str | None, typer.Option(
+              help="Spark master URL (default: $SURGE_SPARK_MASTER or local[*])")] = None,
+          ) -> None:
+    """Ask the results lake your own question with Spark SQL: every run surge analyze has
+    seen under --runs-dir, one view per table (columns in README, "The results lake").
+
+    For example, the runs that lost nothing, cheapest per 1,000 msg/s first:
+
+      surge query "SELECT run_id, broker_cost_per_1k_msg_s_month AS cost
+        FROM runs JOIN cost USING (run_id) WHERE lost = 0 ORDER BY cost"
+    """
+    from results.query import query_text  # the lake through Spark
+    typer.echo(query_text(runs_dir, sql, spark_master, csv_format=csv_output), nl=not csv_output)
+
+
+@group.command()
+@surge_errors
+def compare(runs: Annotated[list[Path], typer.Argument(
+                help="Run directories, e.g. runs/*-uniform-*")],
+            json_output: JsonOption = False) -> None:
+    """Compare finished runs at their final step: target and achieved msg/s, members, CPU%.
+
+    The shape of document 000's Table 2, e.g. the scaling test against its fixed-rate variants.
+    With --json, a list with one object per run (run_dir, test, target_rate, achieved_rate,
+    members, member_cpu_percent_mean, host_cpu_percent, p99_ms, accounting; null = unknown).
+    """
+    from results.compare import as_text, final_rows  # the run directories' tables
+    if json_output:
+        print_json(final_rows(runs))
+    else:
+        typer.echo(as_text(runs))
+
+
+@group.command()
+@surge_errors
+def view(run_dir: Annotated[Path, typer.Argument(help="A run directory, e.g. runs/<run id>")],
+         web: WebOption = "127.0.0.1:0") -> None:
+    """Serve the page of a recorded run (the live page, from the run directory's rows, events,
+    steps and accounting, with its analysis plots) until Ctrl-C."""
+    from orchestrator.web.recorded import serve_recorded  # the run directory's tables
+    address = web_address(web)
+    if address is None:
+        raise typer.BadParameter("surge view needs an address to serve on", param_hint="--web")
+    serve_recorded(run_dir, address, typer.echo)

@@ -1,0 +1,81 @@
+"""``surge run`` below the command line: one scenario file run start to finish (load, run under
+stop signals, step table, accounting, analysis) and the document ``--json`` prints."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.run.controller import Controller, RunResult, stop_on_signals
+from orchestrator.run.exposition import check_metrics_port
+from orchestrator.run.lines import Lines
+from orchestrator.specs.loader import load_scenario
+from orchestrator.specs.scenario import ScenarioSpec
+from results.passes import analyze_if_installed
+from results.rundir.steps import as_text
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How ``surge run`` runs a scenario (its options, see ``surge run --help``)."""
+
+    runs_dir: Path = Path("runs")
+    keep: bool = False
+    live: bool = True
+    metrics_port: int | None = None
+    web: str | None = None
+    reuse: bool = False
+    analyze: bool = True
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """A finished ``surge run``: whether it completed and its ``--json`` document."""
+
+    completed: bool
+    document: dict[str, Any]
+
+
+def run_file(scenario: Path, overrides: list[str], options: RunOptions, lines: Lines
+             ) -> RunReport:
+    """Run the scenario file (with ``--set`` ``overrides``) on its topology; its step table,
+    accounting and analysis go to ``lines`` as they come."""
+    spec, topology = load_scenario(scenario, overrides, lines.warn, need_plan=True)
+    check_metrics_port(options.metrics_port)
+    controller = Controller(spec, topology, options.runs_dir, live=options.live,
+                            keep_topology=options.keep, metrics_port=options.metrics_port,
+                            web=options.web, reuse=options.reuse)
+    with stop_on_signals(controller):
+        result = controller.run()
+    lines.say(f"\nrun {result.outcome}: {result.run_dir} (surge view {result.run_dir} shows "
+              f"it again)")
+    unit = rate_unit(spec)
+    if result.steps:
+        rows = result.steps + ([result.drain] if result.drain else [])
+        lines.say(as_text(rows, unit, settle_s=spec.measure.settle))
+    if result.accounting:
+        (lines.good if result.accounting.balanced else lines.caution)(
+            result.accounting.explain())
+    completed = result.outcome == "completed"
+    summary = analyze_if_installed([result.run_dir], lines.say, lines.caution) \
+        if options.analyze and completed else None
+    return RunReport(completed, run_document(result, spec.name, unit, summary))
+
+
+def rate_unit(spec: ScenarioSpec) -> str:
+    """What a scenario's rates count: round trips (request-reply) or messages per second."""
+    return "round trips/s" if spec.workload.pattern == "request-reply" else "msg/s"
+
+
+def run_document(result: RunResult, scenario: str, rate_unit: str, summary=None) -> dict:
+    """What ``surge run --json`` prints: a :class:`~orchestrator.run.controller.RunResult` and
+    the analysis :class:`~results.pipeline.Summary` (None: not analysed) as JSON-ready data."""
+    accounting = result.accounting
+    return {"run_id": result.run_dir.name, "run_dir": str(result.run_dir),
+            "outcome": result.outcome, "scenario": scenario, "rate_unit": rate_unit,
+            "steps": [asdict(row) for row in result.steps],
+            "drain": asdict(result.drain) if result.drain else None,
+            "accounting": {**asdict(accounting), "explain": accounting.explain()}
+            if accounting else None,
+            "analysis": summary.as_dict() if summary else None}
