@@ -20,7 +20,6 @@ from orchestrator.cli.common import (
     web_address,
 )
 from orchestrator.errors import FileError
-from results.capacity import as_markdown, reanswer
 
 group = typer.Typer()
 
@@ -131,6 +130,7 @@ def capacity_report(directory: Annotated[Path, typer.Argument(
     """Answer again from the searches a capacity directory recorded, without running them:
     other projections or another target. Rewrites its report.md, capacity.json and
     capacity.png."""
+    from results.capacity import as_markdown, reanswer  # the USL fit: loaded only to answer
     try:
         document, slo = reanswer(directory, counts(project) or [], target)
     except ValueError as failure:
