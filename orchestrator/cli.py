@@ -40,7 +40,7 @@ Examples:
   surge --install-completion
 
 While a run runs, its figures are on http://127.0.0.1:{DEFAULT_METRICS_PORT}/metrics for
-Prometheus (--metrics-port moves it; file-based service discovery: see the README).
+Prometheus (--metrics-port moves it; file-based service discovery: docs/guide/watching-runs.md).
 """
 
 app = typer.Typer(
@@ -574,6 +574,18 @@ def examples(directory: Annotated[Path, typer.Argument(help="Where to write them
     written = write_examples(directory, force)
     typer.echo(f"wrote {len(written)} files under {directory}; e.g. "
                f"surge validate {directory / 'scenarios' / 'quickstart.yaml'}")
+
+
+@app.command()
+@_surge_errors
+def schema(directory: Annotated[Path, typer.Argument(help="Where to write them")] = Path("schemas"),
+           ) -> None:
+    """Write the JSON Schemas of scenarios, topologies, campaigns and capacity sections into
+    DIRECTORY, for editors: a spec file whose first line is '# yaml-language-server:
+    $schema=../schemas/scenario.schema.json' is checked as it is typed."""
+    from orchestrator.specs.schema import write_schemas
+    for path in write_schemas(directory):
+        typer.echo(str(path))
 
 
 def _provisioner(topology_file: Path, overrides: list[str] | None):

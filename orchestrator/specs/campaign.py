@@ -26,7 +26,7 @@ import itertools
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BeforeValidator, Field, field_validator
@@ -66,7 +66,8 @@ def _reads_back(text: str) -> bool:
         return False
 
 
-OverrideValue = Annotated[str, BeforeValidator(override_text)]
+OverrideValue = Annotated[str, BeforeValidator(
+    override_text, json_schema_input_type=Any)]  # any YAML value, written as --set text
 
 
 def _check_keys(keys: list[str]) -> None:

@@ -23,6 +23,7 @@ from orchestrator.specs.limits import (
     plan_problems,
 )
 from orchestrator.specs.mq import MqSpec
+from orchestrator.specs.units import NUMBER_PATTERN
 
 MAX_PHASES = 100_000
 """Most phases a plan may expand to (every repeat of every sweep count of every step)."""
@@ -45,7 +46,8 @@ def _rate_change(value: object) -> str:
     return text
 
 
-RateChange = Annotated[str, BeforeValidator(_rate_change)]
+RateChange = Annotated[str, BeforeValidator(_rate_change, json_schema_input_type=float | Annotated[
+    str, Field(pattern=NUMBER_PATTERN + "$")])]
 
 
 class QueueSpec(Spec):
@@ -350,7 +352,9 @@ class StepSpec(Spec):
         return value
 
 
-Step = Annotated[StepSpec, BeforeValidator(_shorthand("rate_per_sender"))]
+_SHORTHAND_TEXT = Annotated[str, Field(pattern=":")]
+Step = Annotated[StepSpec, BeforeValidator(_shorthand("rate_per_sender"),
+                                           json_schema_input_type=StepSpec | _SHORTHAND_TEXT)]
 
 
 class DelayStep(Spec):
@@ -362,7 +366,8 @@ class DelayStep(Spec):
     ramp: bool = Field(False, description="move linearly from the previous delay to this one")
 
 
-Delay = Annotated[DelayStep, BeforeValidator(_shorthand("delay"))]
+Delay = Annotated[DelayStep, BeforeValidator(_shorthand("delay"),
+                                             json_schema_input_type=DelayStep | _SHORTHAND_TEXT)]
 
 
 class ExitSpec(Spec):
