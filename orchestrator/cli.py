@@ -491,7 +491,7 @@ def query(sql: Annotated[str, typer.Argument(
               help="Spark master URL (default: $SURGE_SPARK_MASTER or local[*])")] = None,
           ) -> None:
     """Ask the results lake your own question with Spark SQL: every run surge analyze has
-    seen under --runs-dir, one view per table (columns in README, "The results lake").
+    seen under --runs-dir, one view per table (columns: docs/reference/tables.md).
 
     For example, the runs that lost nothing, cheapest per 1,000 msg/s first:
 

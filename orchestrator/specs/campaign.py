@@ -157,8 +157,10 @@ class CampaignSpec(Spec):
     price_per_core_hour: Number | None = Field(
         None, gt=0, le=MAX_PRICE_PER_CORE_HOUR,
         description="for the cost ranking; default: surge analyze's")
-    requirement: Requirement = Field(default_factory=Requirement)
-    cells: list[CellGroupSpec] = Field(min_length=1)
+    requirement: Requirement = Field(
+        default_factory=Requirement, description="what every run must show to count")
+    cells: list[CellGroupSpec] = Field(
+        min_length=1, description="scenarios with their overrides and matrices")
 
     def cross_problems(self) -> list[tuple[Loc, str]]:
         """At most :data:`MAX_CELLS` cells, counted before any is built: at the entry of

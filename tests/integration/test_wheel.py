@@ -377,7 +377,7 @@ def test_the_manifests_commands_exist_in_the_image(image, elsewhere):
     tag = RabbitKubernetesSpec().agent_image
     assert analyze["image"] == tag
     assert f"build -t {tag} ." in (REPO / "Containerfile").read_text()
-    assert f"build -t {tag} ." in (REPO / "README.md").read_text()
+    assert f"build -t {tag} ." in (REPO / "docs" / "guide" / "getting-started.md").read_text()
 
 
 def test_the_wheel_is_small_and_complete(wheel):
