@@ -568,7 +568,8 @@ def examples(directory: Annotated[Path, typer.Argument(help="Where to write them
              force: Annotated[bool, typer.Option(
                  help="Overwrite files of the same names")] = False) -> None:
     """Write the shipped example scenarios, topologies and campaigns into DIRECTORY, as
-    scenarios/, topologies/ and campaigns/ (they refer to each other by relative paths).
+    scenarios/, topologies/ and campaigns/ (they refer to each other by relative paths), and
+    in schemas/ the JSON Schemas their first lines name for editors.
     Existing files are left alone unless --force."""
     from orchestrator.examples import write_examples
     written = write_examples(directory, force)

@@ -1,5 +1,6 @@
 """Every ``SURGE_*`` environment variable surge reads, and what it does: the one list that
-``surge --help`` shows and docs/guide/command-line.md's table repeats (a test checks both against the code)."""
+``surge --help`` shows and the table of docs/guide/command-line.md repeats (a test checks both
+against the code)."""
 
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationInfo,
+    WithJsonSchema,
     model_validator,
 )
 
@@ -57,7 +58,8 @@ def _file_path(value: Any) -> Any:
     return value
 
 
-SafeName = Annotated[str, AfterValidator(_safe_name)]
+SafeName = Annotated[str, AfterValidator(_safe_name),
+                     WithJsonSchema({"type": "string", "pattern": f"^{_NAME.pattern}$"})]
 """A name that becomes (part of) a file or directory name: no ``/``, ``..`` or line breaks."""
 FilePath = Annotated[Path, Field(strict=False), BeforeValidator(_file_path)]
 """A file named in a spec (relative to that spec); text in YAML, so not strict."""
