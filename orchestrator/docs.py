@@ -114,7 +114,7 @@ def _command_section(name: str, command: Any) -> list[str]:
 def cli_page() -> str:
     """Every visible command of ``surge``, its help and its arguments and options."""
     group: Any = typer.main.get_command(app)
-    lines = [GENERATED, "", "# Command line", "", _help_text(group.help or ""), ""]
+    lines = ["# Command line", "", GENERATED, "", _help_text(group.help or ""), ""]
     options = [p for p in group.params if not getattr(p, "hidden", False)]
     if options:
         lines += ["Options of `surge` itself:", "",
@@ -208,7 +208,7 @@ def undescribed_fields() -> list[str]:
 def specs_page() -> str:
     """Every field of every spec model: type, unit, default and description."""
     roots = {model: kind for kind, model in MODELS.items()}
-    lines = [GENERATED, "", "# Spec fields", "",
+    lines = ["# Spec fields", "", GENERATED, "",
              "Every field a spec file may hold. A scenario's root is [ScenarioSpec](#scenariospec),"
              " a topology's [TopologySpec](#topologyspec), a campaign's "
              "[CampaignSpec](#campaignspec). Unknown fields are errors; `surge validate` checks "
@@ -261,7 +261,7 @@ def agent_families() -> list[tuple[str, str, str, list[str]]]:
 
 def metrics_page() -> str:
     """The Prometheus series of the controller and of every agent."""
-    lines = [GENERATED, "", "# Metrics", "",
+    lines = ["# Metrics", "", GENERATED, "",
              "What the controller serves on `/metrics` while a run runs (port 19420 unless "
              "`--metrics-port`) and what every agent serves on its own `/metrics`; how "
              "Prometheus finds them: [Watching runs](../guide/watching-runs.md). Counters are "
@@ -281,7 +281,7 @@ def metrics_page() -> str:
 
 def tables_page() -> str:
     """Every table of a run directory and its columns with their Arrow types."""
-    lines = [GENERATED, "", "# Run-directory tables", "",
+    lines = ["# Run-directory tables", "", GENERATED, "",
              "Each table is `runs/<run>/metrics/<table>/` (Parquet parts while the run goes, one "
              "`compacted.parquet` once it has ended), one row a second per subject. What the "
              "figures mean and how they are measured: "
