@@ -3,11 +3,18 @@ time, the machine and the commit; a run that fails says so at the end of its fil
 
 from __future__ import annotations
 
+import importlib.util
 import sys
+from pathlib import Path
 
 import pytest
 
-from bench.record import recorded
+# bench/ is not an installed package: load the module from the checkout
+_SPEC = importlib.util.spec_from_file_location(
+    "bench_record", Path(__file__).resolve().parents[2] / "bench" / "record.py")
+_MODULE = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(_MODULE)
+recorded = _MODULE.recorded
 
 
 def test_what_a_benchmark_prints_is_kept_with_its_command(tmp_path, capsys, monkeypatch):
