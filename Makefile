@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 RABBIT := /usr/lib/rabbitmq/bin/rabbitmq-server
 SSHD   := /usr/sbin/sshd
 
-.PHONY: demo test deps java openssl chromium lint bench bench-deps clean
+.PHONY: demo test deps java openssl chromium lint docs bench bench-deps clean
 
 demo: deps  ## run the quickstart on a local 3-member RabbitMQ cluster, print the step table
 	$(BIN)/surge run scenarios/quickstart.yaml
@@ -15,6 +15,10 @@ test: deps  ## the whole test suite: unit tests and integration tests against re
 
 lint: deps
 	$(BIN)/ruff check .
+
+docs: deps  ## rewrite the generated reference and build the site into site/ (strict)
+	$(BIN)/python -m orchestrator.docs
+	$(BIN)/mkdocs build --strict
 
 bench: deps bench-deps  ## generator comparison, rate accuracy, controller scale (print figures)
 	$(BIN)/python bench/generators.py

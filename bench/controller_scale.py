@@ -163,4 +163,6 @@ def _line(agents: int, workers: int, f: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.record import recorded
+    with recorded("controller_scale"):
+        main()

@@ -97,4 +97,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.record import recorded
+    with recorded("driver_efficiency"):
+        main()

@@ -62,4 +62,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.record import recorded
+    with recorded("efficiency"):
+        main()

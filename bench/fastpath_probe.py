@@ -731,4 +731,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.record import recorded
+    with recorded("fastpath_probe"):
+        main()

@@ -504,4 +504,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.record import recorded
+    with recorded("generators"):
+        main()

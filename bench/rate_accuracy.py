@@ -117,4 +117,6 @@ def _ms(histogram: LatencyHistogram, q: float) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.record import recorded
+    with recorded("rate_accuracy"):
+        main()

@@ -41,4 +41,6 @@ def main(paths: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    from bench.record import recorded
+    with recorded("sample_integrity"):
+        main(sys.argv[1:])

@@ -59,4 +59,6 @@ def _s(value: float | None) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.record import recorded
+    with recorded("scaling"):
+        main()

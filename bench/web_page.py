@@ -89,4 +89,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.record import recorded
+    with recorded("web_page"):
+        main()

@@ -1,5 +1,6 @@
 """Every ``SURGE_*`` environment variable surge reads, and what it does: the one list that
-``surge --help`` shows and the README's table repeats (a test checks both against the code)."""
+``surge --help`` shows and the table of docs/guide/command-line.md repeats (a test checks both
+against the code)."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def help_text(width: int = 78) -> str:
 
 
 def markdown_table() -> str:
-    """The variables as the README's Markdown table."""
+    """The variables as the guide's Markdown table."""
     rows = ["| Variable | What it sets | Default |", "|---|---|---|"]
     rows += [f"| `{name}` | {what} | {default} |" for name, (what, default) in VARIABLES.items()]
     return "\n".join(rows)

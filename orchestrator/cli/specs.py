@@ -54,3 +54,15 @@ def examples(directory: Annotated[Path, typer.Argument(help="Where to write them
     written = write_examples(directory, force)
     typer.echo(f"wrote {len(written)} files under {directory}; e.g. "
                f"surge validate {directory / 'scenarios' / 'quickstart.yaml'}")
+
+
+@group.command()
+@surge_errors
+def schema(directory: Annotated[Path, typer.Argument(help="Where to write them")] = Path("schemas"),
+           ) -> None:
+    """Write the JSON Schemas of scenarios, topologies, campaigns and capacity sections into
+    DIRECTORY, for editors: a spec file whose first line is '# yaml-language-server:
+    $schema=../schemas/scenario.schema.json' is checked as it is typed."""
+    from orchestrator.specs.schema import write_schemas  # the spec models: pydantic
+    for path in write_schemas(directory):
+        typer.echo(str(path))

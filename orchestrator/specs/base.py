@@ -21,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationInfo,
+    WithJsonSchema,
     model_validator,
 )
 
@@ -28,9 +29,14 @@ from orchestrator.specs import units
 
 Loc = tuple[str | int, ...]
 
-Bytes = Annotated[int, BeforeValidator(units.parse_size)]
-Seconds = Annotated[float, BeforeValidator(units.parse_duration)]
-Fraction = Annotated[float, BeforeValidator(units.parse_percent)]
+# What a file may hold for each unit type, as the JSON Schema says it (`surge schema`).
+_UNIT_TEXT = Annotated[str, Field(pattern=units.UNIT_PATTERN)]
+_PERCENT_TEXT = Annotated[str, Field(pattern=units.PERCENT_PATTERN)]
+Bytes = Annotated[int, BeforeValidator(units.parse_size, json_schema_input_type=int | _UNIT_TEXT)]
+Seconds = Annotated[float, BeforeValidator(units.parse_duration,
+                                           json_schema_input_type=float | _UNIT_TEXT)]
+Fraction = Annotated[float, BeforeValidator(units.parse_percent,
+                                            json_schema_input_type=float | _PERCENT_TEXT)]
 
 COLLECT = {"collect_cross_problems": True}
 """Validation context under which models leave their cross-field problems to the caller."""
@@ -52,7 +58,8 @@ def _file_path(value: Any) -> Any:
     return value
 
 
-SafeName = Annotated[str, AfterValidator(_safe_name)]
+SafeName = Annotated[str, AfterValidator(_safe_name),
+                     WithJsonSchema({"type": "string", "pattern": f"^{_NAME.pattern}$"})]
 """A name that becomes (part of) a file or directory name: no ``/``, ``..`` or line breaks."""
 FilePath = Annotated[Path, Field(strict=False), BeforeValidator(_file_path)]
 """A file named in a spec (relative to that spec); text in YAML, so not strict."""

@@ -26,7 +26,7 @@ import itertools
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BeforeValidator, Field, field_validator
@@ -67,7 +67,8 @@ def _reads_back(text: str) -> bool:
         return False
 
 
-OverrideValue = Annotated[str, BeforeValidator(override_text)]
+OverrideValue = Annotated[str, BeforeValidator(
+    override_text, json_schema_input_type=Any)]  # any YAML value, written as --set text
 
 
 def _check_keys(keys: list[str]) -> None:
@@ -157,8 +158,10 @@ class CampaignSpec(Spec):
     price_per_core_hour: Number | None = Field(
         None, gt=0, le=MAX_PRICE_PER_CORE_HOUR,
         description="for the cost ranking; default: surge analyze's")
-    requirement: Requirement = Field(default_factory=Requirement)
-    cells: list[CellGroupSpec] = Field(min_length=1)
+    requirement: Requirement = Field(
+        default_factory=Requirement, description="what every run must show to count")
+    cells: list[CellGroupSpec] = Field(
+        min_length=1, description="scenarios with their overrides and matrices")
 
     def cross_problems(self) -> list[tuple[Loc, str]]:
         """At most :data:`MAX_CELLS` cells, counted before any is built: at the entry of

@@ -68,7 +68,9 @@ class CapacitySpec(Spec):
     growth: Number = Field(2.0, gt=1, le=10, description="rate factor while the SLO holds")
     precision: Fraction = Field(0.04, gt=0, lt=0.5, description="bisection stops when the "
                                                                 "bracket is this narrow")
-    max_probes: int = Field(16, ge=3, le=64)
+    max_probes: int = Field(
+        16, ge=3, le=64,
+        description="most probes of one search (bracketing and bisection together)")
     hold_min: Seconds = Field(10.0, gt=0, description="shortest steady hold of a probe")
     hold_max: Seconds = Field(60.0, gt=0, description="longest steady hold of a probe")
     confirm: Seconds = Field(0.0, ge=0, description="steady hold of the confirmation; default "
@@ -78,7 +80,8 @@ class CapacitySpec(Spec):
     target: Number | None = Field(None, gt=0, le=MAX_TOTAL_RATE,
                                   description="a total msg/s to carry: the answer names the "
                                               "members it needs")
-    price: PriceSpec = Field(default_factory=PriceSpec)
+    price: PriceSpec = Field(
+        default_factory=PriceSpec, description="what members cost, for the cost of each answer")
 
     def cross_problems(self) -> list[tuple[Loc, str]]:
         """Counts are positive and distinct; the holds are in order."""

@@ -144,4 +144,6 @@ class ExistingSpec(Spec):
                                                       "with the system's CAs without it")
     declare: bool = Field(False, description="declare the topology's queues; by default they "
                                              "must exist and are checked before any load")
-    commands: MemberCommands = Field(default_factory=MemberCommands)
+    commands: MemberCommands = Field(
+        default_factory=MemberCommands,
+        description="commands that stop and start members, for faults and scaling")

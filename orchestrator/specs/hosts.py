@@ -13,16 +13,17 @@ from orchestrator.specs.base import Seconds, Spec
 class SshSpec(Spec):
     """How to reach a host over SSH."""
 
-    port: int = Field(22, ge=1, le=65535)
-    user: str = Field("mqm", min_length=1)
+    port: int = Field(22, ge=1, le=65535, description="SSH port")
+    user: str = Field("mqm", min_length=1, description="login user")
     key_file: str | None = Field(None, description="private key; default: the SSH agent and "
                                                    "~/.ssh keys")
     known_hosts: Literal["strict", "accept-new", "ignore"] = Field(
         "strict", description="strict: the host key must be in known_hosts_file (or "
                               "~/.ssh/known_hosts); accept-new: unknown keys are added; ignore: "
                               "any key (test hosts only)")
-    known_hosts_file: str | None = None
-    connect_timeout: Seconds = Field(10.0, gt=0)
+    known_hosts_file: str | None = Field(
+        None, description="known hosts file; default ~/.ssh/known_hosts")
+    connect_timeout: Seconds = Field(10.0, gt=0, description="longest wait for a connection")
     command_timeout: Seconds = Field(600.0, gt=0, description="longest a remote command may run")
     retries: int = Field(2, ge=0, le=10, description="connection attempts after the first")
 
@@ -30,12 +31,17 @@ class SshSpec(Spec):
 class HostSpec(Spec):
     """A machine surge reaches over SSH, and what it runs there: broker members, load agents."""
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(
+        min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        description="the host's name in runs and reports; where SSH connects unless address")
     address: str | None = Field(None, description="where SSH connects; default the name")
-    roles: list[Literal["broker", "load"]] = Field(min_length=1)
+    roles: list[Literal["broker", "load"]] = Field(
+        min_length=1, description="broker: runs members; load: runs surge agents")
     members: int = Field(0, ge=0, le=64, description="broker members on this host")
     agents: int = Field(1, ge=0, le=64, description="surge agents on this host (role load)")
-    ssh: SshSpec = Field(default_factory=lambda: SshSpec(user="root"))
+    ssh: SshSpec = Field(
+        default_factory=lambda: SshSpec(user="root"),
+        description="how surge reaches the host (user root unless given)")
     work_dir: str = Field("/var/tmp/surge", description="where members' data and agents' logs "
                                                        "go on the host")
     python: str = Field("python3", description="the interpreter with surge installed (agents; "
@@ -63,12 +69,14 @@ class HostSpec(Spec):
 class RabbitKubernetesSpec(Spec):
     """A RabbitMQ cluster run by the RabbitMQ cluster operator (``RabbitmqCluster``)."""
 
-    namespace: str = "surge"
+    namespace: str = Field(
+        "surge", description="Kubernetes namespace of the RabbitmqCluster and the agents")
     image: str | None = Field(None, description="RabbitMQ image; default the operator's")
-    memory: str = "2Gi"
-    storage: str = "10Gi"
-    storage_class: str | None = None
+    memory: str = Field("2Gi", description="memory request and limit per member")
+    storage: str = Field("10Gi", description="persistent volume size per member")
+    storage_class: str | None = Field(
+        None, description="storage class of the volumes; default the cluster's")
     additional_config: dict[str, str] = Field(
         default_factory=dict, description="rabbitmq.additionalConfig lines (key = value)")
     agent_image: str = Field("surge:latest", description="image with surge for agent pods")
-    ready_timeout: Seconds = Field(600.0, gt=0)
+    ready_timeout: Seconds = Field(600.0, gt=0, description="longest wait for AllReplicasReady")

@@ -12,8 +12,9 @@ import math
 from collections.abc import Sequence
 from typing import Annotated, Any, Protocol
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, Field
 
+from orchestrator.specs import units
 from orchestrator.specs.base import Loc
 from orchestrator.specs.rate import StepRate
 
@@ -43,7 +44,8 @@ def _number(value: Any) -> Any:
     return value
 
 
-Number = Annotated[float, BeforeValidator(_number)]
+Number = Annotated[float, BeforeValidator(_number, json_schema_input_type=float | Annotated[
+    str, Field(pattern=units.NUMBER_PATTERN + "$")])]
 """A float field that also takes ``1e4`` written without a decimal point."""
 
 

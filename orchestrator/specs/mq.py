@@ -61,10 +61,11 @@ class MqHostSpec(Spec):
 class NativeHaSpec(Spec):
     """Document 003's Native HA queue manager, run by the MQ operator on Kubernetes."""
 
-    namespace: str = "mq"
+    namespace: str = Field("mq", description="Kubernetes namespace of the QueueManager")
     version: str = Field("9.3.3.0-r2", description="operator's spec.version")
     license: str = Field("L-YBXJ-ADJNSM", description="spec.license.license")
-    use: Literal["Production", "NonProduction", "Development"] = "Production"
+    use: Literal["Production", "NonProduction", "Development"] = Field(
+        "Production", description="the operator's spec.license.use")
     storage_class: str = Field("san", description="spec.queueManager.storage.defaultClass")
     memory: str = Field("16Gi", description="memory request and limit per queue manager")
     log_file_pages: int = Field(16384, ge=1, description="spec.queueManager.recoveryLogs")
@@ -113,7 +114,8 @@ class MqTlsSpec(Spec):
 class MqSpec(Spec):
     """The IBM MQ side of a topology: queue managers, their cluster and how clients reach them."""
 
-    cluster: str = Field("UC01", pattern=r"^[A-Z0-9._%]{1,48}$")
+    cluster: str = Field(
+        "UC01", pattern=r"^[A-Z0-9._%]{1,48}$", description="name of the uniform cluster")
     qm_group: str = Field("UC01QM", description="the CCDT's queue manager group; clients "
                                                 "connect to *<group>")
     qm_prefix: str = Field("UC01QM", description="queue managers are <prefix>01, <prefix>02, ...")
@@ -121,7 +123,9 @@ class MqSpec(Spec):
     qm_digits: int = Field(2, ge=1, le=4, description="digits of queue manager numbers")
     port_base: int = Field(1414, ge=1, le=65000, description="listener of a host's first QM; "
                                                              "the next ones count up")
-    hosts: list[MqHostSpec] = Field(default_factory=list, min_length=0)
+    hosts: list[MqHostSpec] = Field(
+        default_factory=list, min_length=0,
+        description="the machines the queue managers run on")
     repositories: list[str] = Field(
         default_factory=list, max_length=2,
         description="the two full repositories; default the first QM of the first two hosts")
@@ -130,17 +134,24 @@ class MqSpec(Spec):
                                          "the login's PATH (setmqenv)")
     files_dir: str = Field("/nfs1", description="where the -ii/-ic files and the CCDT go on "
                                                 "every host (an NFS mount in document 000)")
-    ini_file: str = "uniclus.ini"
-    mqsc_file: str = "uniclus.mqsc"
-    ccdt_file: str = "UC01.json"
+    ini_file: str = Field(
+        "uniclus.ini", description="name of the -ii file (qm.ini stanzas) written into files_dir")
+    mqsc_file: str = Field(
+        "uniclus.mqsc", description="name of the -ic file (MQSC commands) written into files_dir")
+    ccdt_file: str = Field("UC01.json", description="name of the JSON CCDT written into files_dir")
     ini: dict[str, dict[str, str]] = Field(
         default_factory=lambda: {"Channels": {"MQIBindType": "FASTPATH"}},
         description="custom qm.ini stanzas added by -ii after the AutoCluster stanza")
     channel: str = Field("PERF.APP.CHL", description="the SVRCONN channel clients use")
-    sharecnv: int = Field(1, ge=0, le=999999999)
-    listener_backlog: int = Field(5000, ge=1)
+    sharecnv: int = Field(
+        1, ge=0, le=999999999,
+        description="SHARECNV of the client channel: conversations that share one TCP "
+                    "connection")
+    listener_backlog: int = Field(5000, ge=1, description="connection requests a listener queues")
     client_weight: int = Field(1, ge=0, le=99, description="CCDT connectionManagement")
-    affinity: Literal["preferred", "none"] = "none"
+    affinity: Literal["preferred", "none"] = Field(
+        "none",
+        description="CCDT connection affinity: preferred reconnects to the same queue manager")
     reconnect: Literal["yes", "no", "qmgr", "disabled"] = Field(
         "yes", description="client reconnect (WMQ_CLIENT_RECONNECT in document 000)")
     appltag_sender: str = Field(
@@ -164,8 +175,9 @@ class MqSpec(Spec):
     exporter_port_base: int = Field(
         9157, ge=1, le=65000,
         description="mq_prometheus (ibmmq_* metrics) of a host's first QM; the next count up")
-    ssh: SshSpec = Field(default_factory=SshSpec)
-    native_ha: NativeHaSpec | None = None
+    ssh: SshSpec = Field(default_factory=SshSpec, description="how surge reaches the hosts")
+    native_ha: NativeHaSpec | None = Field(
+        None, description="a Native HA queue manager on Kubernetes instead of hosts")
     queue_managers: list[MqQueueManagerSpec] = Field(
         default_factory=list, max_length=64,
         description="placement existing: the queue managers, by name and HOST(PORT)")

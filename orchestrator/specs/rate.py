@@ -7,7 +7,9 @@ import math
 from dataclasses import dataclass
 from typing import Annotated
 
-from pydantic import PlainSerializer, PlainValidator
+from pydantic import Field, PlainSerializer, PlainValidator
+
+from orchestrator.specs.units import NUMBER_PATTERN
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,6 @@ def parse_step_rate(value: object) -> StepRate:
     return StepRate(number, text[0] in "+-", text)
 
 
-RateChange = Annotated[StepRate, PlainValidator(parse_step_rate),
-                       PlainSerializer(str, return_type=str)]
+RateChange = Annotated[StepRate, PlainValidator(parse_step_rate, json_schema_input_type=float | Annotated[
+    str, Field(pattern=NUMBER_PATTERN + "$")]), PlainSerializer(str, return_type=str)]
 """A step's rate field: parsed at load, written back as it was given."""

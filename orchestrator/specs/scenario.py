@@ -40,9 +40,10 @@ class QueueSpec(Spec):
     name: str = Field(min_length=1, description="a name, or a pattern with %d and a count")
     count: int = Field(1, ge=1, le=10000, description="queues perf-test-1 .. perf-test-<count> "
                                                       "when the name holds %d")
-    type: Literal["classic", "quorum"] = "classic"
-    durable: bool = True
-    auto_delete: bool = False
+    type: Literal["classic", "quorum"] = Field("classic", description="RabbitMQ queue type")
+    durable: bool = Field(True, description="the queue survives a broker restart")
+    auto_delete: bool = Field(
+        False, description="the broker deletes the queue when its last consumer goes")
     arguments: dict[str, Any] = Field(
         default_factory=dict, description="x-arguments, passed to the broker unchanged")
     per_member: bool = Field(
@@ -101,7 +102,8 @@ class TopologySpec(Spec):
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=63,
                       description="used in node and cgroup names")
-    broker: Literal["rabbitmq", "ibmmq"] = "rabbitmq"
+    broker: Literal["rabbitmq", "ibmmq"] = Field(
+        "rabbitmq", description="which broker: RabbitMQ or IBM MQ")
     placement: Literal["local", "ssh", "kubernetes", "existing"] = Field(
         "local", description="local: processes on this machine (rabbitmq); ssh: members or "
                              "queue managers on hosts; kubernetes: through the RabbitMQ or MQ "
@@ -126,7 +128,8 @@ class TopologySpec(Spec):
                           "the broker application stopped (like MQ queue managers created but not "
                           "started), so a scale-out only starts the application: seconds instead "
                           "of a full boot")
-    queues: list[QueueSpec] = Field(default_factory=list)
+    queues: list[QueueSpec] = Field(
+        default_factory=list, description="queues declared once the cluster is up")
     ibmmq: MqSpec | None = Field(None, description="queue managers, cluster, CCDT (broker ibmmq)")
     hosts: list[HostSpec] = Field(
         default_factory=list, description="SSH hosts: RabbitMQ members (role broker, placement "
@@ -239,7 +242,7 @@ class MessageSpec(Spec):
     size: Bytes = Field(2048, le=MAX_MESSAGE_BYTES,
                         description=f"bytes on the wire, including the {MIN_MESSAGE_BYTES}-byte "
                                     "header")
-    persistent: bool = False
+    persistent: bool = Field(False, description="persistent (delivery mode 2 in AMQP) messages")
 
     @field_validator("size")
     @classmethod
@@ -257,12 +260,16 @@ class WorkloadSpec(Spec):
     and receivers are responders (get a request, put its reply, then acknowledge it).
     """
 
-    pattern: Literal["point-to-point", "request-reply"] = "point-to-point"
+    pattern: Literal["point-to-point", "request-reply"] = Field(
+        "point-to-point",
+        description="point-to-point: senders to receivers through queues; request-reply: "
+                    "requesters and responders, every reply matched")
     queue: str = Field(description="a queue of the topology; with a %d pattern, senders and "
                                    "receivers are spread over its queues in blocks")
     senders: int = Field(ge=1, le=10000, description="senders, or requesters")
     receivers: int = Field(ge=1, le=10000, description="receivers, or responders")
-    message: MessageSpec = Field(default_factory=MessageSpec)
+    message: MessageSpec = Field(
+        default_factory=MessageSpec, description="size and persistence of every message")
     reply_size: Bytes | None = Field(None, le=MAX_MESSAGE_BYTES,
                                      description="bytes of a reply; default the request's size")
     in_flight: int = Field(1, ge=1, le=10000, description="requests a requester may have "
@@ -282,7 +289,10 @@ class WorkloadSpec(Spec):
                     "up with instead of how fast the queue grows; null: publish regardless. "
                     "Rate-limited senders never wait (their backlog is the finding). RabbitMQ "
                     "only")
-    ack: Literal["auto", "manual"] = "manual"
+    ack: Literal["auto", "manual"] = Field(
+        "manual",
+        description="manual: receivers acknowledge each message; auto: the broker counts a "
+                    "message acknowledged when it delivers it")
     bind: Literal["on-open", "not-fixed"] = Field(
         "on-open", description="on-open: a sender puts every message to one queue instance "
                                "(its member's, or its slot of a pattern); not-fixed: each "
@@ -316,8 +326,11 @@ class StepSpec(Spec):
     rate_per_sender: RateChange = Field(
         description="msg/s per sender, absolute (50) or relative to the previous step ('+50', "
                     "'-25'); 0 = as fast as possible")
-    hold: Seconds = Field(gt=0)
-    repeat: int = Field(1, ge=1, le=10000)
+    hold: Seconds = Field(gt=0, description="how long the step lasts")
+    repeat: int = Field(
+        1, ge=1, le=10000,
+        description="times this step is taken in a row (with a relative rate, each time adds "
+                    "again)")
     ramp: bool = Field(False, description="move linearly from the previous step's rate to this "
                                           "one over the hold, instead of jumping")
     senders: int | list[int] | None = Field(
@@ -335,7 +348,9 @@ class StepSpec(Spec):
         return value
 
 
-Step = Annotated[StepSpec, BeforeValidator(_shorthand("rate_per_sender"))]
+_SHORTHAND_TEXT = Annotated[str, Field(pattern=":")]
+Step = Annotated[StepSpec, BeforeValidator(_shorthand("rate_per_sender"),
+                                           json_schema_input_type=StepSpec | _SHORTHAND_TEXT)]
 
 
 class DelayStep(Spec):
@@ -343,11 +358,12 @@ class DelayStep(Spec):
     PerfTest's ``-vl``."""
 
     delay: Seconds = Field(ge=0, description="processing time per message, per receiver")
-    hold: Seconds = Field(gt=0)
+    hold: Seconds = Field(gt=0, description="how long this delay lasts")
     ramp: bool = Field(False, description="move linearly from the previous delay to this one")
 
 
-Delay = Annotated[DelayStep, BeforeValidator(_shorthand("delay"))]
+Delay = Annotated[DelayStep, BeforeValidator(_shorthand("delay"),
+                                             json_schema_input_type=DelayStep | _SHORTHAND_TEXT)]
 
 
 class ExitSpec(Spec):
@@ -454,8 +470,10 @@ CONDITIONS = ("shortfall", "member_cpu", "member_cpu_below", "queue_depth", "que
 class ScaleRule(Spec):
     """When to act: any or all of some triggers, then a quiet period."""
 
-    when_any: list[Trigger] | None = Field(None, min_length=1)
-    when_all: list[Trigger] | None = Field(None, min_length=1)
+    when_any: list[Trigger] | None = Field(
+        None, min_length=1, description="the rule fires when any of these holds")
+    when_all: list[Trigger] | None = Field(
+        None, min_length=1, description="the rule fires when all of these hold")
     cooldown: Seconds = Field(20.0, description="seconds after any scaling action before the next")
 
     def cross_problems(self) -> list[tuple[Loc, str]]:
@@ -470,8 +488,8 @@ class ScalingSpec(Spec):
 
     pool: int | None = Field(None, ge=1, description="members that may run; default the "
                                                      "topology's members")
-    scale_out: ScaleRule | None = None
-    scale_in: ScaleRule | None = None
+    scale_out: ScaleRule | None = Field(None, description="when to start another member")
+    scale_in: ScaleRule | None = Field(None, description="when to stop a member")
     rebalance: bool = Field(True, description="move a fair share of workers to a new member")
 
 
@@ -489,9 +507,10 @@ class ScenarioSpec(Spec):
     """A test: a topology, a workload, a plan of steps, and what goes wrong on purpose."""
 
     name: SafeName = Field(description="part of the run directory's name")
-    description: str = ""
-    topology: FilePath
-    workload: WorkloadSpec
+    description: str = Field(
+        "", description="what the scenario tests and which document it follows")
+    topology: FilePath = Field(description="topology file, relative to this scenario")
+    workload: WorkloadSpec = Field(description="who sends and receives what, through which queue")
     plan: list[Step] = Field(default_factory=list, description="the steps of surge run (a "
                                                            "scenario only for surge capacity "
                                                            "may leave it out)")
@@ -499,13 +518,21 @@ class ScenarioSpec(Spec):
         default_factory=list, description="receivers' processing time per message over time, "
                                           "applied live; after its last step the last delay "
                                           "stays")
-    exit: ExitSpec = Field(default_factory=ExitSpec)
-    faults: list[FaultSpec] = Field(default_factory=list)
+    exit: ExitSpec = Field(default_factory=ExitSpec,
+                           description="when the load part of a run ends before its plan does")
+    faults: list[FaultSpec] = Field(
+        default_factory=list,
+        description="what goes wrong on purpose, at a time or at a step's start")
     agents: int | None = Field(None, ge=1, le=64,
                                description="agent processes; default one per core")
-    agents_on: AgentPlacementSpec = Field(default_factory=AgentPlacementSpec)
-    measure: MeasureSpec = Field(default_factory=MeasureSpec)
-    scaling: ScalingSpec | None = None
+    agents_on: AgentPlacementSpec = Field(
+        default_factory=AgentPlacementSpec,
+        description="which SSH hosts (role load) or pods run the senders and the receivers")
+    measure: MeasureSpec = Field(
+        default_factory=MeasureSpec, description="how the step table is measured")
+    scaling: ScalingSpec | None = Field(
+        None,
+        description="members started or stopped while the load runs, by rules on what is measured")
     slo: SloSpec = Field(default_factory=SloSpec, description="what a rate must hold to count "
                                                                "as carried (surge capacity)")
     capacity: CapacitySpec | None = Field(None, description="surge capacity's search")

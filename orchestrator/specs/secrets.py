@@ -72,7 +72,7 @@ class Credentials(Spec):
     """Who surge connects as: a user, and the environment variable or file holding its
     password."""
 
-    user: str = Field(min_length=1, max_length=255)
+    user: str = Field(min_length=1, max_length=255, description="user name")
     password_env: str | None = Field(None, pattern=_ENV_NAME,
                                      description="environment variable holding the password")
     password_file: SpecFile | None = Field(

@@ -24,6 +24,12 @@ _DURATION_UNITS = {
 }
 MAX_DURATION_S = 366 * 86400.0
 _SIZE_RE = re.compile(_NUMBER + r"([a-zA-Z]*)\s*$")
+UNIT_PATTERN = "^" + _NUMBER + r"[a-zA-Z]*\s*$"
+"""A size or duration as text (``2KiB``, ``30s``), for the JSON Schema (the parsers say more)."""
+NUMBER_PATTERN = r"^\s*[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?\s*"
+"""A number as text (``1e4``, which YAML 1.1 reads as text), for the JSON Schema."""
+PERCENT_PATTERN = NUMBER_PATTERN + r"%?\s*$"
+"""A percentage as text (``3%``), for the JSON Schema."""
 _DURATION_RE = re.compile(_NUMBER + r"([a-zA-Z]*)\s*$")
 
 

@@ -252,6 +252,8 @@ def test_help_and_examples(core, examples, elsewhere):
     assert {p.relative_to(examples) for p in examples.rglob("*.yaml")} == \
         {p.relative_to(REPO) for d in ("scenarios", "topologies", "campaigns")
          for p in (REPO / d).glob("*.yaml")}
+    for schema in (REPO / "schemas").glob("*.schema.json"):  # the ones the first lines name
+        assert (examples / "schemas" / schema.name).read_text() == schema.read_text()
     again = in_venv(core, "surge", "examples", "ex", cwd=elsewhere)
     assert again.returncode == 2 and "--force" in again.stderr
 
@@ -377,7 +379,7 @@ def test_the_manifests_commands_exist_in_the_image(image, elsewhere):
     tag = RabbitKubernetesSpec().agent_image
     assert analyze["image"] == tag
     assert f"build -t {tag} ." in (REPO / "Containerfile").read_text()
-    assert f"build -t {tag} ." in (REPO / "README.md").read_text()
+    assert f"build -t {tag} ." in (REPO / "docs" / "guide" / "getting-started.md").read_text()
 
 
 def test_the_wheel_is_small_and_complete(wheel):

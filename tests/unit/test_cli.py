@@ -1,5 +1,6 @@
 """The command line as scripts use it: --version, --json documents that are the whole of
-stdout, completion, and every SURGE_* variable the code reads documented in --help and README."""
+stdout, completion, and every SURGE_* variable the code reads documented in --help and the
+guide (docs/guide/command-line.md)."""
 
 import json
 import re
@@ -52,16 +53,16 @@ def _variables_read_by_the_code() -> set[str]:
     return names
 
 
-def test_every_surge_variable_is_documented_in_help_and_readme():
+def test_every_surge_variable_is_documented_in_help_and_the_guide():
     read = _variables_read_by_the_code()
     assert "SURGE_MQ_PASSWORD" in read and len(read) >= 9  # the scan finds them
     assert read == set(environment.VARIABLES)  # none undocumented, none documented for nothing
     help_text = _invoke("--help").stdout
-    readme = (ROOT / "README.md").read_text()
+    guide = (ROOT / "docs" / "guide" / "command-line.md").read_text()
     for name in read:
         assert name in help_text, name
-        assert f"| `{name}` |" in readme, name
-    assert environment.markdown_table() in readme  # the README's table is the list's
+        assert f"| `{name}` |" in guide, name
+    assert environment.markdown_table() in guide  # the guide's table is the list's
 
 
 def test_shell_completion_completes_commands_and_options():

@@ -1,5 +1,5 @@
-"""``surge examples DIR``: every shipped scenario, topology and campaign, laid out as in the
-repository, and never over an existing file without --force."""
+"""``surge examples DIR``: every shipped scenario, topology and campaign (and the schemas they
+name), laid out as in the repository, and never over an existing file without --force."""
 
 from __future__ import annotations
 
@@ -21,6 +21,10 @@ def repository_examples() -> set[Path]:
             for path in (REPO / folder).glob("*.yaml")}
 
 
+def repository_schemas() -> set[Path]:
+    return {path.relative_to(REPO) for path in (REPO / "schemas").glob("*.schema.json")}
+
+
 def test_the_examples_are_the_repository_folders():
     assert set(example_files()) == repository_examples()
     assert Path("scenarios/quickstart.yaml") in example_files()
@@ -28,7 +32,10 @@ def test_the_examples_are_the_repository_folders():
 
 def test_written_examples_keep_their_relative_paths_and_load(tmp_path):
     written = write_examples(tmp_path / "ex")
-    assert {p.relative_to(tmp_path / "ex") for p in written} == repository_examples()
+    assert {p.relative_to(tmp_path / "ex") for p in written} == \
+        repository_examples() | repository_schemas()
+    for name in repository_schemas():  # the schemas the examples' first lines name
+        assert (tmp_path / "ex" / name).read_bytes() == (REPO / name).read_bytes()
     for name in ("scenarios/quickstart.yaml", "campaigns/cluster-balance.yaml"):
         load_any(tmp_path / "ex" / name, [])  # finds ../topologies and ../scenarios
 
@@ -47,7 +54,8 @@ def test_existing_files_are_kept_unless_forced(tmp_path):
 def test_the_command_says_what_it_did_and_refuses_without_force(tmp_path):
     runner = CliRunner()
     first = runner.invoke(app, ["examples", str(tmp_path)])
-    assert first.exit_code == 0 and f"wrote {len(repository_examples())} files" in first.output
+    files = len(repository_examples() | repository_schemas())
+    assert first.exit_code == 0 and f"wrote {files} files" in first.output
     again = runner.invoke(app, ["examples", str(tmp_path)])
     assert again.exit_code == 2 and "--force overwrites them" in again.output
     assert "Traceback" not in again.output

@@ -1,4 +1,4 @@
-"""The layers of README's "Architecture" hold: import-linter's contracts in pyproject.toml."""
+"""The layers of docs/architecture.md hold: import-linter's contracts in pyproject.toml."""
 
 import shutil
 import subprocess
