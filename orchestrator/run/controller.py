@@ -46,14 +46,18 @@ from orchestrator.run.discovery import (
     target,
     write_service_discovery,
 )
-from orchestrator.run.exposition import ControllerMetrics
+from orchestrator.run.exposition import ControllerMetrics, MetricsFeed
 from orchestrator.run.faults import FaultInjector
 from orchestrator.run.hostinfo import host_cpu, host_facts, versions
+from orchestrator.run.listeners import Listeners, TickRecord
 from orchestrator.run.liveview import LiveView, ViewState
 from orchestrator.run.losses import MemberWatch, OwnStops
+from orchestrator.run.recording import RunDirRows
 from orchestrator.run.rundir import open_run_dir
 from orchestrator.run.sampling import AgentReading, Tick, TickMath, Timeliness
+from orchestrator.run.scalerfeed import ScalerFeed, observation
 from orchestrator.run.schedule import FixedSchedule, History, Schedule
+from orchestrator.run.showing import ViewFeed
 from orchestrator.scaling.policy import Observation
 from orchestrator.scaling.scaler import Scaler
 from orchestrator.specs import plan as plans
@@ -148,6 +152,7 @@ class Controller:
                                steps=len(self.schedule.phases),
                                planned_s=self.schedule.planned_s)
         self.history = History()
+        self.listeners = Listeners()  # what follows each second (registered at setup)
         self.ticks = self.history.ticks
         self.member_rows = self.history.member_rows
         self.host_rows = self.history.host_rows
@@ -272,6 +277,11 @@ class Controller:
                         "pid": os.getpid()})
                 metrics = ControllerMetrics(self.metrics_port, say=self.view.say)
                 self.state.metrics_url = metrics.url
+                for listener in (self.losses, self.history, RunDirRows(self.writer),
+                                 ViewFeed(self.state, self.view, self.feed, self.ticks),
+                                 MetricsFeed(metrics, self.state),
+                                 *([ScalerFeed(self.scaler)] if self.scaler else [])):
+                    self.listeners.add(listener)
                 self._serve_page()
                 self._event("provision", topology=self.topology.name,
                             members=f"{self.topology.start} of {self.topology.members}")
@@ -605,12 +615,11 @@ class Controller:
 
     def _record(self, planned: float, started: float, phase: plans.Phase | None,
                 metrics: ControllerMetrics, label: str) -> Tick:
-        """Collect the tick's readings (until its deadline), write its rows, update the views
-        and feed the scaler."""
+        """Collect the tick's readings (until its deadline) into one record for the
+        listeners."""
         tick = self._fold(self.sampler.collect(planned + TICK_DEADLINE_S))
         elapsed, lateness = started - self.t0, started - planned
         target = self._target(phase, elapsed) if phase else 0.0
-        self.losses.observe(self.tick_broker, elapsed)
         running = sum(1 for m in self.broker.members if m.running) if self.broker else 0
         depth, age = self.depth.now(self.tick_broker, self.tick_members)
         self.lateness.add(lateness, age)
@@ -620,45 +629,18 @@ class Controller:
                             read_span_s=self._read_span(),
                             broker_missing=self.tick_broker is None,
                             agents_lost=len(self.agent_watch.lost))
-        self.ticks.append(row)
-        self.writer.row("ticks", row)
-        tick_members = rows.member_rows(stamped, self.tick_members, tick)
-        for member_row in tick_members:
-            self.member_rows.append(member_row)
-            self.writer.row("members", member_row)
-        for host_row in rows.host_rows(stamped, tick):
-            self.host_rows.append(host_row)
-            self.writer.row("hosts", host_row)
-        generator = []
-        for agent_row in rows.agent_rows(stamped, self.math.agents, started, tick):
-            self.writer.row("agents", agent_row)
-            if agent_row["cpu_percent"] is not None:
-                generator.append(agent_row["cpu_percent"])
-        if generator:
-            self.history.generator_cpu.append((elapsed, sum(generator)))
-        self._show(row, tick, label)
-        metrics.update(self.state, tick, tick_members)
-        if self.scaler and phase is not None and None not in (row["send_rate"],
-                                                              row["receive_rate"]):
-            self.scaler.observe(self._observation(row, tick, elapsed, target, depth),
-                                running=[i for i, m in enumerate(self.broker.members)
-                                         if m.running])
+        self.listeners.tick(TickRecord(
+            elapsed, phase, label, tick, row, rows.member_rows(stamped, self.tick_members, tick),
+            rows.host_rows(stamped, tick), rows.agent_rows(stamped, self.math.agents, started,
+                                                           tick),
+            self.tick_broker, self.broker,
+            [r.last_error for r in self.math.agents.values() if r.last_error]))
         return tick
 
     def _observation(self, row: dict[str, Any], tick: Tick, elapsed: float, target: float,
                      depth: int | None) -> Observation:
-        """What the scaling policy sees of one tick: each running member's CPU as a share of
-        its quota, ``None`` where it is unknown this second (it stays in, unknown)."""
-        running = [m for m in self.broker.members if m.running]
-        cpu = [tick.member_cpu_percent.get(m.name) for m in running]
-        return Observation(
-            elapsed_s=elapsed, target_rate=target,
-            achieved_rate=min(row["send_rate"], row["receive_rate"]),
-            member_cpu=tuple(None if c is None else c / 100 / (m.cpu_quota_cores or 1.0)
-                             for m, c in zip(running, cpu, strict=True)),
-            members=tuple(m.name for m in running),
-            queue_depth=depth, p99_s=None if row["latency_p99_ms"] is None
-            else row["latency_p99_ms"] / 1000)
+        """What the scaling policy sees of one tick (:func:`scalerfeed.observation`)."""
+        return observation(self.broker, row, tick, elapsed, target, depth)
 
     def _read_span(self) -> float | None:
         """Seconds between the first and the last of this tick's agent and depth readings
@@ -668,27 +650,6 @@ class Controller:
         if depth_at is not None:
             times.append(depth_at)
         return max(times) - min(times) if times else None
-
-    def _show(self, row: dict, tick: Tick, label: str) -> None:
-        """The live view's state from one tick row, and the view redrawn."""
-        self.state.__dict__.update(
-            step=row["phase"] or self.state.step, elapsed_s=row["elapsed_s"],
-            target_rate=row["target_rate"], send_rate=row["send_rate"],
-            measured_target=self.ticks[-2]["target_rate"] if len(self.ticks) > 1 else None,
-            receive_rate=row["receive_rate"], members_running=row["members_running"],
-            queue_depth=row["queue_depth"], p50_ms=row["latency_p50_ms"],
-            p99_ms=row["latency_p99_ms"], backlog=row["backlog"],
-            errors=row["errors"], reconnects=row["reconnects"], phase=label,
-            blocked=row["blocked"], blocked_s=row["blocked_s"],
-            missing=row["agents_missing"] + (1 if row["broker_missing"] else 0),
-            member_cpu={m.name: tick.member_cpu_percent.get(m.name) if m.running else None
-                        for m in (self.broker.members if self.broker else [])})
-        self.feed.label = label
-        self.state.received_history.append(row["receive_rate"])
-        errors = [r.last_error for r in self.math.agents.values() if r.last_error]
-        if errors and row["errors"]:
-            self.state.last_event = f"last error: {errors[-1]}"
-        self.view.update(self.state)
 
     # -- the end ----------------------------------------------------------------------------
 
