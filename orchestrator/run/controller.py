@@ -23,7 +23,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from drivers import protocol
 from drivers.accounting import Reconciliation
 from drivers.depth import depth_probe, preflight
 from orchestrator.agents.launcher import Launcher, launcher_for
@@ -51,13 +50,13 @@ from orchestrator.run.page import end_page, serve_page
 from orchestrator.run.recording import RunDirRows
 from orchestrator.run.rundir import open_run_dir
 from orchestrator.run.sampling import Tick
-from orchestrator.run.scalerfeed import ScalerFeed, observation
+from orchestrator.run.scalerfeed import ScalerFeed, observation, scaler_for
 from orchestrator.run.schedule import FixedSchedule, History, Schedule
 from orchestrator.run.showing import ViewFeed
 from orchestrator.run.signals import STOP_SIGNALS, on_stop_signals, signal_name, stop_on_signals
+from orchestrator.run.steering import Steering
 from orchestrator.run.ticker import TICK_DEADLINE_S, Ticker
 from orchestrator.scaling.policy import Observation
-from orchestrator.scaling.scaler import Scaler
 from orchestrator.specs import plan as plans
 from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
 from orchestrator.web.feed import Board, RunFeed
@@ -65,7 +64,7 @@ from orchestrator.web.server import WebServer
 from results import timeline
 from results.rundir.locks import CONTROLLER_LOCK, FileLock
 from results.rundir.manifest import HostFacts, Interruption, RunManifest
-from results.rundir.steps import StepRow, drain_row, step_rows
+from results.rundir.steps import StepRow
 from results.rundir.tables import RunDirFailed, new_run_id
 from topologies import lease
 from topologies.base import BrokerSample, CpuReading, Member, Provisioner
@@ -124,7 +123,6 @@ class Controller:
             raise SpecError(scenario.name, [Problem(
                 "plan", "no steps to run: a scenario without a plan is for surge capacity")])
         self.schedule = schedule or FixedSchedule(plans.expand(scenario.plan))
-        self.delays = plans.delay_phases(scenario.consumer_profile)
         self.stop_requested = threading.Event()
         self.state = ViewState(scenario=scenario.name, run_id=self.run_id,
                                steps=len(self.schedule.phases),
@@ -146,14 +144,12 @@ class Controller:
         self.queue_spec = topology.queue(scenario.workload.queue)
         self.depth = QueueDepth(topology.broker, self.queue_spec, self.provisioner, clock, probes,
                                 preflights)
-        scaling = scenario.scaling
-        self.scaler = Scaler(
-            scaling, self.provisioner, self.queue_spec,
-            pool=min(scaling.pool or topology.members, topology.members),
-            minimum=topology.start, event=self._event, ready=self.depth.ready_in, clock=clock,
-            background=background) if scaling else None
+        self.scaler = scaler_for(scenario, topology, self.provisioner, self.queue_spec,
+                                 self.depth.ready_in, self._event, clock, background)
         self.faults = FaultInjector(scenario.faults, self.schedule.phases, self.provisioner,
                                     self._event, self.stop_requested, clock)
+        self.steering = Steering(scenario, self.schedule, self.faults, self.crew, self.state,
+                                 self.feed, self.history, self._event)
         self.ticker = Ticker(self.provisioner, topology.members, self.crew, self.depth, clock,
                              host_cpu, self._event)
         self.listeners = Listeners()  # what follows each second, registered at setup
@@ -191,16 +187,8 @@ class Controller:
                                                                          "id": self.run_id})
             setup.callback(run_lock.release, remove=True)
             setup.callback(claim(self.sd_dir, self.run_id).release, remove=True)
-            if settled:
-                self._event("previous_holder_died", holder=lease.describe(held.previous),
-                            explain=settled)
-            if removed := sweep(self.sd_dir):
-                self._event("stale_discovery_removed", runs=removed)
-            if reused is not None:
-                self.manifest = self.manifest.replace(reused=reused)
-                self._event("members_reused", members=reused.members,
-                            explain=f"{len(reused.members)} members already running: "
-                                    f"{reused.why}")
+            self.manifest = holding.say_found(held.previous, settled, sweep(self.sd_dir), reused,
+                                              self.manifest, self._event)
             self._write_manifest("running")
             setup.callback(self._write_manifest)  # the last word, once all else has stopped
             try:
@@ -267,8 +255,8 @@ class Controller:
         self.crew.place(self.run_id, self.scenario, self.topology, self.provisioner, running,
                         self.queue_spec, first.rate_at(0.0), self.scaler)
         self.state.step = 1
-        self._apply(0.0, first)
-        self._step_event(first, 0.0)
+        self.steering.apply(0.0, first)
+        self.steering.started(first, 0.0)
 
     def _load(self) -> None:
         """Tick once a second through the plan (noting the controller's own CPU over it),
@@ -281,18 +269,15 @@ class Controller:
                                        self.clock.monotonic() - self.ticker.t0)
         self.accounting = self._finish()
         self.outcome = "interrupted" if self.stop_requested.is_set() else "completed"
-        phases = [asdict(p) for p in self.schedule.phases]
-        self.steps = step_rows(phases, self.ticks, self.member_rows,
-                               self.scenario.measure.settle, self.history.host_rows)
+        self.steps, self.drain = ending.step_table(self.schedule.phases, self.history,
+                                                   self.scenario.measure.settle)
         self.feed.steps[:] = [asdict(step) for step in self.steps]
-        self.drain = drain_row(phases, self.ticks, self.member_rows, self.history.host_rows)
-        if self.drain is not None:
-            self.manifest = self.manifest.replace(drain=self.drain)
-        if self.scenario.faults or self.losses.count:
-            self.manifest = self.manifest.replace(faults=timeline.fault_recoveries(
-                timeline.read_events(self.run_dir), self.ticks))
+        self.manifest = self.manifest.replace(**({"drain": self.drain} if self.drain else {}), **(
+            {"faults": timeline.fault_recoveries(timeline.read_events(self.run_dir), self.ticks)}
+            if self.scenario.faults or self.losses.count else {}))
 
     def _tick_load(self) -> None:
+        """The load part: a tick a second until the plan ends, an exit condition or a stop."""
         self.ticker.start()
         current = self.schedule.phase_at(0.0, self.history)
         planned = self.ticker.t0
@@ -305,11 +290,11 @@ class Controller:
             if phase is None:
                 break
             self.faults.tick(elapsed)
-            self._apply(elapsed, phase)
+            self.steering.apply(elapsed, phase)
             if phase.index != current.index:
-                self._step_done(current)
+                self.steering.ended(current)
                 current = phase
-                self._step_event(phase, elapsed)
+                self.steering.started(phase, elapsed)
             self._record(planned, started, current, "paused" if current.index == 0 else "running")
             why = ending.exit_reason(self.scenario, self.schedule.phases[-1], self.ticks[-1],
                                      elapsed, self.crew)
@@ -320,7 +305,7 @@ class Controller:
     def _record(self, planned: float, started: float, phase: plans.Phase | None,
                 label: str) -> TickRecord:
         """Collect the tick's readings (until its deadline) and hand them to the listeners."""
-        record = self.ticker.record(planned, started, phase, label, self._target)
+        record = self.ticker.record(planned, started, phase, label, self.steering.target)
         self.listeners.tick(record)
         return record
 
@@ -329,62 +314,15 @@ class Controller:
         """What the scaling policy sees of one tick (:func:`scalerfeed.observation`)."""
         return observation(self.broker, row, tick, elapsed, target, depth)
 
-    def _step_event(self, phase: plans.Phase, elapsed: float) -> None:
-        """The ``step`` event of a phase that starts (or ``pause`` for one without load)."""
-        if phase.index == 0:
-            self._event("pause", elapsed_s=round(elapsed, 3))
-            return
-        self.state.steps = max(self.state.steps, len(self.schedule.phases))
-        self._event("step", step=phase.index, rate_per_sender=phase.rate_per_sender,
-                    senders=self._active(phase), target_rate=self._target(phase, elapsed))
-
-    def _step_done(self, phase: plans.Phase) -> None:
-        """The row of a step that just ended, for the page's step table (once per step)."""
-        if phase.index > 0:
-            self.feed.steps.extend(asdict(row) for row in step_rows(
-                [asdict(phase)], self.ticks, self.member_rows, self.scenario.measure.settle,
-                self.history.host_rows))
-
-    def _active(self, phase: plans.Phase) -> int:
-        """Senders publishing in ``phase``."""
-        return self.scenario.workload.senders if phase.senders is None else phase.senders
-
-    def _target(self, phase: plans.Phase, elapsed: float) -> float:
-        """The total rate the plan (times any publish spike) asks for at ``elapsed``."""
-        return phase.rate_at(elapsed) * self.faults.spike_factor() * self._active(phase)
-
-    def _apply(self, elapsed: float, phase: plans.Phase) -> None:
-        """Send the agents what changed since the last tick: rate, active senders, and the
-        consumers' processing time (profile or slowdown)."""
-        rate = protocol.Rate(round(phase.rate_at(elapsed) * self.faults.spike_factor(), 3),
-                             phase.senders)
-        delay = self.faults.consumer_delay_s()
-        delay = plans.value_at(self.delays, elapsed) if delay is None else delay
-        if self.crew.apply(rate, delay):
-            self.state.last_event = f"consumer delay {delay * 1000:g} ms"
-
     def _finish(self) -> Reconciliation:
-        """Stop the senders, keep ticking (phase 0, "draining") until every message sent was
-        received and the queues are empty or ``measure.drain`` passes, stop receiving, and
-        account for every message."""
+        """Stop the senders, drain (ticks of phase 0, "draining"), stop receiving, and account
+        for every message (:func:`ending.finish`)."""
         if self.scaler:
             self.scaler.wait()
         self.faults.wait()
-        self._event("senders_stop")
-        self.crew.all(lambda agent: agent.stop_senders())
-        depth = ending.drain(self.ticker, self.crew, self.depth, self.scenario.measure.drain,
-                             self.stop_requested,
+        done = ending.finish(self.ticker, self.crew, self.depth, self.scenario,
+                             self.stop_requested, self._event,
                              lambda planned, at: self._record(planned, at, None, "draining"))
-        self._event("drained", queue_depth=depth)
-        self.crew.all(lambda agent: agent.stop_receivers())
-        self.ticker.sampler.close()
-        try:
-            done = ending.reckon(self.crew, self.depth, self.scenario)
-            self._event("accounting", **asdict(done.result), explain=done.result.explain(),
-                        producers_missing={k: v for k, v in done.missing.items() if v},
-                        **done.extras)
-        finally:
-            self.depth.close()
         lost = [agent.record() for agent in self.crew.watch.lost.values()]
         self.manifest = self.manifest.replace(accounting_details=done.extras,
                                               **({"agents_lost": lost} if lost else {}))
@@ -393,11 +331,8 @@ class Controller:
 
     def _write_manifest(self, outcome: str | None = None) -> None:
         """run.json as it stands: ``running``, or (by default) the run's outcome."""
-        outcome = outcome or self.outcome
-        ended = outcome != "running"
         self.manifest = self.manifest.replace(
-            **ending.closing(outcome, self.clock.time(), self.interruption, self.ticks,
-                             self.accounting if ended else None, self.steps if ended else None,
-                             self.ticker.lateness),
+            **ending.closing(outcome or self.outcome, self.clock.time(), self.interruption,
+                             self.ticks, self.accounting, self.steps, self.ticker.lateness),
             phases=self.schedule.phases, **self.schedule.manifest_fields())
         self.writer.write_manifest(self.manifest)

@@ -15,11 +15,12 @@ from orchestrator.run.accounting import account
 from orchestrator.run.crew import Crew
 from orchestrator.run.depth import QueueDepth
 from orchestrator.run.listeners import TickRecord
+from orchestrator.run.schedule import History
 from orchestrator.run.ticker import TICK_DEADLINE_S, Ticker
 from orchestrator.specs import plan as plans
 from orchestrator.specs.scenario import ScenarioSpec
 from results.rundir.manifest import Accounting, Interruption, Sampling
-from results.rundir.steps import StepRow
+from results.rundir.steps import StepRow, drain_row, step_rows
 
 
 def exit_reason(scenario: ScenarioSpec, final: plans.Phase, last: dict[str, Any],
@@ -62,6 +63,27 @@ def drain(ticker: Ticker, crew: Crew, depth: QueueDepth, drain_s: float,
     return queued
 
 
+def finish(ticker: Ticker, crew: Crew, depth: QueueDepth, scenario: ScenarioSpec,
+           stop: threading.Event, event: Callable[..., None],
+           record: Callable[[float, float], TickRecord]):
+    """Stop the senders, keep ticking until every message sent was received and the queues
+    are empty or ``measure.drain`` passes (:func:`drain`), then stop receiving and account
+    for every message (:func:`reckon`, said as the ``accounting`` event)."""
+    event("senders_stop")
+    crew.all(lambda agent: agent.stop_senders())
+    queued = drain(ticker, crew, depth, scenario.measure.drain, stop, record)
+    event("drained", queue_depth=queued)
+    crew.all(lambda agent: agent.stop_receivers())
+    ticker.sampler.close()
+    try:
+        done = reckon(crew, depth, scenario)
+        event("accounting", **asdict(done.result), explain=done.result.explain(),
+              producers_missing={k: v for k, v in done.missing.items() if v}, **done.extras)
+    finally:
+        depth.close()
+    return done
+
+
 def reckon(crew: Crew, depth: QueueDepth, scenario: ScenarioSpec):
     """Every message accounted: the agents' reports and last snapshots against what the
     queues still hold (lost agents count their last reading, the rest unknown)."""
@@ -70,6 +92,14 @@ def reckon(crew: Crew, depth: QueueDepth, scenario: ScenarioSpec):
     settled = depth.settled()
     queued = None if settled is None else depth.total(settled)
     return account(reports, snapshots, scenario, queued, list(crew.watch.lost.values()))
+
+
+def step_table(phases: list[plans.Phase], history: History, settle: float
+               ) -> tuple[list[StepRow], StepRow | None]:
+    """The run's steps and its drain, from the rows it recorded."""
+    rows = [asdict(p) for p in phases]
+    return (step_rows(rows, history.ticks, history.member_rows, settle, history.host_rows),
+            drain_row(rows, history.ticks, history.member_rows, history.host_rows))
 
 
 def closing(outcome: str, wall_s: float, interruption: Interruption | None,

@@ -39,6 +39,22 @@ def members_running(provisioner: Provisioner, topology: str, reuse: bool) -> Reu
     return Reuse(members=running, started_by=owner or {}, why=why)
 
 
+def say_found(previous: dict | None, settled: str | None, stale: list[str], reused: Reuse | None,
+              manifest: RunManifest, event: Event) -> RunManifest:
+    """Say what the run found as it took the topology: a ``previous`` holder that died (how it
+    was ``settled``), the ``stale`` discovery files removed, the members it runs on that were
+    already running (``reused``, also in run.json)."""
+    if settled:
+        event("previous_holder_died", holder=lease.describe(previous), explain=settled)
+    if stale:
+        event("stale_discovery_removed", runs=stale)
+    if reused is None:
+        return manifest
+    event("members_reused", members=reused.members,
+          explain=f"{len(reused.members)} members already running: {reused.why}")
+    return manifest.replace(reused=reused)
+
+
 def purge_left(provisioner: Provisioner, queue: QueueSpec, running: list[Member],
                event: Event) -> None:
     """Remove what a run that died left in the workload's queues (its messages would count

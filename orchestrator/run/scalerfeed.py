@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from orchestrator.clock import Clock
 from orchestrator.run.listeners import TickRecord
 from orchestrator.run.sampling import Tick
 from orchestrator.scaling.policy import Observation
 from orchestrator.scaling.scaler import Scaler
-from topologies.base import BrokerSample
+from orchestrator.specs.scenario import QueueSpec, ScenarioSpec, TopologySpec
+from topologies.base import BrokerSample, Provisioner
+
+
+def scaler_for(scenario: ScenarioSpec, topology: TopologySpec, provisioner: Provisioner,
+               queue: QueueSpec, ready: Callable[..., Any], event: Callable[..., None],
+               clock: Clock, background: bool) -> Scaler | None:
+    """The run's scaler over the topology's pool (``None`` where the scenario does not scale);
+    ``ready`` says when a started member serves the workload's queues."""
+    scaling = scenario.scaling
+    return Scaler(scaling, provisioner, queue,
+                  pool=min(scaling.pool or topology.members, topology.members),
+                  minimum=topology.start, event=event, ready=ready, clock=clock,
+                  background=background) if scaling else None
 
 
 def observation(latest: BrokerSample | None, row: dict[str, Any], tick: Tick, elapsed: float,
