@@ -16,7 +16,7 @@ from drivers.accounting import SequenceTracker
 from orchestrator.agents.launcher import Fleet
 from orchestrator.specs.scenario import TopologySpec
 from results.rundir.histogram import LatencyHistogram
-from topologies.base import BrokerSample, CpuReading, Member, MemberSample
+from topologies.base import BrokerSample, CpuReading, Member, MemberSample, Provisioner
 
 EPOCH = 1_790_000_000.0  # the fake wall clock's start
 
@@ -154,7 +154,7 @@ class MemoryLauncher:
         return []
 
 
-class ScriptedProvisioner:
+class ScriptedProvisioner(Provisioner):
     """Members that use ``cpu_share`` of their quota while running, on the fake clock;
     ``slow_sample_s`` makes each sample take that long (the clock moves on meanwhile)."""
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
 from orchestrator.specs.scenario import TopologySpec
 
@@ -113,41 +114,93 @@ class CommandResult:
         return self.status == 0
 
 
-class Provisioner(Protocol):
-    """Starts, observes and stops the members of one topology."""
+class Provisioner:
+    """Starts, observes and stops the members of one topology.
+
+    Every provisioner inherits from this class. The core (``member`` to ``down``) is what each
+    must implement; after it come the optional features, each with the behaviour of a
+    placement that does not offer it, which a provisioner overrides where it does."""
 
     topology: TopologySpec
 
     def member(self, index: int) -> Member:
         """Member ``index`` of the pool as configured (whether or not it runs)."""
+        raise NotImplementedError
 
     def up(self) -> list[Member]:
         """Start ``topology.start`` members (reusing running ones) and declare the queues."""
+        raise NotImplementedError
 
     def status(self) -> list[Member]:
         """Every member of the pool with whether it runs now."""
+        raise NotImplementedError
 
     def start_member(self, index: int | None = None) -> Member:
         """Start one more member of the pool (the next stopped one by default) and join it."""
+        raise NotImplementedError
 
     def stop_member(self, index: int, kill: bool = False) -> None:
         """Take a member out of service gracefully (back to standby in a warm pool), or kill it
         (fault injection)."""
+        raise NotImplementedError
 
     def sample(self) -> BrokerSample:
         """Member CPU (each reading stamped when it was taken) and broker hosts' CPU, plus
-        connections and messages per member where one call gives them all. Provisioners whose
-        members answer for themselves offer ``member_stats(member) -> MemberStats | None``
-        instead, so that the controller asks each member on its own and one slow member
-        leaves only its own figures unknown."""
+        connections and messages per member where one call gives them all (else see
+        :attr:`asks_members`)."""
+        raise NotImplementedError
 
     def client_settings(self) -> dict[str, Any]:
         """How clients reach the members beyond their endpoints: the driver's own settings
         (e.g. the MQ queue manager group, channel and CCDT), sent to every agent."""
+        raise NotImplementedError
 
     def settled_queue_depths(self) -> dict[str, int] | None:
         """Exact messages per queue, read from the queues themselves, for the final accounting;
         ``None`` where this placement has no way to read them (unknown, not empty)."""
+        raise NotImplementedError
 
     def down(self) -> list[str]:
         """Stop everything this provisioner started and remove its state; says what it did."""
+        raise NotImplementedError
+
+    # -- optional features, with the behaviour of a placement that lacks them ----------------
+
+    asks_members: bool = False
+    """Whether members answer for themselves: the controller then asks each one on its own
+    (:meth:`member_stats`), so that one slow member leaves only its own figures unknown."""
+
+    balances_clients: bool = False
+    """Whether the broker moves clients itself (an MQ uniform cluster): the scaler then sends
+    no moves."""
+
+    def member_stats(self, member: Member) -> MemberStats | None:
+        """Member ``member``'s own figures, where :attr:`asks_members`; ``None``: unknown."""
+        return None
+
+    def unmeasured(self) -> dict[str, str]:
+        """The figures this placement cannot know, each with why (they stay unknown in the
+        rows, never zero); none by default."""
+        return {}
+
+    def unreachable_from_controller(self) -> str | None:
+        """Why the members cannot be reached from the controller's machine (the queues are
+        then not checked before the load); ``None``: they can."""
+        return None
+
+    def purge_queues(self, members: list[Member], names: list[str]) -> dict[str, int] | None:
+        """Remove every message in the queues ``names`` through the running ``members``;
+        the messages removed per queue, or ``None`` where this broker offers no way to."""
+        return None
+
+    # faults a placement may offer (``None``: the fault is refused, said as an event)
+    memory_alarm: Callable[[int, bool], None] | None = None
+    """Set member ``index``'s memory alarm off (``True``) or clear it (``False``)."""
+    delete_queues: Callable[[], list[str]] | None = None
+    """Delete the topology's queues; returns their names (``declare_queues`` undoes it)."""
+    declare_queues: Callable[[], None] | None = None
+    """Declare the topology's queues again."""
+    stop_vm: Callable[[int], None] | None = None
+    """Stop member ``index``'s whole VM, not only its broker application."""
+    await_quorum: Callable[..., float] | None = None
+    """Wait until every quorum queue has a leader and all its members; seconds waited."""

@@ -61,8 +61,7 @@ class QueueDepth:
         Returns why nothing could be checked from here (the broker's client library is missing
         on this machine, the provisioner says the members cannot be reached from it), or
         ``None``: checked, or no check for this broker."""
-        unreachable = getattr(self.provisioner, "unreachable_from_controller", None)
-        why = unreachable() if unreachable is not None else None
+        why = self.provisioner.unreachable_from_controller()
         if why:
             return why
         probe = self.preflights(self.broker, [m.endpoint for m in running],

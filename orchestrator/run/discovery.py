@@ -27,8 +27,11 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from results.rundir.locks import FileLock, is_held
+from results.rundir.manifest import Prometheus
+from topologies.base import Member
 
 SD_DIR_NAME = "prometheus"
 SD_RUN_FILE = "prometheus.json"  # the run directory's copy
@@ -110,3 +113,20 @@ def sweep(directory: Path) -> list[str]:
             _lock(directory, path.stem).unlink(missing_ok=True)
             removed.append(path.stem)
     return removed
+
+
+def announce(directory: Path, run_id: str, scenario: str, controller: str,
+             agents: Sequence[Any], members: Sequence[Member], run_dir: Path) -> Prometheus:
+    """List the controller's (``controller``, ``host:port``), the agents' and the members'
+    /metrics for Prometheus while the run goes (in ``directory``, removed at its end by
+    :func:`remove_service_discovery`) and in the run directory; what run.json records."""
+    targets = [target(a.host, a.port) for a in agents if getattr(a, "port", None)]
+    brokers = {m.name: target(m.host, m.prometheus_port) for m in members
+               if m.prometheus_port}
+
+    def write(where: Path | None) -> Path:
+        return write_service_discovery(directory, run_id, scenario, controller, targets,
+                                       brokers, where)
+    write(run_dir / SD_RUN_FILE)  # the run directory's record
+    path = write(None)  # the machine's directory of live runs
+    return Prometheus(controller=controller, agents=targets, sd_file=str(path))

@@ -19,6 +19,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from drivers.metrics import counter_family, gauge_family, histogram_family
 from orchestrator.errors import SurgeError
+from orchestrator.run.listeners import TickRecord
 from orchestrator.run.liveview import ViewState
 from orchestrator.run.ports import DEFAULT_METRICS_PORT
 from orchestrator.run.sampling import Tick
@@ -170,3 +171,15 @@ class ControllerMetrics:
         """Stop serving."""
         self.server.shutdown()
         self.server.server_close()
+
+
+class MetricsFeed:
+    """Refreshes :class:`ControllerMetrics` from each second of the run (a listener), with the
+    view's state as it stands after the second."""
+
+    def __init__(self, metrics: ControllerMetrics, state: ViewState):
+        self.metrics, self.state = metrics, state
+
+    def on_tick(self, record: TickRecord) -> None:
+        """Take the second's state, totals, latency and member rows."""
+        self.metrics.update(self.state, record.tick, record.member_rows)

@@ -92,10 +92,9 @@ class FaultInjector:
         self.threads.append(thread)
         thread.start()
 
-    def _offered(self, kind: str, name: str) -> Callable[..., Any] | None:
-        """The provisioner's ``name`` (what ``kind`` needs), or ``None`` and an event saying
-        this placement cannot do it."""
-        found = getattr(self.provisioner, name, None)
+    def _offered(self, kind: str, found: Callable[..., Any] | None) -> Callable[..., Any] | None:
+        """``found``, the provisioner's feature that ``kind`` needs, or ``None`` and an event
+        saying this placement does not offer it."""
         if found is None:
             self.event("fault_failed", action=kind, error=f"{kind} is not supported by "
                        f"{type(self.provisioner).__name__}")
@@ -106,8 +105,8 @@ class FaultInjector:
         rolling restart stops each member's VM (not only its broker application) and starts
         the next only once every quorum queue has its leader and all its members again."""
         kill, rolling = kind == "kill_member", kind == "rolling_restart"
-        stop = getattr(self.provisioner, "stop_vm", None) if rolling else None
-        await_quorum = getattr(self.provisioner, "await_quorum", None) if rolling else None
+        stop = self.provisioner.stop_vm if rolling else None
+        await_quorum = self.provisioner.await_quorum if rolling else None
         for index in members:
             name = self.provisioner.member(index).name
             if self.stop.is_set():  # the run ends: no member is taken down any more
@@ -160,7 +159,7 @@ class FaultInjector:
     def _alarm(self, members: list[int], duration: float) -> None:
         """Set off the members' memory alarms for ``duration`` (less if the run stops), then
         clear them; the alarm is cleared whatever happens in between."""
-        alarm = self._offered("memory_alarm", "memory_alarm")
+        alarm = self._offered("memory_alarm", self.provisioner.memory_alarm)
         if alarm is None:
             return
         names = [self.provisioner.member(i).name for i in members]
@@ -188,7 +187,7 @@ class FaultInjector:
     def _delete_queues(self, restart_after: float) -> None:
         """Delete the topology's queues (the broker cancels their consumers) and declare them
         again ``restart_after`` seconds later."""
-        delete = self._offered("delete_queues", "delete_queues")
+        delete = self._offered("delete_queues", self.provisioner.delete_queues)
         if delete is None:
             return
         try:

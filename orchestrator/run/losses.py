@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from orchestrator.run.listeners import TickRecord
 from topologies.base import BrokerSample, Member, Provisioner
 
 LOST = "member_lost"
@@ -53,6 +54,10 @@ class MemberWatch:
         self.serving: list[bool] | None = None  # each member's flag in the last sample
         self.lost: dict[int, float] = {}  # member index -> elapsed second it stopped serving
         self.count = 0  # members lost so far
+
+    def on_tick(self, record: TickRecord) -> None:
+        """Compare the second's broker sample with the last (a listener)."""
+        self.observe(record.broker, record.elapsed_s)
 
     def observe(self, broker: BrokerSample | None, elapsed_s: float) -> None:
         """Compare this tick's sample (``None``: it missed, which says nothing) with the last

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.specs import plan as plans
+
+if TYPE_CHECKING:
+    from orchestrator.run.listeners import TickRecord
 
 
 @dataclass
@@ -22,6 +25,17 @@ class History:
     member_rows: list[dict] = field(default_factory=list)
     host_rows: list[dict] = field(default_factory=list)
     generator_cpu: list[tuple[float, float]] = field(default_factory=list)  # (elapsed_s, % summed)
+
+    def on_tick(self, record: TickRecord) -> None:
+        """Keep the second's rows, and its agents' CPU% summed where any agent reported it
+        (a listener: the schedule and the step table read what it keeps)."""
+        self.ticks.append(record.row)
+        self.member_rows.extend(record.member_rows)
+        self.host_rows.extend(record.host_rows)
+        generator = [row["cpu_percent"] for row in record.agent_rows
+                     if row["cpu_percent"] is not None]
+        if generator:
+            self.generator_cpu.append((record.elapsed_s, sum(generator)))
 
 
 class Schedule(Protocol):

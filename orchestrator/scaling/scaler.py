@@ -52,7 +52,7 @@ class Scaler:
         self.placement: dict[Worker, int] = {}
         self.agent_of: dict[Worker, Any] = {}
         self.queue_depth = 0
-        self.broker_balances = bool(getattr(provisioner, "balances_clients", False))
+        self.broker_balances = provisioner.balances_clients
 
     def place(self, worker: Worker, agent, member_index: int) -> None:
         """Record where a worker was started."""

@@ -43,6 +43,7 @@ def parse_step_rate(value: object) -> StepRate:
     return StepRate(number, text[0] in "+-", text)
 
 
-RateChange = Annotated[StepRate, PlainValidator(parse_step_rate, json_schema_input_type=float | Annotated[
-    str, Field(pattern=NUMBER_PATTERN + "$")]), PlainSerializer(str, return_type=str)]
+_WRITTEN = float | Annotated[str, Field(pattern=NUMBER_PATTERN + "$")]  # what a file may hold
+RateChange = Annotated[StepRate, PlainValidator(parse_step_rate, json_schema_input_type=_WRITTEN),
+                       PlainSerializer(str, return_type=str)]
 """A step's rate field: parsed at load, written back as it was given."""

@@ -7,7 +7,7 @@ from orchestrator.run.faults import FaultInjector
 from orchestrator.specs.plan import expand
 from orchestrator.specs.scenario import FaultSpec, StepSpec
 from tests.fakes import FakeClock
-from topologies.base import Member
+from topologies.base import Member, Provisioner
 
 
 def injector(*faults):
@@ -47,7 +47,7 @@ def test_overlapping_spikes_multiply():
     assert schedule.spike_factor() == 3.0
 
 
-class Cluster:
+class Cluster(Provisioner):
     """Members that record what is done to them; ``vm``: it can stop a member's VM and wait
     for the quorum queues, as the local RabbitMQ provisioner does."""
 

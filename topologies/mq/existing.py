@@ -28,7 +28,7 @@ from orchestrator.errors import ProvisionError
 from orchestrator.specs.mq import MqQueueManagerSpec, MqSpec
 from orchestrator.specs.scenario import TopologySpec
 from orchestrator.specs.secrets import SecretError
-from topologies.base import BrokerSample, Member
+from topologies.base import BrokerSample, Member, Provisioner
 from topologies.commands import run_member_command
 from topologies.mq import metrics
 from topologies.mq.figures import Figures, PublishedFigures
@@ -56,7 +56,7 @@ def _host_port(conname: str | None) -> tuple[str, int]:
     return host, int(port.rstrip(")"))
 
 
-class ExistingQueueManagers:
+class ExistingQueueManagers(Provisioner):
     """The :class:`topologies.base.Provisioner` of queue managers surge did not start."""
 
     def __init__(self, topology: TopologySpec, record: Callable[[object], None] | None = None,

@@ -18,7 +18,7 @@ from typing import Any
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.scenario import TopologySpec
-from topologies.base import BrokerSample, Member, MemberSample
+from topologies.base import BrokerSample, Member, MemberSample, Provisioner
 from topologies.kube import EXISTS, MISSING, api_call, api_status, load_kubernetes
 from topologies.mq.manifests import (
     GROUP,
@@ -50,7 +50,7 @@ def kubernetes_clients() -> tuple[Any, Any]:
     return client.CustomObjectsApi(), client.CoreV1Api()
 
 
-class NativeHaProvisioner:
+class NativeHaProvisioner(Provisioner):
     """Native HA queue managers through the MQ operator (a :class:`topologies.base.Provisioner`).
 
     ``custom`` and ``core`` are a ``kubernetes.client.CustomObjectsApi`` and ``CoreV1Api``;

@@ -21,7 +21,7 @@ from typing import Any
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.scenario import TopologySpec
-from topologies.base import BrokerSample, Member, MemberSample
+from topologies.base import BrokerSample, Member, MemberSample, Provisioner
 from topologies.mq import metrics, uniform
 from topologies.mq.figures import Figures, PublishedFigures
 from topologies.mq.uniform import QueueManager, client_settings
@@ -76,7 +76,7 @@ def plan(topology: TopologySpec) -> list[PlanStep]:
     return steps
 
 
-class UniformClusterProvisioner:
+class UniformClusterProvisioner(Provisioner):
     """The :class:`topologies.base.Provisioner` of an MQ uniform cluster on SSH hosts."""
 
     balances_clients = True  # reconnectable clients of the QM group: MQ moves them

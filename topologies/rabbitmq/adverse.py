@@ -51,6 +51,12 @@ class AdverseControls:
             api.delete_queue(name)
         return names
 
+    def purge_queues(self, members: list[Member], names: list[str]) -> dict[str, int]:
+        """Remove every message in the queues ``names`` through the management API of the
+        running ``members``; the messages removed per queue."""
+        api = self.management(members)
+        return {name: api.purge(name) for name in names}
+
     def declare_queues(self) -> None:
         """Declare the topology's queues again (idempotent), led as at ``up``."""
         self._declare_queues([m.index for m in self.running()])

@@ -26,7 +26,7 @@ from orchestrator.errors import ProvisionError
 from orchestrator.specs.existing import RabbitMemberSpec
 from orchestrator.specs.scenario import TopologySpec
 from orchestrator.tls import TlsMaterial
-from topologies.base import BrokerSample, CommandResult, Member, MemberStats
+from topologies.base import BrokerSample, CommandResult, Member, MemberStats, Provisioner
 from topologies.commands import run_member_command
 from topologies.rabbitmq import node, queues
 from topologies.rabbitmq.management import Management, management_stats
@@ -37,7 +37,7 @@ IDENTITY = "rabbitmq_identity_info"  # its rabbitmq_node label is the member's n
 READY_POLL_S = 1.0  # a started member is looked at this often until it accepts clients
 
 
-class ExistingRabbitMQ:
+class ExistingRabbitMQ(Provisioner):
     """Provisioner of a RabbitMQ cluster that runs already (a :class:`topologies.base.
     Provisioner`); ``record`` receives the result of every command it runs."""
 
@@ -52,8 +52,7 @@ class ExistingRabbitMQ:
         self.names: dict[int, str] = {}  # node names the members gave of themselves
         self._settings: dict[str, Any] | None = None
         self._tls: TlsMaterial | None = None
-        if all(m.prometheus for m in self.spec.members):
-            self.member_stats = self._own_stats  # every member answers for itself
+        self.asks_members = all(m.prometheus for m in self.spec.members)  # each for itself
 
     # -- the pool ---------------------------------------------------------------------------
 
@@ -130,12 +129,12 @@ class ExistingRabbitMQ:
         have a Prometheus endpoint, connections and messages come from one management call."""
         members = self.status()
         stats = None
-        if not hasattr(self, "member_stats"):
+        if not self.asks_members:
             stats = management_stats(self._management())
         return broker_sample(members, lambda member: None, self.topology.cpu_per_member,
                              stats=stats)
 
-    def _own_stats(self, member: Member) -> MemberStats | None:
+    def member_stats(self, member: Member) -> MemberStats | None:
         """A member's connections, messages, unacknowledged deliveries and CPU (the VM's
         runtime), from its own Prometheus endpoint; ``None``: it did not answer in time."""
         url = self.spec.members[member.index].prometheus

@@ -25,7 +25,7 @@ from typing import Any
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.scenario import TopologySpec
-from topologies.base import BrokerSample, Member
+from topologies.base import BrokerSample, Member, Provisioner
 from topologies.kube import (
     EXISTS,
     MISSING,
@@ -59,7 +59,7 @@ from topologies.rabbitmq.sample import broker_sample
 
 # -- the provisioner ----------------------------------------------------------------------------
 
-class RabbitKubernetesProvisioner:
+class RabbitKubernetesProvisioner(Provisioner):
     """A RabbitMQ cluster run by the cluster operator (a :class:`topologies.base.Provisioner`).
 
     The pool is the StatefulSet's ordinals: members ``0 .. spec.replicas-1`` run, a scale-out

@@ -30,7 +30,7 @@ import psutil
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.scenario import TopologySpec
-from topologies.base import BrokerSample, CpuReading, Member, MemberSample, MemberStats
+from topologies.base import BrokerSample, CpuReading, Member, MemberSample, MemberStats, Provisioner
 from topologies.cgroups import BOOT_SHARES, CpuCgroup
 from topologies.rabbitmq import credentials, node, ports, queues
 from topologies.rabbitmq.adverse import AdverseControls
@@ -50,7 +50,7 @@ def default_state_root() -> Path:
     return Path(os.environ.get("SURGE_STATE_DIR", Path.home() / ".local/state/surge"))
 
 
-class LocalRabbitMQ(KeptSecrets, AdverseControls):
+class LocalRabbitMQ(KeptSecrets, AdverseControls, Provisioner):
     """Local-process provisioner for RabbitMQ (a :class:`topologies.base.Provisioner`)."""
 
     def __init__(self, topology: TopologySpec, state_root: Path | None = None):
@@ -210,6 +210,8 @@ class LocalRabbitMQ(KeptSecrets, AdverseControls):
                 reading = None if seconds is None else CpuReading(seconds, (before + after) / 2)
             samples.append(MemberSample(member.name, member.running, reading, quota))
         return BrokerSample(samples)
+
+    asks_members = True  # every member answers for itself
 
     def member_stats(self, member: Member) -> MemberStats | None:
         """Connections, messages and unacknowledged deliveries, from the member's own

@@ -31,7 +31,7 @@ from pathlib import Path
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.hosts import HostSpec
 from orchestrator.specs.scenario import TopologySpec
-from topologies.base import BrokerSample, CpuReading, Member, MemberStats
+from topologies.base import BrokerSample, CpuReading, Member, MemberStats, Provisioner
 from topologies.cgroups import cap_script, remove_script
 from topologies.rabbitmq import credentials, node, ports, queues
 from topologies.rabbitmq.credentials import ClusterSecrets, KeptSecrets
@@ -44,7 +44,7 @@ START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
 
 
-class SshRabbitMQ(KeptSecrets):
+class SshRabbitMQ(KeptSecrets, Provisioner):
     """RabbitMQ members on the broker hosts of a topology, reached over SSH."""
 
     def __init__(self, topology: TopologySpec, record: Callable[[object], None] | None = None,
@@ -122,6 +122,8 @@ class SshRabbitMQ(KeptSecrets):
         cpu, hosts = self._cpu_readings([m for m in members if m.running])
         return broker_sample(members, lambda m: cpu.get(m.index), self.topology.cpu_per_member,
                              hosts=hosts)
+
+    asks_members = True  # every member answers for itself
 
     def member_stats(self, member: Member) -> MemberStats | None:
         """Connections, messages and unacknowledged deliveries, from the member's own

@@ -1,0 +1,89 @@
+"""The run's load agents: started, their workers placed on the running members, told each
+change of rate and consumer delay, stopped at the end."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+from drivers import protocol
+from orchestrator.agents.client import AgentClient
+from orchestrator.agents.launcher import Fleet, Launcher
+from orchestrator.agents.placement import place
+from orchestrator.run.agentloss import AgentWatch
+from orchestrator.scaling.scaler import Scaler
+from orchestrator.specs.scenario import QueueSpec, ScenarioSpec, TopologySpec
+from topologies.base import Member, Provisioner
+
+
+class Crew:
+    """The agents of one run; the lost ones (``watch``) are no longer asked anything."""
+
+    def __init__(self, launcher: Launcher, watch: AgentWatch, event: Callable[..., None]):
+        self.launcher, self.watch, self.event = launcher, watch, event
+        self.fleet = Fleet([], [], [])
+        self.applied: dict[str, Any] = {}  # the last rate and delay sent
+
+    @property
+    def agents(self) -> list[AgentClient]:
+        """Every agent (none before they start)."""
+        return self.fleet.agents
+
+    @property
+    def live(self) -> list[AgentClient]:
+        """The agents not lost (see :mod:`orchestrator.run.agentloss`)."""
+        return self.watch.live(self.fleet.agents)
+
+    def all(self, function: Callable[[AgentClient], Any]) -> list:
+        """``function`` of every live agent, at once."""
+        live = self.live
+        with ThreadPoolExecutor(max(1, len(live))) as pool:
+            return list(pool.map(function, live))
+
+    def start(self, lifetime_s: float) -> None:
+        """Start the agents (they give up after ``lifetime_s``)."""
+        self.fleet = self.launcher.start(lifetime_s)
+        self.event("agents_up", count=len(self.agents),
+                   agents=[{"index": a.index, "host": a.host, "port": getattr(a, "port", None),
+                            "pid": getattr(getattr(a, "process", None), "pid", None)}
+                           for a in self.agents])
+
+    def place(self, run_id: str, scenario: ScenarioSpec, topology: TopologySpec,
+              provisioner: Provisioner, members: list[Member], queue: QueueSpec,
+              first_rate: float, scaler: Scaler | None) -> None:
+        """Configure the agents' workers on the running ``members``; the scaler learns where
+        each worker sits."""
+        agents = self.agents
+        position = {id(a): i for i, a in enumerate(agents)}
+        placement = place(scenario, topology.broker, provisioner.client_settings(), members,
+                          len(agents), [position[id(a)] for a in self.fleet.senders],
+                          [position[id(a)] for a in self.fleet.receivers], queue, first_rate)
+        if scaler:
+            for seat in placement.seats:
+                scaler.place(seat.worker, agents[seat.agent], seat.member)
+        for agent in agents:
+            config = placement.configs[position[id(agent)]]
+            self.watch.hosting(agent.index, len(config.senders), len(config.receivers))
+        self.all(lambda agent: agent.configure(replace(
+            placement.configs[position[id(agent)]],
+            labels={"run_id": run_id, "scenario": scenario.name, "agent": str(agent.index)})))
+
+    def apply(self, rate: protocol.Rate, delay: float) -> bool:
+        """Send what changed since the last call; whether the consumer delay changed."""
+        if rate != self.applied.get("rate"):
+            self.all(lambda agent: agent.set_rate(rate))
+            self.applied["rate"] = rate
+        if delay == self.applied.get("delay", 0.0):
+            return False
+        self.all(lambda agent: agent.set_consumer_delay(protocol.ConsumerDelay(delay)))
+        self.applied["delay"] = delay
+        return True
+
+    def stop(self) -> None:
+        """Stop every agent (said as ``agents_down``); nothing when none started."""
+        if self.agents:
+            said = self.launcher.stop(self.fleet)
+            self.event("agents_down", agents=len(self.agents),
+                       **({"deleted": said} if said else {}))

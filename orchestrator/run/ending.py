@@ -1,0 +1,127 @@
+"""How the load part of a run ends: the exit conditions, the drain after the senders stop,
+the accounting of every message, and what the final run.json says."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import asdict
+from datetime import datetime, timezone
+from typing import Any
+
+from drivers.accounting import Reconciliation
+from orchestrator.run.accounting import account
+from orchestrator.run.crew import Crew
+from orchestrator.run.depth import QueueDepth
+from orchestrator.run.listeners import TickRecord
+from orchestrator.run.schedule import History
+from orchestrator.run.ticker import TICK_DEADLINE_S, Ticker
+from orchestrator.specs import plan as plans
+from orchestrator.specs.scenario import ScenarioSpec
+from results.rundir.manifest import Accounting, Interruption, Sampling
+from results.rundir.steps import StepRow, drain_row, step_rows
+
+
+def exit_reason(scenario: ScenarioSpec, final: plans.Phase, last: dict[str, Any],
+                elapsed: float, crew: Crew) -> str | None:
+    """Why an exit condition ends the load part early at ``elapsed`` (``last`` being the
+    latest tick row), or ``None``."""
+    exit_ = scenario.exit
+    if crew.watch.lost and (exit_.agent_lost or not crew.live):
+        return "an agent was lost" if crew.live else "every agent was lost"
+    if exit_.messages_per_sender and last["senders_done"] >= scenario.workload.senders:
+        return "every sender sent its messages"
+    if exit_.queue_empty and last["queue_depth"] == 0 and \
+            elapsed > final.start_s + scenario.measure.settle:
+        return "queues empty"
+    return None
+
+
+def drain(ticker: Ticker, crew: Crew, depth: QueueDepth, drain_s: float,
+          stop: threading.Event, record: Callable[[float, float], TickRecord]) -> int | None:
+    """Keep ticking (``record(planned, started)``) after the senders stopped until every
+    message sent was received and the queues are empty or ``drain_s`` passes (5 s once a stop
+    was asked for); the last queue depth."""
+    clock = ticker.clock
+    stopped = clock.monotonic()
+    deadline = stopped + drain_s
+    planned = max(ticker.t0 + math.floor(stopped - ticker.t0), ticker.t0)
+    queued = None
+    while clock.monotonic() < deadline:
+        planned = ticker.next_tick(planned, None)
+        second = record(planned, clock.monotonic())
+        tick, queued = second.tick, second.row["queue_depth"]
+        live = [ticker.math.agents.get(a.index) for a in crew.live]
+        settled = all(r is not None and r.seen > stopped for r in live)
+        empty = queued == 0 or (queued is None and not depth.readable(ticker.broker))
+        caught_up = tick.totals["received"] >= tick.totals["sent"] or crew.watch.lost
+        if settled and caught_up and empty:
+            break
+        if stop.is_set() and clock.monotonic() > stopped + 5:
+            break
+    return queued
+
+
+def finish(ticker: Ticker, crew: Crew, depth: QueueDepth, scenario: ScenarioSpec,
+           stop: threading.Event, event: Callable[..., None],
+           record: Callable[[float, float], TickRecord]):
+    """Stop the senders, keep ticking until every message sent was received and the queues
+    are empty or ``measure.drain`` passes (:func:`drain`), then stop receiving and account
+    for every message (:func:`reckon`, said as the ``accounting`` event)."""
+    event("senders_stop")
+    crew.all(lambda agent: agent.stop_senders())
+    queued = drain(ticker, crew, depth, scenario.measure.drain, stop, record)
+    event("drained", queue_depth=queued)
+    crew.all(lambda agent: agent.stop_receivers())
+    ticker.sampler.close()
+    try:
+        done = reckon(crew, depth, scenario)
+        event("accounting", **asdict(done.result), explain=done.result.explain(),
+              producers_missing={k: v for k, v in done.missing.items() if v}, **done.extras)
+    finally:
+        depth.close()
+    return done
+
+
+def reckon(crew: Crew, depth: QueueDepth, scenario: ScenarioSpec):
+    """Every message accounted: the agents' reports and last snapshots against what the
+    queues still hold (lost agents count their last reading, the rest unknown)."""
+    reports = crew.all(lambda agent: agent.accounting())
+    snapshots = crew.all(lambda agent: agent.snapshot())
+    settled = depth.settled()
+    queued = None if settled is None else depth.total(settled)
+    return account(reports, snapshots, scenario, queued, list(crew.watch.lost.values()))
+
+
+def step_table(phases: list[plans.Phase], history: History, settle: float
+               ) -> tuple[list[StepRow], StepRow | None]:
+    """The run's steps and its drain, from the rows it recorded."""
+    rows = [asdict(p) for p in phases]
+    return (step_rows(rows, history.ticks, history.member_rows, settle, history.host_rows),
+            drain_row(rows, history.ticks, history.member_rows, history.host_rows))
+
+
+def closing(outcome: str, wall_s: float, interruption: Interruption | None,
+            ticks: list[dict], accounting: Reconciliation | None, steps: list[StepRow] | None,
+            lateness: Any) -> dict[str, Any]:
+    """What run.json changes to when the run is ``outcome`` (``running`` at its start)."""
+    changes: dict[str, Any] = {"outcome": outcome}
+    if outcome != "running":
+        changes["ended_at"] = utc(wall_s)
+        if interruption is not None:
+            last = ticks[-1]["elapsed_s"] if ticks else None
+            changes["interruption"] = interruption.model_copy(update={"last_second_s": last})
+    if accounting is not None:
+        changes["accounting"] = Accounting(**asdict(accounting), explain=accounting.explain())
+    if steps:
+        changes["steps"] = steps
+    if lateness.lateness_s:
+        changes["sampling"] = Sampling.model_validate(
+            {**lateness.summary(), "deadline_s": TICK_DEADLINE_S})
+    return changes
+
+
+def utc(wall_s: float) -> datetime:
+    """A wall-clock time as an aware UTC datetime."""
+    return datetime.fromtimestamp(wall_s, timezone.utc)

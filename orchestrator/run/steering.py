@@ -1,0 +1,63 @@
+"""What the plan asks of the agents second by second: the rate, the active senders and the
+consumers' delay sent when they change, and each step's start and end said."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict
+
+from drivers import protocol
+from orchestrator.run.crew import Crew
+from orchestrator.run.faults import FaultInjector
+from orchestrator.run.liveview import ViewState
+from orchestrator.run.schedule import History, Schedule
+from orchestrator.specs import plan as plans
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.web.feed import RunFeed
+from results.rundir.steps import step_rows
+
+
+class Steering:
+    """Steers the agents through ``schedule`` (with the faults' spikes and slowdowns)."""
+
+    def __init__(self, scenario: ScenarioSpec, schedule: Schedule, faults: FaultInjector,
+                 crew: Crew, state: ViewState, feed: RunFeed, history: History,
+                 event: Callable[..., None]):
+        self.scenario, self.schedule, self.faults, self.crew = scenario, schedule, faults, crew
+        self.state, self.feed, self.history, self.event = state, feed, history, event
+        self.delays = plans.delay_phases(scenario.consumer_profile)
+
+    def active(self, phase: plans.Phase) -> int:
+        """Senders publishing in ``phase``."""
+        return self.scenario.workload.senders if phase.senders is None else phase.senders
+
+    def target(self, phase: plans.Phase, elapsed: float) -> float:
+        """The total rate the plan (times any publish spike) asks for at ``elapsed``."""
+        return phase.rate_at(elapsed) * self.faults.spike_factor() * self.active(phase)
+
+    def apply(self, elapsed: float, phase: plans.Phase) -> None:
+        """Send the agents what changed since the last tick: rate, active senders, and the
+        consumers' processing time (profile or slowdown)."""
+        rate = protocol.Rate(round(phase.rate_at(elapsed) * self.faults.spike_factor(), 3),
+                             phase.senders)
+        delay = self.faults.consumer_delay_s()
+        delay = plans.value_at(self.delays, elapsed) if delay is None else delay
+        if self.crew.apply(rate, delay):
+            self.state.last_event = f"consumer delay {delay * 1000:g} ms"
+
+    def started(self, phase: plans.Phase, elapsed: float) -> None:
+        """The ``step`` event of a phase that starts (or ``pause`` for one without load)."""
+        if phase.index == 0:
+            self.event("pause", elapsed_s=round(elapsed, 3))
+            return
+        self.state.steps = max(self.state.steps, len(self.schedule.phases))
+        self.event("step", step=phase.index, rate_per_sender=phase.rate_per_sender,
+                   senders=self.active(phase), target_rate=self.target(phase, elapsed))
+
+    def ended(self, phase: plans.Phase) -> None:
+        """The row of a step that just ended, for the page's step table (once per step)."""
+        if phase.index > 0:
+            history = self.history
+            self.feed.steps.extend(asdict(row) for row in step_rows(
+                [asdict(phase)], history.ticks, history.member_rows,
+                self.scenario.measure.settle, history.host_rows))
