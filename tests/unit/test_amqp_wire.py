@@ -5,7 +5,8 @@ import random
 import pytest
 from pika import frame, spec
 
-from drivers.amqp.wire import MAX_RECV_BYTES, RECV_BYTES, PublishTemplate, install_decoder
+from drivers.amqp.frames import FrameEncoder
+from drivers.amqp.wire import MAX_RECV_BYTES, RECV_BYTES, install_decoder
 from drivers.header import SCHEDULED, decode, encode
 
 
@@ -19,7 +20,7 @@ def decode_all(data: bytes) -> list:
 
 
 def test_template_batch_is_what_pika_would_send():
-    template = PublishTemplate(1, "perf", 2048, persistent=True, frame_max=131072)
+    template = FrameEncoder(1, "perf", 2048, persistent=True, frame_max=131072)
     frames = decode_all(bytes(template.batch(3, producer_id=7, first_seq=10, send_ns=99)))
     assert len(frames) == 9
     for k in range(3):
@@ -32,14 +33,14 @@ def test_template_batch_is_what_pika_would_send():
 
 
 def test_a_scheduled_batch_carries_each_message_s_own_lag():
-    template = PublishTemplate(1, "perf", 100, persistent=False, frame_max=131072)
+    template = FrameEncoder(1, "perf", 100, persistent=False, frame_max=131072)
     frames = decode_all(bytes(template.batch(4, 7, 0, 99, (SCHEDULED, 30_000, 10_000.0))))
     bodies = [f.fragment for f in frames if isinstance(f, frame.Body)]
     assert [decode(b) for b in bodies] == [(7, k, 99, 30_000 - 10_000 * k) for k in range(4)]
 
 
 def test_large_bodies_are_split_like_pika_splits_them():
-    template = PublishTemplate(2, "q", 300_000, persistent=False, frame_max=131072)
+    template = FrameEncoder(2, "q", 300_000, persistent=False, frame_max=131072)
     frames = decode_all(bytes(template.batch(1, 1, 0, 5)))
     bodies = [f for f in frames if isinstance(f, frame.Body)]
     assert sum(len(b.fragment) for b in bodies) == 300_000 and len(bodies) == 3
