@@ -68,6 +68,9 @@ class FrameEncoder:
 
     def __init__(self, channel_number: int, routing_key: str, size: int, persistent: bool,
                  frame_max: int):
+        if size < HEADER_SIZE:
+            raise ValueError(f"message size {size}: a surge message holds at least its "
+                             f"{HEADER_SIZE}-byte header")
         method = _frame(FRAME_METHOD, channel_number, struct.pack(">HHH", BASIC, PUBLISH, 0)
                         + _short_string("", "exchange")
                         + _short_string(routing_key, "routing key") + b"\0")
