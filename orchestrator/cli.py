@@ -210,7 +210,9 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
     rate_unit = "round trips/s" if spec.workload.pattern == "request-reply" else "msg/s"
     if result.steps:
         rows = result.steps + ([result.drain] if result.drain else [])
-        say(as_text(rows, rate_unit, settle_s=spec.measure.settle))
+        fast_path = controller.manifest.fast_path
+        say(as_text(rows, rate_unit, settle_s=spec.measure.settle,
+                    heading=fast_path.line() if fast_path else None))
     if result.accounting:
         color = typer.colors.GREEN if result.accounting.balanced else typer.colors.YELLOW
         typer.secho(result.accounting.explain(), fg=color, err=json_output)

@@ -47,6 +47,7 @@ from orchestrator.run.discovery import (
     write_service_discovery,
 )
 from orchestrator.run.exposition import ControllerMetrics
+from orchestrator.run.fastpath import fast_path_fields
 from orchestrator.run.faults import FaultInjector
 from orchestrator.run.hostinfo import host_cpu, host_facts, versions
 from orchestrator.run.liveview import LiveView, ViewState
@@ -776,7 +777,8 @@ class Controller:
         if self.lateness.lateness_s:
             changes["sampling"] = Sampling.model_validate(
                 {**self.lateness.summary(), "deadline_s": TICK_DEADLINE_S})
-        changes.update(phases=self.schedule.phases, **self.schedule.manifest_fields())
+        changes.update(phases=self.schedule.phases, **self.schedule.manifest_fields(),
+                       **fast_path_fields(self.agent_watch.snapshots()))
         self.manifest = self.manifest.replace(**changes)
         self.writer.write_manifest(self.manifest)
 

@@ -9,8 +9,8 @@ from drivers import protocol
 from drivers.amqp.driver import AmqpDriver
 from drivers.amqp.frames import FrameEncoder
 from drivers.amqp.wire import MAX_RECV_BYTES, RECV_BYTES, fast_path_refused, install_decoder
-from drivers.workers import Recorder
 from drivers.header import SCHEDULED, decode, encode
+from drivers.workers import Recorder
 
 
 def decode_all(data: bytes) -> list:
