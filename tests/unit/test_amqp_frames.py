@@ -187,3 +187,16 @@ def test_a_body_smaller_than_the_header_is_refused():
 def test_an_ack_frame():
     assert ack_frame(5, 258, True) == frame(1, 5, struct.pack(">HHQB", 60, 80, 258, 1))
     assert ack_frame(1, 1, False)[-2:] == b"\x00\xce"
+
+
+def test_the_frames_module_imports_no_pika():
+    import ast
+    from pathlib import Path
+
+    import drivers.amqp.frames as frames
+    tree = ast.parse(Path(frames.__file__).read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not {name for name in imported if name and name.split(".")[0] == "pika"}
+    assert "drivers.header" in imported  # the scan sees the imports

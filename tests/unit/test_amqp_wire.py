@@ -169,3 +169,11 @@ def test_a_connection_without_the_hooks_turns_the_fast_path_off_and_says_which(f
     assert not state.on and state.why.startswith("pika connection without Connection.")
     assert "Connection._adapter_emit_data" in state.why and "transport._sock" in state.why
     assert "Connection._process_frame" not in state.why
+
+
+def test_a_broken_stream_is_pika_s_invalid_frame_error():
+    from pika.exceptions import InvalidFrameError
+    connection = StreamEnd()
+    install_decoder(connection, 1, lambda *_: None)
+    with pytest.raises(InvalidFrameError, match="end marker"):
+        connection._on_data_available(frame.Heartbeat().marshal()[:-1] + b"\0")
