@@ -4,8 +4,10 @@ an earlier revision, in the same process, on the same bytes. No broker, no socke
 A stream of ``--messages`` deliveries of ``--size``-byte bodies (as RabbitMQ sends them, built
 with pika's own encoder) is fed to each decoder in reads of ``--read`` bytes, through the path a
 connection's readable event takes (``install_decoder``'s ``_on_data_available`` on a stand-in
-connection). The variants alternate, ``--rounds`` times; each one's best round is reported, as
-ns per delivery, with the ratio new / old (below 1: the new one is faster).
+connection). The variants alternate, ``--rounds`` times; each one's best round is reported as
+ns per delivery, and its ratio to the old one as the median of the rounds' ratios (each
+round's variants ran back to back, so a machine that others load alike for both cancels out;
+below 1: faster than the old one).
 
     PYTHONPATH=$PWD python -m bench.decoder_speed --old a783b57
 """
@@ -13,6 +15,7 @@ ns per delivery, with the ratio new / old (below 1: the new one is faster).
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import sys
 import time
@@ -95,26 +98,27 @@ def bare(connection, channel_number, on_delivery) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old", default="a783b57", help="git revision of the earlier decoder")
-    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--size", type=int, default=2048, help="body bytes")
     parser.add_argument("--read", type=int, default=wire.RECV_BYTES, help="bytes per read")
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=31)
     args = parser.parse_args()
     data = stream(args.messages, args.size)
     reads = [data[i:i + args.read] for i in range(0, len(data), args.read)]
     variants = {f"old ({args.old})": old_wire(args.old).install_decoder,
                 "new (wire.install_decoder)": wire.install_decoder,
                 "new FrameDecoder.feed alone": bare}
-    best = dict.fromkeys(variants, float("inf"))
+    times: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(args.rounds):
         for name, install in variants.items():
-            best[name] = min(best[name], run_once(install, reads, args.messages))
+            times[name].append(run_once(install, reads, args.messages))
     print(f"python {sys.version.split()[0]}, {args.messages:,} deliveries of {args.size} B in "
-          f"{len(reads):,} reads of {args.read:,} B, best of {args.rounds} rounds")
-    old = best[next(iter(variants))]
-    for name, seconds in best.items():
-        print(f"  {name:30s} {seconds * 1e9 / args.messages:7.1f} ns/delivery  "
-              f"{args.messages / seconds / 1e6:5.2f} M deliveries/s  x{seconds / old:.3f}")
+          f"{len(reads):,} reads of {args.read:,} B, {args.rounds} rounds")
+    old = times[next(iter(variants))]
+    for name, seconds in times.items():
+        ratio = statistics.median(t / o for t, o in zip(seconds, old))
+        print(f"  {name:30s} best {min(seconds) * 1e9 / args.messages:7.1f} ns/delivery  "
+              f"median ratio to old x{ratio:.3f}")
 
 
 if __name__ == "__main__":
