@@ -38,7 +38,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 """Bumped whenever a message or path changes meaning; controller and agent must agree."""
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -179,6 +179,15 @@ class Clock:
 
 
 @dataclass(frozen=True)
+class FastPath:
+    """Whether an agent's driver encodes and decodes frames itself (the AMQP driver's fast
+    path), and if not, why not."""
+
+    on: bool
+    why: str = ""  # off: why (turned off, a pika it was not checked against, ...)
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """An agent's cumulative counters now, and the latency histograms of the interval since its
     previous snapshot (from the actual send time, and from the intended one for messages of
@@ -215,6 +224,7 @@ class Snapshot:
     latency: dict[str, Any] = field(default_factory=dict)  # LatencyHistogram.to_dict()
     # the same from the intended send time (empty from an agent that does not measure it)
     intended_latency: dict[str, Any] = field(default_factory=dict)
+    fast_path: FastPath | None = None  # None: the driver has no fast path (MQ)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import time
 
 from drivers.accounting import SequenceTracker
 from drivers.header import SCHEDULED, HeaderError, PayloadBuilder, decode, saturate
-from drivers.protocol import Snapshot
+from drivers.protocol import FastPath, Snapshot
 from drivers.rate import RateSchedule, unlimited_batch
 from results.rundir.histogram import LatencyHistogram
 
@@ -38,6 +38,7 @@ class Recorder:
         self.timeouts = 0
         self.held = 0  # deliveries a slowed receiver holds, not yet handled (nor counted)
         self.cancels = 0  # consumers the broker cancelled
+        self.fast_path: FastPath | None = None  # set by a driver that has one
         self.blocking = Blocking()
         self.last_error = ""
         self.latency = LatencyHistogram()
@@ -77,7 +78,7 @@ class Recorder:
             cancels=self.cancels, blocked=len(self.blocking.links),
             blocked_s=self.blocking.seconds(time.monotonic()),
             last_error=self.last_error or "", latency=interval.to_dict(),
-            intended_latency=intended.to_dict())
+            intended_latency=intended.to_dict(), fast_path=self.fast_path)
 
     def sent_per_producer(self) -> dict[int, int]:
         """How many messages each producer of this agent has published (its next sequence)."""

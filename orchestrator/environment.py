@@ -41,7 +41,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "SURGE_AMQP_FAST_PATH": (
         "0 makes the AMQP driver publish and consume through pika's public API only, instead "
         "of its own frame encoding and decoding (also off by itself on a pika version it was "
-        "not checked against); read by the agents", "1"),
+        "not checked against); read by the agents, whose state run.json records (fast_path) "
+        "and the step table shows", "1"),
     "SURGE_AGENT_TOKEN": (
         "bearer token of an agent's control API; surge sets it for the agents it starts (set "
         "it yourself only for a surge agent started by hand)", "a new one per run"),

@@ -135,6 +135,12 @@ def measurements_text(manifest: RunManifest, derived: dict[str, Any]) -> list[st
     return lines
 
 
+def fast_path_text(manifest: RunManifest) -> list[str]:
+    """The step table's first line: whether the agents ran the AMQP fast path (nothing for runs
+    that did not record it: MQ runs, runs of an earlier surge)."""
+    return [manifest.fast_path.line() + ".", ""] if manifest.fast_path else []
+
+
 def caveats_text(manifest: RunManifest) -> list[str]:
     """What a reader must know before the figures, as lines for the top of the report: a run
     that ended before its plan did (and why), members it did not start, agents it lost."""
@@ -160,7 +166,8 @@ def _markdown(analysis: RunAnalysis, derived: dict[str, Any], plots: list[str]) 
     cost = analysis.cost
     lines = [f"# {analysis.scenario}: {analysis.run_dir.name}", "",
              *caveats_text(analysis.manifest),
-             "## Steps", "", "```", step_table_text(analysis.rows), "```", "",
+             "## Steps", "", *fast_path_text(analysis.manifest),
+             "```", step_table_text(analysis.rows), "```", "",
              coverage_text(analysis), "", INTENDED_TEXT, "",
              "CPU% is of one core; host CPU% is the controller's host, others are broker "
              "hosts. Balance is Jain's index over the rate at which each member's queues "

@@ -65,6 +65,7 @@ class MemoryAgent:
     last: float | None = None
     sending: bool = True
     stopped: bool = False
+    fast_path: protocol.FastPath | None = None  # what its snapshots say of the fast path
 
     def hello(self) -> protocol.Hello:
         return protocol.Hello(0, 0, protocol.PROTOCOL_VERSION)
@@ -98,7 +99,8 @@ class MemoryAgent:
         if sent:
             histogram.record(self.latency_us)
         return protocol.Snapshot(monotonic_s=self.clock.monotonic(), cpu_seconds=0.0,
-                                 sent=sent, received=sent, latency=histogram.to_dict())
+                                 sent=sent, received=sent, latency=histogram.to_dict(),
+                                 fast_path=self.fast_path)
 
     def accounting(self) -> protocol.Accounting:
         """Each producer sent an equal share, and every message came back once."""

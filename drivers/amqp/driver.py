@@ -33,11 +33,12 @@ import pika
 from pika.adapters.select_connection import IOLoop
 
 from drivers.amqp import wire as amqp_wire
+from drivers.amqp.frames import FrameEncoder, ack_frame
 from drivers.amqp.settings import AmqpSettings
 from drivers.backlog import BacklogGate
 from drivers.base import Driver, rotation
 from drivers.header import HEADER_SIZE
-from drivers.protocol import Destination
+from drivers.protocol import Destination, FastPath
 from drivers.rate import on_tick
 from drivers.workers import ReceiverRole, RequesterRole, ResponderRole, SenderRole
 
@@ -86,7 +87,7 @@ class _Link:
         self.recorder.connections += 1
         connection.add_on_connection_blocked_callback(self._blocked)
         connection.add_on_connection_unblocked_callback(lambda *_: self._unblocked())
-        if self.driver.destination.fast_path and amqp_wire.hooks_available(connection):
+        if self.driver.fast_path_on(connection):
             amqp_wire.install_direct_io(connection)
         connection.channel(on_open_callback=self._channel_opened)
 
@@ -148,7 +149,7 @@ class _SenderLink(_Link):
         self.timer = None
         self.last_tag = 0
         self.published = 0
-        self.templates: list[amqp_wire.PublishTemplate] = []
+        self.templates: list[FrameEncoder] = []
         # [first tag, first seq, count, ever nacked]
         self.unconfirmed_batches: deque[list[int]] = deque()
         # (first seq, count, ever nacked, nacked last) to publish again
@@ -165,8 +166,8 @@ class _SenderLink(_Link):
         if destination.confirms:
             channel.confirm_delivery(self._confirmed)
         self.templates = []
-        if destination.fast_path and amqp_wire.hooks_available(self.connection):
-            self.templates = [amqp_wire.PublishTemplate(
+        if self.driver.fast_path_on(self.connection):
+            self.templates = [FrameEncoder(
                 channel.channel_number, route, self.role.size, destination.persistent,
                 self.connection.params.frame_max) for route in self.routes]
         if self.gate is not None:
@@ -254,8 +255,7 @@ class _SenderLink(_Link):
     def _may_publish(self) -> bool:
         if self.unconfirmed >= MAX_UNCONFIRMED:
             return False
-        transport = getattr(self.connection, "_transport", None)
-        return transport is None or transport.get_write_buffer_size() < MAX_BUFFERED_BYTES
+        return amqp_wire.write_buffer_size(self.connection) < MAX_BUFFERED_BYTES
 
     def _confirmed(self, frame) -> None:
         method = frame.method
@@ -480,8 +480,7 @@ class _ReceiverLink(_Link):
     def ready(self, channel) -> None:
         self.unacked = 0
         self._drop_pending()
-        self.decoding = self.driver.destination.fast_path and not self.responds \
-            and amqp_wire.hooks_available(self.connection)
+        self.decoding = not self.responds and self.driver.fast_path_on(self.connection)
         if self.decoding:
             amqp_wire.install_decoder(self.connection, channel.channel_number, self._arrived)
         channel.basic_qos(prefetch_count=self.driver.destination.prefetch)
@@ -546,7 +545,7 @@ class _ReceiverLink(_Link):
     def _ack_up_to(self, tag: int) -> None:
         if self.decoding:
             amqp_wire.emit(self.connection,
-                           amqp_wire.ack_frame(self.channel.channel_number, tag, True))
+                           ack_frame(self.channel.channel_number, tag, True))
         else:
             self.channel.basic_ack(tag, multiple=True)
         self.unacked = 0
@@ -586,6 +585,9 @@ class AmqpDriver(Driver):
             self.settings.parameters(endpoint, self.tls_contexts)
         self.queue = destination.queue
         self.recorder = recorder
+        refused = "turned off for this run" if not destination.fast_path \
+            else amqp_wire.fast_path_refused()
+        recorder.fast_path = FastPath(on=refused is None, why=refused or "")
         self.consumer_delay_s = 0.0
         self.ioloop = IOLoop()
         self.senders: list[_SenderLink] = []
@@ -594,6 +596,17 @@ class AmqpDriver(Driver):
 
     def start(self) -> None:
         self.thread.start()
+
+    def fast_path_on(self, connection) -> bool:
+        """Whether ``connection`` may use the fast path (loop thread only). It is off for the
+        whole agent, as its snapshots say, once a connection lacks a pika hook it needs."""
+        if not self.recorder.fast_path.on:
+            return False
+        missing = amqp_wire.missing_hooks(connection)
+        if missing:
+            self.recorder.fast_path = FastPath(
+                on=False, why=f"pika connection without {', '.join(missing)}")
+        return not missing
 
     def add_sender(self, role: SenderRole, endpoint: str, queue: str | list[str] | None = None
                    ) -> None:

@@ -83,6 +83,11 @@ class AgentWatch:
         with self._lock:
             self._last[index] = (elapsed_s, snapshot)
 
+    def snapshots(self) -> dict[int, protocol.Snapshot]:
+        """Each agent's last good snapshot, by agent index."""
+        with self._lock:
+            return {index: snapshot for index, (_, snapshot) in self._last.items()}
+
     def live(self, agents: Iterable[AgentClient]) -> list[AgentClient]:
         """``agents`` without the lost ones."""
         return [agent for agent in agents if agent.index not in self.lost]

@@ -41,6 +41,7 @@ from orchestrator.run.discovery import (
 )
 from orchestrator.run.events import SHOWN_EVENTS, RunEvents
 from orchestrator.run.exposition import ControllerMetrics, MetricsFeed
+from orchestrator.run.fastpath import fast_path_fields
 from orchestrator.run.faults import FaultInjector
 from orchestrator.run.hostinfo import host_cpu, host_facts, versions
 from orchestrator.run.listeners import Listeners, TickRecord
@@ -331,5 +332,6 @@ class Controller:
         self.manifest = self.manifest.replace(
             **ending.closing(outcome or self.outcome, self.clock.time(), self.interruption,
                              self.ticks, self.accounting, self.steps, self.ticker.lateness),
-            phases=self.schedule.phases, **self.schedule.manifest_fields())
+            phases=self.schedule.phases, **self.schedule.manifest_fields(),
+            **fast_path_fields(self.crew.watch.snapshots()))
         self.writer.write_manifest(self.manifest)

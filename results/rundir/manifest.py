@@ -39,7 +39,7 @@ from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
 from results.rundir.jsonfile import read_object
 from results.rundir.locks import CONTROLLER_LOCK, is_held
 from results.rundir.parts import read_files
-from results.rundir.steps import StepRow
+from results.rundir.steps import StepRow, fast_path_line
 
 FORMAT_VERSION = 3
 """3: every reading is timed at its source: ticks carry lateness_s, depth_age_s, backlog (sent -
@@ -163,6 +163,19 @@ class Interruption(Record):
 
     reason: str
     last_second_s: float | None = None
+
+
+class FastPathRecord(Record):
+    """Whether the run's load agents ran the AMQP driver's fast path (its own frame encoding
+    and decoding, :mod:`drivers.amqp.frames`), and if not, why not (naming the agents when
+    they differ)."""
+
+    on: bool
+    why: str = ""
+
+    def line(self) -> str:
+        """``AMQP fast path: on``, or ``off (why)``: the step table's and report's first line."""
+        return fast_path_line(self.on, self.why)
 
 
 class Reuse(Record):
@@ -295,6 +308,7 @@ class RunManifest(Record):
     # load agents the run lost: index, host, lost_at_s, last_reading_s, senders, receivers and
     # what they had sent, received, confirmed and nacked by their last reading
     agents_lost: list[dict[str, Any]] = []
+    fast_path: FastPathRecord | None = None  # AMQP runs only, as the agents' snapshots said
 
     @classmethod
     def begin(cls, run_id: str, started_at: datetime, scenario: ScenarioSpec,

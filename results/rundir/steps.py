@@ -280,11 +280,19 @@ def drain_row(phases: Sequence[Phase | Mapping[str, Any]], ticks: list[dict],
     return window_row(Window(0, DRAIN_LABEL, after), members, hosts or []) if after else None
 
 
-def as_text(rows: list[StepRow], unit: str = "msg/s", settle_s: float | None = None) -> str:
+def fast_path_line(on: bool, why: str = "") -> str:
+    """Whether the AMQP driver's fast path ran, as one line: ``AMQP fast path: on`` or
+    ``AMQP fast path: off (why)``."""
+    return "AMQP fast path: on" if on else f"AMQP fast path: off ({why or 'reason unknown'})"
+
+
+def as_text(rows: list[StepRow], unit: str = "msg/s", settle_s: float | None = None,
+            heading: str | None = None) -> str:
     """A fixed-width table for terminals and logs; ``unit`` names what the rates count (round
     trips/s for request/reply, where "sent" counts requests and "received" matched replies). A
     target of 0 is shown as "max": as fast as it goes; "-" is a figure no source gave. Given
-    ``settle_s``, a last line says which seconds the figures cover."""
+    ``settle_s``, a last line says which seconds the figures cover; given ``heading`` (such as
+    :func:`fast_path_line`), a first line says it."""
     members = sorted({m for row in rows for m in row.cpu_percent})
     hosts = sorted({h for row in rows for h in row.hosts_cpu_percent})
     short = [member_index(m) for m in members]
@@ -305,6 +313,8 @@ def as_text(rows: list[StepRow], unit: str = "msg/s", settle_s: float | None = N
             _cell(row.intended_p99_ms, ".2f"), f"{row.skipped:,}",
             str(row.errors)])
     table = fixed_width(lines)
+    if heading:
+        table = f"{heading}\n{table}"
     if settle_s is not None:
         missing = sum(r.missing_seconds for r in rows)
         table += (f"\nrates are means, percentiles merged over each step's seconds after the "

@@ -90,6 +90,7 @@ def test_workers_reconnect_to_another_member_when_theirs_stops(cluster, tmp_path
         later = agent.snapshot()
         assert later.sent - after.sent > 300  # sending goes on at about 200 msg/s
         assert later.received - after.received > 300
+        assert later.fast_path.on == (fast_path == "1"), later.fast_path  # the snapshot says
     finally:
         agent.stop()
     said = (tmp_path / "agent-0.log").read_text()

@@ -14,7 +14,8 @@ from pika.adapters.select_connection import IOLoop
 from pika.adapters.utils.io_services_utils import _AsyncPlaintextTransport
 from pika.adapters.utils.selector_ioloop_adapter import SelectorIOServicesAdapter
 
-from drivers.amqp.wire import ack_frame, install_direct_io
+from drivers.amqp.frames import ack_frame
+from drivers.amqp.wire import install_direct_io
 
 
 @pytest.fixture

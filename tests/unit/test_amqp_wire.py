@@ -5,8 +5,12 @@ import random
 import pytest
 from pika import frame, spec
 
-from drivers.amqp.wire import MAX_RECV_BYTES, RECV_BYTES, PublishTemplate, install_decoder
+from drivers import protocol
+from drivers.amqp.driver import AmqpDriver
+from drivers.amqp.frames import FrameEncoder
+from drivers.amqp.wire import MAX_RECV_BYTES, RECV_BYTES, fast_path_refused, install_decoder
 from drivers.header import SCHEDULED, decode, encode
+from drivers.workers import Recorder
 
 
 def decode_all(data: bytes) -> list:
@@ -19,7 +23,7 @@ def decode_all(data: bytes) -> list:
 
 
 def test_template_batch_is_what_pika_would_send():
-    template = PublishTemplate(1, "perf", 2048, persistent=True, frame_max=131072)
+    template = FrameEncoder(1, "perf", 2048, persistent=True, frame_max=131072)
     frames = decode_all(bytes(template.batch(3, producer_id=7, first_seq=10, send_ns=99)))
     assert len(frames) == 9
     for k in range(3):
@@ -32,14 +36,14 @@ def test_template_batch_is_what_pika_would_send():
 
 
 def test_a_scheduled_batch_carries_each_message_s_own_lag():
-    template = PublishTemplate(1, "perf", 100, persistent=False, frame_max=131072)
+    template = FrameEncoder(1, "perf", 100, persistent=False, frame_max=131072)
     frames = decode_all(bytes(template.batch(4, 7, 0, 99, (SCHEDULED, 30_000, 10_000.0))))
     bodies = [f.fragment for f in frames if isinstance(f, frame.Body)]
     assert [decode(b) for b in bodies] == [(7, k, 99, 30_000 - 10_000 * k) for k in range(4)]
 
 
 def test_large_bodies_are_split_like_pika_splits_them():
-    template = PublishTemplate(2, "q", 300_000, persistent=False, frame_max=131072)
+    template = FrameEncoder(2, "q", 300_000, persistent=False, frame_max=131072)
     frames = decode_all(bytes(template.batch(1, 1, 0, 5)))
     bodies = [f for f in frames if isinstance(f, frame.Body)]
     assert sum(len(b.fragment) for b in bodies) == 300_000 and len(bodies) == 3
@@ -114,3 +118,62 @@ def test_reads_grow_while_they_come_back_full_and_shrink_when_they_do_not():
     for _ in range(10):
         connection._on_data_available(frame.Heartbeat().marshal())
     assert transport._MAX_RECV_BYTES == RECV_BYTES
+
+
+@pytest.mark.parametrize("persistent", [True, False])
+def test_encoder_bytes_are_pika_s_bytes(persistent):
+    encoder = FrameEncoder(2, "perf", 300_000, persistent, frame_max=131072)
+    expected = frame.Method(2, spec.Basic.Publish(exchange="", routing_key="perf")).marshal() \
+        + frame.Header(2, 300_000, spec.BasicProperties(
+            delivery_mode=2 if persistent else 1)).marshal()
+    assert bytes(encoder.batch(1, 1, 0, 5))[:len(expected)] == expected
+
+
+@pytest.fixture
+def fast_path_env(monkeypatch):
+    """SURGE_AMQP_FAST_PATH as each test sets it, read afresh."""
+    monkeypatch.delenv("SURGE_AMQP_FAST_PATH", raising=False)
+    fast_path_refused.cache_clear()
+    yield monkeypatch
+    fast_path_refused.cache_clear()
+
+
+def amqp_driver(**destination) -> AmqpDriver:
+    return AmqpDriver(protocol.Destination(("amqp://127.0.0.1:5672",), "q", **destination),
+                      Recorder())
+
+
+def test_an_agent_s_snapshot_says_the_fast_path_is_on(fast_path_env):
+    snapshot = amqp_driver().recorder.snapshot()
+    assert snapshot.fast_path == protocol.FastPath(on=True, why="")
+    assert protocol.decode(protocol.Snapshot, protocol.encode(snapshot)) == snapshot
+
+
+@pytest.mark.parametrize("variable, destination, why", [
+    ("0", {}, "turned off by SURGE_AMQP_FAST_PATH=0"),
+    (None, {"fast_path": False}, "turned off for this run"),
+])
+def test_an_agent_s_snapshot_says_why_the_fast_path_is_off(fast_path_env, variable, destination,
+                                                           why):
+    if variable is not None:
+        fast_path_env.setenv("SURGE_AMQP_FAST_PATH", variable)
+    driver = amqp_driver(**destination)
+    assert driver.recorder.snapshot().fast_path == protocol.FastPath(on=False, why=why)
+    assert not driver.fast_path_on(StreamEnd())
+
+
+def test_a_connection_without_the_hooks_turns_the_fast_path_off_and_says_which(fast_path_env):
+    driver = amqp_driver()
+    assert not driver.fast_path_on(StreamEnd())  # no _adapter_emit_data, a transport without _sock
+    state = driver.recorder.snapshot().fast_path
+    assert not state.on and state.why.startswith("pika connection without Connection.")
+    assert "Connection._adapter_emit_data" in state.why and "transport._sock" in state.why
+    assert "Connection._process_frame" not in state.why
+
+
+def test_a_broken_stream_is_pika_s_invalid_frame_error():
+    from pika.exceptions import InvalidFrameError
+    connection = StreamEnd()
+    install_decoder(connection, 1, lambda *_: None)
+    with pytest.raises(InvalidFrameError, match="end marker"):
+        connection._on_data_available(frame.Heartbeat().marshal()[:-1] + b"\0")

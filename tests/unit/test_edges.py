@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from drivers.amqp import probe as amqp_probe
-from drivers.amqp.wire import PublishTemplate
+from drivers.amqp.frames import FrameEncoder
 from drivers.base import MessageTooLarge
 from drivers.rate import unlimited_batch
 from orchestrator.cli import app
@@ -169,7 +169,7 @@ def test_a_sender_holds_the_copies_counted():
     """A large message's sender holds its template and a batch of one message: the two copies
     the memory check counts (what its connection may queue besides is not counted)."""
     size = 1024 * 1024
-    template = PublishTemplate(1, "q", size, False, 131072)
+    template = FrameEncoder(1, "q", size, False, 131072)
     assert unlimited_batch(size) == 1
     assert len(template.batch(unlimited_batch(size), 1, 0, 0)) == template.length >= size
     assert footprint.SENDER_COPIES == 2

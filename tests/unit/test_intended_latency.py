@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from drivers import protocol, workers
-from drivers.amqp.wire import PublishTemplate
+from drivers.amqp.frames import FrameEncoder
 from drivers.header import PayloadBuilder, decode
 from drivers.rate import RateSchedule
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, SenderRole
@@ -68,7 +68,7 @@ def test_each_message_of_a_batch_carries_its_own_lag_from_the_schedule(clock):
     lags = [decode(sender.body(seq))[3] for seq in range(first, first + n)]
     expected = [round((0.205 - seq / 100) * 1e6) for seq in range(first, first + n)]
     assert lags == pytest.approx(expected, abs=1)
-    template = PublishTemplate(1, "q", 64, False, 131072)
+    template = FrameEncoder(1, "q", 64, False, 131072)
     batch = template.batch(n, 1, first, clock.time_ns(), sender.lags(first))
     stamped = [decode(batch, template.header_offset + i * template.length) for i in range(n)]
     assert [s[1] for s in stamped] == list(range(first, first + n))
@@ -82,7 +82,7 @@ def test_a_stalled_sender_shows_the_stall_in_intended_latency_only(clock, fast_p
     recorder = Recorder()
     sender = SenderRole(1, 100.0, PayloadBuilder(64), recorder, now=0.0)
     receiver = ReceiverRole(recorder)
-    template = PublishTemplate(1, "q", 64, False, 131072)
+    template = FrameEncoder(1, "q", 64, False, 131072)
 
     def publish_at(t):
         clock.t = t

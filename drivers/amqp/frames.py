@@ -1,0 +1,207 @@
+"""AMQP 0-9-1 frames surge encodes and decodes itself on the hot paths: plain code over bytes.
+
+:class:`FrameEncoder` builds the wire bytes of a sender's publishes (a template encoded once, a
+batch being that template repeated with each message's header stamped in place) and of a
+receiver's Basic.Ack. :class:`FrameDecoder` takes Basic.Deliver, its content header and body
+frames of one channel off a byte stream and hands every other frame on, whole and undecoded.
+Neither knows pika: :mod:`drivers.amqp.wire` connects them to pika's connections.
+
+Frame layout (AMQP 0-9-1, 4.2.3): type (1 octet), channel (2), payload size (4), payload,
+end marker 0xCE. Of a delivered body only the first bytes (the surge header) are looked at:
+the rest of a large one is skipped as it arrives, never joined.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from itertools import accumulate, repeat
+from operator import sub
+
+from drivers.header import HEADER_SIZE, PREFIX, stamp_fields
+
+FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT = 1, 2, 3, 8
+FRAME_END = 0xCE
+FRAME_OVERHEAD = 8  # type, channel, size before the payload; the end marker after it
+BASIC = 60  # class id of Basic
+PUBLISH, DELIVER, ACK = 40, 60, 80  # method ids of Basic
+DELIVERY_MODE_FLAG = 0x1000  # content header property flag of delivery-mode
+
+_FRAME_HEADER = struct.Struct(">BHI")
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+_ACK = struct.Struct(">BHIHHQBB")  # method frame: class, method, delivery tag, multiple, end
+_CONTENT_HEADER = struct.Struct(">HHQHB")  # class, weight, body size, property flags, mode
+_DELIVER_INDEX = BASIC << 16 | DELIVER
+
+# (buffer, offset of the body's first byte, delivery tag, redelivered)
+OnDelivery = Callable[[bytes, int, int, bool], None]
+# the bytes of one whole frame that is not the decoder's (type, channel, size, payload, end)
+OnFrame = Callable[[bytes], None]
+
+
+class FrameError(ValueError):
+    """Bytes that are not AMQP frames (a wrong end marker)."""
+
+
+def _frame(kind: int, channel: int, payload: bytes) -> bytes:
+    return _FRAME_HEADER.pack(kind, channel, len(payload)) + payload + bytes([FRAME_END])
+
+
+def _short_string(value: str, what: str) -> bytes:
+    data = value.encode()
+    if len(data) > 255:
+        raise ValueError(f"{what} {value[:40]!r}...: AMQP short strings hold at most 255 bytes,"
+                         f" this one is {len(data)}")
+    return bytes([len(data)]) + data
+
+
+def ack_frame(channel_number: int, tag: int, multiple: bool) -> bytes:
+    """The wire bytes of Basic.Ack of ``tag`` (and every earlier one, if ``multiple``)."""
+    return _ACK.pack(FRAME_METHOD, channel_number, 13, BASIC, ACK, tag, multiple, FRAME_END)
+
+
+class FrameEncoder:
+    """The wire bytes of one Basic.Publish (default exchange, routing key ``routing_key``) of
+    a ``size``-byte body: method, content header (only delivery-mode set) and body frames of
+    at most ``frame_max`` bytes each. :meth:`batch` stamps copies of it."""
+
+    def __init__(self, channel_number: int, routing_key: str, size: int, persistent: bool,
+                 frame_max: int):
+        if size < HEADER_SIZE:
+            raise ValueError(f"message size {size}: a surge message holds at least its "
+                             f"{HEADER_SIZE}-byte header")
+        method = _frame(FRAME_METHOD, channel_number, struct.pack(">HHH", BASIC, PUBLISH, 0)
+                        + _short_string("", "exchange")
+                        + _short_string(routing_key, "routing key") + b"\0")
+        header = _frame(FRAME_HEADER, channel_number, _CONTENT_HEADER.pack(
+            BASIC, 0, size, DELIVERY_MODE_FLAG, 2 if persistent else 1))
+        chunk = frame_max - FRAME_OVERHEAD
+        parts = [method, header]
+        for start in range(0, size, chunk):
+            length = min(chunk, size - start)
+            body = PREFIX + bytes(length - len(PREFIX)) if start == 0 else bytes(length)
+            parts.append(_frame(FRAME_BODY, channel_number, body))
+        self._mutable = bytearray(b"".join(parts))
+        self.header_offset = len(method) + len(header) + FRAME_OVERHEAD - 1
+        """Where the first message's surge header starts."""
+        self.length = len(self._mutable)
+        """Bytes of one publish."""
+
+    def batch(self, n: int, producer_id: int, first_seq: int, send_ns: int,
+              lags: tuple[int, int, float] = (0, 0, 0.0)) -> bytearray:
+        """``n`` consecutive publishes with sequence numbers from ``first_seq``; ``lags`` is
+        :meth:`drivers.workers.SenderRole.lags`: the header flags, the first message's schedule
+        lag (us) and how much less each next one's is (they were due 1 / rate apart)."""
+        buffer = self._mutable * n  # one copy of n messages, stamped in place
+        first, step, stamp = self.header_offset + len(PREFIX), self.length, stamp_fields
+        flags, lag_us, less_us = lags
+        each_lag = map(int, accumulate(repeat(less_us, n - 1), sub, initial=lag_us)) \
+            if less_us else repeat(lag_us, n)  # the lags in C, not per message in Python
+        for offset, seq, lag in zip(range(first, first + n * step, step),
+                                    range(first_seq, first_seq + n), each_lag):
+            stamp(buffer, offset, flags, producer_id, seq, send_ns, lag)
+        return buffer
+
+
+class FrameDecoder:
+    """Reads the deliveries of channel ``channel_number`` off a byte stream fed in pieces of
+    any size; every other frame (other channels, other methods, heartbeats) goes whole to
+    ``on_frame``, in stream order.
+
+    A delivery is Basic.Deliver, a content header and body frames; ``on_delivery`` gets it once
+    its last body byte has arrived, with the buffer holding its first body frame and where that
+    body starts there (a zero-length body: :data:`~drivers.header.HEADER_SIZE` zero bytes).
+    Only the first body frame is kept, and of a frame not yet whole only once its first
+    ``HEADER_SIZE`` bytes are in; the rest is counted as it comes and never joined.
+    """
+
+    __slots__ = ("channel_number", "on_delivery", "on_frame", "leftover", "tag", "redelivered",
+                 "remaining", "first_buffer", "first_offset", "skip")
+
+    def __init__(self, channel_number: int, on_delivery: OnDelivery, on_frame: OnFrame):
+        self.channel_number = channel_number
+        self.on_delivery = on_delivery
+        self.on_frame = on_frame
+        self.leftover = b""  # the start of a frame not yet whole
+        self.tag = 0  # of the delivery being read
+        self.redelivered = False
+        self.remaining = -1  # body bytes of that delivery still due; -1: none being read
+        self.first_buffer, self.first_offset = b"", 0  # its first body frame; -1: none yet
+        self.skip = 0  # bytes of a body frame (with its end marker) still to come, unread
+
+    def feed(self, data: bytes) -> tuple[int, int]:
+        """Read ``data``, the next bytes of the stream. Returns how many bytes it took in (all
+        but those of a frame not yet whole, which it holds until its end comes) and how many
+        frames it read itself (not those handed to ``on_frame``). :class:`FrameError` if the
+        stream is not frames."""
+        # the state in locals while the loop runs: attribute reads cost more than local ones
+        channel_number, on_delivery = self.channel_number, self.on_delivery
+        unpack_frame, unpack_u32, unpack_u64 = (_FRAME_HEADER.unpack_from, _U32.unpack_from,
+                                                _U64.unpack_from)
+        tag, redelivered, remaining = self.tag, self.redelivered, self.remaining
+        first_buffer, first_offset, skip = self.first_buffer, self.first_offset, self.skip
+        pos = frames = 0
+        if skip:
+            if len(data) < skip:
+                self.skip = skip - len(data)
+                return len(data), 0
+            if data[skip - 1] != FRAME_END:
+                raise FrameError("invalid frame end marker")
+            pos, skip, frames = skip, 0, 1
+            self.skip = 0
+            if remaining <= 0:
+                remaining = -1
+                on_delivery(first_buffer, first_offset, tag, redelivered)
+        leftover = self.leftover
+        buffer = leftover + data if leftover else data
+        end_of_data, held = len(buffer), len(leftover)
+        while end_of_data - pos >= 7:
+            kind, channel, size = unpack_frame(buffer, pos)
+            end = pos + 8 + size
+            if end > end_of_data:
+                if kind == 3 and channel == channel_number and remaining > 0 and (
+                        first_offset >= 0 or end_of_data - pos - 7 >= HEADER_SIZE):
+                    # a body frame not yet whole: its first bytes (the header) are here, the
+                    # rest is skipped as it comes instead of being joined to the next read
+                    if first_offset < 0:
+                        first_buffer, first_offset = buffer, pos + 7
+                    remaining -= size
+                    skip, pos = end - end_of_data, end_of_data
+                break
+            if buffer[end - 1] != FRAME_END:
+                raise FrameError("invalid frame end marker")
+            if channel == channel_number:
+                if kind == 3 and remaining > 0:
+                    frames += 1
+                    if first_offset < 0:
+                        first_buffer, first_offset = buffer, pos + 7
+                    remaining -= size
+                    if remaining <= 0:
+                        remaining = -1
+                        on_delivery(first_buffer, first_offset, tag, redelivered)
+                    pos = end
+                    continue
+                if kind == 2 and remaining == 0:
+                    frames += 1
+                    remaining = unpack_u64(buffer, pos + 11)[0]
+                    first_offset = -1
+                    if remaining == 0:
+                        remaining = -1
+                        on_delivery(b"\0" * HEADER_SIZE, 0, tag, redelivered)
+                    pos = end
+                    continue
+                if kind == 1 and unpack_u32(buffer, pos + 7)[0] == _DELIVER_INDEX:
+                    frames += 1
+                    tag_at = pos + 12 + buffer[pos + 11]
+                    tag = unpack_u64(buffer, tag_at)[0]
+                    redelivered = bool(buffer[tag_at + 8] & 1)
+                    remaining = 0
+                    pos = end
+                    continue
+            self.on_frame(buffer[pos:end])
+            pos = end
+        self.leftover = buffer[pos:] if pos < end_of_data else b""
+        self.tag, self.redelivered, self.remaining = tag, redelivered, remaining
+        self.first_buffer, self.first_offset, self.skip = first_buffer, first_offset, skip
+        return held + len(data) - len(self.leftover), frames

@@ -1,0 +1,45 @@
+"""Whether the AMQP fast path ran reaches run.json and the step table, on a real member: on by
+default, off (and why) with SURGE_AMQP_FAST_PATH=0, every message accounted either way."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from orchestrator.run.controller import Controller
+from orchestrator.specs.scenario import QueueSpec, ScenarioSpec, TopologySpec
+from results.rundir.manifest import read_manifest
+from results.rundir.steps import as_text
+from tests.integration.conftest import local_cluster
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def topology(state_root):
+    topology = TopologySpec(name="fpt1", members=1, start=1, port_base=8500,
+                            queues=[QueueSpec(name="fast", type="classic")])
+    with local_cluster(topology, state_root):
+        yield topology
+
+
+@pytest.mark.parametrize("variable, on, why", [
+    ("1", True, ""), ("0", False, "turned off by SURGE_AMQP_FAST_PATH=0")])
+def test_run_json_and_the_step_table_say_whether_the_fast_path_ran(topology, tmp_path,
+                                                                   monkeypatch, variable, on, why):
+    monkeypatch.setenv("SURGE_AMQP_FAST_PATH", variable)  # the agents inherit it
+    spec = ScenarioSpec.model_validate({
+        "name": "fpt-run", "topology": "unused.yaml", "agents": 2,
+        "workload": {"queue": "fast", "senders": 2, "receivers": 2, "message": {"size": 512}},
+        "plan": [{"rate_per_sender": 100, "hold": "4s"}], "measure": {"settle": "1s",
+                                                                      "drain": "10s"}})
+    controller = Controller(spec, topology, tmp_path, live=False)
+    result = controller.run()
+    assert result.outcome == "completed" and result.accounting.balanced, \
+        result.accounting.explain()
+    recorded = json.loads((result.run_dir / "run.json").read_text())
+    assert recorded["fast_path"] == {"on": on, "why": why}
+    line = read_manifest(result.run_dir).fast_path.line()
+    assert line == ("AMQP fast path: on" if on else f"AMQP fast path: off ({why})")
+    assert as_text(result.steps, heading=line).splitlines()[0] == line

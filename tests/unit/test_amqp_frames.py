@@ -1,0 +1,202 @@
+"""FrameEncoder and FrameDecoder on bytes alone: no pika, no broker. Frames are written here by
+hand from the AMQP 0-9-1 layout (tests/unit/test_amqp_wire.py checks both against pika)."""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import pytest
+
+from drivers.amqp.frames import FrameDecoder, FrameEncoder, FrameError, ack_frame
+from drivers.header import HEADER_SIZE, SCHEDULED, decode, encode
+
+HEARTBEAT = bytes([8, 0, 0, 0, 0, 0, 0, 0xCE])
+
+
+def frame(kind: int, channel: int, payload: bytes) -> bytes:
+    return struct.pack(">BHI", kind, channel, len(payload)) + payload + b"\xce"
+
+
+def short(text: str) -> bytes:
+    return bytes([len(text)]) + text.encode()
+
+
+def delivery(channel: int, tag: int, body: bytes, redelivered: bool = False,
+             frame_max: int = 4096) -> bytes:
+    """Basic.Deliver, its content header and body frames as a broker sends them."""
+    method = struct.pack(">HH", 60, 60) + short("ctag-1") + struct.pack(">QB", tag, redelivered) \
+        + short("") + short("perf")
+    parts = [frame(1, channel, method),
+             frame(2, channel, struct.pack(">HHQH", 60, 0, len(body), 0))]
+    chunk = frame_max - 8
+    parts += [frame(3, channel, body[i:i + chunk]) for i in range(0, len(body), chunk)]
+    return b"".join(parts)
+
+
+class Reader:
+    """A decoder of channel 1 and what it gave: deliveries, frames passed on, counts."""
+
+    def __init__(self):
+        self.deliveries: list[tuple] = []
+        self.passed: list[bytes] = []
+        self.taken = self.frames = 0
+        self.decoder = FrameDecoder(1, self.delivered, self.passed.append)
+
+    def delivered(self, buffer, offset, tag, redelivered) -> None:
+        self.deliveries.append((bytes(buffer[offset:offset + HEADER_SIZE]), tag, redelivered))
+
+    def feed(self, *pieces: bytes) -> Reader:
+        for piece in pieces:
+            taken, frames = self.decoder.feed(piece)
+            self.taken += taken
+            self.frames += frames
+        return self
+
+
+def body(seq: int, size: int) -> bytes:
+    return (encode(3, seq, 1000 + seq, None) + bytes(max(0, size - HEADER_SIZE)))[:size]
+
+
+STREAM_BODIES = [body(0, 100), body(1, HEADER_SIZE), body(2, 0), body(3, 10_000),
+                 body(4, 4088), body(5, 4089)]
+OTHER = frame(1, 1, struct.pack(">HH", 60, 11))  # Basic.QosOk, for pika
+STREAM = b"".join([delivery(1, 1, STREAM_BODIES[0]), HEARTBEAT, delivery(1, 2, STREAM_BODIES[1]),
+                   OTHER, delivery(2, 9, body(9, 50)), delivery(1, 3, STREAM_BODIES[2], True),
+                   delivery(1, 4, STREAM_BODIES[3]), delivery(1, 5, STREAM_BODIES[4]),
+                   HEARTBEAT, delivery(1, 6, STREAM_BODIES[5])])
+EXPECTED = [(body(k, HEADER_SIZE) if len(b) else bytes(HEADER_SIZE), k + 1, k == 2)
+            for k, b in enumerate(STREAM_BODIES)]  # a zero-length body reads as zeros
+# frames of channel 1's deliveries: 6 methods, 6 headers, bodies of 1, 1, 0, 3, 1, 2 frames
+OWN_FRAMES = 6 + 6 + 1 + 1 + 0 + 3 + 1 + 2
+
+
+def check(reader: Reader) -> None:
+    assert reader.deliveries == EXPECTED
+    other_channel = delivery(2, 9, body(9, 50))
+    assert b"".join(reader.passed) == HEARTBEAT + OTHER + other_channel + HEARTBEAT
+    assert reader.passed[:2] == [HEARTBEAT, OTHER]  # whole frames, in stream order
+    assert reader.taken == len(STREAM) and reader.frames == OWN_FRAMES
+
+
+def test_a_stream_in_one_read():
+    check(Reader().feed(STREAM))
+
+
+def test_a_stream_a_byte_at_a_time():
+    check(Reader().feed(*(STREAM[i:i + 1] for i in range(len(STREAM)))))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_stream_split_anywhere(seed):
+    rng = random.Random(seed)
+    cuts = sorted(rng.sample(range(1, len(STREAM)), rng.randint(1, 60)))
+    check(Reader().feed(*(STREAM[a:b] for a, b in zip([0, *cuts], [*cuts, len(STREAM)]))))
+
+
+def test_every_split_in_two_of_a_delivery_and_a_heartbeat():
+    stream = delivery(1, 7, body(7, 300)) + HEARTBEAT
+    for cut in range(len(stream) + 1):
+        reader = Reader().feed(stream[:cut], stream[cut:])
+        assert reader.deliveries == [(body(7, HEADER_SIZE), 7, False)], cut
+        assert reader.passed == [HEARTBEAT] and reader.taken == len(stream), cut
+
+
+def test_a_frame_not_yet_whole_is_held_until_its_end_comes():
+    stream = delivery(1, 1, body(1, 100))
+    reader = Reader().feed(stream[:-1])
+    assert reader.deliveries == [] and reader.taken < len(stream)
+    reader.feed(stream[-1:])
+    assert reader.deliveries == [(body(1, HEADER_SIZE), 1, False)]
+    assert reader.taken == len(stream) and reader.frames == 3
+
+
+def test_the_rest_of_a_large_body_is_skipped_not_held():
+    big = delivery(1, 1, body(1, 1_000_000), frame_max=131072)
+    first_read = big.index(body(1, HEADER_SIZE)) + HEADER_SIZE  # the header, not the body
+    reader = Reader().feed(big[:first_read])
+    assert reader.decoder.leftover == b"" and reader.decoder.skip > 0
+    reader.feed(*(big[i:i + 65536] for i in range(first_read, len(big), 65536)))
+    assert reader.deliveries == [(body(1, HEADER_SIZE), 1, False)]
+    assert reader.taken == len(big) and reader.frames == 2 + 8
+
+
+@pytest.mark.parametrize("stream", [
+    HEARTBEAT[:-1] + b"\x00",  # a frame passed on
+    delivery(1, 1, body(1, 100))[:-1] + b"\x00",  # a body frame
+])
+def test_a_wrong_end_marker_is_refused(stream):
+    with pytest.raises(FrameError, match="end marker"):
+        Reader().feed(stream)
+
+
+def test_a_wrong_end_marker_after_a_skipped_body_is_refused():
+    big = delivery(1, 1, body(1, 200_000), frame_max=262144)
+    reader = Reader().feed(big[:100])
+    with pytest.raises(FrameError):
+        reader.feed(big[100:-1] + b"\x00")
+
+
+def test_a_publish_is_method_header_and_body_frames():
+    encoder = FrameEncoder(3, "perf", 100, persistent=True, frame_max=4096)
+    method = frame(1, 3, struct.pack(">HHH", 60, 40, 0) + short("") + short("perf") + b"\0")
+    header = frame(2, 3, struct.pack(">HHQHB", 60, 0, 100, 0x1000, 2))
+    batch = bytes(encoder.batch(2, producer_id=7, first_seq=5, send_ns=99))
+    one = method + header + frame(3, 3, body_of(7, 5, 99, 100))
+    assert encoder.length == len(one) and batch == one + method + header + frame(
+        3, 3, body_of(7, 6, 99, 100))
+    assert decode(batch, encoder.header_offset + encoder.length) == (7, 6, 99, None)
+
+
+def body_of(producer: int, seq: int, send_ns: int, size: int) -> bytes:
+    return encode(producer, seq, send_ns, None) + bytes(size - HEADER_SIZE)
+
+
+@pytest.mark.parametrize("size, frames", [(4088, 1), (4089, 2), (3 * 4088, 3), (HEADER_SIZE, 1)])
+def test_bodies_are_cut_at_frame_max(size, frames):
+    encoder = FrameEncoder(1, "q", size, persistent=False, frame_max=4096)
+    data = bytes(encoder.batch(1, 1, 0, 0))
+    pos, sizes = 0, []
+    while pos < len(data):
+        kind, _, length = struct.unpack_from(">BHI", data, pos)
+        assert data[pos + 7 + length] == 0xCE
+        if kind == 3:
+            sizes.append(length)
+        pos += 8 + length
+    assert len(sizes) == frames and sum(sizes) == size and max(sizes) <= 4088
+    assert data[data.index(b"\x00\x3c\x00\x00") + 12:][:3] == b"\x10\x00\x01"  # transient
+
+
+def test_a_batch_stamps_each_message_s_sequence_and_lag():
+    encoder = FrameEncoder(1, "q", 64, persistent=False, frame_max=4096)
+    batch = encoder.batch(3, 2, 10, 500, (SCHEDULED, 3000, 1000.0))
+    assert [decode(batch, encoder.header_offset + k * encoder.length) for k in range(3)] == [
+        (2, 10 + k, 500, 3000 - 1000 * k) for k in range(3)]
+
+
+def test_a_routing_key_longer_than_a_short_string_is_refused():
+    with pytest.raises(ValueError, match="routing key .* at most 255 bytes"):
+        FrameEncoder(1, "q" * 256, 64, persistent=False, frame_max=4096)
+
+
+def test_a_body_smaller_than_the_header_is_refused():
+    with pytest.raises(ValueError, match=f"at least its {HEADER_SIZE}-byte header"):
+        FrameEncoder(1, "q", HEADER_SIZE - 1, persistent=False, frame_max=4096)
+
+
+def test_an_ack_frame():
+    assert ack_frame(5, 258, True) == frame(1, 5, struct.pack(">HHQB", 60, 80, 258, 1))
+    assert ack_frame(1, 1, False)[-2:] == b"\x00\xce"
+
+
+def test_the_frames_module_imports_no_pika():
+    import ast
+    from pathlib import Path
+
+    import drivers.amqp.frames as frames
+    tree = ast.parse(Path(frames.__file__).read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not {name for name in imported if name and name.split(".")[0] == "pika"}
+    assert "drivers.header" in imported  # the scan sees the imports
