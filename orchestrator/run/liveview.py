@@ -55,8 +55,10 @@ HISTORY_S = 60  # seconds of the received rate the view draws
 _BARS = "▁▂▃▄▅▆▇█"
 
 
-ALWAYS_SAID = frozenset(("web", "error", "scale_failed", "queues_unchecked"))
-"""Events said even without the view: where the live page is, and what went wrong."""
+ALWAYS_SAID = frozenset(("web", "scale_failed", "queues_unchecked", "agent_lost",
+                         "member_lost"))
+"""Events said even without the view: where the live page is, and what went wrong while the run
+went on (an error that ends the run is the command's own last line, not said twice)."""
 
 
 class LiveView:

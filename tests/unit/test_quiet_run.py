@@ -22,10 +22,11 @@ def test_no_live_says_the_page_url_and_not_the_steps(tmp_path, capsys):
     assert not [line for line in lines if " step: " in line or " provision: " in line], lines
 
 
-def test_no_live_says_lines_of_no_event_and_errors_only(capsys):
+def test_no_live_says_lines_of_no_event_and_what_went_wrong_only(capsys):
     view = LiveView(enabled=False)
     view.say("metrics: port 9 is in use")
     view.say("12:00:00 step: 2", event="step")
-    view.say("12:00:01 error: broker gone", event="error")
+    view.say("12:00:01 agent_lost: agent 1 lost", event="agent_lost")
+    view.say("12:00:02 error: broker gone", event="error")  # the command's own last line says it
     assert capsys.readouterr().err.splitlines() == ["metrics: port 9 is in use",
-                                                    "12:00:01 error: broker gone"]
+                                                    "12:00:01 agent_lost: agent 1 lost"]
