@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from results.rundir.manifest import read_manifest
+from results.rundir.manifest import RunManifest, read_manifest
 from topologies import lease
 from topologies.rabbitmq.local import LocalRabbitMQ
 
@@ -83,6 +83,24 @@ def agents_of(run_dir: Path) -> list[int]:
     return [a["pid"] for e in events(run_dir) if e["kind"] == "agents_up" for a in e["agents"]]
 
 
+def stop_with_sigterm(process: subprocess.Popen, after_s: float = 2.0) -> str:
+    """SIGTERM ``process`` ``after_s`` from now, as timeout or systemd would; its stderr."""
+    time.sleep(after_s)
+    process.send_signal(signal.SIGTERM)
+    return process.communicate(timeout=90)[1]
+
+
+def stopped_cleanly(run_dir: Path, state_root) -> RunManifest:
+    """The run's manifest, checked to say it was stopped by SIGTERM, with nothing of it left
+    running and its members' record gone."""
+    manifest = read_manifest(run_dir)
+    assert manifest.outcome == "interrupted"
+    assert manifest.interruption.reason == "stopped by SIGTERM"
+    assert not member_pids(state_root), "members were left running"
+    assert lease.members_owner(TOPOLOGY["name"]) is None
+    return manifest
+
+
 def _alive(pid: int) -> bool:
     return psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
 
@@ -106,22 +124,16 @@ def test_a_second_run_is_refused_and_sigterm_stops_the_first_cleanly(specs, tmp_
             _, said = refused.communicate(timeout=60)
             assert refused.returncode == 1 and f"(pid {first.pid}" in said, said
         assert member_pids(state_root), "surge down stopped members under a live run"
-        time.sleep(2)
-        first.send_signal(signal.SIGTERM)
-        out, err = first.communicate(timeout=90)
+        err = stop_with_sigterm(first)
     finally:
         with contextlib.suppress(ProcessLookupError):
             first.kill()
     assert first.returncode == 1, err
-    manifest = read_manifest(run_dir)
-    assert manifest.outcome == "interrupted"
-    assert manifest.interruption.reason == "stopped by SIGTERM"
+    manifest = stopped_cleanly(run_dir, state_root)
     assert manifest.interruption.last_second_s > 3
     accounting = manifest.accounting
     assert accounting.balanced and accounting.lost == 0 and accounting.sent > 100, accounting
-    assert not member_pids(state_root), "the run's members were left running"
     assert not [p for p in agents_of(run_dir) if _alive(p)]
-    assert lease.members_owner(TOPOLOGY["name"]) is None
 
 
 def test_a_dead_controller_is_found_out_and_its_members_are_not_reused_silently(
@@ -271,16 +283,10 @@ def test_sigterm_stops_a_capacity_search_cleanly(specs, tmp_path, state_root):
             assert process.poll() is None and time.monotonic() < deadline, process.communicate()
             time.sleep(0.5)
         run_dir = next(runs.glob("*/*/metrics")).parent
-        time.sleep(2)
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=90)
+        err = stop_with_sigterm(process)
     finally:
         with contextlib.suppress(ProcessLookupError):
             process.kill()
     assert process.returncode == 1, err
-    manifest = read_manifest(run_dir)
-    assert manifest.outcome == "interrupted"
-    assert manifest.interruption.reason == "stopped by SIGTERM"
+    manifest = stopped_cleanly(run_dir, state_root)
     assert manifest.accounting is not None and manifest.accounting.lost == 0
-    assert not member_pids(state_root), "the search's members were left running"
-    assert not lease.members_owner(TOPOLOGY["name"])
