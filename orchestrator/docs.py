@@ -1,7 +1,7 @@
 """The reference pages of the documentation, generated from the code: every command of the CLI
 (from its typer app), every spec field (from the pydantic models), every Prometheus series of the
 controller and the agents (from their collectors), every run-directory table and column (from
-its Arrow schemas).
+its column declarations).
 
 ``python -m orchestrator.docs`` rewrites ``docs/reference/``; ``--check`` only says which pages
 are stale (exit status 1), as the test suite does.
@@ -31,7 +31,7 @@ from orchestrator.run.exposition import COUNTERS, GAUGES, ControllerMetrics
 from orchestrator.run.liveview import ViewState
 from orchestrator.specs import units
 from orchestrator.specs.schema import MODELS, file_name
-from results.rundir.tables import SCHEMAS
+from results.rundir.tables import COLUMNS
 
 REFERENCE = Path("docs") / "reference"
 """Where the pages go, relative to the repository."""
@@ -279,16 +279,23 @@ def metrics_page() -> str:
 
 # --- the run directory ------------------------------------------------------------------------
 
+def undescribed_columns() -> list[str]:
+    """``table.column`` of every metric column without a description."""
+    return [f"{table}.{column.name}" for table, columns in COLUMNS.items()
+            for column in columns if not column.description.strip()]
+
+
 def tables_page() -> str:
-    """Every table of a run directory and its columns with their Arrow types."""
+    """Every table of a run directory and its columns with their Arrow types and meaning."""
     lines = ["# Run-directory tables", "", GENERATED, "",
              "Each table is `runs/<run>/metrics/<table>/` (Parquet parts while the run goes, one "
-             "`compacted.parquet` once it has ended), one row a second per subject. What the "
+             "`compacted.parquet` once it has ended), one row a second per subject; `null` in any "
+             "column is unknown, never 0. What the "
              "figures mean and how they are measured: "
              "[What a run leaves behind](../guide/run-directory.md).", ""]
-    for table, schema in SCHEMAS.items():
-        lines += [f"## {table}", "", "| column | type |", "|---|---|"]
-        lines += [f"| `{field.name}` | `{field.type}` |" for field in schema]
+    for table, columns in COLUMNS.items():
+        lines += [f"## {table}", "", "| column | type | description |", "|---|---|---|"]
+        lines += [f"| `{c.name}` | `{c.type}` | {_cell(c.description)} |" for c in columns]
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -41,55 +41,170 @@ from results.rundir.parts import read_files
 from results.rundir.parts import table_files as table_files
 
 
-def _histogram(name: str) -> list[tuple[str, pa.DataType]]:
-    """The columns of histogram ``name`` (sparse: its buckets and their counts)."""
+class Column(NamedTuple):
+    """One column of a metric table: its name, Arrow type, and what it holds with its unit
+    (``null`` in a column always means unknown, never 0)."""
+
+    name: str
+    type: pa.DataType
+    description: str
+
+
+_OF = {LATENCY: "from the actual send time",
+       INTENDED: "from the intended send time (rate-limited senders only)"}
+_RECENT = "; null in runs recorded before it"
+_SINCE = {LATENCY: "", INTENDED: _RECENT}
+
+
+def _histogram(name: str, span: str) -> list[Column]:
+    """The columns of histogram ``name`` (sparse: its buckets and their counts) of ``span``."""
     buckets, counts = histogram_columns(name)
-    return [(buckets, pa.list_(pa.int32())), (counts, pa.list_(pa.int64()))]
+    return [Column(buckets, pa.list_(pa.int32()),
+                   f"Latency {_OF[name]} of {span}, as a histogram: the indices of its "
+                   "non-empty buckets (log-linear over integer µs, 32 sub-buckets per power "
+                   f"of two){_SINCE[name]}"),
+            Column(counts, pa.list_(pa.int64()),
+                   f"Messages in each bucket of `{buckets}`, in the same order (count)")]
 
 
-def _percentiles(name: str) -> list[tuple[str, pa.DataType]]:
-    return [(f"{name}_p50_ms", pa.float64()), (f"{name}_p99_ms", pa.float64())]
+def _percentiles(name: str) -> list[Column]:
+    buckets, _ = histogram_columns(name)
+    return [Column(f"{name}_p{q}_ms", pa.float64(),
+                   f"p{q} latency {_OF[name]} of this tick's `{buckets}` (ms); null when it "
+                   f"holds no message{_SINCE[name]}") for q in (50, 99)]
 
 
-_HISTOGRAM = _histogram(LATENCY)
-_WHEN = [("t", pa.float64()), ("elapsed_s", pa.float64()), ("phase", pa.int32())]
+def _when() -> list[Column]:
+    return [Column("t", pa.float64(), "Wall-clock time of the tick, once its readings were in "
+                   "(s since the Unix epoch, the controller's clock)"),
+            Column("elapsed_s", pa.float64(), "When the tick started, in s since the load "
+                   "started (the controller's monotonic clock)"),
+            Column("phase", pa.int32(), "Plan step running at this tick (1-based, counting "
+                   "repeats and sweep counts); 0 before the first step and while draining")]
 
-SCHEMAS: dict[str, pa.Schema] = {
-    "ticks": pa.schema([
-        *_WHEN, ("lateness_s", pa.float64()),
-        ("target_rate", pa.float64()), ("send_rate", pa.float64()),
-        ("receive_rate", pa.float64()), ("confirm_rate", pa.float64()),
-        ("skip_rate", pa.float64()),
-        ("sent", pa.int64()), ("received", pa.int64()), ("confirmed", pa.int64()),
-        ("nacked", pa.int64()), ("skipped", pa.int64()),
-        ("errors", pa.int64()), ("reconnects", pa.int64()), ("connections", pa.int64()),
-        ("held", pa.int64()), ("senders_done", pa.int64()),
-        ("members_running", pa.int32()), ("queue_depth", pa.int64()),
-        ("depth_age_s", pa.float64()), ("backlog", pa.int64()), ("agents_missing", pa.int32()),
-        ("read_span_s", pa.float64()), ("broker_missing", pa.bool_()),
-        *_percentiles(LATENCY), ("host_cpu_percent", pa.float64()), *_HISTOGRAM,
+
+_TICK_SPAN = "the messages received since the agents' previous snapshots"
+COLUMNS: dict[str, list[Column]] = {
+    "ticks": [
+        *_when(),
+        Column("lateness_s", pa.float64(), "How late the tick fired against its one-second "
+               "grid (s)"),
+        Column("target_rate", pa.float64(), "Total send rate the plan (times any publish "
+               "spike) asks for at this second, over the active senders (msg/s); 0 outside a "
+               "step"),
+        Column("send_rate", pa.float64(), "Messages sent per second, summed over agents, each "
+               "agent's count change over its own clock (msg/s); null when an agent's "
+               "reading is missing"),
+        Column("receive_rate", pa.float64(), "Messages received per second, as `send_rate` "
+               "(msg/s)"),
+        Column("confirm_rate", pa.float64(), "Publishes the broker confirmed per second, as "
+               "`send_rate` (msg/s)"),
+        Column("skip_rate", pa.float64(), "Scheduled sends skipped per second by senders "
+               "catching up after a stall, as `send_rate` (msg/s)"),
+        Column("sent", pa.int64(), "Messages sent, over all agents (count, cumulative)"),
+        Column("received", pa.int64(), "Messages received, over all agents (count, "
+               "cumulative)"),
+        Column("confirmed", pa.int64(), "Publishes the broker confirmed (count, cumulative)"),
+        Column("nacked", pa.int64(), "Messages the broker nacked, each once however often it "
+               "was published again (count, cumulative)"),
+        Column("skipped", pa.int64(), "Scheduled sends skipped: a stalled sender catches up "
+               "at most a second's worth, the oldest are skipped (count, cumulative)"),
+        Column("errors", pa.int64(), "Errors the drivers met: failed connects, lost "
+               "connections or channels, consumers cancelled, failed MQ calls (count, "
+               "cumulative)"),
+        Column("reconnects", pa.int64(), "Connection attempts after a connection was lost "
+               "(count, cumulative)"),
+        Column("connections", pa.int64(), "Connections the agents hold open to the broker now "
+               "(count)"),
+        Column("held", pa.int64(), "Deliveries slowed receivers hold now, not yet handled "
+               "nor counted as received (count)"),
+        Column("senders_done", pa.int64(), "Senders that have sent all their message limit "
+               "asked for (count)"),
+        Column("members_running", pa.int32(), "Broker members running, from the latest "
+               "broker sample (count; 0 before any)"),
+        Column("queue_depth", pa.int64(), "Messages in the workload's queues, ready plus "
+               "unacknowledged (count); null when a reading is missing or too old"),
+        Column("depth_age_s", pa.float64(), "Age of the older of the readings `queue_depth` "
+               "is made of (s); null when the depth does not come from the queues themselves "
+               "or is unknown"),
+        Column("backlog", pa.int64(), "`sent` - `received` (count): includes what flow "
+               "control holds in the broker's ingress, where no queue counts it"),
+        Column("agents_missing", pa.int32(), "Agents whose reading did not arrive by the "
+               "tick's deadline (0.8 s) (count)"),
+        Column("read_span_s", pa.float64(), "Time between the first and the last of this "
+               "tick's agent and depth readings, controller clock (s); null with none"),
+        Column("broker_missing", pa.bool_(), "True when the broker sample did not arrive by "
+               "the tick's deadline"),
+        *_percentiles(LATENCY),
+        Column("host_cpu_percent", pa.float64(), "CPU of the controller's whole host, busy "
+               "over total time of all its cores since the previous reading (%); null on the "
+               "first reading or when missing"),
+        *_histogram(LATENCY, _TICK_SPAN),
         # runs since the intended latency: absent in earlier runs of format 3 and before
-        *_percentiles(INTENDED), *_histogram(INTENDED),
+        *_percentiles(INTENDED), *_histogram(INTENDED, _TICK_SPAN),
         # runs since broker-side cancels and blocked connections, and since agents could be
         # lost: absent in earlier runs
-        ("cancels", pa.int64()), ("blocked", pa.int64()), ("blocked_s", pa.float64()),
-        ("agents_lost", pa.int32())]),
-    "members": pa.schema([
-        *_WHEN, ("member", pa.string()),
-        ("running", pa.bool_()), ("cpu_percent", pa.float64()), ("cpu_interval_s", pa.float64()),
-        ("cpu_age_s", pa.float64()), ("cpu_quota_cores", pa.float64()), ("connections", pa.int64()),
-        ("messages_in", pa.int64()), ("messages_out", pa.int64())]),
-    "hosts": pa.schema([
-        *_WHEN, ("host", pa.string()), ("cpu_percent", pa.float64()),
-        ("cpu_interval_s", pa.float64())]),
-    "agents": pa.schema([
-        *_WHEN, ("agent", pa.int32()), ("monotonic_s", pa.float64()),
-        ("sent", pa.int64()), ("received", pa.int64()), ("errors", pa.int64()),
-        ("reconnects", pa.int64()), ("skipped", pa.int64()), ("cpu_percent", pa.float64()),
-        ("cpu_seconds", pa.float64()), *_HISTOGRAM]),
+        Column("cancels", pa.int64(), "Consumers the broker cancelled: a queue deleted, a "
+               f"leader lost (count, cumulative){_RECENT}"),
+        Column("blocked", pa.int64(), "Connections the broker blocks now (a memory or disk "
+               f"alarm holds their publishes) (count){_RECENT}"),
+        Column("blocked_s", pa.float64(), "Seconds during which at least one connection of "
+               f"an agent was blocked, summed over agents (s, cumulative){_RECENT}"),
+        Column("agents_lost", pa.int32(), "Agents lost so far: no longer asked, their share "
+               f"unknown (count){_RECENT}")],
+    "members": [
+        *_when(),
+        Column("member", pa.string(), "The member's name"),
+        Column("running", pa.bool_(), "Whether the member is running"),
+        Column("cpu_percent", pa.float64(), "The member's CPU over `cpu_interval_s`, of one "
+               "core (%; 100 = one core); null when not running, not answered, on its first "
+               "reading, or (IBM MQ) between two published figures"),
+        Column("cpu_interval_s", pa.float64(), "The interval `cpu_percent` is over, on the "
+               "source's own clock (s)"),
+        Column("cpu_age_s", pa.float64(), "At most how old the CPU figure is (s); null when "
+               "the source does not say or the CPU is unknown"),
+        Column("cpu_quota_cores", pa.float64(), "The member's CPU quota (cores); null when it "
+               "has none or it is unknown"),
+        Column("connections", pa.int64(), "Client connections on the member now (count); "
+               "null when unknown"),
+        Column("messages_in", pa.int64(), "Messages published through the member (count, "
+               "cumulative); null when unknown"),
+        Column("messages_out", pa.int64(), "Messages delivered through the member (count, "
+               "cumulative); null when unknown")],
+    "hosts": [
+        *_when(),
+        Column("host", pa.string(), f"The host: `{CONTROLLER_HOST}` for the controller's, "
+               "else the SSH broker host's name"),
+        Column("cpu_percent", pa.float64(), "CPU of the whole host, busy over total time of "
+               "all its cores over `cpu_interval_s` (%); null on the first reading or when "
+               "missing"),
+        Column("cpu_interval_s", pa.float64(), "The interval `cpu_percent` is over, on the "
+               "host's own clock (s)")],
+    "agents": [
+        *_when(),
+        Column("agent", pa.int32(), "The agent's index"),
+        Column("monotonic_s", pa.float64(), "The agent's own monotonic clock when it took "
+               "its snapshot (s)"),
+        Column("sent", pa.int64(), "Messages the agent sent (count, cumulative)"),
+        Column("received", pa.int64(), "Messages the agent received (count, cumulative)"),
+        Column("errors", pa.int64(), "Errors the agent's driver met (count, cumulative)"),
+        Column("reconnects", pa.int64(), "The agent's connection attempts after a lost "
+               "connection (count, cumulative)"),
+        Column("skipped", pa.int64(), "Scheduled sends the agent skipped catching up after a "
+               "stall (count, cumulative)"),
+        Column("cpu_percent", pa.float64(), "The agent process's CPU since its previous "
+               "snapshot, of one core (%; 100 = one core); null on its first reading or when "
+               "missing"),
+        Column("cpu_seconds", pa.float64(), "The agent process's CPU time at its snapshot "
+               "(s, cumulative); null when unknown"),
+        *_histogram(LATENCY, "the messages the agent received since its previous snapshot")],
 }
+"""Every metric table's columns, each declared once: :data:`SCHEMAS` and the reference
+(``docs/reference/tables.md``) are made from it."""
 
-
+SCHEMAS: dict[str, pa.Schema] = {
+    table: pa.schema([(c.name, c.type) for c in columns]) for table, columns in COLUMNS.items()}
+"""The Arrow schema of each metric table (no field metadata: the files are as they were)."""
 
 
 def latency_columns(name: str, histogram: LatencyHistogram) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import pytest
 
 from orchestrator import docs
 from orchestrator.run.exposition import COUNTERS, GAUGES, MEMBER_GAUGES
-from results.rundir.tables import SCHEMAS
+from results.rundir.tables import COLUMNS, SCHEMAS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,6 +49,24 @@ def test_an_undescribed_field_is_found(monkeypatch):
     from orchestrator.specs.scenario import QueueSpec
     monkeypatch.setattr(QueueSpec.model_fields["durable"], "description", None)
     assert docs.undescribed_fields() == ["QueueSpec.durable"]
+
+
+def test_every_column_has_a_description_and_the_reference_shows_it():
+    assert sum(len(schema) for schema in SCHEMAS.values()) >= 70
+    assert docs.undescribed_columns() == []
+    page = docs.render()["tables.md"]
+    for table, columns in COLUMNS.items():
+        assert [c.name for c in columns] == SCHEMAS[table].names
+        for column in columns:
+            assert f"| `{column.name}` | `{column.type}` | {docs._cell(column.description)} |" \
+                in page, (table, column.name)
+
+
+def test_an_undescribed_column_is_found(monkeypatch):
+    ticks = list(COLUMNS["ticks"])
+    ticks[3] = ticks[3]._replace(description=" ")
+    monkeypatch.setitem(COLUMNS, "ticks", ticks)
+    assert docs.undescribed_columns() == [f"ticks.{ticks[3].name}"]
 
 
 def _mkdocs_missing() -> str | None:
