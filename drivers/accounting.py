@@ -141,8 +141,13 @@ class Reconciliation:
     def explain(self) -> str:
         """One line saying whether the books balance and, if not, where they don't."""
         if self.unknown is not None:
-            gap = f"{self.unknown} unknown, not lost" if self.unknown else \
-                "nothing missing in what the agents reported"
+            if not self.unknown:
+                gap = "nothing missing in what the agents reported"
+            elif self.received + (self.still_queued or 0) > self.sent:
+                gap = (f"{self.unknown} more received or queued than the readings show sent "
+                       f"(sent by a lost agent after its last reading)")
+            else:
+                gap = f"{self.unknown} unknown, not lost"
             return (f"sent {self.sent}, received {self.received}, queued {self.still_queued} "
                     f"({self._nacks()}): {gap}; a lost agent's sends and receipts after its "
                     f"last reading are not known"

@@ -95,6 +95,10 @@ def test_what_a_lost_agent_had_done_counts_and_the_gap_is_unknown():
     assert done.explain().startswith("sent 300, received 280, queued 5")
     assert reconcile(sent=300, confirmed=None, nacked=0, received_unique=295, duplicates=0,
                      still_queued=5).balanced
+    later = reconcile(sent=2412, confirmed=None, nacked=0, received_unique=2419, duplicates=0,
+                      still_queued=0, agents_lost=True)  # as a real run left it
+    assert later.unknown == 7 and "7 more received or queued than the readings show sent " \
+        "(sent by a lost agent after its last reading)" in later.explain()
 
 
 def test_the_report_names_the_lost_agent_at_its_top(tmp_path):
