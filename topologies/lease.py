@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import SurgeError
+from results.rundir.jsonfile import replace_text
 from results.rundir.locks import FileLock
 from results.rundir.manifest import read_manifest
 from topologies.rabbitmq.local import default_state_root
@@ -123,9 +124,7 @@ def record_members(name: str, owner: dict[str, Any] | None, root: Path | None = 
         path.unlink(missing_ok=True)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(owner))
-    os.replace(partial, path)
+    replace_text(path, json.dumps(owner))
 
 
 def foreign_owner(owner: dict[str, Any] | None) -> bool:

@@ -33,7 +33,7 @@ from orchestrator.specs.campaign import Campaign, Cell, load_campaign
 from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
 from orchestrator.web.feed import Board
 from orchestrator.web.server import serving
-from results.rundir.jsonfile import read_object
+from results.rundir.jsonfile import read_object, replace_text
 from results.rundir.manifest import MANIFEST_FILE, RunManifest, read_manifest
 from topologies import lease
 
@@ -122,9 +122,7 @@ def write_state(root: Path, campaign: Campaign, records: list[CellRecord],
             "topology_up": topology_up.model_dump(mode="json") if topology_up else None,
             "cells": [{**record.as_json(), "topology": campaign.specs[record.cell.id][1].name}
                       for record in records]}
-    tmp = root / (STATE_FILE + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False))
-    os.replace(tmp, root / STATE_FILE)
+    replace_text(root / STATE_FILE, json.dumps(data, indent=2, ensure_ascii=False))
 
 
 def left_up(root: Path) -> TopologySpec | None:

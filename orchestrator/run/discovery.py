@@ -24,11 +24,11 @@ died, and the next run removes it (:func:`sweep`), so Prometheus stops scraping 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from results.rundir.jsonfile import replace_text
 from results.rundir.locks import FileLock, is_held
 from results.rundir.manifest import Prometheus
 from topologies.base import Member
@@ -79,10 +79,8 @@ def write_service_discovery(directory: Path, run_id: str, scenario: str, control
     at ``path`` (see :func:`targets_document`); returns its path."""
     path = path or sd_file(directory, run_id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(targets_document(controller, agents, run_id, scenario,
+    replace_text(path, json.dumps(targets_document(controller, agents, run_id, scenario,
                                                    brokers), indent=2) + "\n")
-    os.replace(partial, path)
     return path
 
 

@@ -24,11 +24,13 @@ BACK = "member_back"
 
 class OwnStops:
     """A provisioner that remembers which members the run itself took out of service (until
-    the run starts them again); everything else goes to the wrapped one."""
+    the run starts them again, and one more sample: a sample read while the member was down
+    may be judged only after it is back); everything else goes to the wrapped one."""
 
     def __init__(self, provisioner: Provisioner):
         self.provisioner = provisioner
         self.stopped: set[int] = set()
+        self.restarted: set[int] = set()  # started again, still the run's own until judged
 
     def stop_member(self, index: int, kill: bool = False) -> None:
         """Stop member ``index`` (noted first, so no sample can see it down unexplained)."""
@@ -36,10 +38,15 @@ class OwnStops:
         self.provisioner.stop_member(index, kill=kill)
 
     def start_member(self, index: int | None = None) -> Member:
-        """Start a member; from now on its stopping is news again."""
+        """Start a member; once the next sample is judged, its stopping is news again."""
         member = self.provisioner.start_member(index)
+        self.restarted.add(member.index)
         self.stopped.discard(member.index)
         return member
+
+    def own(self, index: int) -> bool:
+        """Whether member ``index`` is out of service (or just back) by the run's own doing."""
+        return index in self.stopped or index in self.restarted
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.provisioner, name)
@@ -66,9 +73,10 @@ class MemberWatch:
             return
         now = [m.running for m in broker.members]
         before = self.serving if self.serving is not None else now
+        judged = set(self.own.restarted)
         for index, (was, is_) in enumerate(zip(before, now)):
             name = broker.members[index].name
-            if was and not is_ and index not in self.own.stopped:
+            if was and not is_ and not self.own.own(index):
                 self.lost[index] = elapsed_s
                 self.count += 1
                 self.event(LOST, member=name, index=index, elapsed_s=elapsed_s,
@@ -79,4 +87,5 @@ class MemberWatch:
                 self.event(BACK, member=name, index=index, elapsed_s=elapsed_s,
                            explain=f"{name} serves again, {elapsed_s - since:.0f} s after it "
                                    "stopped")
+        self.own.restarted -= judged
         self.serving = now

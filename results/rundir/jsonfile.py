@@ -1,10 +1,12 @@
 """Reading the JSON files surge wrote earlier (``run.json``, ``analysis.json``, state files),
 which may have been damaged, truncated or replaced since: every way one can be wrong is a
-:class:`FileError` of one line that names the file."""
+:class:`FileError` of one line that names the file; and writing them so that no reader ever
+sees half of one (:func:`replace_text`)."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -36,3 +38,11 @@ def read_object(path: Path, missing: str = NOT_FOUND) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise FileError(f"{path}: expected a JSON object, got {type(value).__name__}")
     return value
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: beside it under a hidden name that no pattern of
+    ``*.json`` matches, then renamed into place."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text)
+    os.replace(partial, path)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -36,7 +35,7 @@ from pydantic import (
 from orchestrator.errors import FileError, one_line
 from orchestrator.specs.plan import Phase
 from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
-from results.rundir.jsonfile import read_object
+from results.rundir.jsonfile import read_object, replace_text
 from results.rundir.locks import CONTROLLER_LOCK, is_held
 from results.rundir.parts import read_files
 from results.rundir.steps import StepRow, fast_path_line
@@ -362,9 +361,7 @@ class RunManifest(Record):
 
 def write_json(run_dir: Path, data: dict[str, Any]) -> None:
     """Write ``data`` as ``run_dir/run.json`` atomically."""
-    tmp = run_dir / (MANIFEST_FILE + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    os.replace(tmp, run_dir / MANIFEST_FILE)
+    replace_text(run_dir / MANIFEST_FILE, json.dumps(data, indent=2, default=str))
 
 
 def read_manifest(run_dir: Path) -> RunManifest:
