@@ -20,9 +20,18 @@ docs: deps  ## rewrite the generated reference and build the site into site/ (st
 	$(BIN)/python -m orchestrator.docs
 	$(BIN)/mkdocs build --strict
 
-bench: deps bench-deps  ## generator comparison, rate accuracy, controller scale (print figures)
-	$(BIN)/python bench/generators.py
-	$(BIN)/python bench/rate_accuracy.py
+bench: deps bench-deps  ## every benchmark, about 80 min; each keeps its output in bench/results/
+	$(BIN)/python bench/driver_efficiency.py
+	$(BIN)/python bench/decoder_speed.py
+	$(BIN)/python bench/controller_scale.py
+	$(BIN)/python bench/efficiency.py
+	$(BIN)/python bench/http_flood.py
+	$(BIN)/python bench/web_page.py
+	$(BIN)/python bench/rate_accuracy.py --hold 21
+	$(BIN)/python bench/generators.py --rounds 3 --seconds 8
+	$(BIN)/python bench/analysis.py
+	$(BIN)/python bench/scaling.py --run
+	$(BIN)/python bench/sample_integrity.py $$(ls -d runs/*-uniform-cluster-scaling | tail -1)
 
 bench-deps:  ## the C client of bench/generators.py is compiled against librabbitmq
 	@[ -e /usr/include/amqp.h ] || { apt-get update -q && DEBIAN_FRONTEND=noninteractive \

@@ -9,7 +9,7 @@ ns per delivery, and its ratio to the old one as the median of the rounds' ratio
 round's variants ran back to back, so a machine that others load alike for both cancels out;
 below 1: faster than the old one).
 
-    PYTHONPATH=$PWD python -m bench.decoder_speed --old a783b57
+    .venv/bin/python bench/decoder_speed.py --old a783b57
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ from pathlib import Path
 
 from pika import frame, spec
 
-from drivers.amqp import wire
-from drivers.amqp.frames import FrameDecoder
-from drivers.header import encode
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from drivers.amqp import wire  # noqa: E402
+from drivers.amqp.frames import FrameDecoder  # noqa: E402
+from drivers.header import encode  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -122,4 +124,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.record import recorded
+    with recorded("decoder_speed"):
+        main()
