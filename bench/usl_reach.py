@@ -6,8 +6,12 @@ again in simulation with relative noise, each case over 4 seeds.
 """
 
 import random
+import sys
+from pathlib import Path
 
-from results import usl
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from results import usl  # noqa: E402
 
 LAW = usl.Law(4079, -0.0922, 0.0016)
 
@@ -29,4 +33,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.record import recorded
+    with recorded("usl_reach"):
+        main()

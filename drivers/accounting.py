@@ -137,9 +137,21 @@ class Reconciliation:
     unknown: int | None = None
     """Where a load agent was lost: messages whose fate it took with it (what it sent or
     received after its last reading), unknown rather than lost; else ``None``."""
+    published: int | None = None
+    """Messages published where each was copied to several subscriptions (then ``sent``,
+    ``received``, ``still_queued`` and ``lost`` count copies); else ``None``."""
+    subscriptions: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per subscription queue: copies routed to it, received, duplicates, queued, lost."""
 
     def explain(self) -> str:
         """One line saying whether the books balance and, if not, where they don't."""
+        line = self._explain()
+        if self.published is None:
+            return line
+        return f"published {self.published} messages as {self.sent} copies to subscriptions: " \
+               + line
+
+    def _explain(self) -> str:
         if self.unknown is not None:
             if not self.unknown:
                 gap = "nothing missing in what the agents reported"
@@ -200,6 +212,7 @@ def reconcile(
     still_queued: int | None,
     not_republished: int | None = None,
     agents_lost: bool = False,
+    published: int | None = None,
 ) -> Reconciliation:
     """Balance what was sent against what was received, left queued and nacked by the broker.
 
@@ -207,7 +220,8 @@ def reconcile(
     after their last nack (None: none was published again, so all of them). duplicates should
     include both local and cross-tracker duplicates. balanced means every unreceived, unqueued
     message was nacked last and nothing arrived twice; confirmed (None when publisher confirms
-    are off) only feeds explain(). With ``agents_lost`` (sent and received then hold a lost
+    are off) only feeds explain(). ``published``: messages, where ``sent`` counts their copies
+    to subscriptions. With ``agents_lost`` (sent and received then hold a lost
     agent's figures up to its last reading) the gap is ``unknown``, and nothing is called lost.
     """
     not_republished = nacked if not_republished is None else not_republished
@@ -227,7 +241,7 @@ def reconcile(
         return Reconciliation(sent=sent, confirmed=confirmed, nacked=nacked,
                               received=received_unique, duplicates=duplicates, still_queued=None,
                               lost=None, unexplained=None, balanced=False,
-                              not_republished=not_republished)
+                              not_republished=not_republished, published=published)
     balance = sent - received_unique - still_queued
     unexplained = abs(balance - not_republished)
     if agents_lost:
@@ -235,7 +249,7 @@ def reconcile(
                               received=received_unique, duplicates=duplicates,
                               still_queued=still_queued, lost=None, unexplained=None,
                               balanced=False, not_republished=not_republished,
-                              unknown=unexplained)
+                              unknown=unexplained, published=published)
     return Reconciliation(
         sent=sent,
         confirmed=confirmed,
@@ -247,4 +261,5 @@ def reconcile(
         unexplained=unexplained,
         balanced=unexplained == 0 and duplicates == 0,
         not_republished=not_republished,
+        published=published,
     )

@@ -49,7 +49,7 @@ class Agent:
             request_reply = config.pattern == "request-reply"
             receiver_kind = ResponderRole if request_reply else ReceiverRole
             for receiver in config.receivers:
-                role = receiver_kind(self.recorder, receiver.id)
+                role = receiver_kind(self.recorder, receiver.id, receiver.group)
                 self.receivers[role.receiver_id] = role
                 self.driver.add_receiver(role, receiver.endpoint, receiver.queue)
             payload = PayloadBuilder(config.message_size)
@@ -106,7 +106,7 @@ class Agent:
     def accounting(self) -> protocol.Accounting:
         """What each producer sent and which sequence numbers this agent received."""
         return self._on_loop(lambda: protocol.Accounting(self.recorder.sent_per_producer(),
-                                                         self.recorder.tracker.export()))
+                                                         self.recorder.exports()))
 
     def stop_senders(self) -> protocol.Done:
         """Stop publishing and wait for outstanding confirms."""

@@ -38,7 +38,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 """Bumped whenever a message or path changes meaning; controller and agent must agree."""
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -68,7 +68,8 @@ class SenderConfig:
     rate: float
     endpoint: str
     queue: str | list[str] | None = None  # None: the destination's; several: each message
-    # goes to the next in turn (MQ's bind not-fixed)
+    # goes to the next in turn (MQ's bind not-fixed). Publishing to an exchange: the queues
+    # its messages are routed to, whose depth an unlimited sender's backlog gate reads
     limit: int | None = None  # messages after which it stops (exit.messages_per_sender)
     start_delay_s: float = 0.0  # it starts after a random delay up to this
 
@@ -80,6 +81,7 @@ class ReceiverConfig:
     id: int
     endpoint: str
     queue: str | None = None  # None: the destination's
+    group: str = ""  # its subscription: receivers of one group share each message's one copy
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,10 @@ class Destination:
     reply_timeout_s: float = 10.0  # request-reply: a request unanswered this long times out
     unit_of_work: bool = False  # request-reply: a responder's get and put in one transaction
     fast_path: bool = True  # drivers may encode/decode frames themselves where they can
+    exchange: str = ""  # "": the default exchange, each sender publishing to its queue by name
+    routing_keys: tuple[str, ...] = ()  # with an exchange; each message takes one of them
+    key_order: str = "random"  # drivers.routing.ORDERS
+    zipf_exponent: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -229,11 +235,12 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class Accounting:
-    """What each producer of the agent sent (its next sequence number) and, per producer, the
-    bitmap of sequence numbers this agent's receivers got."""
+    """What each producer of the agent sent (its next sequence number) and, per subscription
+    group of its receivers (``""``: all of them compete for one copy of each message) and per
+    producer, the bitmap of sequence numbers they got."""
 
     sent: dict[int, int]
-    bitmaps: dict[int, bytes]
+    bitmaps: dict[str, dict[int, bytes]]
 
 
 M = TypeVar("M")

@@ -46,8 +46,23 @@ class Recorder:
         # from each message's intended send time (rate-limited senders only)
         self.intended_latency = LatencyHistogram()
         self.total_intended_latency = LatencyHistogram()
-        self.tracker = SequenceTracker()
+        self.trackers: dict[str, SequenceTracker] = {"": SequenceTracker()}  # per group
         self.senders: list[SenderRole] = []
+
+    @property
+    def tracker(self) -> SequenceTracker:
+        """The sequence tracker of receivers that compete for one copy of each message."""
+        return self.trackers[""]
+
+    def tracker_for(self, group: str) -> SequenceTracker:
+        """The sequence tracker of the receivers of subscription ``group``."""
+        if group not in self.trackers:
+            self.trackers[group] = SequenceTracker()
+        return self.trackers[group]
+
+    def exports(self) -> dict[str, dict[int, bytes]]:
+        """Every group's exported bitmaps."""
+        return {group: tracker.export() for group, tracker in self.trackers.items()}
 
     def error(self, message: str) -> None:
         """Count an error and remember the latest one for the live view."""
@@ -68,7 +83,8 @@ class Recorder:
             nacks_republished=self.nacks_republished, nacks_repeated=self.nacks_repeated,
             held=self.held,
             received=self.received, redelivered=self.redelivered,
-            duplicates=self.tracker.duplicates, out_of_order=self.tracker.out_of_order,
+            duplicates=sum(t.duplicates for t in self.trackers.values()),
+            out_of_order=sum(t.out_of_order for t in self.trackers.values()),
             errors=self.errors, reconnects=self.reconnects, header_errors=self.header_errors,
             connections=self.connections, republished=self.republished, served=self.served,
             unmatched=self.unmatched, timeouts=self.timeouts,
@@ -290,10 +306,10 @@ class ReceiverRole:
 
     serves_requests = False  # a responder: requests are counted as served, not received
 
-    def __init__(self, recorder: Recorder, receiver_id: int = 0):
+    def __init__(self, recorder: Recorder, receiver_id: int = 0, group: str = ""):
         self.receiver_id = receiver_id
         self.recorder = recorder
-        self._track = recorder.tracker.record
+        self._track = recorder.tracker_for(group).record
 
     def on_body(self, body: bytes, offset: int = 0, redelivered: bool = False) -> None:
         """Account for one delivered message whose body starts at ``offset`` in ``body``."""

@@ -132,6 +132,9 @@ def measurements_text(manifest: RunManifest, derived: dict[str, Any]) -> list[st
         lines.append(f"- accounting: {manifest.accounting.explain}; nacked counts messages, "
                      f"each once; published again {details.get('republished', 0):,} times, "
                      f"{details.get('nacks_republished', 0):,} of them after a nack")
+        lines += [f"- subscription {queue}: " + ", ".join(f"{name} {count:,}" for name, count
+                                                        in figures.items())
+                  for queue, figures in manifest.accounting.subscriptions.items()]
     return lines
 
 

@@ -110,7 +110,7 @@ class MemoryAgent:
         for producer, count in each.items():
             for seq in range(count):
                 tracker.record(producer, seq)
-        return protocol.Accounting(each, tracker.export())
+        return protocol.Accounting(each, {"": tracker.export()})
 
     def clock_now(self) -> protocol.Clock:
         return protocol.Clock(int(self.clock.time() * 1e9))

@@ -33,13 +33,14 @@ import pika
 from pika.adapters.select_connection import IOLoop
 
 from drivers.amqp import wire as amqp_wire
-from drivers.amqp.frames import FrameEncoder, ack_frame
+from drivers.amqp.frames import FrameEncoder, ack_frame, mixed_batch
 from drivers.amqp.settings import AmqpSettings
 from drivers.backlog import BacklogGate
 from drivers.base import Driver, rotation
 from drivers.header import HEADER_SIZE
 from drivers.protocol import Destination, FastPath
 from drivers.rate import on_tick
+from drivers.routing import KeyPicker
 from drivers.workers import ReceiverRole, RequesterRole, ResponderRole, SenderRole
 
 MAX_BUFFERED_BYTES = 4 * 1024 * 1024  # outbound bytes per connection before a sender waits
@@ -141,10 +142,15 @@ class _SenderLink(_Link):
                  queue: str | list[str]):
         routes = queue if isinstance(queue, list) else [queue]
         super().__init__(driver, endpoint, routes[0])
-        self.routes = routes  # several: each message goes to the next (MQ's bind not-fixed)
-        self.next_route = 0
+        self.routes = routes  # the queues its messages reach, whose depth its gate reads
         self.role = role
         destination = driver.destination
+        # where each message is published: an (exchange, routing key) per route, or per key
+        self.targets = [("", route) for route in routes] if not destination.exchange else \
+            [(destination.exchange, key) for key in destination.routing_keys or ("",)]
+        self.picker = KeyPicker(len(self.targets), destination.key_order,
+                                destination.zipf_exponent) if destination.exchange \
+            else KeyPicker(len(self.targets), "sequential")  # queues in turn: bind not-fixed
         self.properties = pika.BasicProperties(delivery_mode=2 if destination.persistent else 1)
         self.timer = None
         self.last_tag = 0
@@ -168,8 +174,8 @@ class _SenderLink(_Link):
         self.templates = []
         if self.driver.fast_path_on(self.connection):
             self.templates = [FrameEncoder(
-                channel.channel_number, route, self.role.size, destination.persistent,
-                self.connection.params.frame_max) for route in self.routes]
+                channel.channel_number, key, self.role.size, destination.persistent,
+                self.connection.params.frame_max, exchange) for exchange, key in self.targets]
         if self.gate is not None:
             self.gate.forget()
         self._publish()
@@ -217,22 +223,20 @@ class _SenderLink(_Link):
     def _emit(self, first_seq: int, n: int, nacked_before: bool = False) -> None:
         """Publish messages ``first_seq`` .. ``first_seq + n - 1`` of this sender
         (``nacked_before``: each of them was nacked once already)."""
-        role, routes = self.role, len(self.routes)
-        if len(self.templates) == 1:
+        role, producer = self.role, self.role.producer_id
+        picks = None if self.picker.fixed else self.picker.picks(producer, first_seq, n)
+        if self.templates and picks is None:
             amqp_wire.emit(self.connection, self.templates[0].batch(
-                n, role.producer_id, first_seq, time.time_ns(), role.lags(first_seq)))
+                n, producer, first_seq, time.time_ns(), role.lags(first_seq)))
         elif self.templates:
-            now, templates, start = time.time_ns(), self.templates, self.next_route
-            flags, lag_us, less_us = role.lags(first_seq)
-            amqp_wire.emit(self.connection, b"".join(
-                templates[(start + i) % routes].batch(1, role.producer_id, first_seq + i, now,
-                                                      (flags, int(lag_us - i * less_us), 0.0))
-                for i in range(n)))
+            amqp_wire.emit(self.connection, mixed_batch(
+                self.templates, picks, producer, first_seq, time.time_ns(),
+                role.lags(first_seq)))
         else:
-            publish, props = self.channel.basic_publish, self.properties
+            publish, props, targets = self.channel.basic_publish, self.properties, self.targets
             for i, seq in enumerate(range(first_seq, first_seq + n)):
-                publish("", self.routes[(self.next_route + i) % routes], role.body(seq), props)
-        self.next_route = (self.next_route + n) % routes
+                exchange, key = targets[picks[i] if picks else 0]
+                publish(exchange, key, role.body(seq), props)
         if self.driver.destination.confirms:
             self.unconfirmed_batches.append([self.published + 1, first_seq, n, nacked_before])
         self.published += n

@@ -62,17 +62,18 @@ def ack_frame(channel_number: int, tag: int, multiple: bool) -> bytes:
 
 
 class FrameEncoder:
-    """The wire bytes of one Basic.Publish (default exchange, routing key ``routing_key``) of
-    a ``size``-byte body: method, content header (only delivery-mode set) and body frames of
-    at most ``frame_max`` bytes each. :meth:`batch` stamps copies of it."""
+    """The wire bytes of one Basic.Publish (to ``exchange``, the default one if empty, with
+    routing key ``routing_key``) of a ``size``-byte body: method, content header (only
+    delivery-mode set) and body frames of at most ``frame_max`` bytes each. :meth:`batch`
+    stamps copies of it; :func:`mixed_batch` interleaves several."""
 
     def __init__(self, channel_number: int, routing_key: str, size: int, persistent: bool,
-                 frame_max: int):
+                 frame_max: int, exchange: str = ""):
         if size < HEADER_SIZE:
             raise ValueError(f"message size {size}: a surge message holds at least its "
                              f"{HEADER_SIZE}-byte header")
         method = _frame(FRAME_METHOD, channel_number, struct.pack(">HHH", BASIC, PUBLISH, 0)
-                        + _short_string("", "exchange")
+                        + _short_string(exchange, "exchange")
                         + _short_string(routing_key, "routing key") + b"\0")
         header = _frame(FRAME_HEADER, channel_number, _CONTENT_HEADER.pack(
             BASIC, 0, size, DELIVERY_MODE_FLAG, 2 if persistent else 1))
@@ -102,6 +103,25 @@ class FrameEncoder:
                                     range(first_seq, first_seq + n), each_lag):
             stamp(buffer, offset, flags, producer_id, seq, send_ns, lag)
         return buffer
+
+
+def mixed_batch(encoders: list[FrameEncoder], picks: list[int], producer_id: int,
+                first_seq: int, send_ns: int, lags: tuple[int, int, float] = (0, 0, 0.0)
+                ) -> bytearray:
+    """Consecutive publishes from ``first_seq``, message ``i`` through ``encoders[picks[i]]``
+    (each its own routing key or queue), stamped as :meth:`FrameEncoder.batch` stamps."""
+    templates = [e._mutable for e in encoders]
+    buffer = bytearray().join([templates[i] for i in picks])
+    n, stamp = len(picks), stamp_fields
+    flags, lag_us, less_us = lags
+    offsets = accumulate((encoders[i].length for i in picks[:-1]), initial=0)
+    each_lag = map(int, accumulate(repeat(less_us, n - 1), sub, initial=lag_us)) \
+        if less_us else repeat(lag_us, n)
+    prefix = len(PREFIX)
+    for start, i, seq, lag in zip(offsets, picks, range(first_seq, first_seq + n), each_lag):
+        stamp(buffer, start + encoders[i].header_offset + prefix, flags, producer_id, seq,
+              send_ns, lag)
+    return buffer
 
 
 class FrameDecoder:

@@ -48,15 +48,21 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
         persistent=workload.message.persistent, confirms=workload.confirms,
         prefetch=workload.prefetch, manual_ack=workload.ack == "manual",
         reply_size=workload.reply_size or workload.message.size,
-        reply_timeout_s=workload.reply_timeout, unit_of_work=workload.unit_of_work)
+        reply_timeout_s=workload.reply_timeout, unit_of_work=workload.unit_of_work,
+        exchange=workload.exchange, routing_keys=tuple(workload.keys) if workload.exchange
+        else (), key_order=workload.key_order, zipf_exponent=float(workload.zipf_exponent))
+    # publishing to an exchange, each queue is a subscription with its own copy of a message
+    subscriptions = bool(workload.exchange)
     senders: list[list[protocol.SenderConfig]] = [[] for _ in range(agent_count)]
     receivers: list[list[protocol.ReceiverConfig]] = [[] for _ in range(agent_count)]
     seats = []
     for i in range(workload.receivers):
         agent, member = receiver_agents[i % len(receiver_agents)], members[i % len(members)]
         slot = i * queue.count // workload.receivers
+        name = queue.instance(member.index, slot)
         receivers[agent].append(protocol.ReceiverConfig(
-            id=i + 1, endpoint=member.endpoint, queue=queue.instance(member.index, slot)))
+            id=i + 1, endpoint=member.endpoint, queue=name,
+            group=name if subscriptions else ""))
         seats.append(Seat(("r", i + 1), agent, member.index))
     for i in range(workload.senders):
         agent, member = sender_agents[i % len(sender_agents)], members[i % len(members)]
@@ -65,6 +71,8 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
         if workload.bind == "not-fixed":
             target = [queue.instance(m.index, slot) for m in members] if queue.per_member \
                 else queue.names
+        if subscriptions:
+            target = queue.instances([m.index for m in members])
         senders[agent].append(protocol.SenderConfig(
             producer_id=i + 1, rate=first_rate, endpoint=member.endpoint, queue=target,
             limit=scenario.exit.messages_per_sender, start_delay_s=workload.start_delay))

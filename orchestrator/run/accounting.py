@@ -1,14 +1,24 @@
 """The end-of-run accounting: every message sent is received, still queued, or lost, and the
-run says which (:func:`drivers.accounting.reconcile`), from the agents' own records."""
+run says which (:func:`drivers.accounting.reconcile`), from the agents' own records.
+
+Published to an exchange, a message is copied to every queue its routing key reaches, and each
+queue is a subscription whose receivers get one copy. The accounting then counts copies: which
+queues each message reached is known without asking anyone (the key a message took is a
+function of its producer and sequence number, :class:`drivers.routing.KeyPicker`, and where a
+key goes is the topology's bindings, :meth:`TopologySpec.routes`), so each subscription is
+balanced exactly: routed = received + queued + lost.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from drivers import protocol
-from drivers.accounting import Reconciliation, merge_exports, reconcile
+from drivers.accounting import MergedCounts, Reconciliation, merge_exports, reconcile
+from drivers.routing import KeyPicker
 from orchestrator.run.agentloss import LostAgent
 from orchestrator.specs.scenario import ScenarioSpec
 
@@ -23,14 +33,65 @@ class Accounted:
     missing: dict[int, Any]
 
 
+@dataclass(frozen=True)
+class Routing:
+    """Where a run's messages went: ``routes[k]`` is the set of the workload's queues that
+    routing key ``k`` reaches, and ``picker`` which key each message took."""
+
+    routes: tuple[frozenset[str], ...]
+    picker: KeyPicker
+
+    @classmethod
+    def of(cls, scenario: ScenarioSpec, route: Any, queues: Sequence[str]) -> Routing | None:
+        """The routing of ``scenario`` (``None``: the default exchange, one copy of each
+        message); ``route(exchange, key)`` is :meth:`TopologySpec.routes` and ``queues`` the
+        workload's queues."""
+        workload = scenario.workload
+        if not workload.exchange:
+            return None
+        mine = frozenset(queues)
+        keys = workload.keys
+        return cls(tuple(route(workload.exchange, key) & mine for key in keys),
+                   KeyPicker(len(keys), workload.key_order, float(workload.zipf_exponent)))
+
+    @property
+    def queues(self) -> list[str]:
+        """Every queue some key reaches."""
+        return sorted(set().union(*self.routes))
+
+    def expected(self, queue: str, producer_id: int, sent: int) -> int:
+        """The bitmap of the sequence numbers of ``producer_id`` routed to ``queue``."""
+        takes = [queue in reached for reached in self.routes]
+        if all(takes):
+            return (1 << sent) - 1
+        if not any(takes):
+            return 0
+        bits = bytearray((sent + 7) // 8)
+        pick = self.picker.pick
+        for seq in range(sent):
+            if takes[pick(producer_id, seq)]:
+                bits[seq >> 3] |= 1 << (seq & 7)
+        return int.from_bytes(bits, "little")
+
+    def copies_each(self) -> int | None:
+        """Copies of every message, where all keys reach as many queues (else ``None``)."""
+        sizes = {len(reached) for reached in self.routes}
+        return sizes.pop() if len(sizes) == 1 else None
+
+
 def account(reports: Sequence[protocol.Accounting], snapshots: Sequence[protocol.Snapshot],
             scenario: ScenarioSpec, queued: int | None,
-            lost: Sequence[LostAgent] = ()) -> Accounted:
+            lost: Sequence[LostAgent] = (), routing: Routing | None = None,
+            per_queue: dict[str, int] | None = None) -> Accounted:
     """Reconcile the agents' accounting reports and final snapshots with the messages still
     queued (``None``: unknown). Agents the run ``lost`` count with their last snapshot (what
-    they had sent and received by then); what they did afterwards makes the gap unknown."""
-    merged = merge_exports([r.bitmaps for r in reports])
+    they had sent and received by then); what they did afterwards makes the gap unknown. With
+    a ``routing``, copies are counted per subscription (``per_queue``: each queue's depth)."""
     sent_per_producer = {k: v for r in reports for k, v in r.sent.items()}
+    if routing is not None:
+        return _account_copies(reports, snapshots, scenario, per_queue, lost, routing,
+                               sent_per_producer)
+    merged = merge_exports([bitmaps for r in reports for bitmaps in r.bitmaps.values()])
     confirms = scenario.workload.confirms
     last = [agent.snapshot for agent in lost if agent.snapshot is not None]
     every = [*snapshots, *last]
@@ -45,13 +106,72 @@ def account(reports: Sequence[protocol.Accounting], snapshots: Sequence[protocol
         not_republished=nacked + repeated - _sum(every, "nacks_republished"),
         agents_lost=bool(lost))
     missing = {pid: merged.missing(pid, n) for pid, n in sent_per_producer.items()}
+    return Accounted(result, _extras(snapshots, scenario), missing)
+
+
+def _account_copies(reports: Sequence[protocol.Accounting],
+                    snapshots: Sequence[protocol.Snapshot], scenario: ScenarioSpec,
+                    per_queue: dict[str, int] | None, lost: Sequence[LostAgent],
+                    routing: Routing, sent_per_producer: dict[int, int]) -> Accounted:
+    """:func:`account` of messages copied to subscriptions: each queue's expected copies
+    against what its receivers got and what it still holds."""
+    groups = sorted(set(routing.queues) | {g for r in reports for g in r.bitmaps if g})
+    subscriptions: dict[str, dict[str, int]] = {}
+    missing: dict[int, int] = {}
+    copies = received = misrouted = duplicates = 0
+    for queue in groups:
+        merged = merge_exports([r.bitmaps[queue] for r in reports if queue in r.bitmaps])
+        routed = got = stray = 0
+        for producer, sent in sent_per_producer.items():
+            expected = routing.expected(queue, producer, sent)
+            seen = merged.bitmaps.get(producer, 0)
+            routed += expected.bit_count()
+            got += (seen & expected).bit_count()
+            stray += (seen & ~expected).bit_count()
+            missing[producer] = missing.get(producer, 0) + (expected & ~seen).bit_count()
+        held = None if per_queue is None else per_queue.get(queue, 0)
+        subscriptions[queue] = _subscription(routed, got, stray, held, merged)
+        copies, received, misrouted = copies + routed, received + got, misrouted + stray
+        duplicates += merged.cross_duplicates
+    last = [agent.snapshot for agent in lost if agent.snapshot is not None]
+    every = [*snapshots, *last]
+    nacked, repeated = _sum(every, "nacked"), _sum(every, "nacks_repeated")
+    not_republished = nacked + repeated - _sum(every, "nacks_republished")
+    each = routing.copies_each()
+    result = reconcile(
+        sent=copies, confirmed=None, nacked=nacked, received_unique=received + misrouted,
+        duplicates=_sum(every, "duplicates") + duplicates,
+        still_queued=None if per_queue is None or (not_republished and each is None)
+        else sum(s["queued"] for s in subscriptions.values()),
+        not_republished=not_republished * (each or 0), agents_lost=bool(lost),
+        published=sum(sent_per_producer.values()) + _sum(last, "sent"))
+    extras = _extras(snapshots, scenario)
+    extras.update(misrouted=misrouted, unroutable=sum(1 for p, n in sent_per_producer.items() for seq in range(n)
+                                 if not routing.routes[routing.picker.pick(p, seq)])
+                  if not all(routing.routes) else 0)
+    return Accounted(dataclasses.replace(result, subscriptions=subscriptions), extras, missing)
+
+
+def _subscription(routed: int, got: int, stray: int, held: int | None,
+                  merged: MergedCounts) -> dict[str, int]:
+    """One subscription's balance: copies routed to it, received, still queued, lost."""
+    out = {"routed": routed, "received": got, "duplicates": merged.cross_duplicates}
+    if stray:
+        out["misrouted"] = stray
+    if held is not None:
+        out.update(queued=held, lost=max(0, routed - got - held))
+    return out
+
+
+def _extras(snapshots: Sequence[protocol.Snapshot], scenario: ScenarioSpec) -> dict[str, Any]:
+    """The figures beside the balance: out of order, redelivered, republished, skipped."""
     extras: dict[str, Any] = {k: _sum(snapshots, k) for k in (
         "out_of_order", "redelivered", "republished", "nacks_republished", "nacks_repeated")}
     extras["skipped_sends"] = _sum(snapshots, "skipped")
     if scenario.workload.pattern == "request-reply":
         extras.update({k: _sum(snapshots, k) for k in ("served", "unmatched", "timeouts")},
                       round_trips=_sum(snapshots, "received"))
-    return Accounted(result, extras, missing)
+    return extras
 
 
 def _sum(snapshots: Sequence[protocol.Snapshot], name: str) -> int:

@@ -320,7 +320,8 @@ class Controller:
         self.faults.wait()
         done = ending.finish(self.ticker, self.crew, self.depth, self.scenario,
                              self.stop_requested, self._event,
-                             lambda planned, at: self._record(planned, at, None, "draining"))
+                             lambda planned, at: self._record(planned, at, None, "draining"),
+                             self.topology)
         lost = [agent.record() for agent in self.crew.watch.lost.values()]
         self.manifest = self.manifest.replace(accounting_details=done.extras,
                                               **({"agents_lost": lost} if lost else {}))

@@ -11,14 +11,14 @@ from datetime import datetime, timezone
 from typing import Any
 
 from drivers.accounting import Reconciliation
-from orchestrator.run.accounting import account
+from orchestrator.run.accounting import Routing, account
 from orchestrator.run.crew import Crew
 from orchestrator.run.depth import QueueDepth
 from orchestrator.run.listeners import TickRecord
 from orchestrator.run.schedule import History
 from orchestrator.run.ticker import TICK_DEADLINE_S, Ticker
 from orchestrator.specs import plan as plans
-from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
 from results.rundir.manifest import Accounting, Interruption, Sampling
 from results.rundir.steps import StepRow, drain_row, step_rows
 
@@ -65,10 +65,13 @@ def drain(ticker: Ticker, crew: Crew, depth: QueueDepth, drain_s: float,
 
 def finish(ticker: Ticker, crew: Crew, depth: QueueDepth, scenario: ScenarioSpec,
            stop: threading.Event, event: Callable[..., None],
-           record: Callable[[float, float], TickRecord]):
+           record: Callable[[float, float], TickRecord], topology: TopologySpec | None = None):
     """Stop the senders, keep ticking until every message sent was received and the queues
     are empty or ``measure.drain`` passes (:func:`drain`), then stop receiving and account
-    for every message (:func:`reckon`, said as the ``accounting`` event)."""
+    for every message (:func:`reckon`, said as the ``accounting`` event; each copy where
+    the ``topology``'s exchanges route a message to several queues)."""
+    routing = None if topology is None else Routing.of(
+        scenario, topology.routes, depth.queue.instances(range(topology.members)))
     event("senders_stop")
     crew.all(lambda agent: agent.stop_senders())
     queued = drain(ticker, crew, depth, scenario.measure.drain, stop, record)
@@ -76,7 +79,7 @@ def finish(ticker: Ticker, crew: Crew, depth: QueueDepth, scenario: ScenarioSpec
     crew.all(lambda agent: agent.stop_receivers())
     ticker.sampler.close()
     try:
-        done = reckon(crew, depth, scenario)
+        done = reckon(crew, depth, scenario, routing)
         event("accounting", **asdict(done.result), explain=done.result.explain(),
               producers_missing={k: v for k, v in done.missing.items() if v}, **done.extras)
     finally:
@@ -84,14 +87,17 @@ def finish(ticker: Ticker, crew: Crew, depth: QueueDepth, scenario: ScenarioSpec
     return done
 
 
-def reckon(crew: Crew, depth: QueueDepth, scenario: ScenarioSpec):
+def reckon(crew: Crew, depth: QueueDepth, scenario: ScenarioSpec,
+           routing: Routing | None = None):
     """Every message accounted: the agents' reports and last snapshots against what the
-    queues still hold (lost agents count their last reading, the rest unknown)."""
+    queues still hold (lost agents count their last reading, the rest unknown); with a
+    ``routing``, each subscription's copies."""
     reports = crew.all(lambda agent: agent.accounting())
     snapshots = crew.all(lambda agent: agent.snapshot())
     settled = depth.settled()
     queued = None if settled is None else depth.total(settled)
-    return account(reports, snapshots, scenario, queued, list(crew.watch.lost.values()))
+    return account(reports, snapshots, scenario, queued, list(crew.watch.lost.values()),
+                   routing, settled)
 
 
 def step_table(phases: list[plans.Phase], history: History, settle: float

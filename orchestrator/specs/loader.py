@@ -68,6 +68,11 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None,
                 for i, f in enumerate(scenario.faults)
                 if f.member is not None and f.member >= topology.members]
     problems += [at(*loc, message=message) for loc, message in _unsupported(scenario, topology)]
+    exchanges = [e.name for e in topology.exchanges]
+    if scenario.workload.exchange and scenario.workload.exchange not in exchanges:
+        problems.append(at("workload", "exchange", message=f"{scenario.workload.exchange!r} is "
+                           f"not an exchange of topology {topology.name} (exchanges: "
+                           f"{', '.join(exchanges) or 'none'})"))
     load_hosts = {h.name for h in topology.hosts if "load" in h.roles}
     for role in ("senders", "receivers"):
         problems += [at("agents_on", role, i, message=f"{name!r} is not a host with role load "

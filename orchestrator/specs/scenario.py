@@ -23,6 +23,7 @@ from orchestrator.specs.limits import (
 )
 from orchestrator.specs.mq import MqSpec
 from orchestrator.specs.rate import RateChange
+from orchestrator.specs.routing import BindingSpec, ExchangeSpec, routes, routing_problems
 
 MAX_PHASES = 100_000
 """Most phases a plan may expand to (every repeat of every sweep count of every step)."""
@@ -130,6 +131,11 @@ class TopologySpec(Spec):
                           "of a full boot")
     queues: list[QueueSpec] = Field(
         default_factory=list, description="queues declared once the cluster is up")
+    exchanges: list[ExchangeSpec] = Field(
+        default_factory=list, description="exchanges declared once the queues are (RabbitMQ)")
+    bindings: list[BindingSpec] = Field(
+        default_factory=list, description="bindings from the exchanges to queues or exchanges, "
+                                          "declared after them (RabbitMQ)")
     ibmmq: MqSpec | None = Field(None, description="queue managers, cluster, CCDT (broker ibmmq)")
     hosts: list[HostSpec] = Field(
         default_factory=list, description="SSH hosts: RabbitMQ members (role broker, placement "
@@ -164,6 +170,12 @@ class TopologySpec(Spec):
         if self.start > self.members:
             found.append((("start",), f"start ({self.start}) cannot exceed members "
                                       f"({self.members})"))
+        found += routing_problems(self.exchanges, self.bindings, [
+            name for q in self.queues for name in {q.name, *q.instances(range(self.members))}])
+        if self.broker == "ibmmq" and (self.exchanges or self.bindings):
+            found.append((("exchanges" if self.exchanges else "bindings",),
+                          "exchanges and bindings are RabbitMQ's; IBM MQ publishes to topics "
+                          "(not supported by surge yet)"))
         if self.placement == "existing":
             return found + self._existing_problems()
         if self.broker == "rabbitmq" and self.placement == "ssh":
@@ -235,6 +247,17 @@ class TopologySpec(Spec):
         """The queue called ``name``, if the topology declares it."""
         return next((q for q in self.queues if q.name == name), None)
 
+    def queue_names(self, name: str) -> list[str]:
+        """Every queue a binding to ``name`` binds: a pattern's queues, a per-member queue's
+        instance on each member of the pool, or the one queue."""
+        queue = self.queue(name)
+        return [name] if queue is None else queue.instances(range(self.members))
+
+    def routes(self, exchange: str, routing_key: str) -> frozenset[str]:
+        """The queues a message published to ``exchange`` with ``routing_key`` reaches
+        (:func:`orchestrator.specs.routing.routes`)."""
+        return routes(self.exchanges, self.bindings, self.queue_names, exchange, routing_key)
+
 
 class MessageSpec(Spec):
     """Shape of every message a sender publishes."""
@@ -300,6 +323,53 @@ class WorkloadSpec(Spec):
     start_delay: Seconds = Field(0.0, ge=0, description="each sender starts after a random "
                                                         "delay up to this (PerfTest's "
                                                         "--producer-random-start-delay)")
+    exchange: str = Field(
+        "", description="the exchange senders publish to (PerfTest's -e); empty: the default "
+                        "exchange, each sender publishing to its queue by name. With an "
+                        "exchange, receivers still consume from `queue`, each of its queues a "
+                        "subscription that receives its own copy of what is routed to it")
+    routing_key: str = Field(
+        "", max_length=255, description="the routing key of every message (PerfTest's -k); "
+                                        "with the default exchange the queue's name is used")
+    routing_keys: list[str] = Field(
+        default_factory=list, max_length=100_000,
+        description="several routing keys, one picked for each message by key_order (a "
+                    "pattern key-%d with key_count gives key-1 .. key-<key_count>)")
+    key_count: int = Field(1, ge=1, le=100_000, description="routing keys of a %d pattern in "
+                                                            "routing_keys")
+    key_order: Literal["random", "sequential", "zipf"] = Field(
+        "random", description="how each message's routing key is picked from routing_keys: "
+                              "uniformly at random, in turn, or by a Zipf distribution (the "
+                              "first key the most often)")
+    zipf_exponent: Number = Field(1.0, gt=0, le=10, description="key_order zipf: the "
+                                                                "distribution's exponent s")
+
+    def cross_problems(self) -> list[tuple[Loc, str]]:
+        """Routing keys go with an exchange; a key pattern with a count."""
+        found: list[tuple[Loc, str]] = []
+        if not self.exchange and (self.routing_key or self.routing_keys):
+            found.append((("routing_key" if self.routing_key else "routing_keys",),
+                          "routing keys need an exchange (workload.exchange); with the default "
+                          "exchange each sender publishes to its queue by name"))
+        if self.routing_key and self.routing_keys:
+            found.append((("routing_keys",), "give routing_key (one) or routing_keys (several), "
+                                             "not both"))
+        patterned = any("%d" in key for key in self.routing_keys)
+        if patterned != (self.key_count > 1) or (patterned and len(self.routing_keys) > 1):
+            found.append((("key_count",), "a key_count above 1 goes with one routing key "
+                                          "pattern holding %d, e.g. routing_keys: [key-%d]"))
+        if self.exchange and self.pattern == "request-reply":
+            found.append((("exchange",), "request-reply sends requests to the queue by name: "
+                                         "leave exchange empty"))
+        return found
+
+    @property
+    def keys(self) -> list[str]:
+        """Every routing key a sender may use (the one key, or those of routing_keys)."""
+        if self.key_count > 1:
+            return [self.routing_keys[0].replace("%d", str(i))
+                    for i in range(1, self.key_count + 1)]
+        return list(self.routing_keys) or [self.routing_key]
 
     @field_validator("reply_size")
     @classmethod

@@ -143,6 +143,10 @@ class Accounting(Record):
     # messages whose fate a lost agent took with it (sent or received after its last
     # reading): unknown, not lost; None where no agent was lost
     unknown: int | None = None
+    # published to an exchange: messages published (the other figures count their copies),
+    # and per subscription queue its copies routed, received, duplicates, queued and lost
+    published: int | None = None
+    subscriptions: dict[str, dict[str, int]] = {}
     explain: str = ""
 
     def verdict(self) -> str:

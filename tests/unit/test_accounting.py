@@ -251,7 +251,7 @@ def _books(received: int, **counters: int):
               {k: v - v // 2 for k, v in counters.items()}]
     snapshots = [protocol.Snapshot(monotonic_s=0.0, **half) for half in halves]
     spec = scenario([{"rate_per_sender": 10, "hold": "1s"}])
-    return account([protocol.Accounting({1: 100}, tracker.export())], snapshots, spec, 0)
+    return account([protocol.Accounting({1: 100}, {"": tracker.export()})], snapshots, spec, 0)
 
 
 def test_nacked_counts_messages_once_and_the_balance_uses_those_never_published_again():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -91,7 +92,23 @@ def test_the_site_builds_strict_and_a_broken_link_fails_it(tmp_path):
     # the same site with one link to an anchor that does not exist
     shutil.copy(REPO / "mkdocs.yml", tmp_path / "mkdocs.yml")
     shutil.copytree(REPO / "docs", tmp_path / "docs")
+    shutil.copytree(REPO / "bench" / "results", tmp_path / "bench" / "results")
     page = tmp_path / "docs" / "index.md"
     page.write_text(page.read_text() + "\n[gone](guide/scenarios.md#no-such-section)\n")
     broken = _build(tmp_path / "mkdocs.yml", tmp_path / "site2")
     assert broken.returncode != 0 and "no-such-section" in broken.stderr
+
+
+def test_every_benchmark_figure_in_the_docs_is_a_file_a_benchmark_wrote():
+    """Each benchmark that keeps its output has its committed results file included in the
+    docs (never a copy), and every included file exists and names its command."""
+    recorded = {m.group(1) for path in (REPO / "bench").glob("*.py")
+                for m in re.finditer(r'recorded\("(\w+)"\)', path.read_text())}
+    included = {m.group(1) for path in (REPO / "docs").rglob("*.md")
+                for m in re.finditer(r'--8<-- "bench/results/(\w+)\.txt"', path.read_text())}
+    assert len(recorded) >= 12
+    assert recorded <= included, recorded - included
+    for name in included:
+        text = (REPO / "bench" / "results" / f"{name}.txt").read_text()
+        assert text.startswith("# command: python bench/"), name
+        assert "# ended: not completed" not in text, name

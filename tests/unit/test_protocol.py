@@ -17,7 +17,7 @@ def test_messages_survive_the_wire_unchanged():
         senders=[protocol.SenderConfig(1, 10.0, "mq://h(1414)/QM1", ["A", "B"], limit=5)],
         receivers=[protocol.ReceiverConfig(1, "mq://h(1414)/QM1", "REQUEST")])
     assert protocol.decode(protocol.Configure, json.loads(protocol.dumps(config))) == config
-    accounting = protocol.Accounting({1: 3, 7: 0}, {1: b"\x07", 7: b""})
+    accounting = protocol.Accounting({1: 3, 7: 0}, {"": {1: b"\x07", 7: b""}, "q-2": {}})
     assert protocol.decode(protocol.Accounting,
                            json.loads(protocol.dumps(accounting))) == accounting
 

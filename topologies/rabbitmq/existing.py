@@ -200,12 +200,14 @@ class ExistingRabbitMQ(Provisioner):
     def _declare(self, members: list[int]) -> None:
         """Declare the topology's queues (``existing.declare``), each through the management API
         of the member that is to lead it, or of any member that has one."""
-        for queue, name, index in queues.placements(self.topology.queues, members):
-            api = self._management(index)
-            if api is None:
+        def api(index: int) -> Management:
+            found = self._management(index)
+            if found is None:
                 raise ProvisionError("existing.declare: true needs a management URL on at least "
                                      "one member (existing.members[].management)")
-            api.declare_queue(queue, name)
+            return found
+
+        queues.declare(self.topology, members, api)
 
     def _node_name(self, index: int, spec: RabbitMemberSpec) -> str | None:
         """The member's node name, from its Prometheus identity or its management API."""

@@ -336,10 +336,9 @@ class RabbitKubernetesProvisioner(Provisioner):
         """Declare shared queues and the per-member instances of ``members``, each through the
         member that is to lead it (as the local provisioner does)."""
         apis: dict[int, Management] = {}
-        for queue, name, index in queues.placements(self.topology.queues, members):
-            if index not in apis:
-                apis[index] = self._api(index)
-            apis[index].declare_queue(queue, name)
+        queues.declare(self.topology, members,
+                       lambda index: apis.setdefault(index, self._api(index))
+                       if index not in apis else apis[index])
 
     def _exec_in_pod(self, pod: str, argv: list[str]) -> str:
         return exec_in_pod(self.streams, pod, self.namespace, "rabbitmq", argv)

@@ -312,9 +312,10 @@ class LocalRabbitMQ(KeptSecrets, AdverseControls, Provisioner):
         self._ctl(member.name, "start_app")
 
     def _declare_queues(self, members: list[int]) -> None:
-        """Declare shared queues (idempotent) and the per-member instances of ``members``."""
-        for queue, name, index in queues.placements(self.topology.queues, members):
-            self._api(self.member(index).management_port).declare_queue(queue, name)
+        """Declare shared queues (idempotent), the per-member instances of ``members``, the
+        exchanges and the bindings."""
+        queues.declare(self.topology, members,
+                       lambda index: self._api(self.member(index).management_port))
 
     def _api(self, port: int, timeout_s: float = 5.0) -> Management:
         """A management client for the member whose management listener is on ``port``, as the

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.errors import ProvisionError
+from orchestrator.specs.routing import BindingSpec, ExchangeSpec
 from orchestrator.specs.scenario import QueueSpec
 from topologies.base import Member, MemberStats
 from topologies.rabbitmq import queues
@@ -54,6 +55,22 @@ class Management:
                                 "arguments": queues.arguments(queue)}
         quoted = urllib.parse.quote(name or queue.name, safe="")
         self.request("PUT", f"/queues/{self._vhost}/{quoted}", body)
+
+    def declare_exchange(self, exchange: ExchangeSpec) -> None:
+        """Declare ``exchange`` with its type, durability and x-arguments."""
+        quoted = urllib.parse.quote(exchange.name, safe="")
+        self.request("PUT", f"/exchanges/{self._vhost}/{quoted}", {
+            "type": exchange.type, "durable": exchange.durable,
+            "auto_delete": exchange.auto_delete, "arguments": exchange.arguments})
+
+    def bind(self, binding: BindingSpec, destination: str) -> None:
+        """Bind ``binding.exchange`` to queue ``destination`` (or, for a binding to an
+        exchange, to that exchange) with its key and arguments (idempotent)."""
+        kind = "q" if binding.to_exchange is None else "e"
+        source = urllib.parse.quote(binding.exchange, safe="")
+        target = urllib.parse.quote(destination, safe="")
+        self.request("POST", f"/bindings/{self._vhost}/e/{source}/{kind}/{target}",
+                     {"routing_key": binding.routing_key, "arguments": binding.arguments})
 
     def purge(self, name: str) -> int:
         """Remove the ready messages of queue ``name``; how many there were."""

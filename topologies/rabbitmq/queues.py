@@ -1,5 +1,6 @@
-"""Which member leads which queue, and the arguments each queue is declared with: the one rule
-every RabbitMQ provisioner (local, SSH, Kubernetes, Ansible) follows.
+"""Which member leads which queue, the arguments each queue is declared with, and the order of
+declaring queues, exchanges and bindings: the one rule every RabbitMQ provisioner (local, SSH,
+Kubernetes, Ansible, existing) follows.
 
 A per-member queue has an instance on every member, led by that member; a pattern's queues
 (``pairs-%d``) are led by the members in turn. A queue declared through a member's API is led
@@ -8,10 +9,10 @@ by that member (quorum queues: ``x-queue-leader-locator: client-local``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from orchestrator.specs.scenario import QueueSpec
+from orchestrator.specs.scenario import QueueSpec, TopologySpec
 
 
 def placements(queues: Sequence[QueueSpec], members: Sequence[int]
@@ -34,3 +35,21 @@ def arguments(queue: QueueSpec) -> dict[str, Any]:
     if queue.type == "quorum":
         out.setdefault("x-queue-leader-locator", "client-local")
     return out
+
+
+def declare(topology: TopologySpec, members: Sequence[int], api: Callable[[int], Any]) -> None:
+    """Declare the topology's queues (each through ``api(index)`` of the member to lead it),
+    then its exchanges and bindings (through the first member's; they are cluster-wide).
+    Idempotent: a scale-out declares again for its new member."""
+    for queue, name, index in placements(topology.queues, members):
+        api(index).declare_queue(queue, name)
+    if not topology.exchanges or not members:
+        return
+    first = api(members[0])
+    for exchange in topology.exchanges:
+        first.declare_exchange(exchange)
+    for binding in topology.bindings:
+        targets = [binding.to_exchange] if binding.to_exchange is not None \
+            else topology.queue_names(binding.queue or "")
+        for target in targets:
+            first.bind(binding, target)

@@ -286,9 +286,7 @@ class SshRabbitMQ(KeptSecrets, Provisioner):
 
     def _declare_queues(self) -> None:
         running = {m.index: m for m in self.status() if m.running}
-        for queue, name, index in queues.placements(self.topology.queues, list(running)):
-            member = running[index]
-            self._api(member).declare_queue(queue, name)
+        queues.declare(self.topology, list(running), lambda index: self._api(running[index]))
 
     def _alive_indexes(self, state: dict | None = None) -> set[int]:
         members = (state or self._state())["members"]

@@ -1,0 +1,146 @@
+"""Routing: the broker's rules for direct, fanout, topic and headers exchanges as surge models
+them, the routing key each message takes, the publishes of several keys in one batch, and the
+accounting of copies per subscription."""
+
+import pytest
+
+from drivers import protocol
+from drivers.accounting import SequenceTracker
+from drivers.amqp.frames import FrameEncoder, mixed_batch
+from drivers.routing import KeyPicker
+from orchestrator.run.accounting import Routing, account
+from orchestrator.specs.routing import headers_match, topic_matches
+from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+
+
+@pytest.mark.parametrize("pattern, key, matches", [
+    ("a.b", "a.b", True), ("a.b", "a.c", False), ("*.b", "a.b", True), ("*", "a.b", False),
+    ("#", "", True), ("#", "a.b.c", True), ("a.#", "a", True), ("a.#", "a.b.c", True),
+    ("#.c", "a.b.c", True), ("a.#.c", "a.c", True), ("a.#.c", "a.x.y.c", True),
+    ("a.*.c", "a.c", False), ("*.*", "a.b", True), ("a.#", "b.a", False),
+])
+def test_topic_patterns_match_as_the_broker_does(pattern, key, matches):
+    assert topic_matches(pattern, key) is matches
+
+
+def test_headers_bindings_match_all_or_any():
+    assert headers_match({"x-match": "all", "a": 1, "b": 2}, {"a": 1, "b": 2, "c": 3})
+    assert not headers_match({"x-match": "all", "a": 1, "b": 2}, {"a": 1})
+    assert headers_match({"x-match": "any", "a": 1, "b": 2}, {"a": 1})
+    assert not headers_match({"a": 1}, {"a": 2})
+
+
+TOPOLOGY = TopologySpec.model_validate({
+    "name": "t", "members": 2, "start": 2,
+    "queues": [{"name": "sub-%d", "count": 3}, {"name": "eu"}, {"name": "all"}],
+    "exchanges": [{"name": "fan", "type": "fanout"}, {"name": "orders", "type": "topic"},
+                  {"name": "audit", "type": "fanout"}, {"name": "direct"}],
+    "bindings": [{"exchange": "fan", "queue": "sub-%d"},
+                 {"exchange": "orders", "queue": "eu", "routing_key": "eu.#"},
+                 {"exchange": "orders", "to_exchange": "audit", "routing_key": "#"},
+                 {"exchange": "audit", "queue": "all"},
+                 {"exchange": "audit", "to_exchange": "orders"},  # a cycle: followed once
+                 {"exchange": "direct", "queue": "sub-2", "routing_key": "two"}]})
+
+
+@pytest.mark.parametrize("exchange, key, queues", [
+    ("", "eu", {"eu"}), ("fan", "anything", {"sub-1", "sub-2", "sub-3"}),
+    ("orders", "eu.new", {"eu", "all"}), ("orders", "us.new", {"all"}),
+    ("direct", "two", {"sub-2"}), ("direct", "three", set()), ("missing", "x", set()),
+])
+def test_a_key_reaches_the_queues_its_bindings_say(exchange, key, queues):
+    assert TOPOLOGY.routes(exchange, key) == queues
+
+
+def test_bindings_must_name_declared_exchanges_and_queues():
+    def problems(*bindings):
+        with pytest.raises(ValueError) as bad:
+            TopologySpec.model_validate({"name": "t", "queues": [{"name": "q"}],
+                                         "exchanges": [{"name": "x"}], "bindings": list(bindings)})
+        return str(bad.value)
+
+    text = problems({"exchange": "y", "queue": "q"}, {"exchange": "x", "queue": "r"})
+    assert "bindings.0.exchange: 'y' is not an exchange of this topology (exchanges: x)" in text
+    assert "bindings.1.queue: 'r' is not a queue of this topology (queues: q)" in text
+    assert "give either queue or to_exchange" in problems({"exchange": "x"})
+
+
+def scenario(**workload) -> ScenarioSpec:
+    return ScenarioSpec.model_validate({
+        "name": "s", "topology": "t.yaml", "plan": ["10:1s"],
+        "workload": {"queue": "sub-%d", "senders": 2, "receivers": 3, **workload}})
+
+
+def test_routing_keys_need_an_exchange_and_a_pattern_needs_a_count():
+    with pytest.raises(ValueError, match="routing_key: routing keys need an exchange"):
+        scenario(routing_key="k")
+    with pytest.raises(ValueError, match="key_count: a key_count above 1 goes with"):
+        scenario(exchange="fan", routing_keys=["a", "b"], key_count=3)
+    assert scenario(exchange="fan", routing_keys=["k-%d"], key_count=3).workload.keys == \
+        ["k-1", "k-2", "k-3"]
+
+
+def test_each_message_takes_a_key_that_depends_only_on_its_producer_and_number():
+    assert KeyPicker(3, "sequential").picks(1, 5, 4) == [2, 0, 1, 2]
+    uniform, zipf = KeyPicker(4, "random"), KeyPicker(4, "zipf", 1.0)
+    assert uniform.picks(7, 0, 50) == KeyPicker(4, "random").picks(7, 0, 50)
+    assert uniform.picks(7, 0, 50) != uniform.picks(8, 0, 50)
+    counts = [uniform.picks(1, 0, 40_000).count(k) for k in range(4)]
+    assert all(9_500 < c < 10_500 for c in counts), counts
+    counts = [zipf.picks(1, 0, 40_000).count(k) for k in range(4)]
+    # weights 1, 1/2, 1/3, 1/4 of 25/12: 48 %, 24 %, 16 %, 12 %
+    assert [round(c / 400) for c in counts] == [48, 24, 16, 12], counts
+    assert KeyPicker(1, "random").fixed and KeyPicker(1).pick(3, 99) == 0
+
+
+def test_a_mixed_batch_is_the_single_publishes_of_each_message_joined():
+    encoders = [FrameEncoder(1, key, 100, False, 131072, "orders") for key in ("a", "bb")]
+    picks = [0, 1, 1, 0]
+    mixed = mixed_batch(encoders, picks, 3, 10, 123, (0, 40, 10.0))
+    singles = b"".join(encoders[k].batch(1, 3, 10 + i, 123, (0, 40 - 10 * i, 0.0))
+                       for i, k in enumerate(picks))
+    assert bytes(mixed) == singles
+    assert b"\x06orders\x02bb" in singles
+
+
+def report(sent: dict[int, int], groups: dict[str, dict[int, list[int]]]) -> protocol.Accounting:
+    bitmaps = {}
+    for group, seen in groups.items():
+        tracker = SequenceTracker()
+        for producer, seqs in seen.items():
+            for seq in seqs:
+                tracker.record(producer, seq)
+        bitmaps[group] = tracker.export()
+    return protocol.Accounting(sent, bitmaps)
+
+
+def test_fanout_copies_are_accounted_per_subscription():
+    spec = scenario(exchange="fan")
+    routing = Routing.of(spec, TOPOLOGY.routes, ["sub-1", "sub-2", "sub-3"])
+    every = list(range(10))
+    reports = [report({1: 10}, {"sub-1": {1: every}, "sub-2": {1: every[:-1]}}),
+               report({2: 10}, {"sub-1": {2: every}, "sub-2": {2: every},
+                                "sub-3": {1: every, 2: every}})]
+    done = account(reports, [protocol.Snapshot(0.0)] * 2, spec, None, routing=routing,
+                   per_queue={"sub-1": 0, "sub-2": 0, "sub-3": 0})
+    books = done.result
+    assert (books.published, books.sent, books.received, books.lost) == (20, 60, 59, 1)
+    assert books.subscriptions["sub-2"] == {"routed": 20, "received": 19, "duplicates": 0,
+                                            "queued": 0, "lost": 1}
+    assert done.missing == {1: 1, 2: 0} and not books.balanced
+    assert books.explain().startswith("published 20 messages as 60 copies to subscriptions: "
+                                      "sent 60 = received 59 + queued 0 + lost 1")
+
+
+def test_keys_that_reach_some_queues_expect_exactly_their_messages_there():
+    spec = scenario(exchange="direct", routing_keys=["two", "three"], key_order="sequential")
+    routing = Routing.of(spec, TOPOLOGY.routes, ["sub-1", "sub-2", "sub-3"])
+    # sequential: even numbers take "two" (to sub-2), odd ones "three" (nowhere)
+    reports = [report({1: 10}, {"sub-2": {1: [0, 2, 4, 6, 8]}})]
+    done = account(reports, [protocol.Snapshot(0.0)], spec, None, routing=routing,
+                   per_queue={"sub-2": 0})
+    assert (done.result.published, done.result.sent, done.result.received) == (10, 5, 5)
+    assert done.result.balanced and done.extras["unroutable"] == 5
+    stray = account([report({1: 10}, {"sub-2": {1: [0, 1]}})], [protocol.Snapshot(0.0)], spec,
+                    None, routing=routing, per_queue={"sub-2": 0})
+    assert stray.extras["misrouted"] == 1 and not stray.result.balanced
