@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.common import SetOption, error, surge_errors, warn
+from orchestrator.cli.common import SetOption, error, lines, surge_errors, warn
+from orchestrator.errors import FileError
 from orchestrator.examples import write_examples
 
 group = typer.Typer()
@@ -66,3 +67,46 @@ def schema(directory: Annotated[Path, typer.Argument(help="Where to write them")
     from orchestrator.specs.schema import write_schemas  # the spec models: pydantic
     for path in write_schemas(directory):
         typer.echo(str(path))
+
+
+@group.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@surge_errors
+def perftest(ctx: typer.Context,
+             print_only: Annotated[bool, typer.Option(
+                 "--print", help="Print the scenario and topology YAML and stop")] = False,
+             out: Annotated[Path, typer.Option(help="Where the two YAML files are written")]
+             = Path("perftest"),
+             runs_dir: Annotated[Path, typer.Option(help="Where run directories go")]
+             = Path("runs"),
+             live: Annotated[bool, typer.Option(help="Live terminal view (on stderr)")] = True,
+             ) -> None:
+    """Run a PerfTest 2.x command line as it is: its options become a scenario and a topology
+    (written to --out), then surge runs them: on one local member, or against the broker of
+    its -h/-H URIs (whose password is passed to the run, never written).
+
+    \b
+    Examples:
+      surge perftest --print -- -x 2 -y 4 -u orders -s 1024 -r 500 -z 30
+      surge perftest -- -x 1 -y 1 -qq -vr 100:10 -vr 200:10 -f persistent
+
+    An option surge does not support is refused in one line naming it (the docs list every
+    PerfTest option and what it becomes).
+    """
+    import os
+
+    from orchestrator.specs.perftest import PASSWORD_ENV, PerfTestError, write
+    try:
+        scenario, password = write(ctx.args, out)
+    except PerfTestError as refused:
+        raise FileError(f"perftest: {refused}") from None
+    if print_only:
+        for name in ("scenario.yaml", "topology.yaml"):
+            typer.echo((out / name).read_text())
+        return
+    if password is not None:
+        os.environ[PASSWORD_ENV] = password
+    from orchestrator.run.entry import RunOptions, run_file
+    report = run_file(scenario, [], RunOptions(runs_dir=runs_dir, live=live, analyze=False),
+                      lines(False))
+    if not report.completed:
+        raise typer.Exit(1)

@@ -73,6 +73,14 @@ class Routing:
                 bits[seq >> 3] |= 1 << (seq & 7)
         return int.from_bytes(bits, "little")
 
+    def unroutable(self, sent_per_producer: dict[int, int]) -> int:
+        """Messages whose key reaches none of the workload's queues."""
+        if all(self.routes):
+            return 0
+        pick, routes = self.picker.pick, self.routes
+        return sum(1 for producer, sent in sent_per_producer.items() for seq in range(sent)
+                   if not routes[pick(producer, seq)])
+
     def copies_each(self) -> int | None:
         """Copies of every message, where all keys reach as many queues (else ``None``)."""
         sizes = {len(reached) for reached in self.routes}
@@ -146,9 +154,7 @@ def _account_copies(reports: Sequence[protocol.Accounting],
         not_republished=not_republished * (each or 0), agents_lost=bool(lost),
         published=sum(sent_per_producer.values()) + _sum(last, "sent"))
     extras = _extras(snapshots, scenario)
-    extras.update(misrouted=misrouted, unroutable=sum(1 for p, n in sent_per_producer.items() for seq in range(n)
-                                 if not routing.routes[routing.picker.pick(p, seq)])
-                  if not all(routing.routes) else 0)
+    extras.update(misrouted=misrouted, unroutable=routing.unroutable(sent_per_producer))
     return Accounted(dataclasses.replace(result, subscriptions=subscriptions), extras, missing)
 
 

@@ -1,0 +1,391 @@
+"""PerfTest command lines as surge specs: ``surge perftest ARGS...`` and the option table of
+the docs come from the one registry below, so the two cannot drift.
+
+Each PerfTest 2.x option that matters to a test is listed once, with its status in surge
+(``Y``: the same test; ``partial``: taken, with what differs said; ``N``: refused, with why) and,
+for the options taken, how it changes the scenario and the topology. An option of the registry
+marked ``N``, or one the registry does not know, is refused in one line naming it: none is
+silently ignored.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import yaml
+
+PASSWORD_ENV = "SURGE_PERFTEST_PASSWORD"
+"""Where ``surge perftest`` puts the password of ``-h``/``-H`` URIs: never in a file."""
+
+
+class PerfTestError(ValueError):
+    """A command line surge cannot run as it is: the message names the option."""
+
+
+@dataclass
+class Draft:
+    """The scenario and topology a command line builds, as plain mappings."""
+
+    workload: dict[str, Any] = field(default_factory=lambda: {
+        "queue": "perf-test", "senders": 1, "receivers": 1, "message": {"size": 28}})
+    queue: dict[str, Any] = field(default_factory=lambda: {"name": "perf-test",
+                                                           "type": "classic"})
+    rate: float = 0.0
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    delays: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float | None = None
+    pattern: dict[str, int] = field(default_factory=dict)
+    pattern_name: str | None = None
+    limit: int | None = None
+    uris: list[str] = field(default_factory=list)
+    exchange: str | None = None
+    exchange_type: str = "direct"
+    routing_key: str | None = None
+
+    def specs(self, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The scenario and the topology, as mappings ready to be written as YAML."""
+        queue, workload = dict(self.queue), dict(self.workload)
+        if self.pattern or self.pattern_name:
+            if self.pattern_name is None:
+                raise PerfTestError("--queue-pattern-from/--queue-pattern-to need "
+                                    "--queue-pattern")
+            first, last = self.pattern.get("from", 1), self.pattern.get("to", 1)
+            if first != 1:
+                raise PerfTestError(f"--queue-pattern-from {first}: surge numbers a pattern's "
+                                    f"queues from 1")
+            queue.update(name=self.pattern_name, count=last)
+        workload["queue"] = queue["name"]
+        topology = self._topology(name, queue)
+        plan = self.steps or [{"rate_per_sender": self.rate,
+                               "hold": f"{self.seconds or 60:g}s"}]
+        scenario: dict[str, Any] = {"name": name, "topology": "topology.yaml",
+                                    "description": "translated from a PerfTest command line",
+                                    "workload": workload, "plan": plan}
+        if self.delays:
+            scenario["consumer_profile"] = self.delays
+        if self.limit is not None:
+            scenario["exit"] = {"messages_per_sender": self.limit}
+        return scenario, topology
+
+    def _topology(self, name: str, queue: dict[str, Any]) -> dict[str, Any]:
+        topology: dict[str, Any] = {"name": name, "members": 1, "start": 1, "queues": [queue]}
+        if self.exchange:
+            topology["exchanges"] = [{"name": self.exchange, "type": self.exchange_type}]
+            topology["bindings"] = [{"exchange": self.exchange, "queue": queue["name"],
+                                     "routing_key": self.routing_key or queue["name"]}]
+            self.workload.update(exchange=self.exchange,
+                                 routing_key=self.routing_key or queue["name"])
+        if not self.uris:
+            return topology
+        members, users = [], set()
+        for uri in self.uris:
+            parts = urlsplit(uri)
+            if parts.scheme not in ("amqp", "amqps") or not parts.hostname:
+                raise PerfTestError(f"-h/-H {uri!r}: expected amqp://USER:PASSWORD@HOST:PORT/VHOST")
+            port = f":{parts.port}" if parts.port else ""
+            members.append({"uri": f"{parts.scheme}://{parts.hostname}{port}"})
+            users.add(unquote(parts.username or "guest"))
+        if len(users) > 1:
+            raise PerfTestError("-H: every URI must name the same user")
+        vhost = unquote(urlsplit(self.uris[0]).path.lstrip("/")) or "/"
+        topology.update(placement="existing", members=len(members), start=len(members),
+                        existing={"members": members, "vhost": vhost,
+                                  "credentials": {"user": users.pop(),
+                                                  "password_env": PASSWORD_ENV}})
+        return topology
+
+
+Apply = Callable[[Draft, str], None]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One PerfTest option: its names, whether it takes a value, what surge does with it."""
+
+    short: str | None
+    long: str
+    takes_value: bool
+    status: str  # "Y" | "partial" | "N"
+    surge: str  # the scenario or topology field, or why not
+    apply: Apply | None = None
+
+
+def _set(mapping: str, key: str, convert: Callable[[str], Any] = str) -> Apply:
+    """Set ``key`` of the draft's ``mapping`` (workload or queue) to the converted value."""
+    def apply(draft: Draft, value: str) -> None:
+        getattr(draft, mapping)[key] = convert(value)
+    return apply
+
+
+def _number(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise PerfTestError(f"expected a number, got {value!r}") from None
+
+
+def _count(value: str) -> int:
+    number = _number(value)
+    if number != int(number) or number < 0:
+        raise PerfTestError(f"expected a whole number, got {value!r}")
+    return int(number)
+
+
+def _size(draft: Draft, value: str) -> None:
+    size = _count(value)
+    if size < 28:
+        raise PerfTestError(f"--size {size}: a surge message carries a 28-byte header (send "
+                            f"time, producer, sequence number), so at least 28 bytes")
+    draft.workload["message"]["size"] = size
+
+
+def _flag(draft: Draft, value: str) -> None:
+    if value.lower() == "persistent":
+        draft.workload["message"]["persistent"] = True
+    else:
+        raise PerfTestError(f"-f {value}: only persistent is supported (mandatory: returned "
+                            f"messages are not counted yet)")
+
+
+def _step(key: str, target: str) -> Apply:
+    def apply(draft: Draft, value: str) -> None:
+        amount, _, seconds = value.partition(":")
+        if not seconds:
+            raise PerfTestError(f"{value!r}: expected VALUE:SECONDS")
+        # PerfTest's latencies are microseconds
+        level = f"{_number(amount) / 1000:g}ms" if key == "delay" else _number(amount)
+        getattr(draft, target).append({key: level, "hold": f"{_number(seconds):g}s"})
+    return apply
+
+
+def _latency(draft: Draft, value: str) -> None:
+    draft.delays = [{"delay": f"{_number(value) / 1000:g}ms", "hold": "1s"}]
+
+
+def _queue_args(draft: Draft, value: str) -> None:
+    for pair in value.split(","):
+        name, _, setting = pair.partition("=")
+        name = name.strip()
+        if name == "x-queue-type":
+            if setting not in ("classic", "quorum"):
+                raise PerfTestError(f"-qa x-queue-type={setting}: classic or quorum (streams "
+                                    f"are not supported yet)")
+            draft.queue["type"] = setting
+        elif name in ("durable", "auto-delete"):
+            draft.queue[name.replace("-", "_")] = setting.strip().lower() == "true"
+        else:
+            draft.queue.setdefault("arguments", {})[name] = _typed(setting)
+
+
+def _typed(value: str) -> Any:
+    for convert in (int, float):
+        try:
+            return convert(value)
+        except ValueError:
+            pass
+    return value
+
+
+def _uris(draft: Draft, value: str) -> None:
+    draft.uris += [uri for uri in value.split(",") if uri]
+
+
+def _exchange_type(draft: Draft, value: str) -> None:
+    if value not in ("direct", "fanout", "topic", "headers"):
+        raise PerfTestError(f"-t {value}: expected direct, fanout, topic or headers")
+    draft.exchange_type = value
+
+
+def _pattern(key: str) -> Apply:
+    def apply(draft: Draft, value: str) -> None:
+        if key == "name":
+            if "%d" not in value:
+                raise PerfTestError(f"--queue-pattern {value!r}: needs %d")
+            draft.pattern_name = value
+        else:
+            draft.pattern[key] = _count(value)
+    return apply
+
+
+def _nothing(draft: Draft, value: str) -> None:
+    """An option that asks for surge's own behaviour."""
+
+
+def _bounded_confirm(draft: Draft, value: str) -> None:
+    if _number(value) > 0:
+        draft.workload["confirms"] = True
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("x", "producers", True, "Y", "workload.senders", _set("workload", "senders",
+                                                                  convert=_count)),
+    Option("y", "consumers", True, "Y", "workload.receivers", _set("workload", "receivers",
+                                                                    convert=_count)),
+    Option("u", "queue", True, "Y", "workload.queue and the topology's queue",
+           _set("queue", "name")),
+    Option("s", "size", True, "Y", "workload.message.size (at least 28 bytes: surge's header)",
+           _size),
+    Option("r", "rate", True, "Y", "plan: rate_per_sender", lambda d, v: setattr(
+        d, "rate", _number(v))),
+    Option("vr", "variable-rate", True, "Y", "plan: one step per RATE:SECONDS",
+           _step("rate_per_sender", "steps")),
+    Option("z", "time", True, "Y", "plan: the step's hold (default 60 s here; PerfTest runs "
+                                   "until stopped)", lambda d, v: setattr(d, "seconds",
+                                                                           _number(v))),
+    Option("C", "pmessages", True, "Y", "exit.messages_per_sender",
+           lambda d, v: setattr(d, "limit", _count(v))),
+    Option("f", "flag", True, "partial", "persistent: workload.message.persistent; mandatory "
+                                         "is refused", _flag),
+    Option("a", "autoack", False, "Y", "workload.ack: auto", _set("workload", "ack",
+                                                                   convert=lambda _: "auto")),
+    Option("q", "qos", True, "Y", "workload.prefetch", _set("workload", "prefetch",
+                                                             convert=_count)),
+    Option("c", "confirm", True, "partial", "workload.confirms (the window is surge's 2,000 "
+                                            "unconfirmed per sender)", _bounded_confirm),
+    Option("ct", "confirm-timeout", True, "partial", "taken: surge republishes what a lost "
+                                                     "connection left unconfirmed, never "
+                                                     "fails the run on a timeout", _nothing),
+    Option("ad", "auto-delete", True, "Y", "the queue's auto_delete",
+           _set("queue", "auto_delete", convert=lambda v: v.lower() == "true")),
+    Option("qa", "queue-args", True, "Y", "the queue's type, durable, auto_delete and "
+                                          "x-arguments (x-queue-type: classic or quorum)",
+           _queue_args),
+    Option("qq", "quorum-queue", False, "Y", "the queue's type: quorum",
+           _set("queue", "type", convert=lambda _: "quorum")),
+    Option(None, "queue-pattern", True, "Y", "a queue pattern with a count", _pattern("name")),
+    Option(None, "queue-pattern-from", True, "partial", "must be 1 (surge numbers from 1)",
+           _pattern("from")),
+    Option(None, "queue-pattern-to", True, "Y", "the pattern's count", _pattern("to")),
+    Option("P", "producer-random-start-delay", True, "Y", "workload.start_delay",
+           _set("workload", "start_delay", convert=lambda v: f"{_number(v):g}s")),
+    Option("L", "consumer-latency", True, "Y", "consumer_profile: one delay (µs in PerfTest)",
+           _latency),
+    Option("vl", "variable-latency", True, "Y", "consumer_profile: one step per "
+                                               "MICROSECONDS:SECONDS", _step("delay", "delays")),
+    Option("e", "exchange", True, "Y", "workload.exchange and the topology's exchange, the "
+                                       "queue bound with the routing key",
+           lambda d, v: setattr(d, "exchange", v)),
+    Option("t", "type", True, "Y", "the exchange's type", _exchange_type),
+    Option("k", "routing-key", True, "Y", "workload.routing_key and the binding's key",
+           lambda d, v: setattr(d, "routing_key", v)),
+    Option("h", "uri", True, "partial", "an existing broker (placement existing); its queues "
+                                        "must exist (surge declares queues there through the "
+                                        "management API, which a URI does not name)", _uris),
+    Option("H", "uris", True, "partial", "the members of an existing cluster, as -h", _uris),
+    Option("K", "random-routing-key", False, "N", "a random UUID per message reaches no "
+                                                  "binding surge can account for; give keys in "
+                                                  "routing_keys with key_order: random"),
+    Option("A", "multi-ack-every", True, "N", "surge acknowledges every prefetch/4 "
+                                              "messages; not settable yet"),
+    Option("Q", "global-qos", True, "N", "not supported yet"),
+    Option("b", "heartbeat", True, "N", "surge's heartbeat is 30 s; not settable yet"),
+    Option("M", "framemax", True, "N", "not settable yet"),
+    Option("m", "ptxsize", True, "N", "producer transactions are not supported yet"),
+    Option("n", "ctxsize", True, "N", "consumer transactions are not supported yet"),
+    Option("D", "cmessages", True, "N", "per-consumer message limits are not supported yet"),
+    Option("R", "consumer-rate", True, "N", "a consumer rate limit is not supported yet "
+                                            "(consumer_profile gives a processing time)"),
+    Option("S", "slow-start", False, "N", "not supported yet"),
+    Option("X", "producer-channel-count", True, "N", "one channel per sender"),
+    Option("Y", "consumer-channel-count", True, "N", "one channel per receiver"),
+    Option("B", "body", True, "N", "payload files are not supported yet"),
+    Option("jb", "json-body", False, "N", "JSON bodies are not supported yet"),
+    Option("vs", "variable-size", True, "N", "sizes varying over time are not supported yet"),
+    Option("mp", "message-properties", True, "N", "message properties are not supported yet"),
+    Option("ca", "consumer-args", True, "N", "consumer arguments are not supported yet"),
+    Option("sq", "stream-queue", False, "N", "stream queues are not supported yet"),
+    Option("po", "polling", False, "N", "basic.get polling is not supported yet"),
+    Option("na", "nack", False, "N", "nack/requeue is not supported yet"),
+    Option("E", "exclusive", False, "N", "server-named exclusive queues are not supported yet"),
+    Option("se", "sasl-external", False, "N", "SASL EXTERNAL is not supported yet"),
+    Option("dcr", "disable-connection-recovery", False, "N", "surge always reconnects"),
+)
+_BY_NAME = {**{f"-{o.short}": o for o in OPTIONS if o.short},
+            **{f"--{o.long}": o for o in OPTIONS}}
+
+
+def translate(argv: Sequence[str], name: str = "perftest"
+              ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """The scenario and topology of a PerfTest command line (the words after ``PerfTest``,
+    ``perf-test`` or ``runjava com.rabbitmq.perf.PerfTest`` are skipped), and the password its
+    URIs carry, if any (a list of at most one). :class:`PerfTestError` names the first option
+    surge refuses."""
+    words = _words(argv)
+    draft = Draft()
+    i = 0
+    while i < len(words):
+        word = words[i]
+        spelled, _, inline = word.partition("=") if word.startswith("--") else (word, "", "")
+        option = _BY_NAME.get(spelled)
+        if option is None:
+            raise PerfTestError(f"{word}: not a PerfTest option surge knows")
+        if option.status == "N" or option.apply is None:
+            raise PerfTestError(f"{spelled}: not supported: {option.surge}")
+        value = ""
+        if option.takes_value:
+            if inline:
+                value = inline
+            elif i + 1 < len(words):
+                i += 1
+                value = words[i]
+            else:
+                raise PerfTestError(f"{spelled}: needs a value")
+        try:
+            option.apply(draft, value)
+        except PerfTestError as error:
+            raise PerfTestError(f"{spelled}: {error}" if not str(error).startswith("-")
+                                else str(error)) from None
+        i += 1
+    scenario, topology = draft.specs(name)
+    passwords = {unquote(urlsplit(u).password or "guest") for u in draft.uris}
+    if len(passwords) > 1:
+        raise PerfTestError("-H: every URI must carry the same password")
+    return scenario, topology, sorted(passwords)
+
+
+def write(argv: Sequence[str], directory: Path) -> tuple[Path, str | None]:
+    """Write the scenario and topology of a command line into ``directory`` (``scenario.yaml``,
+    ``topology.yaml``, headed by the command line); the scenario's path and the password its
+    URIs carry (``None`` for a local run: it is never written)."""
+    scenario, topology, passwords = translate(argv)
+    directory.mkdir(parents=True, exist_ok=True)
+    for kind, spec in (("scenario", scenario), ("topology", topology)):
+        head = f"# {kind} of: surge perftest {shlex.join(_words(argv))}\n"
+        (directory / f"{kind}.yaml").write_text(head + yaml.safe_dump(spec, sort_keys=False))
+    from orchestrator.specs.loader import load_scenario  # the models check what was written
+    load_scenario(directory / "scenario.yaml", need_plan=True)
+    return directory / "scenario.yaml", passwords[0] if passwords else None
+
+
+def _words(argv: Sequence[str]) -> list[str]:
+    """The options of a command line given as words or as one string; the program's own
+    name and a trailing backslash-newline are dropped."""
+    words = list(argv)
+    if len(words) == 1 and " " in words[0]:
+        words = shlex.split(words[0].replace("\\\n", " "))
+    for skip in (("bin/runjava", "com.rabbitmq.perf.PerfTest"), ("runjava",
+                                                                 "com.rabbitmq.perf.PerfTest")):
+        if words[:2] == list(skip):
+            words = words[2:]
+    while words and not words[0].startswith("-"):
+        words = words[1:]  # perf-test, java -jar perf-test.jar ...
+    return words
+
+
+def option_table() -> str:
+    """PerfTest's options against surge, as a Markdown table (the docs include it)."""
+    rows = ["| PerfTest option | in surge | what it becomes, or why not |", "|---|---|---|"]
+    for option in OPTIONS:
+        names = ", ".join(f"`{n}`" for n in ([f"-{option.short}"] if option.short else [])
+                          + [f"--{option.long}"])
+        rows.append(f"| {names} | {option.status} | {option.surge} |")
+    counts = {s: sum(1 for o in OPTIONS if o.status == s) for s in ("Y", "partial", "N")}
+    rows.append("")
+    rows.append(f"{counts['Y']} taken as they are, {counts['partial']} in part, "
+                f"{counts['N']} refused.")
+    return "\n".join(rows) + "\n"
