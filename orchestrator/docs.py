@@ -300,8 +300,23 @@ def tables_page() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+# --- PerfTest's options ------------------------------------------------------------------------
+
+def perftest_page() -> str:
+    """PerfTest's options and what ``surge perftest`` makes of each (the registry of
+    :mod:`orchestrator.specs.perftest`)."""
+    from orchestrator.specs.perftest import option_table
+    return "\n".join([
+        "# PerfTest options", "", GENERATED, "",
+        "`surge perftest -- ARGS...` takes a PerfTest 2.x command line as it is and runs it as a "
+        "scenario and a topology (`--print` shows them and stops). **Y**: the same test; "
+        "**partial**: taken, with what differs (said again on the console when used); **N**: "
+        "refused in one line naming the option. Options not listed are refused too. Guide: "
+        "[PerfTest command lines](../guide/perftest.md).", "", option_table()])
+
+
 PAGES = {"cli.md": cli_page, "specs.md": specs_page, "metrics.md": metrics_page,
-         "tables.md": tables_page}
+         "tables.md": tables_page, "perftest.md": perftest_page}
 
 
 def render() -> dict[str, str]:

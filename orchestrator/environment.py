@@ -43,6 +43,10 @@ VARIABLES: dict[str, tuple[str, str]] = {
         "of its own frame encoding and decoding (also off by itself on a pika version it was "
         "not checked against); read by the agents, whose state run.json records (fast_path) "
         "and the step table shows", "1"),
+    "SURGE_PERFTEST_PASSWORD": (
+        "the password of the broker a surge perftest command line names with -h/-H; surge "
+        "perftest sets it for its run from the URI (its topology file names the variable, "
+        "never the password)", "set by surge perftest"),
     "SURGE_AGENT_TOKEN": (
         "bearer token of an agent's control API; surge sets it for the agents it starts (set "
         "it yourself only for a surge agent started by hand)", "a new one per run"),

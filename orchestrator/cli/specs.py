@@ -79,6 +79,7 @@ def perftest(ctx: typer.Context,
              runs_dir: Annotated[Path, typer.Option(help="Where run directories go")]
              = Path("runs"),
              live: Annotated[bool, typer.Option(help="Live terminal view (on stderr)")] = True,
+             overrides: SetOption = None,
              ) -> None:
     """Run a PerfTest 2.x command line as it is: its options become a scenario and a topology
     (written to --out), then surge runs them: on one local member, or against the broker of
@@ -88,6 +89,7 @@ def perftest(ctx: typer.Context,
     Examples:
       surge perftest --print -- -x 2 -y 4 -u orders -s 1024 -r 500 -z 30
       surge perftest -- -x 1 -y 1 -qq -vr 100:10 -vr 200:10 -f persistent
+      surge perftest --set topology.port_base=7000 -- -x 4 -y 4 -z 30
 
     An option surge does not support is refused in one line naming it (the docs list every
     PerfTest option and what it becomes).
@@ -96,17 +98,19 @@ def perftest(ctx: typer.Context,
 
     from orchestrator.specs.perftest import PASSWORD_ENV, PerfTestError, write
     try:
-        scenario, password = write(ctx.args, out)
+        done = write(ctx.args, out)
     except PerfTestError as refused:
         raise FileError(f"perftest: {refused}") from None
+    for note in done.notes:
+        warn(f"perftest: {note}")
     if print_only:
         for name in ("scenario.yaml", "topology.yaml"):
             typer.echo((out / name).read_text())
         return
-    if password is not None:
-        os.environ[PASSWORD_ENV] = password
+    if done.password is not None:
+        os.environ[PASSWORD_ENV] = done.password
     from orchestrator.run.entry import RunOptions, run_file
-    report = run_file(scenario, [], RunOptions(runs_dir=runs_dir, live=live, analyze=False),
-                      lines(False))
+    options = RunOptions(runs_dir=runs_dir, live=live, analyze=False)
+    report = run_file(out / "scenario.yaml", overrides or [], options, lines(False))
     if not report.completed:
         raise typer.Exit(1)

@@ -10,6 +10,7 @@ silently ignored.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ class Draft:
     exchange: str | None = None
     exchange_type: str = "direct"
     routing_key: str | None = None
+    description: str = "translated from a PerfTest command line"
 
     def specs(self, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """The scenario and the topology, as mappings ready to be written as YAML."""
@@ -64,7 +66,7 @@ class Draft:
         plan = self.steps or [{"rate_per_sender": self.rate,
                                "hold": f"{self.seconds or 60:g}s"}]
         scenario: dict[str, Any] = {"name": name, "topology": "topology.yaml",
-                                    "description": "translated from a PerfTest command line",
+                                    "description": self.description,
                                     "workload": workload, "plan": plan}
         if self.delays:
             scenario["consumer_profile"] = self.delays
@@ -86,7 +88,8 @@ class Draft:
         for uri in self.uris:
             parts = urlsplit(uri)
             if parts.scheme not in ("amqp", "amqps") or not parts.hostname:
-                raise PerfTestError(f"-h/-H {uri!r}: expected amqp://USER:PASSWORD@HOST:PORT/VHOST")
+                raise PerfTestError(f"-h/-H {_hidden(uri)!r}: expected "
+                                    f"amqp://USER:PASSWORD@HOST:PORT/VHOST")
             port = f":{parts.port}" if parts.port else ""
             members.append({"uri": f"{parts.scheme}://{parts.hostname}{port}"})
             users.add(unquote(parts.username or "guest"))
@@ -139,8 +142,8 @@ def _count(value: str) -> int:
 def _size(draft: Draft, value: str) -> None:
     size = _count(value)
     if size < 28:
-        raise PerfTestError(f"--size {size}: a surge message carries a 28-byte header (send "
-                            f"time, producer, sequence number), so at least 28 bytes")
+        raise PerfTestError(f"{size}: a surge message carries a 28-byte header (send time, "
+                            f"producer, sequence number), so at least 28 bytes")
     draft.workload["message"]["size"] = size
 
 
@@ -148,7 +151,7 @@ def _flag(draft: Draft, value: str) -> None:
     if value.lower() == "persistent":
         draft.workload["message"]["persistent"] = True
     else:
-        raise PerfTestError(f"-f {value}: only persistent is supported (mandatory: returned "
+        raise PerfTestError(f"{value}: only persistent is supported (mandatory: returned "
                             f"messages are not counted yet)")
 
 
@@ -173,7 +176,7 @@ def _queue_args(draft: Draft, value: str) -> None:
         name = name.strip()
         if name == "x-queue-type":
             if setting not in ("classic", "quorum"):
-                raise PerfTestError(f"-qa x-queue-type={setting}: classic or quorum (streams "
+                raise PerfTestError(f"x-queue-type={setting}: classic or quorum (streams "
                                     f"are not supported yet)")
             draft.queue["type"] = setting
         elif name in ("durable", "auto-delete"):
@@ -197,7 +200,7 @@ def _uris(draft: Draft, value: str) -> None:
 
 def _exchange_type(draft: Draft, value: str) -> None:
     if value not in ("direct", "fanout", "topic", "headers"):
-        raise PerfTestError(f"-t {value}: expected direct, fanout, topic or headers")
+        raise PerfTestError(f"{value}: expected direct, fanout, topic or headers")
     draft.exchange_type = value
 
 
@@ -205,7 +208,7 @@ def _pattern(key: str) -> Apply:
     def apply(draft: Draft, value: str) -> None:
         if key == "name":
             if "%d" not in value:
-                raise PerfTestError(f"--queue-pattern {value!r}: needs %d")
+                raise PerfTestError(f"{value!r}: needs %d")
             draft.pattern_name = value
         else:
             draft.pattern[key] = _count(value)
@@ -273,6 +276,15 @@ OPTIONS: tuple[Option, ...] = (
     Option("t", "type", True, "Y", "the exchange's type", _exchange_type),
     Option("k", "routing-key", True, "Y", "workload.routing_key and the binding's key",
            lambda d, v: setattr(d, "routing_key", v)),
+    Option("d", "id", True, "Y", "the scenario's description",
+           lambda d, v: setattr(d, "description", v)),
+    Option("p", "predeclared", False, "partial", "taken: surge declares the queue (unchanged "
+                                                 "if it exists with the same settings); on "
+                                                 "an existing broker it must exist", _nothing),
+    Option("i", "interval", True, "partial", "taken: surge samples every second", _nothing),
+    Option("ms", "use-millis", False, "partial", "taken: surge stamps nanoseconds and reports "
+                                                 "milliseconds always", _nothing),
+    Option("o", "output-file", True, "N", "surge writes its run directory (--runs-dir)"),
     Option("h", "uri", True, "partial", "an existing broker (placement existing); its queues "
                                         "must exist (surge declares queues there through the "
                                         "management API, which a URI does not name)", _uris),
@@ -309,14 +321,24 @@ _BY_NAME = {**{f"-{o.short}": o for o in OPTIONS if o.short},
             **{f"--{o.long}": o for o in OPTIONS}}
 
 
-def translate(argv: Sequence[str], name: str = "perftest"
-              ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+@dataclass(frozen=True)
+class Translation:
+    """A command line as surge specs: the scenario, the topology, the password its URIs carry
+    (``None``: a local run) and one note per option taken in part."""
+
+    scenario: dict[str, Any]
+    topology: dict[str, Any]
+    password: str | None
+    notes: list[str]
+
+
+def translate(argv: Sequence[str], name: str = "perftest") -> Translation:
     """The scenario and topology of a PerfTest command line (the words after ``PerfTest``,
-    ``perf-test`` or ``runjava com.rabbitmq.perf.PerfTest`` are skipped), and the password its
-    URIs carry, if any (a list of at most one). :class:`PerfTestError` names the first option
-    surge refuses."""
+    ``perf-test`` or ``runjava com.rabbitmq.perf.PerfTest`` are skipped).
+    :class:`PerfTestError` names the first option surge refuses."""
     words = _words(argv)
     draft = Draft()
+    notes = []
     i = 0
     while i < len(words):
         word = words[i]
@@ -335,31 +357,37 @@ def translate(argv: Sequence[str], name: str = "perftest"
                 value = words[i]
             else:
                 raise PerfTestError(f"{spelled}: needs a value")
+        if option.status == "partial":
+            notes.append(f"{spelled}: {option.surge}")
         try:
             option.apply(draft, value)
         except PerfTestError as error:
-            raise PerfTestError(f"{spelled}: {error}" if not str(error).startswith("-")
-                                else str(error)) from None
+            raise PerfTestError(f"{spelled}: {error}") from None
         i += 1
     scenario, topology = draft.specs(name)
     passwords = {unquote(urlsplit(u).password or "guest") for u in draft.uris}
     if len(passwords) > 1:
         raise PerfTestError("-H: every URI must carry the same password")
-    return scenario, topology, sorted(passwords)
+    return Translation(scenario, topology, passwords.pop() if passwords else None, notes)
 
 
-def write(argv: Sequence[str], directory: Path) -> tuple[Path, str | None]:
+def write(argv: Sequence[str], directory: Path) -> Translation:
     """Write the scenario and topology of a command line into ``directory`` (``scenario.yaml``,
-    ``topology.yaml``, headed by the command line); the scenario's path and the password its
-    URIs carry (``None`` for a local run: it is never written)."""
-    scenario, topology, passwords = translate(argv)
+    ``topology.yaml``, headed by the command line; the password of its URIs is never written)
+    and check them as ``surge validate`` does (:class:`SpecError` if surge cannot run them)."""
+    done = translate(argv)
     directory.mkdir(parents=True, exist_ok=True)
-    for kind, spec in (("scenario", scenario), ("topology", topology)):
-        head = f"# {kind} of: surge perftest {shlex.join(_words(argv))}\n"
+    for kind, spec in (("scenario", done.scenario), ("topology", done.topology)):
+        head = f"# {kind} of: surge perftest {_hidden(shlex.join(_words(argv)))}\n"
         (directory / f"{kind}.yaml").write_text(head + yaml.safe_dump(spec, sort_keys=False))
     from orchestrator.specs.loader import load_scenario  # the models check what was written
     load_scenario(directory / "scenario.yaml", need_plan=True)
-    return directory / "scenario.yaml", passwords[0] if passwords else None
+    return done
+
+
+def _hidden(text: str) -> str:
+    """``text`` with the passwords of its URIs replaced by ``***``."""
+    return re.sub(r"(amqps?://[^:/@\s,]*:)[^@\s,]*@", r"\1***@", text)
 
 
 def _words(argv: Sequence[str]) -> list[str]:
@@ -372,8 +400,10 @@ def _words(argv: Sequence[str]) -> list[str]:
                                                                  "com.rabbitmq.perf.PerfTest")):
         if words[:2] == list(skip):
             words = words[2:]
+    if "-jar" in words[:3]:
+        words = words[words.index("-jar") + 2:]  # java -jar perf-test.jar
     while words and not words[0].startswith("-"):
-        words = words[1:]  # perf-test, java -jar perf-test.jar ...
+        words = words[1:]  # perf-test
     return words
 
 

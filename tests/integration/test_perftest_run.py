@@ -1,0 +1,32 @@
+"""``surge perftest`` runs a PerfTest command line for real: a local member, the load its
+options describe, and a run directory whose accounting balances."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("line", [
+    ["-x", "2", "-y", "2", "-u", "pt-orders", "-r", "50", "-z", "3", "-qq", "-c", "100",
+     "-f", "persistent", "-s", "512"],
+    ["bin/runjava", "com.rabbitmq.perf.PerfTest", "-e", "pt-fan", "-t", "fanout", "-u", "pt-sub",
+     "-x", "1", "-y", "1", "-r", "100", "-z", "3"],
+])
+def test_a_perftest_command_line_runs_and_balances(line, tmp_path):
+    runs = tmp_path / "runs"
+    done = CliRunner().invoke(app, ["perftest", "--out", str(tmp_path / "pt"), "--runs-dir",
+                                    str(runs), "--no-live", "--set", "topology.port_base=8760",
+                                    "--", *line])
+    assert done.exit_code == 0, done.output
+    (run_dir,) = runs.iterdir()
+    manifest = json.loads((run_dir / "run.json").read_text())
+    books = manifest["accounting"]
+    assert manifest["outcome"] == "completed" and books["balanced"], books["explain"]
+    assert books["sent"] > 0 and books["lost"] == 0
+    scenario = manifest["scenario"]
+    assert scenario["name"] == "perftest"
