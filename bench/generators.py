@@ -69,7 +69,7 @@ from topologies.rabbitmq.prometheus import node_stats  # noqa: E402
 C_SOURCE = Path(__file__).resolve().parent / "c" / "amqpgen.c"
 PREFETCH = WorkloadSpec.model_fields["prefetch"].default  # surge's default workload: 200
 MULTI_ACK = 50  # PerfTest's multi-ack as compared in issue 15; surge acks every prefetch // 4
-CONFIRM_WINDOW = 2000  # unconfirmed publishes per producer (surge's driver: MAX_UNCONFIRMED)
+CONFIRM_WINDOW = WorkloadSpec.model_fields["confirm_window"].default  # unconfirmed per producer
 STOP_TIMEOUT_S = 20.0
 LIFETIME_MARGIN_S = 30.0  # a generator ends by itself this long after its run, if not stopped
 SETTLE_S = 1.0  # pause between measurements, once the queue is deleted

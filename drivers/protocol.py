@@ -105,6 +105,10 @@ class Destination:
     routing_keys: tuple[str, ...] = ()  # with an exchange; each message takes one of them
     key_order: str = "random"  # drivers.routing.ORDERS
     zipf_exponent: float = 1.0
+    confirm_window: int = 2000  # with confirms, publishes in flight per sender before it waits
+    ack_every: int | None = None  # manual acks every N deliveries; None: prefetch // 4
+    heartbeat_s: float = 30.0  # AMQP heartbeat; 0 turns it off
+    frame_max: int = 131072  # AMQP frame size the client asks for (bytes)
 
 
 @dataclass(frozen=True)

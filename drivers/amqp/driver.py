@@ -44,7 +44,6 @@ from drivers.routing import KeyPicker
 from drivers.workers import ReceiverRole, RequesterRole, ResponderRole, SenderRole
 
 MAX_BUFFERED_BYTES = 4 * 1024 * 1024  # outbound bytes per connection before a sender waits
-MAX_UNCONFIRMED = 2000  # with confirms, publishes in flight per sender before it waits
 PACING_TICK_S = 0.002  # fast rate-limited senders wake on multiples of this (see _again)
 ACK_FLUSH_S = 0.1  # manual acks of a quiet receiver are flushed at least this often
 RETIRE_GRACE_S = 2.0  # a moved sender's old connection stays open this long for its last publishes
@@ -69,7 +68,9 @@ class _Link:
     def connect(self) -> None:
         endpoint = self.endpoints[self.attempt % len(self.endpoints)]
         params = self.driver.settings.parameters(endpoint, self.driver.tls_contexts)
-        params.heartbeat = 30
+        destination = self.driver.destination
+        params.heartbeat = int(destination.heartbeat_s)
+        params.frame_max = destination.frame_max
         params.connection_attempts = 1
         self.connection = pika.SelectConnection(
             params, on_open_callback=self._opened, on_open_error_callback=self._failed,
@@ -257,7 +258,7 @@ class _SenderLink(_Link):
             channel.queue_declare(route, passive=True, callback=answered)
 
     def _may_publish(self) -> bool:
-        if self.unconfirmed >= MAX_UNCONFIRMED:
+        if self.unconfirmed >= self.driver.destination.confirm_window:
             return False
         return amqp_wire.write_buffer_size(self.connection) < MAX_BUFFERED_BYTES
 
@@ -433,7 +434,7 @@ class _ReceiverLink(_Link):
         self.role = role
         destination = driver.destination
         self.manual = destination.manual_ack
-        self.ack_every = max(1, destination.prefetch // 4)
+        self.ack_every = destination.ack_every or max(1, destination.prefetch // 4)
         self.unacked = 0
         self.last_tag = 0
         self.decoding = False  # deliveries parsed by amqp_wire, acks sent as its frames

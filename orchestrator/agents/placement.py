@@ -50,7 +50,9 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
         reply_size=workload.reply_size or workload.message.size,
         reply_timeout_s=workload.reply_timeout, unit_of_work=workload.unit_of_work,
         exchange=workload.exchange, routing_keys=tuple(workload.keys) if workload.exchange
-        else (), key_order=workload.key_order, zipf_exponent=float(workload.zipf_exponent))
+        else (), key_order=workload.key_order, zipf_exponent=float(workload.zipf_exponent),
+        confirm_window=workload.confirm_window, ack_every=workload.ack_every,
+        heartbeat_s=workload.heartbeat, frame_max=workload.frame_max)
     # publishing to an exchange, each queue is a subscription with its own copy of a message
     subscriptions = bool(workload.exchange)
     senders: list[list[protocol.SenderConfig]] = [[] for _ in range(agent_count)]

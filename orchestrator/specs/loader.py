@@ -110,6 +110,10 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None,
     return scenario, topology
 
 
+RABBITMQ_ONLY = ("exchange", "routing_key", "routing_keys", "key_count", "key_order",
+                 "zipf_exponent", "confirm_window", "ack_every", "heartbeat", "frame_max")
+"""Workload fields only the AMQP driver has."""
+
 NEEDS_COMMANDS = {"kill_member": ("kill_member", "start_member"),
                   "stop_member": ("stop_member", "start_member"),
                   "rolling_restart": ("stop_member", "start_member")}
@@ -127,6 +131,10 @@ def _unsupported(scenario: ScenarioSpec, topology: TopologySpec) -> list[tuple[L
                                 f"{topology.broker} with placement {topology.placement}")
         for i, fault in enumerate(scenario.faults) if fault.kind in LOCAL_RABBITMQ_FAULTS
         and (topology.broker, topology.placement) != ("rabbitmq", "local")]
+    if topology.broker != "rabbitmq":
+        found += [(("workload", name), f"a RabbitMQ field: topology {topology.name} is "
+                                       f"{topology.broker}; leave it out")
+                  for name in RABBITMQ_ONLY if name in scenario.workload.model_fields_set]
     if topology.placement != "existing" or topology.existing is None:
         return found
     given = topology.existing.commands

@@ -219,9 +219,10 @@ def _nothing(draft: Draft, value: str) -> None:
     """An option that asks for surge's own behaviour."""
 
 
-def _bounded_confirm(draft: Draft, value: str) -> None:
-    if _number(value) > 0:
-        draft.workload["confirms"] = True
+def _confirm_window(draft: Draft, value: str) -> None:
+    window = _count(value)
+    if window > 0:
+        draft.workload.update(confirms=True, confirm_window=window)
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -248,8 +249,8 @@ OPTIONS: tuple[Option, ...] = (
                                                                    convert=lambda _: "auto")),
     Option("q", "qos", True, "Y", "workload.prefetch", _set("workload", "prefetch",
                                                              convert=_count)),
-    Option("c", "confirm", True, "partial", "workload.confirms (the window is surge's 2,000 "
-                                            "unconfirmed per sender)", _bounded_confirm),
+    Option("c", "confirm", True, "Y", "workload.confirms and workload.confirm_window",
+           _confirm_window),
     Option("ct", "confirm-timeout", True, "partial", "taken: surge republishes what a lost "
                                                      "connection left unconfirmed, never "
                                                      "fails the run on a timeout", _nothing),
@@ -292,11 +293,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("K", "random-routing-key", False, "N", "a random UUID per message reaches no "
                                                   "binding surge can account for; give keys in "
                                                   "routing_keys with key_order: random"),
-    Option("A", "multi-ack-every", True, "N", "surge acknowledges every prefetch/4 "
-                                              "messages; not settable yet"),
-    Option("Q", "global-qos", True, "N", "not supported yet"),
-    Option("b", "heartbeat", True, "N", "surge's heartbeat is 30 s; not settable yet"),
-    Option("M", "framemax", True, "N", "not settable yet"),
+    Option("A", "multi-ack-every", True, "Y", "workload.ack_every",
+           _set("workload", "ack_every", convert=_count)),
+    Option("Q", "global-qos", True, "N", "a channel-wide prefetch is not supported yet"),
+    Option("b", "heartbeat", True, "Y", "workload.heartbeat",
+           _set("workload", "heartbeat", convert=lambda v: f"{_number(v):g}s")),
+    Option("M", "framemax", True, "Y", "workload.frame_max",
+           _set("workload", "frame_max", convert=_count)),
     Option("m", "ptxsize", True, "N", "producer transactions are not supported yet"),
     Option("n", "ctxsize", True, "N", "consumer transactions are not supported yet"),
     Option("D", "cmessages", True, "N", "per-consumer message limits are not supported yet"),

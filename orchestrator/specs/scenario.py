@@ -305,6 +305,22 @@ class WorkloadSpec(Spec):
     confirms: bool = Field(False, description="publisher confirms; unconfirmed messages are "
                                               "published again after a reconnect")
     prefetch: int = Field(200, ge=1, le=65535, description="unacknowledged messages per receiver")
+    confirm_window: int = Field(
+        2000, ge=1, le=1_000_000, description="with confirms, publishes a sender may have "
+                                              "unconfirmed before it waits (PerfTest's -c)")
+    ack_every: int | None = Field(
+        None, ge=1, le=65535, description="with manual acks, a receiver acknowledges every this "
+                                          "many deliveries at once (multiple; PerfTest's -A), "
+                                          "and what is left at least every 100 ms; default "
+                                          "prefetch / 4")
+    heartbeat: Seconds = Field(30.0, ge=0, le=3600, description="AMQP heartbeat interval the "
+                                                                "clients ask for; 0 turns it "
+                                                                "off (PerfTest's -b). RabbitMQ "
+                                                                "only")
+    frame_max: Bytes = Field(131072, ge=4096, le=1_048_576,
+                             description="largest AMQP frame the clients ask for; bodies are "
+                                         "split into frames of this size (PerfTest's -M). "
+                                         "RabbitMQ only")
     max_backlog: int | None = Field(
         1000, ge=1, le=10_000_000,
         description="unlimited senders (rate 0) wait while their queue holds more than this many "

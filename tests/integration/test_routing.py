@@ -73,3 +73,14 @@ def test_topic_keys_from_a_zipf_distribution_reach_exactly_their_bound_queues(br
     assert books["sent"] == region_1["routed"] + region_2["routed"]
     assert published - details["unroutable"] < books["sent"] < 2 * published
     assert region_1["routed"] > region_2["routed"] > 0
+
+
+def test_the_connection_knobs_hold_a_run_exactly(broker, tmp_path):
+    """Small frames (a 10 KB body in three), a confirm window of 5, acks every 3 deliveries
+    and a 5 s heartbeat: the run completes and balances."""
+    manifest = run(tmp_path, {"queue": "sub-%d", "receivers": 3, "frame_max": 4096,
+                              "confirm_window": 5, "ack_every": 3, "heartbeat": "5s",
+                              "message": {"size": 10_000}})
+    books = manifest["accounting"]
+    assert manifest["outcome"] == "completed" and books["balanced"], books["explain"]
+    assert books["sent"] > 300 and books.get("published") is None

@@ -57,6 +57,7 @@ TAKEN = [
     "perf-test -x 1 -y 1 -C 10000 -s 2048 -f persistent -c 100",
     "perf-test --producers 1 --consumers 1 --time 60 --consumer-latency 1000 --qos 50",
     "java -jar perf-test.jar -x 4 -y 4 -u perf -a -z 10",
+    "perf-test -x 2 -y 2 -q 1000 -A 100 -b 10 -M 8192 -c 50",
 ]
 REFUSED = [
     ("perf-test -x 1 -y 1 -sq -u invoices", "-sq: not supported: stream queues"),
@@ -86,7 +87,7 @@ def test_document_001_keeps_its_ladder_queues_and_cluster():
     workload, plan = done.scenario["workload"], done.scenario["plan"]
     assert workload == {"queue": "perf-test-%d", "senders": 200, "receivers": 200,
                         "message": {"size": 1024, "persistent": True}, "prefetch": 1000,
-                        "confirms": True, "start_delay": "30s"}
+                        "confirms": True, "confirm_window": 1000, "start_delay": "30s"}
     assert plan[0] == {"rate_per_sender": 100.0, "hold": "300s"} and len(plan) == 5
     assert done.scenario["consumer_profile"] == [{"delay": "10ms", "hold": "1s"}]
     assert done.topology["queues"] == [{"name": "perf-test-%d", "type": "quorum",
@@ -96,7 +97,9 @@ def test_document_001_keeps_its_ladder_queues_and_cluster():
     assert done.topology["existing"]["credentials"] == {
         "user": "guest", "password_env": "SURGE_PERFTEST_PASSWORD"}
     assert done.password == "guest"
-    assert any(note.startswith("-c: workload.confirms") for note in done.notes)
+    assert "-f: persistent: workload.message.persistent; mandatory is refused" in done.notes
+    assert "-ct: taken: surge republishes what a lost connection left unconfirmed, never " \
+           "fails the run on a timeout" in done.notes
     slowdown = translate([DOC_001_SLOWDOWN]).scenario["consumer_profile"]
     assert slowdown[0] == {"delay": "10ms", "hold": "300s"} and len(slowdown) == 5
 

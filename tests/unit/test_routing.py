@@ -144,3 +144,17 @@ def test_keys_that_reach_some_queues_expect_exactly_their_messages_there():
     stray = account([report({1: 10}, {"sub-2": {1: [0, 1]}})], [protocol.Snapshot(0.0)], spec,
                     None, routing=routing, per_queue={"sub-2": 0})
     assert stray.extras["misrouted"] == 1 and not stray.result.balanced
+
+
+def test_a_rabbitmq_field_on_an_mq_topology_is_refused_naming_it():
+    from pathlib import Path
+
+    from orchestrator.errors import SpecError
+    from orchestrator.specs.loader import load_scenario
+    root = Path(__file__).resolve().parents[2]
+    with pytest.raises(SpecError) as refused:
+        load_scenario(root / "scenarios" / "mq-uniform-cluster-scaling.yaml",
+                      ["workload.heartbeat=10s", "workload.frame_max=8192"])
+    text = str(refused.value)
+    assert "workload.heartbeat: a RabbitMQ field: topology" in text
+    assert "workload.frame_max: a RabbitMQ field" in text
