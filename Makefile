@@ -22,6 +22,7 @@ docs: deps  ## rewrite the generated reference and build the site into site/ (st
 
 bench: deps bench-deps  ## every benchmark, about 80 min; each keeps its output in bench/results/
 	$(BIN)/python bench/driver_efficiency.py
+	$(BIN)/python bench/routing_cost.py
 	$(BIN)/python bench/decoder_speed.py
 	$(BIN)/python bench/usl_reach.py
 	$(BIN)/python bench/controller_scale.py

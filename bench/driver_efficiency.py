@@ -31,15 +31,17 @@ QUEUES = {"classic": "eff-classic", "quorum": "eff-quorum"}
 
 
 def measure_agent(endpoint: str, queue: str, seconds: float, warmup: float,
-                  settings: dict[str, Any]) -> dict:
+                  settings: dict[str, Any], **destination: Any) -> dict:
     """One agent with one unlimited sender and one receiver, connecting with the driver's
-    ``settings`` (the provisioner's credentials); figures over ``seconds``."""
+    ``settings`` (the provisioner's credentials); figures over ``seconds``. ``destination``:
+    further :class:`~drivers.protocol.Destination` fields (an exchange and routing keys)."""
     with tempfile.TemporaryDirectory() as logs:
         (agent,) = spawn_local_agents(1, Path(logs), max_lifetime_s=seconds + warmup + 120)
         try:
             agent.configure(protocol.Configure(
                 broker="rabbitmq", pattern="point-to-point", message_size=2048,
-                destination=protocol.Destination((endpoint,), queue, prefetch=1000),
+                destination=protocol.Destination((endpoint,), queue, prefetch=1000,
+                                                 **destination),
                 senders=[protocol.SenderConfig(1, 0, endpoint)],
                 receivers=[protocol.ReceiverConfig(1, endpoint)], settings=settings))
             process = psutil.Process(agent.process.pid)
