@@ -149,8 +149,7 @@ class _SenderLink(_Link):
         # where each message is published: an (exchange, routing key) per route, or per key
         self.targets = [("", route) for route in routes] if not destination.exchange else \
             [(destination.exchange, key) for key in destination.routing_keys or ("",)]
-        self.picker = KeyPicker(len(self.targets), destination.key_order,
-                                destination.zipf_exponent) if destination.exchange \
+        self.picker = driver.key_picker if destination.exchange \
             else KeyPicker(len(self.targets), "sequential")  # queues in turn: bind not-fixed
         self.properties = pika.BasicProperties(delivery_mode=2 if destination.persistent else 1)
         self.timer = None
@@ -594,6 +593,9 @@ class AmqpDriver(Driver):
             else amqp_wire.fast_path_refused()
         recorder.fast_path = FastPath(on=refused is None, why=refused or "")
         self.consumer_delay_s = 0.0
+        # one for every sender: a Zipf picker's table of many keys is megabytes
+        self.key_picker = KeyPicker(len(destination.routing_keys) or 1, destination.key_order,
+                                    destination.zipf_exponent)
         self.ioloop = IOLoop()
         self.senders: list[_SenderLink] = []
         self.receivers: list[_ReceiverLink] = []

@@ -39,10 +39,13 @@ def exit_reason(scenario: ScenarioSpec, final: plans.Phase, last: dict[str, Any]
 
 
 def drain(ticker: Ticker, crew: Crew, depth: QueueDepth, drain_s: float,
-          stop: threading.Event, record: Callable[[float, float], TickRecord]) -> int | None:
+          stop: threading.Event, record: Callable[[float, float], TickRecord],
+          copies: bool = False) -> int | None:
     """Keep ticking (``record(planned, started)``) after the senders stopped until every
     message sent was received and the queues are empty or ``drain_s`` passes (5 s once a stop
-    was asked for); the last queue depth."""
+    was asked for); the last queue depth. With ``copies`` (an exchange routes each message to
+    any number of queues, none included) receipts are not compared with sends: empty queues
+    say it."""
     clock = ticker.clock
     stopped = clock.monotonic()
     deadline = stopped + drain_s
@@ -55,7 +58,8 @@ def drain(ticker: Ticker, crew: Crew, depth: QueueDepth, drain_s: float,
         live = [ticker.math.agents.get(a.index) for a in crew.live]
         settled = all(r is not None and r.seen > stopped for r in live)
         empty = queued == 0 or (queued is None and not depth.readable(ticker.broker))
-        caught_up = tick.totals["received"] >= tick.totals["sent"] or crew.watch.lost
+        caught_up = copies or tick.totals["received"] >= tick.totals["sent"] \
+            or crew.watch.lost
         if settled and caught_up and empty:
             break
         if stop.is_set() and clock.monotonic() > stopped + 5:
@@ -74,7 +78,8 @@ def finish(ticker: Ticker, crew: Crew, depth: QueueDepth, scenario: ScenarioSpec
         scenario, topology.routes, depth.queue.instances(range(topology.members)))
     event("senders_stop")
     crew.all(lambda agent: agent.stop_senders())
-    queued = drain(ticker, crew, depth, scenario.measure.drain, stop, record)
+    queued = drain(ticker, crew, depth, scenario.measure.drain, stop, record,
+                   copies=routing is not None)
     event("drained", queue_depth=queued)
     crew.all(lambda agent: agent.stop_receivers())
     ticker.sampler.close()
