@@ -62,6 +62,8 @@ class Draft:
                                     f"queues from 1")
             queue.update(name=self.pattern_name, count=last)
         workload["queue"] = queue["name"]
+        if self.exchange:
+            workload.update(exchange=self.exchange, routing_key=self.routing_key or queue["name"])
         topology = self._topology(name, queue)
         plan = self.steps or [{"rate_per_sender": self.rate,
                                "hold": f"{self.seconds or 60:g}s"}]
@@ -80,8 +82,6 @@ class Draft:
             topology["exchanges"] = [{"name": self.exchange, "type": self.exchange_type}]
             topology["bindings"] = [{"exchange": self.exchange, "queue": queue["name"],
                                      "routing_key": self.routing_key or queue["name"]}]
-            self.workload.update(exchange=self.exchange,
-                                 routing_key=self.routing_key or queue["name"])
         if not self.uris:
             return topology
         members, users = [], set()

@@ -104,6 +104,17 @@ def test_document_001_keeps_its_ladder_queues_and_cluster():
     assert slowdown[0] == {"delay": "10ms", "hold": "300s"} and len(slowdown) == 5
 
 
+def test_an_exchange_line_publishes_to_it_and_binds_the_queue():
+    done = translate(shlex.split("perf-test -e orders -t topic -k eu.new -u eu -x 1 -y 1"))
+    assert (done.scenario["workload"]["exchange"], done.scenario["workload"]["routing_key"]) \
+        == ("orders", "eu.new")
+    assert done.topology["exchanges"] == [{"name": "orders", "type": "topic"}]
+    assert done.topology["bindings"] == [{"exchange": "orders", "queue": "eu",
+                                          "routing_key": "eu.new"}]
+    fanout = translate(shlex.split("perf-test -e fan -t fanout -u subs -x 1 -y 1"))
+    assert fanout.scenario["workload"]["routing_key"] == "subs"
+
+
 @pytest.mark.parametrize("line, said", REFUSED)
 def test_an_option_surge_cannot_take_is_refused_naming_it(line, said):
     with pytest.raises(PerfTestError) as refused:
