@@ -67,19 +67,24 @@ class Routing:
         if not any(takes):
             return 0
         bits = bytearray((sent + 7) // 8)
-        pick = self.picker.pick
-        for seq in range(sent):
-            if takes[pick(producer_id, seq)]:
-                bits[seq >> 3] |= 1 << (seq & 7)
+        for first, picks in self._picks(producer_id, sent):
+            for i, key in enumerate(picks, first):
+                if takes[key]:
+                    bits[i >> 3] |= 1 << (i & 7)
         return int.from_bytes(bits, "little")
 
     def unroutable(self, sent_per_producer: dict[int, int]) -> int:
         """Messages whose key reaches none of the workload's queues."""
         if all(self.routes):
             return 0
-        pick, routes = self.picker.pick, self.routes
-        return sum(1 for producer, sent in sent_per_producer.items() for seq in range(sent)
-                   if not routes[pick(producer, seq)])
+        nowhere = [not reached for reached in self.routes]
+        return sum(sum(nowhere[key] for key in picks) for producer, sent in
+                   sent_per_producer.items() for _, picks in self._picks(producer, sent))
+
+    def _picks(self, producer_id: int, sent: int, chunk: int = 1 << 20):
+        """The keys of messages 0 .. sent - 1 of ``producer_id``, a chunk at a time."""
+        for first in range(0, sent, chunk):
+            yield first, self.picker.picks(producer_id, first, min(chunk, sent - first))
 
     def copies_each(self) -> int | None:
         """Copies of every message, where all keys reach as many queues (else ``None``)."""
