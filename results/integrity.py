@@ -84,14 +84,28 @@ def _cpu_over_quota(members: list[dict], found: Suspects) -> None:
                            f"a quota of {quota:g} cores")
 
 
+def _copies(row: dict) -> int | None:
+    """The queues each message reached in a run whose exchange copies messages to several,
+    from the row's backlog (``sent x copies - received``); 1 in a run without one or recorded
+    before the backlog was; ``None`` where the number is not the same for every message."""
+    if "backlog" not in row or not row["sent"]:
+        return 1
+    if row["backlog"] is None:
+        return None
+    return round((row["backlog"] + row["received"]) / row["sent"])
+
+
 def _received_more_than_available(ticks: list[dict], found: Suspects) -> None:
     for before, after in zip(ticks, ticks[1:]):
         if before.get("queue_depth") is None or after.get("agents_missing") or \
                 before.get("agents_missing"):
             continue
+        copies = _copies(before)
+        if copies is None:
+            continue
         received = after["received"] - before["received"]
-        sent = after["sent"] - before["sent"]
-        there = max(before["queue_depth"], before["sent"] - before["received"])
+        sent = (after["sent"] - before["sent"]) * copies
+        there = max(before["queue_depth"], before["sent"] * copies - before["received"])
         allowance = (after.get("receive_rate") or 0.0) * (before.get("read_span_s") or 0.0)
         if received > before["queue_depth"] + sent + allowance:
             found.received_more_than_queued += 1

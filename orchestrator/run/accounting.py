@@ -20,7 +20,7 @@ from drivers import protocol
 from drivers.accounting import MergedCounts, Reconciliation, merge_exports, reconcile
 from drivers.routing import KeyPicker
 from orchestrator.run.agentloss import LostAgent
-from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
 
 
 @dataclass
@@ -92,6 +92,15 @@ class Routing:
         return sizes.pop() if len(sizes) == 1 else None
 
 
+def copies_each(scenario: ScenarioSpec, topology: TopologySpec) -> int | None:
+    """How many of the workload's queues each message reaches: 1 through the default exchange;
+    through an exchange, as many as every key reaches alike (``None`` where keys differ)."""
+    queue = topology.queue(scenario.workload.queue)
+    routing = Routing.of(scenario, topology.routes,
+                         queue.instances(range(topology.members)) if queue else [])
+    return 1 if routing is None else routing.copies_each()
+
+
 def account(reports: Sequence[protocol.Accounting], snapshots: Sequence[protocol.Snapshot],
             scenario: ScenarioSpec, queued: int | None,
             lost: Sequence[LostAgent] = (), routing: Routing | None = None,
@@ -127,11 +136,14 @@ def _account_copies(reports: Sequence[protocol.Accounting],
                     per_queue: dict[str, int] | None, lost: Sequence[LostAgent],
                     routing: Routing, sent_per_producer: dict[int, int]) -> Accounted:
     """:func:`account` of messages copied to subscriptions: each queue's expected copies
-    against what its receivers got and what it still holds."""
+    against what its receivers got and what it still holds. A lost agent's producers are not
+    reported: their copies count as its last reading says (sent x copies where every key
+    reaches as many queues), what receivers got of them as received, and each
+    subscription's gap as unknown, not lost."""
     groups = sorted(set(routing.queues) | {g for r in reports for g in r.bitmaps if g})
     subscriptions: dict[str, dict[str, int]] = {}
     missing: dict[int, int] = {}
-    copies = received = misrouted = duplicates = 0
+    copies = received = misrouted = duplicates = unreported = 0
     for queue in groups:
         merged = merge_exports([r.bitmaps[queue] for r in reports if queue in r.bitmaps])
         routed = got = stray = 0
@@ -142,8 +154,10 @@ def _account_copies(reports: Sequence[protocol.Accounting],
             got += (seen & expected).bit_count()
             stray += (seen & ~expected).bit_count()
             missing[producer] = missing.get(producer, 0) + (expected & ~seen).bit_count()
+        unreported += sum(bits.bit_count() for producer, bits in merged.bitmaps.items()
+                          if producer not in sent_per_producer)  # a lost agent's
         held = None if per_queue is None else per_queue.get(queue, 0)
-        subscriptions[queue] = _subscription(routed, got, stray, held, merged)
+        subscriptions[queue] = _subscription(routed, got, stray, held, merged, bool(lost))
         copies, received, misrouted = copies + routed, received + got, misrouted + stray
         duplicates += merged.cross_duplicates
     last = [agent.snapshot for agent in lost if agent.snapshot is not None]
@@ -152,7 +166,9 @@ def _account_copies(reports: Sequence[protocol.Accounting],
     not_republished = nacked + repeated - _sum(every, "nacks_republished")
     each = routing.copies_each()
     result = reconcile(
-        sent=copies, confirmed=None, nacked=nacked, received_unique=received + misrouted,
+        sent=copies + _sum(last, "sent") * (each or 0), confirmed=None, nacked=nacked,
+        received_unique=received + misrouted + unreported + _sum(last, "received")
+        - _sum(last, "duplicates"),
         duplicates=_sum(every, "duplicates") + duplicates,
         still_queued=None if per_queue is None or (not_republished and each is None)
         else sum(s["queued"] for s in subscriptions.values()),
@@ -164,13 +180,15 @@ def _account_copies(reports: Sequence[protocol.Accounting],
 
 
 def _subscription(routed: int, got: int, stray: int, held: int | None,
-                  merged: MergedCounts) -> dict[str, int]:
-    """One subscription's balance: copies routed to it, received, still queued, lost."""
+                  merged: MergedCounts, agents_lost: bool = False) -> dict[str, int]:
+    """One subscription's balance: copies routed to it, received, still queued, lost (with
+    an agent lost: of the producers still reporting, and the gap ``unknown``)."""
     out = {"routed": routed, "received": got, "duplicates": merged.cross_duplicates}
     if stray:
         out["misrouted"] = stray
     if held is not None:
-        out.update(queued=held, lost=max(0, routed - got - held))
+        out.update(queued=held, **{"unknown" if agents_lost else "lost":
+                                   max(0, routed - got - held)})
     return out
 
 

@@ -29,6 +29,7 @@ from orchestrator.agents.launcher import Launcher, launcher_for
 from orchestrator.clock import SYSTEM_CLOCK, Clock
 from orchestrator.errors import SurgeError
 from orchestrator.run import ending, holding
+from orchestrator.run.accounting import copies_each
 from orchestrator.run.agentloss import AgentWatch
 from orchestrator.run.crew import Crew
 from orchestrator.run.depth import ProbeFactory, QueueDepth
@@ -149,7 +150,7 @@ class Controller:
         self.steering = Steering(scenario, self.schedule, self.faults, self.crew, self.state,
                                  self.feed, self.history, self._event)
         self.ticker = Ticker(self.provisioner, topology.members, self.crew, self.depth, clock,
-                             host_cpu, self._event)
+                             host_cpu, self._event, copies_each(scenario, topology))
         self.listeners = Listeners()  # what follows each second, registered at setup
         self.outcome, self.steps, self.drain = "failed", [], None
         self.accounting: Reconciliation | None = None

@@ -128,12 +128,15 @@ def figure(value: float | None, spec: str = ",.0f") -> str:
 
 
 def achieved(s: ViewState) -> float | None:
-    """End to end: what the consumers received over the last second against what the plan
-    asked over it (``None`` while there is no target: paused, draining, unknown)."""
+    """End to end, as the step table takes it: the lower of the send and receive rates over
+    the last second against what the plan asked over it (``None`` while there is no target:
+    paused, draining, unknown). The lower one, because a receive rate counts copies where an
+    exchange routes each message to several queues, and catches up on a backlog."""
     target = s.target_rate if s.measured_target is None else s.measured_target
     if s.receive_rate is None or not target or not s.target_rate:
         return None
-    return s.receive_rate / target
+    return min(s.receive_rate, s.send_rate if s.send_rate is not None else s.receive_rate) \
+        / target
 
 
 def sparkline(values: Iterable[float | None], width: int = HISTORY_S) -> str:

@@ -28,16 +28,19 @@ def stamp(wall_s: float, elapsed_s: float, phase: int) -> dict[str, Any]:
 def tick_row(stamped: dict[str, Any], tick: Tick, *, lateness_s: float, target_rate: float,
              members_running: int, queue_depth: int | None, depth_age_s: float | None,
              read_span_s: float | None, broker_missing: bool,
-             agents_lost: int = 0) -> dict[str, Any]:
+             agents_lost: int = 0, copies: int | None = 1) -> dict[str, Any]:
     """The ``ticks`` row: rates, totals, depth, latency percentiles (from the actual and from
-    the intended send times) and how well the second was sampled."""
+    the intended send times) and how well the second was sampled. ``copies``: the queues each
+    message reaches (an exchange may route it to several; ``None``: not the same number for
+    every message, so the backlog is unknown)."""
     totals, rates = tick.totals, tick.rates
     return {**stamped, "lateness_s": lateness_s, "target_rate": target_rate,
             "send_rate": rates["sent"], "receive_rate": rates["received"],
             "confirm_rate": rates["confirmed"], "skip_rate": rates["skipped"],
             **{k: totals[k] for k in TOTALS},
             "members_running": members_running, "queue_depth": queue_depth,
-            "depth_age_s": depth_age_s, "backlog": totals["sent"] - totals["received"],
+            "depth_age_s": depth_age_s, "backlog": None if copies is None
+            else totals["sent"] * copies - totals["received"],
             "agents_missing": tick.agents_missing, "read_span_s": read_span_s,
             "broker_missing": broker_missing, "agents_lost": agents_lost,
             "host_cpu_percent": tick.host_cpu_percent.get(CONTROLLER_HOST),

@@ -28,8 +28,10 @@ class Ticker:
     """Reads the run's sources once a tick; ``t0`` is the load's start (controller clock)."""
 
     def __init__(self, provisioner: Provisioner, members: int, crew: Crew, depth: QueueDepth,
-                 clock: Clock, host_cpu: Callable[[], CpuReading], event: Callable[..., None]):
+                 clock: Clock, host_cpu: Callable[[], CpuReading], event: Callable[..., None],
+                 copies: int | None = 1):
         self.provisioner, self.members, self.crew, self.depth = provisioner, members, crew, depth
+        self.copies = copies  # queues each message reaches (None: not the same for all)
         self.clock, self.host_cpu, self.event = clock, host_cpu, event
         self.math = TickMath()
         self.lateness = Timeliness()
@@ -61,7 +63,7 @@ class Ticker:
                             members_running=running, queue_depth=depth, depth_age_s=age,
                             read_span_s=self._read_span(),
                             broker_missing=self.tick_broker is None,
-                            agents_lost=len(self.crew.watch.lost))
+                            agents_lost=len(self.crew.watch.lost), copies=self.copies)
         return TickRecord(
             elapsed, phase, label, tick, row, rows.member_rows(stamped, self.tick_members, tick),
             rows.host_rows(stamped, tick),

@@ -158,3 +158,22 @@ def test_a_rabbitmq_field_on_an_mq_topology_is_refused_naming_it():
     text = str(refused.value)
     assert "workload.heartbeat: a RabbitMQ field: topology" in text
     assert "workload.frame_max: a RabbitMQ field" in text
+
+
+def test_a_lost_agent_under_fanout_leaves_an_unknown_never_a_loss():
+    from orchestrator.run.agentloss import LostAgent
+    spec = scenario(exchange="fan")
+    routing = Routing.of(spec, TOPOLOGY.routes, ["sub-1", "sub-2", "sub-3"])
+    # producer 1 reports; the lost agent hosted producer 2 (10 sent by its last reading) and
+    # sub-3's receiver (20 copies received by then); sub-1 and sub-2 got producer 2's 10 each
+    live = report({1: 10}, {"sub-1": {1: range(10), 2: range(10)},
+                            "sub-2": {1: range(10), 2: range(10)}})
+    gone = LostAgent(1, "127.0.0.1", "gone", 5.0, 3.0,
+                     protocol.Snapshot(0.0, sent=10, received=20), 1, 1)
+    done = account([live], [protocol.Snapshot(0.0)], spec, None, [gone], routing,
+                   {"sub-1": 0, "sub-2": 0, "sub-3": 0})
+    books = done.result
+    assert (books.published, books.sent, books.received) == (20, 60, 60)
+    assert books.unknown == 0 and books.lost is None and not books.balanced
+    assert books.subscriptions["sub-3"] == {"routed": 10, "received": 0, "duplicates": 0,
+                                            "queued": 0, "unknown": 10}

@@ -127,7 +127,11 @@ function redraw() {
 function figures(doc) {
   const last = name => { const values = column(name); return values[values.length - 1]; };
   const run = doc.run;
-  const target = last("target_rate"), received = last("receive_rate");
+  // end to end as the step table takes it: the lower of the send and receive rates (a
+  // receive rate counts copies where an exchange routes a message to several queues)
+  const target = last("target_rate"), sent = last("send_rate");
+  const received = last("receive_rate") === null ? null
+    : Math.min(last("receive_rate"), sent === null ? Infinity : sent);
   const targets = column("target_rate");
   // the rates of a row were measured over the second before it, at the previous row's target
   const asked = targets.length > 1 ? targets[targets.length - 2] : target;
