@@ -129,14 +129,13 @@ function figures(doc) {
   const run = doc.run;
   // end to end as the step table takes it: the lower of the send and receive rates (a
   // receive rate counts copies where an exchange routes a message to several queues)
-  const target = last("target_rate"), sent = last("send_rate");
-  const received = last("receive_rate") === null ? null
-    : Math.min(last("receive_rate"), sent === null ? Infinity : sent);
+  const target = last("target_rate"), sent = last("send_rate"), received = last("receive_rate");
+  const through = received === null ? null : Math.min(received, sent === null ? Infinity : sent);
   const targets = column("target_rate");
   // the rates of a row were measured over the second before it, at the previous row's target
   const asked = targets.length > 1 ? targets[targets.length - 2] : target;
   const draining = run.label === "draining" || run.label === "paused";
-  const achieved = target && asked && received !== null ? received / asked : null;
+  const achieved = target && asked && through !== null ? through / asked : null;
   const cls = achieved === null ? "" : achieved >= 0.98 ? "good" : achieved >= 0.9 ? "warn" : "bad";
   const blocked = last("blocked");
   const state = run.outcome === "running" || run.label.includes(run.outcome) ? run.label
