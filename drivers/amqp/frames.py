@@ -96,13 +96,20 @@ class FrameEncoder:
         lag (us) and how much less each next one's is (they were due 1 / rate apart)."""
         buffer = self._mutable * n  # one copy of n messages, stamped in place
         first, step, stamp = self.header_offset + len(PREFIX), self.length, stamp_fields
-        flags, lag_us, less_us = lags
-        each_lag = map(int, accumulate(repeat(less_us, n - 1), sub, initial=lag_us)) \
-            if less_us else repeat(lag_us, n)  # the lags in C, not per message in Python
+        flags = lags[0]
         for offset, seq, lag in zip(range(first, first + n * step, step),
-                                    range(first_seq, first_seq + n), each_lag):
+                                    range(first_seq, first_seq + n), _each_lag(lags, n)):
             stamp(buffer, offset, flags, producer_id, seq, send_ns, lag)
         return buffer
+
+
+def _each_lag(lags: tuple[int, int, float], n: int):
+    """The schedule lag (us) of each of ``n`` consecutive messages: the first one's, each
+    next one ``less_us`` less (they were due 1 / rate apart); computed in C, not per message
+    in Python."""
+    _, lag_us, less_us = lags
+    return map(int, accumulate(repeat(less_us, n - 1), sub, initial=lag_us)) if less_us \
+        else repeat(lag_us, n)
 
 
 def mixed_batch(encoders: list[FrameEncoder], picks: list[int], producer_id: int,
@@ -112,13 +119,11 @@ def mixed_batch(encoders: list[FrameEncoder], picks: list[int], producer_id: int
     (each its own routing key or queue), stamped as :meth:`FrameEncoder.batch` stamps."""
     templates = [e._mutable for e in encoders]
     buffer = bytearray().join([templates[i] for i in picks])
-    n, stamp = len(picks), stamp_fields
-    flags, lag_us, less_us = lags
+    n, stamp, flags = len(picks), stamp_fields, lags[0]
     offsets = accumulate((encoders[i].length for i in picks[:-1]), initial=0)
-    each_lag = map(int, accumulate(repeat(less_us, n - 1), sub, initial=lag_us)) \
-        if less_us else repeat(lag_us, n)
     prefix = len(PREFIX)
-    for start, i, seq, lag in zip(offsets, picks, range(first_seq, first_seq + n), each_lag):
+    for start, i, seq, lag in zip(offsets, picks, range(first_seq, first_seq + n),
+                                  _each_lag(lags, n)):
         stamp(buffer, start + encoders[i].header_offset + prefix, flags, producer_id, seq,
               send_ns, lag)
     return buffer

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -335,10 +336,7 @@ class RabbitKubernetesProvisioner(Provisioner):
     def _declare_queues(self, members: list[int]) -> None:
         """Declare shared queues and the per-member instances of ``members``, each through the
         member that is to lead it (as the local provisioner does)."""
-        apis: dict[int, Management] = {}
-        queues.declare(self.topology, members,
-                       lambda index: apis.setdefault(index, self._api(index))
-                       if index not in apis else apis[index])
+        queues.declare(self.topology, members, functools.cache(self._api))
 
     def _exec_in_pod(self, pod: str, argv: list[str]) -> str:
         return exec_in_pod(self.streams, pod, self.namespace, "rabbitmq", argv)
