@@ -45,7 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from orchestrator.run.controller import Controller  # noqa: E402
 from orchestrator.run.sampling import quantiles  # noqa: E402
-from orchestrator.specs.scenario import QueueSpec, ScenarioSpec, TopologySpec  # noqa: E402
+from orchestrator.specs.scenario import ScenarioSpec  # noqa: E402
+from orchestrator.specs.topology import QueueSpec, TopologySpec  # noqa: E402
 from results.rundir.tables import read_table  # noqa: E402
 from topologies.rabbitmq.local import LocalRabbitMQ  # noqa: E402
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.plain_pika import measure_plain_pika  # noqa: E402
 from drivers import protocol  # noqa: E402
 from orchestrator.agents.local import spawn_local_agents  # noqa: E402
-from orchestrator.specs.scenario import QueueSpec, TopologySpec  # noqa: E402
+from orchestrator.specs.topology import QueueSpec, TopologySpec  # noqa: E402
 from topologies.rabbitmq.local import LocalRabbitMQ  # noqa: E402
 
 QUEUES = {"classic": "eff-classic", "quorum": "eff-quorum"}
@@ -39,7 +39,8 @@ def measure_agent(endpoint: str, queue: str, seconds: float, warmup: float,
         (agent,) = spawn_local_agents(1, Path(logs), max_lifetime_s=seconds + warmup + 120)
         try:
             agent.configure(protocol.Configure(
-                broker="rabbitmq", pattern="point-to-point", message_size=2048,
+                broker="rabbitmq", pattern="point-to-point",
+                message=protocol.MessageShape(sizes=(2048,)),
                 destination=protocol.Destination((endpoint,), queue, prefetch=1000,
                                                  **destination),
                 senders=[protocol.SenderConfig(1, 0, endpoint)],

@@ -56,13 +56,9 @@ from drivers import protocol  # noqa: E402
 from orchestrator.agents.local import spawn_local_agents  # noqa: E402
 from orchestrator.agents.placement import place  # noqa: E402
 from orchestrator.errors import AgentError, ProvisionError  # noqa: E402
-from orchestrator.specs.scenario import (  # noqa: E402
-    ExitSpec,
-    QueueSpec,
-    ScenarioSpec,
-    TopologySpec,
-    WorkloadSpec,
-)
+from orchestrator.specs.scenario import ExitSpec, ScenarioSpec
+from orchestrator.specs.topology import QueueSpec, TopologySpec
+from orchestrator.specs.workload import WorkloadSpec
 from topologies.rabbitmq.local import LocalRabbitMQ  # noqa: E402
 from topologies.rabbitmq.prometheus import node_stats  # noqa: E402
 

@@ -26,7 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from orchestrator.run.controller import Controller  # noqa: E402
-from orchestrator.specs.scenario import ScenarioSpec, TopologySpec  # noqa: E402
+from orchestrator.specs.scenario import ScenarioSpec  # noqa: E402
+from orchestrator.specs.topology import TopologySpec  # noqa: E402
 from topologies.rabbitmq.local import LocalRabbitMQ  # noqa: E402
 
 PORT_BASE = 8270

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.driver_efficiency import measure_agent  # noqa: E402
-from orchestrator.specs.scenario import TopologySpec  # noqa: E402
+from orchestrator.specs.topology import TopologySpec  # noqa: E402
 from topologies.rabbitmq.local import LocalRabbitMQ  # noqa: E402
 
 QUEUE, EXCHANGE = "rc-queue", "rc-direct"

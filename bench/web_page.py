@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.controller_scale import _figures, _raise_file_limit, _scenario  # noqa: E402
 from orchestrator.run.controller import Controller  # noqa: E402
-from orchestrator.specs.scenario import QueueSpec, TopologySpec  # noqa: E402
+from orchestrator.specs.topology import QueueSpec, TopologySpec  # noqa: E402
 from topologies.rabbitmq.local import LocalRabbitMQ  # noqa: E402
 
 PORT_BASE = 8650

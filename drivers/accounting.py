@@ -30,26 +30,30 @@ class SequenceTracker:
 
     Counters: received (every record, duplicates included), duplicates (seq already seen by this
     tracker) and out_of_order (first sighting of a seq lower than the highest seen so far from
-    that producer; duplicates are not also counted here).
+    that producer; duplicates are not also counted here). A stream's tracker counts a seq seen
+    again as a re-read instead: a stream keeps its messages, and a consumer that subscribes
+    again from its offset reads them again.
     """
 
-    __slots__ = ("_producers", "received", "duplicates", "out_of_order")
+    __slots__ = ("_producers", "received", "duplicates", "out_of_order", "rereads", "stream")
 
-    def __init__(self) -> None:
-        """Create an empty tracker."""
+    def __init__(self, stream: bool = False) -> None:
+        """Create an empty tracker (of a stream's reader, if ``stream``)."""
         self._producers: dict[int, _Producer] = {}
         self.received = 0
         self.duplicates = 0
         self.out_of_order = 0
+        self.rereads = 0
+        self.stream = stream
 
     @property
     def unique(self) -> int:
         """Distinct (producer_id, seq) pairs seen by this tracker."""
         return self.received - self.duplicates
 
-    def record(self, producer_id: int, seq: int) -> None:
-        """Record one delivery; seq must be >= 0 (it is unsigned in the header)."""
-        self.received += 1
+    def record(self, producer_id: int, seq: int) -> bool:
+        """Record one delivery; seq must be >= 0 (it is unsigned in the header). Whether it
+        is the first of that message here (a stream's re-read is not counted received)."""
         state = self._producers.get(producer_id)
         if state is None:
             state = self._producers[producer_id] = _Producer()
@@ -59,13 +63,19 @@ class SequenceTracker:
             bits += bytes(max(i + 1, 2 * len(bits)) - len(bits))
         mask = 1 << (seq & 7)
         if bits[i] & mask:
+            if self.stream:
+                self.rereads += 1
+                return False
+            self.received += 1
             self.duplicates += 1
-            return
+            return False
+        self.received += 1
         bits[i] |= mask
         if seq < state.high:
             self.out_of_order += 1
         else:
             state.high = seq
+        return True
 
     def export(self) -> ExportedBitmaps:
         """Return each producer's bitmap, trailing zero bytes dropped, zlib-compressed."""

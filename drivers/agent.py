@@ -19,10 +19,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from drivers import protocol
 from drivers.base import Driver
-from drivers.header import PayloadBuilder
 from drivers.http import IDLE_TIMEOUT_S, MAX_CONNECTIONS, GuardedServer, HttpError, JsonHandler
+from drivers.message import Bodies, PayloadBuilder
 from drivers.metrics import counter_family, gauge_family, histogram_family
-from drivers.protocol import Destination
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
 
 
@@ -35,6 +34,7 @@ class Agent:
         self.lock = threading.Lock()
         self.senders: dict[int, SenderRole] = {}
         self.receivers: dict[int, ReceiverRole] = {}
+        self.bodies: Bodies | None = None  # the run's message bodies, once configured
         self.labels: dict[str, str] = {}  # of its /metrics: run_id, scenario, agent
 
     def configure(self, config: protocol.Configure) -> protocol.Configured:
@@ -42,8 +42,7 @@ class Agent:
         with self.lock:
             if self.driver is not None:
                 raise ValueError("agent is already configured")
-            self.driver = _make_driver(config.broker, config.destination, config.settings,
-                                       self.recorder)
+            self.driver = _make_driver(config, self.recorder)
             self.labels = dict(config.labels)
             self.driver.start()
             request_reply = config.pattern == "request-reply"
@@ -52,7 +51,8 @@ class Agent:
                 role = receiver_kind(self.recorder, receiver.id, receiver.group)
                 self.receivers[role.receiver_id] = role
                 self.driver.add_receiver(role, receiver.endpoint, receiver.queue)
-            payload = PayloadBuilder(config.message_size)
+            self.bodies = Bodies(config.message)
+            payload = PayloadBuilder(self.bodies)
             for sender in config.senders:
                 role = self.driver.call(lambda s=sender: self._sender(
                     s, payload, config.in_flight if request_reply else None))
@@ -75,6 +75,8 @@ class Agent:
         """Apply a new per-sender rate to every sender; with ``active``, only producers 1 to
         ``active`` publish and the others pause."""
         def apply() -> int:
+            if self.bodies is not None and rate.size_class != self.bodies.current:
+                self.bodies.set_class(rate.size_class)
             for role in self.recorder.senders:
                 role.set_rate(rate.rate_per_sender)
                 role.pause(rate.active is not None and role.producer_id > rate.active)
@@ -155,18 +157,19 @@ class _Collector:
                                labels)
 
 
-def _make_driver(broker: str, destination: Destination, settings: dict[str, Any],
-                 recorder: Recorder) -> Driver:
-    """The driver of ``broker``, given the run's destination and the driver's own settings."""
-    if broker == "rabbitmq":
+def _make_driver(config: protocol.Configure, recorder: Recorder) -> Driver:
+    """The driver of the run's broker, given its destination, messages and the driver's own
+    settings."""
+    if config.broker == "rabbitmq":
         from drivers.amqp.driver import AmqpDriver
         from drivers.amqp.settings import AmqpSettings
-        return AmqpDriver(destination, recorder, AmqpSettings.from_json(settings))
-    if broker == "ibmmq":
+        return AmqpDriver(config.destination, recorder, AmqpSettings.from_json(config.settings),
+                          config.message)
+    if config.broker == "ibmmq":
         from drivers.mq.driver import MqDriver
         from drivers.mq.settings import MqSettings
-        return MqDriver(destination, recorder, MqSettings.from_json(settings))
-    raise ValueError(f"no driver for broker {broker!r} (known: rabbitmq, ibmmq)")
+        return MqDriver(config.destination, recorder, MqSettings.from_json(config.settings))
+    raise ValueError(f"no driver for broker {config.broker!r} (known: rabbitmq, ibmmq)")
 
 
 def _handler(agent: Agent, token: str, registry: CollectorRegistry, done: threading.Event,

@@ -96,23 +96,3 @@ def _decode_v1(body: bytes | bytearray | memoryview, offset: int
     if version != 1:
         raise HeaderError(f"unknown header version {version}, expected {VERSION} (or 1)")
     return producer_id, seq, send_ns, None
-
-
-class PayloadBuilder:
-    """Builds fixed-size message bodies: a header followed by zero padding."""
-
-    __slots__ = ("size", "_padding")
-
-    def __init__(self, size: int) -> None:
-        """Prepare bodies of exactly size bytes; size must be at least HEADER_SIZE."""
-        if size < HEADER_SIZE:
-            raise ValueError(f"payload size {size} is below the minimum of {HEADER_SIZE} bytes "
-                             "(the surge header)")
-        self.size = size
-        self._padding = bytes(size - HEADER_SIZE)
-
-    def build(self, producer_id: int, seq: int, send_ns: int, lag_us: int | None = None
-              ) -> bytes:
-        """Return a body of self.size bytes carrying the given header fields (``lag_us``
-        ``None``: unscheduled)."""
-        return encode(producer_id, seq, send_ns, lag_us) + self._padding

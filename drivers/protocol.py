@@ -38,7 +38,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 """Bumped whenever a message or path changes meaning; controller and agent must agree."""
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -109,6 +109,24 @@ class Destination:
     ack_every: int | None = None  # manual acks every N deliveries; None: prefetch // 4
     heartbeat_s: float = 30.0  # AMQP heartbeat; 0 turns it off
     frame_max: int = 131072  # AMQP frame size the client asks for (bytes)
+    stream_offset: int | str | None = None  # a stream's receivers: x-stream-offset (first,
+    # last, next, an offset, an ISO 8601 time); None: the queue is not a stream
+    consumer_arguments: dict[str, Any] = field(default_factory=dict)  # of basic.consume
+    global_qos: bool = False  # the prefetch is the channel's, not each consumer's
+
+
+@dataclass(frozen=True)
+class MessageShape:
+    """What follows every message's header, and how each message picks it: one body per size
+    class (or payload), picked per message in proportion to ``weights``, or, with no weights,
+    the class the plan sets live (:attr:`Rate.size_class`); AMQP properties and flags."""
+
+    sizes: tuple[int, ...] = (2048,)  # bytes of each class's messages, header included
+    weights: tuple[float, ...] = (1.0,)  # (): one class at a time, set by Rate.size_class
+    fill: str = "zeros"  # zeros | random | json: what follows the header
+    payloads: tuple[bytes, ...] = ()  # instead of fill: each class's bytes after the header
+    properties: dict[str, Any] = field(default_factory=dict)  # AMQP basic properties
+    mandatory: bool = False  # unroutable messages are returned to their sender
 
 
 @dataclass(frozen=True)
@@ -117,7 +135,7 @@ class Configure:
 
     broker: str  # "rabbitmq" | "ibmmq"
     pattern: str  # "send-receive" | "request-reply"
-    message_size: int
+    message: MessageShape
     destination: Destination
     settings: dict[str, Any] = field(default_factory=dict)  # the driver's own, see each driver
     in_flight: int = 1  # request-reply: requests outstanding per requester
@@ -136,11 +154,13 @@ class Configured:
 
 @dataclass(frozen=True)
 class Rate:
-    """A live rate change without reconnecting: producers 1..``active`` publish at
-    ``rate_per_sender`` msg/s, the others pause (``active`` None: all publish)."""
+    """A live change without reconnecting: producers 1..``active`` publish at
+    ``rate_per_sender`` msg/s, the others pause (``active`` None: all publish); messages take
+    size class ``size_class`` where sizes follow the plan."""
 
     rate_per_sender: float
     active: int | None = None
+    size_class: int = 0  # the message size class in force (MessageShape without weights)
 
 
 @dataclass(frozen=True)
@@ -227,6 +247,8 @@ class Snapshot:
     senders_done: int = 0
     skipped: int = 0
     target_rate: float = 0.0
+    returned: int = 0  # mandatory messages the broker returned (no queue took them)
+    rereads: int = 0  # stream messages a receiver read again (from its offset, reconnected)
     cancels: int = 0  # consumers the broker cancelled (a queue deleted, a leader lost)
     blocked: int = 0  # connections the broker blocks now (a resource alarm)
     blocked_s: float = 0.0  # seconds during which at least one of them was blocked

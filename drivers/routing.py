@@ -1,7 +1,8 @@
 """Which routing key each message takes: a pure function of its producer and sequence number.
 
 A sender given several routing keys picks one per message in turn (``sequential``), uniformly
-(``random``) or by a Zipf distribution (``zipf``: key ``k`` of ``n`` with weight ``1 / k**s``).
+(``random``) or by a Zipf distribution (``zipf``: key ``k`` of ``n`` with weight ``1 / k**s``);
+a message's size class is picked the same way, by weights (``weighted``).
 "Random" is a fixed hash of (producer, sequence), not a generator's state: the controller
 computes, after the run, the key every message took and so the queues it was routed to, and
 accounts for each copy exactly without the senders reporting their keys.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from itertools import accumulate
 
-ORDERS = ("random", "sequential", "zipf")
+ORDERS = ("random", "sequential", "zipf", "weighted")
 _MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15  # 2**64 / the golden ratio, odd
 
@@ -30,19 +31,23 @@ def mix(producer_id: int, seq: int) -> int:
 
 
 class KeyPicker:
-    """Picks the index of one of ``count`` routing keys for each message."""
+    """Picks the index of one of ``count`` routing keys (or message size classes) for each
+    message; ``weighted`` picks in proportion to ``weights``. Pickers of different ``salt``
+    pick independently of each other (a message's key says nothing of its size)."""
 
-    __slots__ = ("count", "order", "slots", "shift")
+    __slots__ = ("count", "order", "slots", "shift", "salt")
 
-    def __init__(self, count: int, order: str = "random", exponent: float = 1.0):
-        if count < 1 or order not in ORDERS:
+    def __init__(self, count: int, order: str = "random", exponent: float = 1.0,
+                 weights: list[float] | None = None, salt: int = 0):
+        if count < 1 or order not in ORDERS or (order == "weighted") != (weights is not None):
             raise ValueError(f"routing keys: {count} keys in order {order!r} (orders: "
-                             f"{', '.join(ORDERS)})")
-        self.count, self.order = count, order
+                             f"{', '.join(ORDERS)}; weighted goes with weights)")
+        self.count, self.order, self.salt = count, order, salt
         bits = min(24, max(16, count.bit_length() + 4))  # every key has slots
         self.shift = 64 - bits
-        self.slots = _slots([1 / k ** exponent for k in range(1, count + 1)], bits) \
-            if order == "zipf" else []
+        if order == "zipf":
+            weights = [1 / k ** exponent for k in range(1, count + 1)]
+        self.slots = _slots(weights, bits) if weights is not None else []
 
     @property
     def fixed(self) -> bool:
@@ -62,7 +67,7 @@ class KeyPicker:
         if self.order == "sequential":
             count = self.count
             return [seq % count for seq in range(first_seq, first_seq + n)]
-        salt, seqs = mix(producer_id, 0), range(first_seq, first_seq + n)
+        salt, seqs = mix(producer_id, self.salt), range(first_seq, first_seq + n)
         if self.order == "random":
             count = self.count
             return [((seq + salt) * _GOLDEN & _MASK) * count >> 64 for seq in seqs]

@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 
 from drivers.accounting import SequenceTracker
-from drivers.header import SCHEDULED, HeaderError, PayloadBuilder, decode, saturate
+from drivers.header import SCHEDULED, HeaderError, decode, saturate
+from drivers.message import PayloadBuilder
 from drivers.protocol import FastPath, Snapshot
 from drivers.rate import RateSchedule, unlimited_batch
 from results.rundir.histogram import LatencyHistogram
@@ -38,6 +39,7 @@ class Recorder:
         self.timeouts = 0
         self.held = 0  # deliveries a slowed receiver holds, not yet handled (nor counted)
         self.cancels = 0  # consumers the broker cancelled
+        self.returned = 0  # mandatory messages the broker returned (no queue took them)
         self.fast_path: FastPath | None = None  # set by a driver that has one
         self.blocking = Blocking()
         self.last_error = ""
@@ -54,10 +56,11 @@ class Recorder:
         """The sequence tracker of receivers that compete for one copy of each message."""
         return self.trackers[""]
 
-    def tracker_for(self, group: str) -> SequenceTracker:
-        """The sequence tracker of the receivers of subscription ``group``."""
+    def tracker_for(self, group: str, stream: bool = False) -> SequenceTracker:
+        """The sequence tracker of the receivers of subscription ``group`` (a stream's
+        reader, if ``stream``)."""
         if group not in self.trackers:
-            self.trackers[group] = SequenceTracker()
+            self.trackers[group] = SequenceTracker(stream)
         return self.trackers[group]
 
     def exports(self) -> dict[str, dict[int, bytes]]:
@@ -85,6 +88,7 @@ class Recorder:
             received=self.received, redelivered=self.redelivered,
             duplicates=sum(t.duplicates for t in self.trackers.values()),
             out_of_order=sum(t.out_of_order for t in self.trackers.values()),
+            rereads=sum(t.rereads for t in self.trackers.values()), returned=self.returned,
             errors=self.errors, reconnects=self.reconnects, header_errors=self.header_errors,
             connections=self.connections, republished=self.republished, served=self.served,
             unmatched=self.unmatched, timeouts=self.timeouts,
@@ -156,6 +160,7 @@ class SenderRole:
         self.limit = limit
         self.recorder = recorder
         self.size = payload.size
+        self.bodies = payload.bodies
         self._build = payload.build
         # the latest batch on the schedule: its first seq, when that one was due, the spacing
         # (0.0: unscheduled, an unlimited sender)
@@ -306,10 +311,12 @@ class ReceiverRole:
 
     serves_requests = False  # a responder: requests are counted as served, not received
 
-    def __init__(self, recorder: Recorder, receiver_id: int = 0, group: str = ""):
+    def __init__(self, recorder: Recorder, receiver_id: int = 0, group: str = "",
+                 stream: bool = False):
         self.receiver_id = receiver_id
         self.recorder = recorder
-        self._track = recorder.tracker_for(group).record
+        self.stream = stream  # it reads a stream: a message read again is a re-read
+        self._track = recorder.tracker_for(group, stream).record
 
     def on_body(self, body: bytes, offset: int = 0, redelivered: bool = False) -> None:
         """Account for one delivered message whose body starts at ``offset`` in ``body``."""
@@ -319,7 +326,8 @@ class ReceiverRole:
         except HeaderError:
             recorder.header_errors += 1
             return
-        self._track(producer_id, seq)
+        if not self._track(producer_id, seq) and self.stream:
+            return
         if self.serves_requests:
             recorder.served += 1
         else:

@@ -14,7 +14,7 @@ from typing import Any
 from drivers import protocol
 from drivers.accounting import SequenceTracker
 from orchestrator.agents.launcher import Fleet
-from orchestrator.specs.scenario import TopologySpec
+from orchestrator.specs.topology import TopologySpec
 from results.rundir.histogram import LatencyHistogram
 from topologies.base import BrokerSample, CpuReading, Member, MemberSample, Provisioner
 

@@ -34,7 +34,7 @@ import yaml
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.hosts import SshSpec
-from orchestrator.specs.scenario import TopologySpec
+from orchestrator.specs.topology import TopologySpec
 from topologies.assets import asset
 from topologies.rabbitmq import credentials
 from topologies.rabbitmq.credentials import ClusterSecrets

@@ -38,7 +38,8 @@ from drivers.amqp.settings import AmqpSettings
 from drivers.backlog import BacklogGate
 from drivers.base import Driver, rotation
 from drivers.header import HEADER_SIZE
-from drivers.protocol import Destination, FastPath
+from drivers.message import Bodies
+from drivers.protocol import Destination, FastPath, MessageShape
 from drivers.rate import on_tick
 from drivers.routing import KeyPicker
 from drivers.workers import ReceiverRole, RequesterRole, ResponderRole, SenderRole
@@ -151,7 +152,8 @@ class _SenderLink(_Link):
             [(destination.exchange, key) for key in destination.routing_keys or ("",)]
         self.picker = driver.key_picker if destination.exchange \
             else KeyPicker(len(self.targets), "sequential")  # queues in turn: bind not-fixed
-        self.properties = pika.BasicProperties(delivery_mode=2 if destination.persistent else 1)
+        self.bodies = role.bodies
+        self.properties = driver.properties
         self.timer = None
         self.last_tag = 0
         self.published = 0
@@ -171,11 +173,13 @@ class _SenderLink(_Link):
         destination = self.driver.destination
         if destination.confirms:
             channel.confirm_delivery(self._confirmed)
+        if self.driver.message.mandatory:
+            channel.add_on_return_callback(self._returned)
         self.templates = []
         if self.driver.fast_path_on(self.connection):
-            self.templates = [FrameEncoder(
-                channel.channel_number, key, self.role.size, destination.persistent,
-                self.connection.params.frame_max, exchange) for exchange, key in self.targets]
+            self.templates = self.driver.templates(channel.channel_number,
+                                                   self.connection.params.frame_max,
+                                                   tuple(self.targets), self.bodies)
         if self.gate is not None:
             self.gate.forget()
         self._publish()
@@ -224,22 +228,29 @@ class _SenderLink(_Link):
         """Publish messages ``first_seq`` .. ``first_seq + n - 1`` of this sender
         (``nacked_before``: each of them was nacked once already)."""
         role, producer = self.role, self.role.producer_id
-        picks = None if self.picker.fixed else self.picker.picks(producer, first_seq, n)
-        if self.templates and picks is None:
-            amqp_wire.emit(self.connection, self.templates[0].batch(
-                n, producer, first_seq, time.time_ns(), role.lags(first_seq)))
-        elif self.templates:
-            amqp_wire.emit(self.connection, mixed_batch(
-                self.templates, picks, producer, first_seq, time.time_ns(),
-                role.lags(first_seq)))
+        keys = None if self.picker.fixed else self.picker.picks(producer, first_seq, n)
+        if self.templates:
+            picks = _template_picks(keys, self.bodies, producer, first_seq, n)
+            if isinstance(picks, int):
+                amqp_wire.emit(self.connection, self.templates[picks].batch(
+                    n, producer, first_seq, time.time_ns(), role.lags(first_seq)))
+            else:
+                amqp_wire.emit(self.connection, mixed_batch(
+                    self.templates, picks, producer, first_seq, time.time_ns(),
+                    role.lags(first_seq)))
         else:
             publish, props, targets = self.channel.basic_publish, self.properties, self.targets
+            mandatory = self.driver.message.mandatory
             for i, seq in enumerate(range(first_seq, first_seq + n)):
-                exchange, key = targets[picks[i] if picks else 0]
-                publish(exchange, key, role.body(seq), props)
+                exchange, key = targets[keys[i] if keys else 0]
+                publish(exchange, key, role.body(seq), props, mandatory)
         if self.driver.destination.confirms:
             self.unconfirmed_batches.append([self.published + 1, first_seq, n, nacked_before])
         self.published += n
+
+    def _returned(self, _channel, _method, _properties, _body) -> None:
+        """The broker returned a mandatory message no queue took."""
+        self.recorder.returned += 1
 
     def _read_depth(self) -> None:
         """Ask for the ready messages in this sender's queues (a passive declare of each); the
@@ -477,9 +488,9 @@ class _ReceiverLink(_Link):
         channel = self.channel
         if self.closing or channel is None or not channel.is_open or self.consumer_tag:
             return
-        self.consumer_tag = channel.basic_consume(self.queue, self._delivered,
-                                                  auto_ack=not self.manual,
-                                                  callback=self._consuming)
+        self.consumer_tag = channel.basic_consume(
+            self.queue, self._delivered, auto_ack=not self.manual, callback=self._consuming,
+            arguments=self.driver.consume_arguments or None)
 
     def ready(self, channel) -> None:
         self.unacked = 0
@@ -487,12 +498,13 @@ class _ReceiverLink(_Link):
         self.decoding = not self.responds and self.driver.fast_path_on(self.connection)
         if self.decoding:
             amqp_wire.install_decoder(self.connection, channel.channel_number, self._arrived)
-        channel.basic_qos(prefetch_count=self.driver.destination.prefetch)
+        channel.basic_qos(prefetch_count=self.driver.destination.prefetch,
+                          global_qos=self.driver.destination.global_qos)
         if self.transactional:
             channel.tx_select()
-        self.consumer_tag = channel.basic_consume(self.queue, self._delivered,
-                                                  auto_ack=not self.manual,
-                                                  callback=self._consuming)
+        self.consumer_tag = channel.basic_consume(
+            self.queue, self._delivered, auto_ack=not self.manual, callback=self._consuming,
+            arguments=self.driver.consume_arguments or None)
         if self.manual and self.timer is None:  # one flush timer, whatever the reconnects
             self.timer = self.driver.ioloop.call_later(ACK_FLUSH_S, self._flush_timer)
 
@@ -578,11 +590,31 @@ class _ReceiverLink(_Link):
             self.timer = self.driver.ioloop.call_later(ACK_FLUSH_S, self._flush_timer)
 
 
+def _template_picks(keys: list[int] | None, bodies: Bodies, producer_id: int, first_seq: int,
+                    n: int) -> int | list[int]:
+    """The template of each of ``n`` messages from ``first_seq`` (templates are laid out key
+    by key, each key's size classes together), or the one template all of them take."""
+    sizes = bodies.picks(producer_id, first_seq, n)
+    classes = bodies.count
+    if keys is None:
+        return bodies.current if sizes is None else sizes
+    if sizes is None:
+        current = bodies.current
+        return [k * classes + current for k in keys]
+    return [k * classes + c for k, c in zip(keys, sizes)]
+
+
 class AmqpDriver(Driver):
     """Senders and receivers over pika, all on one IOLoop thread."""
 
-    def __init__(self, destination: Destination, recorder, settings: AmqpSettings | None = None):
+    def __init__(self, destination: Destination, recorder, settings: AmqpSettings | None = None,
+                 message: MessageShape | None = None):
         self.destination = destination
+        self.message = message or MessageShape()
+        self.properties = pika.BasicProperties(
+            delivery_mode=2 if destination.persistent else 1, **self.message.properties)
+        self._templates: dict[tuple, list[FrameEncoder]] = {}
+        self.consume_arguments = dict(destination.consumer_arguments)
         self.settings = settings or AmqpSettings()
         self.tls_contexts: dict[str, ssl.SSLContext] = {}
         for endpoint in destination.endpoints:  # bad endpoints or TLS material fail here
@@ -603,6 +635,21 @@ class AmqpDriver(Driver):
 
     def start(self) -> None:
         self.thread.start()
+
+    def templates(self, channel_number: int, frame_max: int,
+                  targets: tuple[tuple[str, str], ...], bodies: Bodies) -> list[FrameEncoder]:
+        """The publish templates of ``targets`` (exchange, routing key) on a channel, each
+        target's size classes of ``bodies`` together; made once and shared by every sender of
+        this agent (a batch copies them before stamping)."""
+        key = (channel_number, frame_max, targets, id(bodies))
+        if key not in self._templates:
+            properties = b"".join(self.properties.encode())
+            self._templates[key] = [
+                FrameEncoder(channel_number, routing_key, size, self.destination.persistent,
+                             frame_max, exchange, filler, properties, self.message.mandatory)
+                for exchange, routing_key in targets
+                for size, filler in zip(bodies.sizes, bodies.fillers)]
+        return self._templates[key]
 
     def fast_path_on(self, connection) -> bool:
         """Whether ``connection`` may use the fast path (loop thread only). It is off for the

@@ -31,7 +31,8 @@ _FRAME_HEADER = struct.Struct(">BHI")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 _ACK = struct.Struct(">BHIHHQBB")  # method frame: class, method, delivery tag, multiple, end
-_CONTENT_HEADER = struct.Struct(">HHQHB")  # class, weight, body size, property flags, mode
+_CONTENT_SIZE = struct.Struct(">HHQ")  # content header: class, weight, body size
+_DELIVERY_MODE = struct.Struct(">HB")  # properties: only the delivery-mode flag, and the mode
 _DELIVER_INDEX = BASIC << 16 | DELIVER
 
 # (buffer, offset of the body's first byte, delivery tag, redelivered)
@@ -63,26 +64,33 @@ def ack_frame(channel_number: int, tag: int, multiple: bool) -> bytes:
 
 class FrameEncoder:
     """The wire bytes of one Basic.Publish (to ``exchange``, the default one if empty, with
-    routing key ``routing_key``) of a ``size``-byte body: method, content header (only
-    delivery-mode set) and body frames of at most ``frame_max`` bytes each. :meth:`batch`
-    stamps copies of it; :func:`mixed_batch` interleaves several."""
+    routing key ``routing_key``, ``mandatory`` or not) of a ``size``-byte body: method, content
+    header and body frames of at most ``frame_max`` bytes each. The body is the surge header
+    (stamped per message) followed by ``filler`` (default zeros); the content header carries
+    ``properties``, their AMQP encoding (property flags first; default: only the delivery
+    mode, ``persistent`` or not). :meth:`batch` stamps copies of it; :func:`mixed_batch`
+    interleaves several."""
 
     def __init__(self, channel_number: int, routing_key: str, size: int, persistent: bool,
-                 frame_max: int, exchange: str = ""):
+                 frame_max: int, exchange: str = "", filler: bytes | None = None,
+                 properties: bytes | None = None, mandatory: bool = False):
         if size < HEADER_SIZE:
             raise ValueError(f"message size {size}: a surge message holds at least its "
                              f"{HEADER_SIZE}-byte header")
+        filler = bytes(size - HEADER_SIZE) if filler is None else filler
+        if HEADER_SIZE + len(filler) != size:
+            raise ValueError(f"message size {size}: {len(filler)} bytes follow the header")
         method = _frame(FRAME_METHOD, channel_number, struct.pack(">HHH", BASIC, PUBLISH, 0)
                         + _short_string(exchange, "exchange")
-                        + _short_string(routing_key, "routing key") + b"\0")
-        header = _frame(FRAME_HEADER, channel_number, _CONTENT_HEADER.pack(
-            BASIC, 0, size, DELIVERY_MODE_FLAG, 2 if persistent else 1))
+                        + _short_string(routing_key, "routing key") + bytes([mandatory]))
+        if properties is None:
+            properties = _DELIVERY_MODE.pack(DELIVERY_MODE_FLAG, 2 if persistent else 1)
+        header = _frame(FRAME_HEADER, channel_number,
+                        _CONTENT_SIZE.pack(BASIC, 0, size) + properties)
+        body = PREFIX + bytes(HEADER_SIZE - len(PREFIX)) + filler
         chunk = frame_max - FRAME_OVERHEAD
-        parts = [method, header]
-        for start in range(0, size, chunk):
-            length = min(chunk, size - start)
-            body = PREFIX + bytes(length - len(PREFIX)) if start == 0 else bytes(length)
-            parts.append(_frame(FRAME_BODY, channel_number, body))
+        parts = [method, header] + [_frame(FRAME_BODY, channel_number, body[start:start + chunk])
+                                    for start in range(0, size, chunk)]
         self._mutable = bytearray(b"".join(parts))
         self.header_offset = len(method) + len(header) + FRAME_OVERHEAD - 1
         """Where the first message's surge header starts."""

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.agents.client import AgentClient, AgentHandle
-from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.secrets import secret_variables
+from orchestrator.specs.topology import TopologySpec
 
 CLOCK_TOLERANCE_MS = 2.0  # host clocks possibly further apart: cross-host latency is unreliable
 

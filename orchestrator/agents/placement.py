@@ -12,10 +12,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from drivers import protocol
-from orchestrator.specs.scenario import QueueSpec, ScenarioSpec
+from orchestrator.specs.message import MIN_MESSAGE_BYTES as HEADER_BYTES
+from orchestrator.specs.message import MessageSpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import QueueSpec
 
 
 @dataclass(frozen=True)
@@ -47,12 +51,13 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
         endpoints=tuple(m.endpoint for m in members), queue=workload.queue,
         persistent=workload.message.persistent, confirms=workload.confirms,
         prefetch=workload.prefetch, manual_ack=workload.ack == "manual",
-        reply_size=workload.reply_size or workload.message.size,
+        reply_size=workload.reply_size or round(workload.message.mean),
         reply_timeout_s=workload.reply_timeout, unit_of_work=workload.unit_of_work,
         exchange=workload.exchange, routing_keys=tuple(workload.keys) if workload.exchange
         else (), key_order=workload.key_order, zipf_exponent=float(workload.zipf_exponent),
         confirm_window=workload.confirm_window, ack_every=workload.ack_every,
-        heartbeat_s=workload.heartbeat, frame_max=workload.frame_max)
+        heartbeat_s=workload.heartbeat, frame_max=workload.frame_max,
+        consumer_arguments=dict(workload.consumer_arguments), global_qos=workload.global_qos)
     # publishing to an exchange, each queue is a subscription with its own copy of a message
     subscriptions = bool(workload.exchange)
     senders: list[list[protocol.SenderConfig]] = [[] for _ in range(agent_count)]
@@ -87,7 +92,20 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
         destination = dataclasses.replace(destination, backlog_per_sender=max(
             1, workload.max_backlog * instances // workload.senders))
     configs = [protocol.Configure(
-        broker=broker, pattern=workload.pattern, message_size=workload.message.size,
+        broker=broker, pattern=workload.pattern, message=message_shape(workload.message),
         destination=destination, settings=dict(settings), in_flight=workload.in_flight,
         senders=senders[a], receivers=receivers[a]) for a in range(agent_count)]
     return Placement(configs, seats)
+
+
+def message_shape(message: MessageSpec) -> protocol.MessageShape:
+    """What the agents make of every message: its size classes (payload files read here, once
+    for every agent) and how each message picks one."""
+    payloads = tuple(Path(f).read_bytes() for f in message.payload_files)
+    sizes = tuple(HEADER_BYTES + len(p) for p in payloads) if payloads else \
+        tuple(message.classes)
+    return protocol.MessageShape(
+        sizes=sizes, weights=() if message.size_steps else tuple(
+            [1.0] * len(payloads) if payloads else message.weights),
+        fill=message.body, payloads=payloads, properties=message.properties.given,
+        mandatory=message.mandatory)

@@ -34,7 +34,7 @@ from typing import Any
 
 from orchestrator.agents.client import AgentHandle
 from orchestrator.errors import AgentError, ProvisionError
-from orchestrator.specs.scenario import TopologySpec
+from orchestrator.specs.topology import TopologySpec
 from topologies.assets import asset
 from topologies.kube import (
     EXISTS,

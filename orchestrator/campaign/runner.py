@@ -30,7 +30,8 @@ from orchestrator.retry import retrying
 from orchestrator.run.controller import on_stop_signals
 from orchestrator.run.exposition import check_metrics_port
 from orchestrator.specs.campaign import Campaign, Cell, load_campaign
-from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import TopologySpec
 from orchestrator.web.feed import Board
 from orchestrator.web.server import serving
 from results.rundir.jsonfile import read_object, replace_text

@@ -14,7 +14,8 @@ from orchestrator.capacity.slo import p99_ms
 from orchestrator.errors import Problem, SpecError
 from orchestrator.run.controller import Controller, stop_on_signals
 from orchestrator.specs.capacity import CapacitySpec
-from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import TopologySpec
 from orchestrator.web.feed import Board
 from orchestrator.web.server import serving
 from results import capacity

@@ -20,7 +20,8 @@ from drivers import protocol
 from drivers.accounting import MergedCounts, Reconciliation, merge_exports, reconcile
 from drivers.routing import KeyPicker
 from orchestrator.run.agentloss import LostAgent
-from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import TopologySpec
 
 
 @dataclass

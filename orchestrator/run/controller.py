@@ -60,7 +60,8 @@ from orchestrator.run.steering import Steering
 from orchestrator.run.ticker import TICK_DEADLINE_S, Ticker
 from orchestrator.scaling.policy import Observation
 from orchestrator.specs import plan as plans
-from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import TopologySpec
 from orchestrator.web.feed import Board, RunFeed
 from orchestrator.web.server import WebServer
 from results import timeline

@@ -14,7 +14,8 @@ from orchestrator.agents.launcher import Fleet, Launcher
 from orchestrator.agents.placement import place
 from orchestrator.run.agentloss import AgentWatch
 from orchestrator.scaling.scaler import Scaler
-from orchestrator.specs.scenario import QueueSpec, ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import QueueSpec, TopologySpec
 from topologies.base import Member, Provisioner
 
 

@@ -17,7 +17,8 @@ from drivers.base import MessageTooLarge, Unchecked
 from orchestrator.clock import Clock
 from orchestrator.errors import ProvisionError
 from orchestrator.run.sampling import DepthReading
-from orchestrator.specs.scenario import QueueSpec, WorkloadSpec
+from orchestrator.specs.topology import QueueSpec
+from orchestrator.specs.workload import WorkloadSpec
 from topologies.base import BrokerSample, Member, MemberSample, MemberStats, Provisioner
 
 MAX_DEPTH_AGE_S = 1.0  # an older queue or member reading makes the depth unknown
@@ -72,7 +73,7 @@ class QueueDepth:
         try:
             probe.check()
             if workload is not None and hasattr(probe, "check_size"):
-                probe.check_size(max(workload.message.size, workload.reply_size or 0))
+                probe.check_size(max(workload.message.largest, workload.reply_size or 0))
         except MessageTooLarge as error:
             raise ProvisionError(f"workload.message.size: {error}; send smaller messages or "
                                  f"raise the broker's max_message_size") from None

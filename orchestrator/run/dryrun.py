@@ -14,7 +14,8 @@ import yaml
 
 from orchestrator.specs import plan as plans
 from orchestrator.specs.loader import load_scenario
-from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import TopologySpec
 from results.rundir.steps import fixed_width
 
 
@@ -126,7 +127,7 @@ def _load_text(scenario: ScenarioSpec, topology: TopologySpec) -> str:
     persistence = "persistent" if workload.message.persistent else "non-persistent"
     lines = [f"# Scenario {scenario.name}: {workload.pattern}, {workload.senders} senders, "
              f"{workload.receivers} receivers on {workload.queue}, "
-             f"{workload.message.size:,} B {persistence}",
+             f"{workload.message.summary} {persistence}",
              "", "## Load plan", ""]
     rows = [["step", "from s", "to s", "msg/s per sender", "senders", "target msg/s"]]
     for phase in phases:

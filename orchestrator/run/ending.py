@@ -18,7 +18,8 @@ from orchestrator.run.listeners import TickRecord
 from orchestrator.run.schedule import History
 from orchestrator.run.ticker import TICK_DEADLINE_S, Ticker
 from orchestrator.specs import plan as plans
-from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import TopologySpec
 from results.rundir.manifest import Accounting, Interruption, Sampling
 from results.rundir.steps import StepRow, drain_row, step_rows
 

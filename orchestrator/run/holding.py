@@ -9,7 +9,8 @@ from typing import Any
 
 from orchestrator.errors import SurgeError
 from orchestrator.run.depth import QueueDepth
-from orchestrator.specs.scenario import QueueSpec, WorkloadSpec
+from orchestrator.specs.topology import QueueSpec
+from orchestrator.specs.workload import WorkloadSpec
 from results.rundir.manifest import Clocks, Reuse, RunManifest
 from topologies import lease
 from topologies.base import Member, Provisioner

@@ -10,7 +10,8 @@ from orchestrator.run.listeners import TickRecord
 from orchestrator.run.sampling import Tick
 from orchestrator.scaling.policy import Observation
 from orchestrator.scaling.scaler import Scaler
-from orchestrator.specs.scenario import QueueSpec, ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import QueueSpec, TopologySpec
 from topologies.base import BrokerSample, Provisioner
 
 

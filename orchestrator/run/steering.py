@@ -1,5 +1,6 @@
-"""What the plan asks of the agents second by second: the rate, the active senders and the
-consumers' delay sent when they change, and each step's start and end said."""
+"""What the plan asks of the agents second by second: the rate, the active senders, the
+message size and the consumers' delay sent when they change, and each step's start and end
+said."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ class Steering:
         self.scenario, self.schedule, self.faults, self.crew = scenario, schedule, faults, crew
         self.state, self.feed, self.history, self.event = state, feed, history, event
         self.delays = plans.delay_phases(scenario.consumer_profile)
+        message = scenario.workload.message
+        self.sizes = plans.size_phases(message.size_steps)
+        self.classes = message.classes
 
     def active(self, phase: plans.Phase) -> int:
         """Senders publishing in ``phase``."""
@@ -39,11 +43,18 @@ class Steering:
         """Send the agents what changed since the last tick: rate, active senders, and the
         consumers' processing time (profile or slowdown)."""
         rate = protocol.Rate(round(phase.rate_at(elapsed) * self.faults.spike_factor(), 3),
-                             phase.senders)
+                             phase.senders, self.size_class(elapsed))
         delay = self.faults.consumer_delay_s()
         delay = plans.value_at(self.delays, elapsed) if delay is None else delay
         if self.crew.apply(rate, delay):
             self.state.last_event = f"consumer delay {delay * 1000:g} ms"
+
+    def size_class(self, elapsed: float) -> int:
+        """The size class of messages sent at ``elapsed`` (sizes over time; else 0)."""
+        if not self.sizes:
+            return 0
+        size = plans.value_at(self.sizes, elapsed, self.sizes[0].rate_per_sender)
+        return self.classes.index(int(size))
 
     def started(self, phase: plans.Phase, elapsed: float) -> None:
         """The ``step`` event of a phase that starts (or ``pause`` for one without load)."""

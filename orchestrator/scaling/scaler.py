@@ -23,7 +23,8 @@ from orchestrator.errors import SurgeError
 from orchestrator.retry import retrying
 from orchestrator.scaling.policy import Decision, Observation, decide
 from orchestrator.scaling.rebalance import fair_moves
-from orchestrator.specs.scenario import QueueSpec, ScalingSpec
+from orchestrator.specs.scenario import ScalingSpec
+from orchestrator.specs.topology import QueueSpec
 
 Worker = tuple[str, int]  # ("s", producer id) or ("r", receiver id)
 DRAIN_WAIT_S = 30.0

@@ -34,11 +34,12 @@ from pydantic import BeforeValidator, Field, field_validator
 from orchestrator.errors import SpecError
 from orchestrator.specs import plan as plans
 from orchestrator.specs import yamlsafe
-from orchestrator.specs.base import FilePath, Loc, SafeName
+from orchestrator.specs.base import FilePath, Fraction, Loc, SafeName, Seconds, Spec
 from orchestrator.specs.limits import Number
 from orchestrator.specs.loader import PlusSigned, Problem, load_model, load_scenario
 from orchestrator.specs.prices import MAX_PRICE_PER_CORE_HOUR
-from orchestrator.specs.scenario import Fraction, ScenarioSpec, Seconds, Spec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import TopologySpec
 
 MAX_CELLS = 10_000
 """Most cells (runs) a campaign may have, repetitions included; counted before expanding."""

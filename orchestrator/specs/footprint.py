@@ -29,7 +29,7 @@ def client_bytes(scenario: ScenarioSpec) -> int:
     """Bytes the workload's clients hold at least, all agents together (every local agent
     process is on this machine, so how senders are shared among them does not matter)."""
     workload = scenario.workload
-    size = workload.message.size
+    size = workload.message.largest
     reply = max(size, workload.reply_size or 0)  # a responder reads a request, sends a reply
     return workload.senders * SENDER_COPIES * size + workload.receivers * RECEIVER_COPIES * reply
 
@@ -46,7 +46,7 @@ def memory_problems(scenario: ScenarioSpec, memory_bytes: int | None = None
         return []
     workload = scenario.workload
     return [(("workload", "message", "size"),
-             f"{format_size(workload.message.size)} messages from {workload.senders} senders "
+             f"{format_size(workload.message.largest)} messages from {workload.senders} senders "
              f"and {workload.receivers} receivers take about {_gib(need)} of client memory "
              f"(a sender holds {SENDER_COPIES} messages, a receiver {RECEIVER_COPIES}); "
              f"this machine has {_gib(total)} and the clients may take half: send smaller "

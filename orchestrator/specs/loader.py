@@ -22,8 +22,11 @@ from orchestrator.specs import yamlsafe
 from orchestrator.specs.base import COLLECT, Loc, Spec, cross_problems
 from orchestrator.specs.caveats import scenario_caveats
 from orchestrator.specs.footprint import memory_problems
-from orchestrator.specs.scenario import LOCAL_RABBITMQ_FAULTS, ScenarioSpec, TopologySpec
+from orchestrator.specs.message import MAX_MESSAGE_BYTES, MIN_MESSAGE_BYTES
+from orchestrator.specs.scenario import LOCAL_RABBITMQ_FAULTS, ScenarioSpec
 from orchestrator.specs.secrets import INLINE_SECRET
+from orchestrator.specs.topology import QueueSpec, TopologySpec
+from orchestrator.specs.workload import WorkloadSpec
 from orchestrator.specs.yamlsafe import PlusSigned
 
 __all__ = ["PlusSigned", "Problem", "load_model", "load_scenario", "load_topology"]
@@ -67,7 +70,10 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None,
                                                   f"{topology.members - 1}")
                 for i, f in enumerate(scenario.faults)
                 if f.member is not None and f.member >= topology.members]
-    problems += [at(*loc, message=message) for loc, message in _unsupported(scenario, topology)]
+    scenario, unreadable = _payloads(scenario, path)
+    problems += [at(*loc, message=message) for loc, message in
+                 _unsupported(scenario, topology) + unreadable
+                 + _stream_problems(scenario.workload, queue)]
     exchanges = [e.name for e in topology.exchanges]
     if scenario.workload.exchange and scenario.workload.exchange not in exchanges:
         problems.append(at("workload", "exchange", message=f"{scenario.workload.exchange!r} is "
@@ -110,15 +116,65 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None,
     return scenario, topology
 
 
-RABBITMQ_ONLY = ("exchange", "routing_key", "routing_keys", "key_count", "key_order",
-                 "zipf_exponent", "confirm_window", "ack_every", "heartbeat", "frame_max")
-"""Workload fields only the AMQP driver has."""
+RABBITMQ_ONLY = tuple((name,) for name in (
+    "exchange", "routing_key", "routing_keys", "key_count", "key_order", "zipf_exponent",
+    "confirm_window", "ack_every", "heartbeat", "frame_max", "stream_offset",
+    "consumer_arguments", "global_qos")) + (("message", "mandatory"), ("message", "properties"))
+"""Workload fields only the AMQP driver has (paths within the workload)."""
 
 NEEDS_COMMANDS = {"kill_member": ("kill_member", "start_member"),
                   "stop_member": ("stop_member", "start_member"),
                   "rolling_restart": ("stop_member", "start_member")}
 """Member faults and the commands of ``existing.commands`` they need on a cluster surge did
 not start (a stopped or killed member is started again)."""
+
+
+def _given(spec: Any, path: Loc) -> bool:
+    """Whether the file set the field at ``path`` within ``spec``."""
+    for name in path[:-1]:
+        if name not in spec.model_fields_set:
+            return False
+        spec = getattr(spec, name)
+    return path[-1] in spec.model_fields_set
+
+
+def _stream_problems(workload: WorkloadSpec, queue: QueueSpec) -> list[tuple[Loc, str]]:
+    """A stream is consumed with manual acknowledgements, one subscription per receiver, from
+    an offset; the offset is a stream's alone."""
+    if queue.type != "stream":
+        return [(("workload", "stream_offset"), f"streams only: queue {queue.name} is "
+                                                f"{queue.type}")] \
+            if "stream_offset" in workload.model_fields_set else []
+    found: list[tuple[Loc, str]] = []
+    if workload.ack == "auto":
+        found.append((("workload", "ack"), f"stream {queue.name} is read with manual "
+                                           f"acknowledgements (the broker requires them)"))
+    if workload.pattern == "request-reply":
+        found.append((("workload", "pattern"), f"request-reply takes each request once: queue "
+                                               f"{queue.name} is a stream"))
+    return found
+
+
+def _payloads(scenario: ScenarioSpec, path: Path
+              ) -> tuple[ScenarioSpec, list[tuple[Loc, str]]]:
+    """The scenario with its payload files resolved against its own directory, and a problem
+    for each one surge cannot read or that makes too large a message."""
+    message = scenario.workload.message
+    if not message.payload_files:
+        return scenario, []
+    found: list[tuple[Loc, str]] = []
+    resolved = []
+    for i, name in enumerate(message.payload_files):
+        file = yamlsafe.resolve(path.parent / name)
+        why = yamlsafe.unreadable(file)
+        if why is None and file.stat().st_size > MAX_MESSAGE_BYTES - MIN_MESSAGE_BYTES:
+            why = f"larger than {MAX_MESSAGE_BYTES - MIN_MESSAGE_BYTES:,} bytes"
+        if why:
+            found.append((("workload", "message", "payload_files", i), f"{why}: {file}"))
+        resolved.append(file)
+    message = message.model_copy(update={"payload_files": resolved})
+    workload = scenario.workload.model_copy(update={"message": message})
+    return scenario.model_copy(update={"workload": workload}), found
 
 
 def _unsupported(scenario: ScenarioSpec, topology: TopologySpec) -> list[tuple[Loc, str]]:
@@ -132,9 +188,9 @@ def _unsupported(scenario: ScenarioSpec, topology: TopologySpec) -> list[tuple[L
         for i, fault in enumerate(scenario.faults) if fault.kind in LOCAL_RABBITMQ_FAULTS
         and (topology.broker, topology.placement) != ("rabbitmq", "local")]
     if topology.broker != "rabbitmq":
-        found += [(("workload", name), f"a RabbitMQ field: topology {topology.name} is "
-                                       f"{topology.broker}; leave it out")
-                  for name in RABBITMQ_ONLY if name in scenario.workload.model_fields_set]
+        found += [(("workload", *path), f"a RabbitMQ field: topology {topology.name} is "
+                                        f"{topology.broker}; leave it out")
+                  for path in RABBITMQ_ONLY if _given(scenario.workload, path)]
     if topology.placement != "existing" or topology.existing is None:
         return found
     given = topology.existing.commands

@@ -3,13 +3,15 @@
 A plan's steps (absolute or ``+increment`` rates, held, repeated, ramped, or swept over client
 counts) expand into a flat list of :class:`Phase` objects; the controller asks
 :func:`phase_at` which one applies at second ``t`` and :func:`rate_at` what rate it asks for
-then. A consumer processing-time profile expands the same way (:func:`delay_phases`).
+then. A consumer processing-time profile and message sizes over time expand the same way
+(:func:`delay_phases`, :func:`size_phases`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from orchestrator.specs.message import SizeStep
 from orchestrator.specs.scenario import DelayStep, StepSpec
 
 
@@ -53,13 +55,24 @@ def expand(steps: list[StepSpec]) -> list[Phase]:
 
 def delay_phases(steps: list[DelayStep]) -> list[Phase]:
     """A consumer processing-time profile as phases whose "rate" is the delay in seconds."""
+    return _profile([(step.delay, step.hold, step.ramp) for step in steps])
+
+
+def size_phases(steps: list[SizeStep]) -> list[Phase]:
+    """Message sizes over time as phases whose "rate" is the size in bytes."""
+    return _profile([(float(step.size), step.hold, False) for step in steps])
+
+
+def _profile(steps: list[tuple[float, float, bool]]) -> list[Phase]:
+    """Values held one after another (value, hold, ramping from the previous one) as
+    phases."""
     phases: list[Phase] = []
-    clock, delay = 0.0, 0.0
-    for step in steps:
-        phases.append(Phase(len(phases) + 1, step.delay, clock, clock + step.hold,
-                            delay if step.ramp else None))
-        clock += step.hold
-        delay = step.delay
+    clock, last = 0.0, 0.0
+    for value, hold, ramp in steps:
+        phases.append(Phase(len(phases) + 1, value, clock, clock + hold,
+                            last if ramp else None))
+        clock += hold
+        last = value
     return phases
 
 

@@ -21,7 +21,8 @@ from pydantic import BaseModel
 from orchestrator.errors import FileError
 from orchestrator.specs.campaign import CampaignSpec
 from orchestrator.specs.capacity import CapacitySpec
-from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import TopologySpec
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 MODELS: dict[str, type[BaseModel]] = {

@@ -34,7 +34,8 @@ from pydantic import (
 
 from orchestrator.errors import FileError, one_line
 from orchestrator.specs.plan import Phase
-from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import TopologySpec
 from results.rundir.jsonfile import read_object, replace_text
 from results.rundir.locks import CONTROLLER_LOCK, is_held
 from results.rundir.parts import read_files

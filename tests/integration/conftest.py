@@ -7,7 +7,7 @@ import shutil
 import psutil
 import pytest
 
-from orchestrator.specs.scenario import QueueSpec, TopologySpec
+from orchestrator.specs.topology import QueueSpec, TopologySpec
 
 if not os.path.exists("/usr/lib/rabbitmq/bin/rabbitmq-server"):
     pytest.skip("Debian's rabbitmq-server is not installed", allow_module_level=True)

@@ -26,7 +26,7 @@ import yaml
 from typer.testing import CliRunner
 
 from orchestrator.errors import ProvisionError
-from orchestrator.specs.scenario import TopologySpec
+from orchestrator.specs.topology import TopologySpec
 from tests.sshd import free_port, missing, running_sshd
 from topologies import ansible_up
 from topologies.mq import uniform

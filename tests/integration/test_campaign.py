@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestrator.specs.scenario import TopologySpec
+from orchestrator.specs.topology import TopologySpec
 from topologies.rabbitmq.local import LocalRabbitMQ
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,8 @@ import pytest
 from orchestrator.capacity.runner import search_all
 from orchestrator.capacity.slo import broken
 from orchestrator.run.controller import Controller
-from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import TopologySpec
 from tests.integration.conftest import local_cluster
 
 pytestmark = pytest.mark.integration

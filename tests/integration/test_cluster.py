@@ -73,7 +73,8 @@ def test_workers_reconnect_to_another_member_when_theirs_stops(cluster, tmp_path
     (agent,) = spawn_local_agents(1, tmp_path, max_lifetime_s=120)
     try:
         agent.configure(protocol.Configure(
-            broker="rabbitmq", pattern="point-to-point", message_size=512,
+            broker="rabbitmq", pattern="point-to-point",
+            message=protocol.MessageShape(sizes=(512,)),
             destination=protocol.Destination(tuple(endpoints), "plain", confirms=True),
             senders=[protocol.SenderConfig(1, 200, member.endpoint)],
             receivers=[protocol.ReceiverConfig(1, member.endpoint)],

@@ -8,7 +8,8 @@ import pytest
 from drivers.depth import preflight
 from orchestrator.errors import ProvisionError
 from orchestrator.run.controller import Controller
-from orchestrator.specs.scenario import QueueSpec, ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import QueueSpec, TopologySpec
 from tests.integration.conftest import local_cluster
 
 pytestmark = pytest.mark.integration

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from orchestrator.run.controller import Controller
-from orchestrator.specs.scenario import QueueSpec, ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import QueueSpec, TopologySpec
 from results.rundir.manifest import read_manifest
 from results.rundir.steps import as_text
 from tests.integration.conftest import local_cluster

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.run.controller import TICK_DEADLINE_S, Controller
-from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import TopologySpec
 from tests.integration.conftest import local_cluster
 
 pytestmark = pytest.mark.integration

@@ -42,7 +42,7 @@ def specs(tmp_path, state_root):
             "measure": {"settle": "1s", "drain": "10s"}}))
         return path
     yield scenario
-    from orchestrator.specs.scenario import TopologySpec
+    from orchestrator.specs.topology import TopologySpec
     provisioner = LocalRabbitMQ(TopologySpec.model_validate(TOPOLOGY), state_root)
     pids = [m.pid for m in provisioner.status() if m.pid]
     provisioner.down()
@@ -74,7 +74,7 @@ def events(run_dir: Path) -> list[dict]:
 
 
 def member_pids(state_root) -> list[int]:
-    from orchestrator.specs.scenario import TopologySpec
+    from orchestrator.specs.topology import TopologySpec
     provisioner = LocalRabbitMQ(TopologySpec.model_validate(TOPOLOGY), state_root)
     return [m.pid for m in provisioner.status() if m.running and m.pid]
 

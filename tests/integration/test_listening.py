@@ -17,7 +17,7 @@ import pika.exceptions
 import psutil
 import pytest
 
-from orchestrator.specs.scenario import QueueSpec, TopologySpec
+from orchestrator.specs.topology import QueueSpec, TopologySpec
 from tests.integration.conftest import local_cluster
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,8 @@ import time
 import pytest
 
 from orchestrator.run.controller import Controller
-from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import TopologySpec
 from results.rundir.tables import read_table
 from tests.integration.conftest import local_cluster
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import SurgeError
-from orchestrator.specs.scenario import TopologySpec
+from orchestrator.specs.topology import TopologySpec
 from tests.sshd import missing, running_sshd
 from topologies.mq import uniform
 from topologies.mq.provision import UniformClusterProvisioner

@@ -29,7 +29,7 @@ import time
 
 import pytest
 
-from drivers.header import PayloadBuilder
+from drivers.message import PayloadBuilder
 from drivers.mq.driver import MqClientMissing, MqDriver, load_mqi
 from drivers.mq.settings import MqSettings
 from drivers.protocol import Destination

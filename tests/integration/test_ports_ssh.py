@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from orchestrator.errors import ProvisionError
-from orchestrator.specs.scenario import TopologySpec
+from orchestrator.specs.topology import TopologySpec
 from tests.sshd import missing, running_sshd
 from topologies.rabbitmq.remote import SshRabbitMQ
 

@@ -33,7 +33,7 @@ from drivers import protocol
 from orchestrator.agents.pods import start_agent_pods, stop_agent_pods
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.hosts import RabbitKubernetesSpec
-from orchestrator.specs.scenario import QueueSpec, TopologySpec
+from orchestrator.specs.topology import QueueSpec, TopologySpec
 from tests.kube import cluster_with_operator
 from topologies.rabbitmq.kubernetes import RabbitKubernetesProvisioner
 

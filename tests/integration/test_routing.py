@@ -8,7 +8,8 @@ import json
 import pytest
 
 from orchestrator.run.controller import Controller
-from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import TopologySpec
 from tests.integration.conftest import local_cluster
 
 pytestmark = pytest.mark.integration

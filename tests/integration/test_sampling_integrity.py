@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.run.controller import Controller
-from orchestrator.specs.scenario import QueueSpec, ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import QueueSpec, TopologySpec
 from results.integrity import suspect_samples
 from results.rundir.histogram import LatencyHistogram
 from results.rundir.steps import segments

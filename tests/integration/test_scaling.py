@@ -7,7 +7,8 @@ import psutil
 import pytest
 
 from orchestrator.run.controller import Controller
-from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import TopologySpec
 from results.rundir.tables import read_table
 from topologies.rabbitmq.local import LocalRabbitMQ
 

@@ -190,7 +190,7 @@ def test_metrics_need_no_token_and_everything_else_does(agent):
 def test_a_message_over_the_limit_is_refused_before_it_is_sent(agent, monkeypatch):
     monkeypatch.setattr(protocol, "MAX_MESSAGE_BYTES", 1000)
     config = protocol.Configure(
-        broker="rabbitmq", pattern="send-receive", message_size=100,
+        broker="rabbitmq", pattern="send-receive", message=protocol.MessageShape(sizes=(100,)),
         destination=protocol.Destination(endpoints=("amqp://127.0.0.1:1",), queue="q"),
         senders=[protocol.SenderConfig(i, 1.0, "amqp://127.0.0.1:1") for i in range(1, 50)])
     with pytest.raises(AgentError, match=r"agent 0 POST /configure: the message is [0-9,]+ "

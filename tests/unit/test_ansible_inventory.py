@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.hosts import SshSpec
 from orchestrator.specs.loader import load_topology
-from orchestrator.specs.scenario import TopologySpec
+from orchestrator.specs.topology import TopologySpec
 from topologies import ansible_up
 from topologies.mq import uniform
 from topologies.rabbitmq import credentials

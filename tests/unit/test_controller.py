@@ -11,7 +11,8 @@ from orchestrator.errors import ProvisionError
 from orchestrator.run.controller import Controller
 from orchestrator.run.depth import QueueDepth
 from orchestrator.run.sampling import Tick
-from orchestrator.specs.scenario import QueueSpec, ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import QueueSpec, TopologySpec
 from results.rundir.histogram import LatencyHistogram
 from tests.fakes import FakeClock, MemoryLauncher, ScriptedProvisioner, idle_host, no_probe
 from topologies.base import BrokerSample, MemberSample

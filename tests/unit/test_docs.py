@@ -47,7 +47,7 @@ def test_the_reference_holds_every_command_field_metric_and_column():
 
 
 def test_an_undescribed_field_is_found(monkeypatch):
-    from orchestrator.specs.scenario import QueueSpec
+    from orchestrator.specs.topology import QueueSpec
     monkeypatch.setattr(QueueSpec.model_fields["durable"], "description", None)
     assert docs.undescribed_fields() == ["QueueSpec.durable"]
 

@@ -19,7 +19,8 @@ from orchestrator.errors import ProvisionError
 from orchestrator.run.depth import QueueDepth
 from orchestrator.specs import footprint
 from orchestrator.specs.limits import MAX_PLAN_S, MAX_RATE_PER_SENDER, plan_problems
-from orchestrator.specs.scenario import QueueSpec, ScenarioSpec, StepSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec, StepSpec
+from orchestrator.specs.topology import QueueSpec, TopologySpec
 from tests.fakes import FakeClock, ScriptedProvisioner
 from topologies.base import Member
 

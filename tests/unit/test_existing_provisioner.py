@@ -10,7 +10,7 @@ import pytest
 
 from drivers.amqp.settings import AmqpSettings
 from orchestrator.errors import FileError, ProvisionError
-from orchestrator.specs.scenario import TopologySpec
+from orchestrator.specs.topology import TopologySpec
 from orchestrator.tls import TlsMaterial
 from topologies.factory import provisioner_for
 from topologies.rabbitmq.existing import ExistingRabbitMQ

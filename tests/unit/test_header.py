@@ -11,10 +11,10 @@ from drivers.header import (
     SCHEDULED,
     VERSION,
     HeaderError,
-    PayloadBuilder,
     decode,
     encode,
 )
+from drivers.message import PayloadBuilder
 
 VALID = encode(7, 42, 1_700_000_000_000_000_000)
 
@@ -128,10 +128,10 @@ def test_payload_builder_bodies_differ_per_call():
 
 @pytest.mark.parametrize("size", [0, 1, HEADER_SIZE - 1, -5])
 def test_payload_builder_rejects_small_size(size):
-    with pytest.raises(ValueError, match=f"minimum of {HEADER_SIZE} bytes"):
+    with pytest.raises(ValueError, match=f"at least its {HEADER_SIZE}-byte header"):
         PayloadBuilder(size)
 
 
 def test_the_scenario_minimum_is_the_header_size():
-    from orchestrator.specs.scenario import MIN_MESSAGE_BYTES
+    from orchestrator.specs.message import MIN_MESSAGE_BYTES
     assert MIN_MESSAGE_BYTES == HEADER_SIZE

@@ -10,7 +10,8 @@ import pytest
 
 from drivers import protocol, workers
 from drivers.amqp.frames import FrameEncoder
-from drivers.header import PayloadBuilder, decode
+from drivers.header import decode
+from drivers.message import PayloadBuilder
 from drivers.rate import RateSchedule
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, SenderRole
 from orchestrator.run import rows

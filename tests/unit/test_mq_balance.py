@@ -5,7 +5,8 @@ import json
 
 from drivers import protocol
 from orchestrator.run.controller import Controller
-from orchestrator.specs.scenario import QueueSpec, ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import QueueSpec, TopologySpec
 from tests.fakes import FakeClock, MemoryLauncher, ScriptedProvisioner, idle_host, no_probe
 
 

@@ -11,10 +11,11 @@ import time
 
 import pytest
 
-from drivers.header import HEADER_SIZE, PayloadBuilder, decode
+from drivers.header import HEADER_SIZE, decode
+from drivers.message import PayloadBuilder
 from drivers.mq.driver import MqClientMissing, MqDriver, MqEndpoint, reply_queue_name
 from drivers.mq.settings import MqSettings
-from drivers.protocol import Destination
+from drivers.protocol import Configure, Destination, MessageShape
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
 from tests.unit.mqi_standin import CMQC, StandIn
 
@@ -505,7 +506,8 @@ def test_without_an_mq_library_the_error_says_how_to_install_one(monkeypatch):
     monkeypatch.setattr(importlib, "import_module", no_mq)
     from drivers.agent import _make_driver
     with pytest.raises(MqClientMissing) as raised:
-        _make_driver("ibmmq", Destination(endpoints=(QM1,), queue="perf"), {}, Recorder())
+        _make_driver(Configure("ibmmq", "point-to-point", MessageShape(),
+                               Destination(endpoints=(QM1,), queue="perf")), Recorder())
     message = str(raised.value)
     assert "pip install 'surge[mq]'" in message and "MQ_INSTALLATION_PATH" in message
     assert "ibmmq" in message and "pymqi" in message

@@ -14,7 +14,7 @@ import yaml
 
 from orchestrator.errors import ProvisionError, SpecError
 from orchestrator.specs.loader import load_topology
-from orchestrator.specs.scenario import TopologySpec
+from orchestrator.specs.topology import TopologySpec
 from tests.kube import FakeApiError, FakeClock
 from topologies.mq import manifests, nativeha
 

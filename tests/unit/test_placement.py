@@ -5,7 +5,8 @@ from types import SimpleNamespace
 import pytest
 
 from orchestrator.agents.placement import Seat, place
-from orchestrator.specs.scenario import QueueSpec, ScenarioSpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import QueueSpec
 
 
 def members(*indexes):

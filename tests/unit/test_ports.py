@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from orchestrator.errors import ProvisionError
-from orchestrator.specs.scenario import TopologySpec
+from orchestrator.specs.topology import TopologySpec
 from topologies.rabbitmq import ports
 from topologies.rabbitmq.local import LocalRabbitMQ
 

@@ -11,7 +11,7 @@ from orchestrator.errors import AgentError
 
 def test_messages_survive_the_wire_unchanged():
     config = protocol.Configure(
-        broker="ibmmq", pattern="request-reply", message_size=2048,
+        broker="ibmmq", pattern="request-reply", message=protocol.MessageShape(sizes=(2048,)),
         destination=protocol.Destination(endpoints=("mq://h(1414)/QM1",), queue="REQUEST"),
         settings={"channel": "PERF.APP.CHL"}, in_flight=4,
         senders=[protocol.SenderConfig(1, 10.0, "mq://h(1414)/QM1", ["A", "B"], limit=5)],
@@ -27,7 +27,7 @@ def test_messages_survive_the_wire_unchanged():
     (protocol.Rate, {}, "missing field 'rate_per_sender'"),
     (protocol.Rate, {"rate_per_sender": "fast"}, "Rate.rate_per_sender: expected float"),
     (protocol.Move, {"endpoint": "x", "senders": [1, "2"]}, r"Move.senders\[1\]: expected int"),
-    (protocol.Configure, {"broker": "rabbitmq", "pattern": "p", "message_size": 1,
+    (protocol.Configure, {"broker": "rabbitmq", "pattern": "p", "message": {},
                           "destination": {"endpoints": [], "queue": "q", "prefetch": True}},
      "Configure.destination.prefetch: expected int"),
 ])

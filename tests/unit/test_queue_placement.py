@@ -1,6 +1,6 @@
 """Which member leads which queue: one rule for every RabbitMQ provisioner."""
 
-from orchestrator.specs.scenario import QueueSpec
+from orchestrator.specs.topology import QueueSpec
 from topologies.rabbitmq import queues
 
 

@@ -23,7 +23,7 @@ from orchestrator.agents import pods as agent_pods
 from orchestrator.agents.client import AgentHandle
 from orchestrator.errors import AgentError, ProvisionError
 from orchestrator.specs.hosts import RabbitKubernetesSpec
-from orchestrator.specs.scenario import QueueSpec, TopologySpec
+from orchestrator.specs.topology import QueueSpec, TopologySpec
 from tests.kube import FakeApiError, FakeClock
 from topologies.factory import provisioner_for
 from topologies.rabbitmq import kubernetes as rk

@@ -3,7 +3,8 @@ senders pause for client-count sweeps and stop at their message limit."""
 
 import time
 
-from drivers.header import PayloadBuilder, decode
+from drivers.header import decode
+from drivers.message import PayloadBuilder
 from drivers.workers import Blocking, Recorder, RequesterRole, ResponderRole, SenderRole
 
 

@@ -10,7 +10,8 @@ from drivers.amqp.frames import FrameEncoder, mixed_batch
 from drivers.routing import KeyPicker
 from orchestrator.run.accounting import Routing, account
 from orchestrator.specs.routing import headers_match, topic_matches
-from orchestrator.specs.scenario import ScenarioSpec, TopologySpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import TopologySpec
 
 
 @pytest.mark.parametrize("pattern, key, matches", [

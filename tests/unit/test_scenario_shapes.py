@@ -8,7 +8,8 @@ import pytest
 from orchestrator.errors import SpecError
 from orchestrator.specs.loader import load_scenario
 from orchestrator.specs.plan import delay_phases, expand, phase_at, value_at
-from orchestrator.specs.scenario import QueueSpec, ScenarioSpec
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import QueueSpec
 
 TOPOLOGY = """\
 name: t1

@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.mq import MqQueueManagerSpec, MqSpec
-from orchestrator.specs.scenario import TopologySpec
 from orchestrator.specs.secrets import SecretError
+from orchestrator.specs.topology import TopologySpec
 from topologies.base import BrokerSample, Member, Provisioner
 from topologies.commands import run_member_command
 from topologies.mq import metrics

@@ -13,7 +13,7 @@ from typing import Any
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.mq import MqSpec, NativeHaSpec
-from orchestrator.specs.scenario import TopologySpec
+from orchestrator.specs.topology import TopologySpec
 from topologies.assets import asset
 from topologies.templates import render_file
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ProvisionError
-from orchestrator.specs.scenario import TopologySpec
+from orchestrator.specs.topology import TopologySpec
 from topologies.base import BrokerSample, Member, MemberSample, Provisioner
 from topologies.kube import EXISTS, MISSING, api_call, api_status, load_kubernetes
 from topologies.mq.manifests import (

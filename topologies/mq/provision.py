@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.errors import ProvisionError
-from orchestrator.specs.scenario import TopologySpec
+from orchestrator.specs.topology import TopologySpec
 from topologies.base import BrokerSample, Member, MemberSample, Provisioner
 from topologies.mq import metrics, uniform
 from topologies.mq.figures import Figures, PublishedFigures

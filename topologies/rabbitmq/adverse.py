@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from orchestrator.errors import ProvisionError
-from orchestrator.specs.scenario import TopologySpec
+from orchestrator.specs.topology import TopologySpec
 from topologies.base import Member
 from topologies.rabbitmq import queues
 from topologies.rabbitmq.management import Management

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.existing import RabbitMemberSpec
-from orchestrator.specs.scenario import TopologySpec
+from orchestrator.specs.topology import TopologySpec
 from orchestrator.tls import TlsMaterial
 from topologies.base import BrokerSample, CommandResult, Member, MemberStats, Provisioner
 from topologies.commands import run_member_command

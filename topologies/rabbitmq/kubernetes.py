@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ProvisionError
-from orchestrator.specs.scenario import TopologySpec
+from orchestrator.specs.topology import TopologySpec
 from topologies.base import BrokerSample, Member, Provisioner
 from topologies.kube import (
     EXISTS,

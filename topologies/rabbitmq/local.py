@@ -29,7 +29,7 @@ from pathlib import Path
 import psutil
 
 from orchestrator.errors import ProvisionError
-from orchestrator.specs.scenario import TopologySpec
+from orchestrator.specs.topology import TopologySpec
 from topologies.base import BrokerSample, CpuReading, Member, MemberSample, MemberStats, Provisioner
 from topologies.cgroups import BOOT_SHARES, CpuCgroup
 from topologies.rabbitmq import credentials, node, ports, queues

@@ -15,7 +15,7 @@ from typing import Any
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.routing import BindingSpec, ExchangeSpec
-from orchestrator.specs.scenario import QueueSpec
+from orchestrator.specs.topology import QueueSpec
 from topologies.base import Member, MemberStats
 from topologies.rabbitmq import queues
 

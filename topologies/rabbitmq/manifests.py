@@ -11,7 +11,7 @@ from typing import Any
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.hosts import RabbitKubernetesSpec
-from orchestrator.specs.scenario import TopologySpec
+from orchestrator.specs.topology import TopologySpec
 from topologies.assets import asset
 from topologies.templates import render_file
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from orchestrator.specs.scenario import QueueSpec, TopologySpec
+from orchestrator.specs.topology import QueueSpec, TopologySpec
 
 
 def placements(queues: Sequence[QueueSpec], members: Sequence[int]
@@ -28,11 +28,10 @@ def placements(queues: Sequence[QueueSpec], members: Sequence[int]
 
 
 def arguments(queue: QueueSpec) -> dict[str, Any]:
-    """The queue's x-arguments: its own, with its type and, for a quorum queue, its leader on
-    the member it is declared through."""
-    out = dict(queue.arguments)
-    out.setdefault("x-queue-type", queue.type)
-    if queue.type == "quorum":
+    """The queue's x-arguments (:attr:`QueueSpec.declared_arguments`) and, for a quorum queue
+    or a stream, its leader on the member it is declared through."""
+    out = queue.declared_arguments
+    if queue.type in ("quorum", "stream"):
         out.setdefault("x-queue-leader-locator", "client-local")
     return out
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.hosts import HostSpec
-from orchestrator.specs.scenario import TopologySpec
+from orchestrator.specs.topology import TopologySpec
 from topologies.base import BrokerSample, CpuReading, Member, MemberStats, Provisioner
 from topologies.cgroups import cap_script, remove_script
 from topologies.rabbitmq import credentials, node, ports, queues
