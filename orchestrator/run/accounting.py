@@ -45,14 +45,14 @@ class Routing:
     @classmethod
     def of(cls, scenario: ScenarioSpec, route: Any, queues: Sequence[str]) -> Routing | None:
         """The routing of ``scenario`` (``None``: the default exchange, one copy of each
-        message); ``route(exchange, key)`` is :meth:`TopologySpec.routes` and ``queues`` the
-        workload's queues."""
+        message); ``route(exchange, key, headers)`` is :meth:`TopologySpec.routes` and
+        ``queues`` the workload's queues."""
         workload = scenario.workload
         if not workload.exchange:
             return None
         mine = frozenset(queues)
-        keys = workload.keys
-        return cls(tuple(route(workload.exchange, key) & mine for key in keys),
+        keys, headers = workload.keys, workload.message.properties.headers
+        return cls(tuple(route(workload.exchange, key, headers) & mine for key in keys),
                    KeyPicker(len(keys), workload.key_order, float(workload.zipf_exponent)))
 
     @property
@@ -198,6 +198,8 @@ def _extras(snapshots: Sequence[protocol.Snapshot], scenario: ScenarioSpec) -> d
     extras: dict[str, Any] = {k: _sum(snapshots, k) for k in (
         "out_of_order", "redelivered", "republished", "nacks_republished", "nacks_repeated")}
     extras["skipped_sends"] = _sum(snapshots, "skipped")
+    if scenario.workload.message.mandatory:
+        extras["returned"] = _sum(snapshots, "returned")
     if scenario.workload.pattern == "request-reply":
         extras.update({k: _sum(snapshots, k) for k in ("served", "unmatched", "timeouts")},
                       round_trips=_sum(snapshots, "received"))

@@ -266,7 +266,9 @@ class TopologySpec(Spec):
         queue = self.queue(name)
         return [name] if queue is None else queue.instances(range(self.members))
 
-    def routes(self, exchange: str, routing_key: str) -> frozenset[str]:
-        """The queues a message published to ``exchange`` with ``routing_key`` reaches
-        (:func:`orchestrator.specs.routing.routes`)."""
-        return routes(self.exchanges, self.bindings, self.queue_names, exchange, routing_key)
+    def routes(self, exchange: str, routing_key: str,
+               headers: dict[str, Any] | None = None) -> frozenset[str]:
+        """The queues a message published to ``exchange`` with ``routing_key`` (and
+        ``headers``) reaches (:func:`orchestrator.specs.routing.routes`)."""
+        return routes(self.exchanges, self.bindings, self.queue_names, exchange, routing_key,
+                      headers)
