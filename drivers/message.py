@@ -95,11 +95,12 @@ def _filler(fill: str, length: int, index: int) -> bytes:
 
 
 def _json_document(length: int, rng: random.Random) -> bytes:
-    """A JSON object of exactly ``length`` bytes (spaces, for fewer than 12)."""
+    """A JSON object of exactly ``length`` bytes: an id and random text, or for too few bytes
+    an empty object padded with spaces (a single space for 1 byte)."""
     frame = json.dumps({"id": rng.getrandbits(32), "text": ""}, separators=(",", ":"))
     room = length - len(frame)
     if room < 0:
-        return b" " * length
+        return (b"{}" + b" " * (length - 2)) if length >= 2 else b" " * length
     letters = string.ascii_letters + string.digits + " "
     text = "".join(rng.choices(letters, k=room))
     return frame.replace('"text":""', f'"text":"{text}"').encode()

@@ -139,20 +139,75 @@ def _count(value: str) -> int:
     return int(number)
 
 
-def _size(draft: Draft, value: str) -> None:
+def _bytes(value: str) -> int:
     size = _count(value)
     if size < 28:
         raise PerfTestError(f"{size}: a surge message carries a 28-byte header (send time, "
                             f"producer, sequence number), so at least 28 bytes")
-    draft.workload["message"]["size"] = size
+    return size
+
+
+def _size(draft: Draft, value: str) -> None:
+    size = _bytes(value)
+    message = draft.workload["message"]
+    if not ("size_steps" in message or "payload_files" in message):  # as PerfTest: -vs, -B win
+        message["size"] = size
 
 
 def _flag(draft: Draft, value: str) -> None:
-    if value.lower() == "persistent":
-        draft.workload["message"]["persistent"] = True
-    else:
-        raise PerfTestError(f"{value}: only persistent is supported (mandatory: returned "
-                            f"messages are not counted yet)")
+    if value.lower() not in ("persistent", "mandatory"):
+        raise PerfTestError(f"{value}: expected persistent or mandatory")
+    draft.workload["message"][value.lower()] = True
+
+
+def _size_step(draft: Draft, value: str) -> None:
+    size, _, seconds = value.partition(":")
+    if not seconds:
+        raise PerfTestError(f"{value!r}: expected SIZE:SECONDS")
+    message = draft.workload["message"]
+    message.pop("size", None)
+    message.setdefault("size_steps", []).append(f"{_bytes(size)}:{_number(seconds):g}s")
+
+
+def _bodies(draft: Draft, value: str) -> None:
+    message = draft.workload["message"]
+    message.pop("size", None)
+    message["payload_files"] = [str(Path(f).resolve()) for f in value.split(",") if f]
+
+
+_PROPERTY_NAMES = {"contentType": "content_type", "contentEncoding": "content_encoding",
+                   "priority": "priority", "expiration": "expiration", "type": "type",
+                   "appId": "app_id"}
+
+
+def _properties(draft: Draft, value: str) -> None:
+    properties = draft.workload["message"].setdefault("properties", {})
+    for pair in value.split(","):
+        name, _, setting = pair.partition("=")
+        name, setting = name.strip(), setting.strip()
+        if name == "deliveryMode":
+            draft.workload["message"]["persistent"] = setting == "2"
+        elif name == "expiration":  # milliseconds in AMQP
+            properties["expiration"] = f"{_number(setting):g}ms"
+        elif name in _PROPERTY_NAMES:
+            properties[_PROPERTY_NAMES[name]] = _typed(setting) if name == "priority" \
+                else setting
+        elif name in ("correlationId", "replyTo", "messageId", "timestamp", "userId",
+                      "clusterId"):
+            raise PerfTestError(f"{name}: not supported (surge sets what identifies a "
+                                f"message in its header)")
+        else:
+            properties.setdefault("headers", {})[name] = _typed(setting)
+
+
+def _consumer_args(draft: Draft, value: str) -> None:
+    for pair in value.split(","):
+        name, _, setting = pair.partition("=")
+        draft.workload.setdefault("consumer_arguments", {})[name.strip()] = _typed(setting)
+
+
+def _global_qos(draft: Draft, value: str) -> None:
+    draft.workload.update(prefetch=_count(value), global_qos=True)
 
 
 def _step(key: str, target: str) -> Apply:
@@ -243,8 +298,8 @@ OPTIONS: tuple[Option, ...] = (
                                                                            _number(v))),
     Option("C", "pmessages", True, "Y", "exit.messages_per_sender",
            lambda d, v: setattr(d, "limit", _count(v))),
-    Option("f", "flag", True, "partial", "persistent: workload.message.persistent; mandatory "
-                                         "is refused", _flag),
+    Option("f", "flag", True, "Y", "persistent: workload.message.persistent; mandatory: "
+                                   "workload.message.mandatory (returns counted)", _flag),
     Option("a", "autoack", False, "Y", "workload.ack: auto", _set("workload", "ack",
                                                                    convert=lambda _: "auto")),
     Option("q", "qos", True, "Y", "workload.prefetch", _set("workload", "prefetch",
@@ -295,7 +350,8 @@ OPTIONS: tuple[Option, ...] = (
                                                   "routing_keys with key_order: random"),
     Option("A", "multi-ack-every", True, "Y", "workload.ack_every",
            _set("workload", "ack_every", convert=_count)),
-    Option("Q", "global-qos", True, "N", "a channel-wide prefetch is not supported yet"),
+    Option("Q", "global-qos", True, "Y", "workload.prefetch with workload.global_qos",
+           _global_qos),
     Option("b", "heartbeat", True, "Y", "workload.heartbeat",
            _set("workload", "heartbeat", convert=lambda v: f"{_number(v):g}s")),
     Option("M", "framemax", True, "Y", "workload.frame_max",
@@ -308,11 +364,18 @@ OPTIONS: tuple[Option, ...] = (
     Option("S", "slow-start", False, "N", "not supported yet"),
     Option("X", "producer-channel-count", True, "N", "one channel per sender"),
     Option("Y", "consumer-channel-count", True, "N", "one channel per receiver"),
-    Option("B", "body", True, "N", "payload files are not supported yet"),
-    Option("jb", "json-body", False, "N", "JSON bodies are not supported yet"),
-    Option("vs", "variable-size", True, "N", "sizes varying over time are not supported yet"),
-    Option("mp", "message-properties", True, "N", "message properties are not supported yet"),
-    Option("ca", "consumer-args", True, "N", "consumer arguments are not supported yet"),
+    Option("B", "body", True, "partial", "workload.message.payload_files (the 28-byte header "
+                                         "precedes each file's bytes)", _bodies),
+    Option("jb", "json-body", False, "partial", "workload.message.body: json (a JSON document "
+                                                "after the 28-byte header)",
+           lambda d, _: d.workload["message"].update(body="json")),
+    Option("vs", "variable-size", True, "Y", "workload.message.size_steps: one per "
+                                             "SIZE:SECONDS", _size_step),
+    Option("mp", "message-properties", True, "partial", "workload.message.properties; other "
+                                                        "names become headers; ids and "
+                                                        "timestamps are refused (surge's "
+                                                        "header carries them)", _properties),
+    Option("ca", "consumer-args", True, "Y", "workload.consumer_arguments", _consumer_args),
     Option("sq", "stream-queue", False, "N", "stream queues are not supported yet"),
     Option("po", "polling", False, "N", "basic.get polling is not supported yet"),
     Option("na", "nack", False, "N", "nack/requeue is not supported yet"),
