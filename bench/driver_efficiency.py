@@ -31,16 +31,18 @@ QUEUES = {"classic": "eff-classic", "quorum": "eff-quorum"}
 
 
 def measure_agent(endpoint: str, queue: str, seconds: float, warmup: float,
-                  settings: dict[str, Any], **destination: Any) -> dict:
+                  settings: dict[str, Any], message: protocol.MessageShape | None = None,
+                  **destination: Any) -> dict:
     """One agent with one unlimited sender and one receiver, connecting with the driver's
-    ``settings`` (the provisioner's credentials); figures over ``seconds``. ``destination``:
-    further :class:`~drivers.protocol.Destination` fields (an exchange and routing keys)."""
+    ``settings`` (the provisioner's credentials); figures over ``seconds``. ``message``: the
+    messages' shape (default 2 KiB each); ``destination``: further
+    :class:`~drivers.protocol.Destination` fields (an exchange and routing keys)."""
     with tempfile.TemporaryDirectory() as logs:
         (agent,) = spawn_local_agents(1, Path(logs), max_lifetime_s=seconds + warmup + 120)
         try:
             agent.configure(protocol.Configure(
                 broker="rabbitmq", pattern="point-to-point",
-                message=protocol.MessageShape(sizes=(2048,)),
+                message=message or protocol.MessageShape(sizes=(2048,)),
                 destination=protocol.Destination((endpoint,), queue, prefetch=1000,
                                                  **destination),
                 senders=[protocol.SenderConfig(1, 0, endpoint)],

@@ -1,7 +1,10 @@
-"""What routing keys cost the publishing fast path: one surge agent (1 sender, 1 receiver, 2 KiB,
-unlimited rate) publishing to the default exchange, then to a direct exchange with one key, with
-4 keys picked at random per message and with 100 keys from a Zipf distribution, every key bound
-to the same queue (so each message is delivered once and the cases differ only in publishing).
+"""What routing keys and variable sizes cost the publishing fast path: one surge agent (1 sender,
+1 receiver, 2 KiB, unlimited rate) publishing to the default exchange, then to a direct exchange
+with one key, with 4 keys picked at random per message and with 100 keys from a Zipf
+distribution, every key bound to the same queue (so each message is delivered once and the
+cases differ only in publishing); then sizes of the same 2 KiB mean picked per message, as a
+weighted mix of 3 sizes and as a uniform range in 16 classes (with the 100 Zipf keys), and JSON
+bodies with AMQP properties.
 
 The cases alternate over ``--rounds`` rounds on one local member; per case it prints the median
 delivered msg/s and delivered messages per agent CPU-second, and their ratio to the default
@@ -20,18 +23,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.driver_efficiency import measure_agent  # noqa: E402
+from drivers import protocol  # noqa: E402
 from orchestrator.specs.topology import TopologySpec  # noqa: E402
 from topologies.rabbitmq.local import LocalRabbitMQ  # noqa: E402
 
 QUEUE, EXCHANGE = "rc-queue", "rc-direct"
 KEYS = [f"key-{i}" for i in range(1, 101)]
+ZIPF = {"exchange": EXCHANGE, "routing_keys": tuple(KEYS), "key_order": "zipf"}
 CASES = {
     "default exchange": {},
     "exchange, 1 key": {"exchange": EXCHANGE, "routing_keys": ("key-1",)},
     "exchange, 4 keys random": {"exchange": EXCHANGE, "routing_keys": tuple(KEYS[:4]),
                                 "key_order": "random"},
-    "exchange, 100 keys zipf": {"exchange": EXCHANGE, "routing_keys": tuple(KEYS),
-                                "key_order": "zipf"},
+    "exchange, 100 keys zipf": ZIPF,
+    "3 sizes, mean 2 KiB": {"message": protocol.MessageShape(
+        sizes=(1024, 2048, 3072), weights=(1.0, 1.0, 1.0))},
+    "16 sizes + 100 zipf keys": {**ZIPF, "message": protocol.MessageShape(
+        sizes=tuple(1024 + 2048 * i // 15 for i in range(16)), weights=(1.0,) * 16)},
+    "JSON + properties": {"message": protocol.MessageShape(
+        sizes=(2048,), fill="json", properties={"content_type": "application/json",
+                                                "headers": {"kind": "order"}})},
 }
 
 
