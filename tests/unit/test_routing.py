@@ -155,10 +155,13 @@ def test_a_rabbitmq_field_on_an_mq_topology_is_refused_naming_it():
     root = Path(__file__).resolve().parents[2]
     with pytest.raises(SpecError) as refused:
         load_scenario(root / "scenarios" / "mq-uniform-cluster-scaling.yaml",
-                      ["workload.heartbeat=10s", "workload.frame_max=8192"])
+                      ["workload.heartbeat=10s", "workload.frame_max=8192",
+                       "workload.message.mandatory=true",
+                       "workload.message.properties.priority=4", "workload.global_qos=true"])
     text = str(refused.value)
     assert "workload.heartbeat: a RabbitMQ field: topology" in text
-    assert "workload.frame_max: a RabbitMQ field" in text
+    for field in ("frame_max", "message.mandatory", "message.properties", "global_qos"):
+        assert f"workload.{field}: a RabbitMQ field" in text
 
 
 def test_a_lost_agent_under_fanout_leaves_an_unknown_never_a_loss():
