@@ -48,7 +48,8 @@ class Agent:
             request_reply = config.pattern == "request-reply"
             receiver_kind = ResponderRole if request_reply else ReceiverRole
             for receiver in config.receivers:
-                role = receiver_kind(self.recorder, receiver.id, receiver.group)
+                role = receiver_kind(self.recorder, receiver.id, receiver.group,
+                                     stream=config.destination.stream_offset is not None)
                 self.receivers[role.receiver_id] = role
                 self.driver.add_receiver(role, receiver.endpoint, receiver.queue)
             self.bodies = Bodies(config.message)

@@ -28,6 +28,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
+from datetime import datetime
 
 import pika
 from pika.adapters.select_connection import IOLoop
@@ -590,6 +591,14 @@ class _ReceiverLink(_Link):
             self.timer = self.driver.ioloop.call_later(ACK_FLUSH_S, self._flush_timer)
 
 
+def stream_offset(offset: int | str) -> int | str | datetime:
+    """``x-stream-offset`` as RabbitMQ takes it: first, last, next, an offset, or a time (an
+    AMQP timestamp, from ISO 8601 text)."""
+    if isinstance(offset, int) or offset in ("first", "last", "next"):
+        return offset
+    return datetime.fromisoformat(offset.replace("Z", "+00:00"))
+
+
 def _template_picks(keys: list[int] | None, bodies: Bodies, producer_id: int, first_seq: int,
                     n: int) -> int | list[int]:
     """The template of each of ``n`` messages from ``first_seq`` (templates are laid out key
@@ -615,6 +624,8 @@ class AmqpDriver(Driver):
             delivery_mode=2 if destination.persistent else 1, **self.message.properties)
         self._templates: dict[tuple, list[FrameEncoder]] = {}
         self.consume_arguments = dict(destination.consumer_arguments)
+        if destination.stream_offset is not None:
+            self.consume_arguments["x-stream-offset"] = stream_offset(destination.stream_offset)
         self.settings = settings or AmqpSettings()
         self.tls_contexts: dict[str, ssl.SSLContext] = {}
         for endpoint in destination.endpoints:  # bad endpoints or TLS material fail here

@@ -58,7 +58,9 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
         confirm_window=workload.confirm_window, ack_every=workload.ack_every,
         heartbeat_s=workload.heartbeat, frame_max=workload.frame_max,
         consumer_arguments=dict(workload.consumer_arguments), global_qos=workload.global_qos)
-    # publishing to an exchange, each queue is a subscription with its own copy of a message
+    # publishing to an exchange, each queue is a subscription with its own copy of a message;
+    # each receiver of a stream reads every message from its own offset
+    stream = queue.type == "stream"
     subscriptions = bool(workload.exchange)
     senders: list[list[protocol.SenderConfig]] = [[] for _ in range(agent_count)]
     receivers: list[list[protocol.ReceiverConfig]] = [[] for _ in range(agent_count)]
@@ -69,7 +71,7 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
         name = queue.instance(member.index, slot)
         receivers[agent].append(protocol.ReceiverConfig(
             id=i + 1, endpoint=member.endpoint, queue=name,
-            group=name if subscriptions else ""))
+            group=reader_group(name, i + 1) if stream else name if subscriptions else ""))
         seats.append(Seat(("r", i + 1), agent, member.index))
     for i in range(workload.senders):
         agent, member = sender_agents[i % len(sender_agents)], members[i % len(members)]
@@ -84,7 +86,9 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
             producer_id=i + 1, rate=first_rate, endpoint=member.endpoint, queue=target,
             limit=scenario.exit.messages_per_sender, start_delay_s=workload.start_delay))
         seats.append(Seat(("s", i + 1), agent, member.index))
-    if workload.max_backlog is not None and workload.pattern != "request-reply":
+    if stream:  # its receivers read from an offset, and its depth is its length
+        destination = dataclasses.replace(destination, stream_offset=workload.stream_offset)
+    elif workload.max_backlog is not None and workload.pattern != "request-reply":
         # the bound holds per queue instance; each sender takes its share of its queues'
         instances = len({name for agent in senders for config in agent
                          for name in ([config.queue] if isinstance(config.queue, str)
@@ -96,6 +100,11 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
         destination=destination, settings=dict(settings), in_flight=workload.in_flight,
         senders=senders[a], receivers=receivers[a]) for a in range(agent_count)]
     return Placement(configs, seats)
+
+
+def reader_group(stream: str, receiver_id: int) -> str:
+    """The subscription of receiver ``receiver_id`` of ``stream``: it reads every message."""
+    return f"{stream}~{receiver_id}"
 
 
 def message_shape(message: MessageSpec) -> protocol.MessageShape:

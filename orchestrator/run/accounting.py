@@ -6,7 +6,10 @@ queue is a subscription whose receivers get one copy. The accounting then counts
 queues each message reached is known without asking anyone (the key a message took is a
 function of its producer and sequence number, :class:`drivers.routing.KeyPicker`, and where a
 key goes is the topology's bindings, :meth:`TopologySpec.routes`), so each subscription is
-balanced exactly: routed = received + queued + lost.
+balanced exactly: routed = received + queued + lost. A stream keeps its messages and each of
+its receivers reads all of them from its own offset: every receiver is a subscription, balanced
+once it has read every copy routed to it; what it has not read may still be in the stream or
+dropped by its retention, which the broker does not say, so the balance is then unknown.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 from drivers import protocol
 from drivers.accounting import MergedCounts, Reconciliation, merge_exports, reconcile
 from drivers.routing import KeyPicker
+from orchestrator.agents.placement import reader_group
 from orchestrator.run.agentloss import LostAgent
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import TopologySpec
@@ -41,24 +45,37 @@ class Routing:
 
     routes: tuple[frozenset[str], ...]
     picker: KeyPicker
+    readers: int = 0  # a stream's: each of its receivers reads every message routed to it
 
     @classmethod
-    def of(cls, scenario: ScenarioSpec, route: Any, queues: Sequence[str]) -> Routing | None:
-        """The routing of ``scenario`` (``None``: the default exchange, one copy of each
-        message); ``route(exchange, key, headers)`` is :meth:`TopologySpec.routes` and
-        ``queues`` the workload's queues."""
+    def of(cls, scenario: ScenarioSpec, route: Any, queues: Sequence[str],
+           stream: bool = False) -> Routing | None:
+        """The routing of ``scenario`` (``None``: the default exchange to queues, one copy of
+        each message); ``route(exchange, key, headers)`` is :meth:`TopologySpec.routes` and
+        ``queues`` the workload's queues, a stream if ``stream``: then every receiver is a
+        subscription of its own."""
         workload = scenario.workload
+        readers = workload.receivers if stream else 0
         if not workload.exchange:
-            return None
+            return cls((frozenset(queues),), KeyPicker(1), readers) if stream else None
         mine = frozenset(queues)
         keys, headers = workload.keys, workload.message.properties.headers
         return cls(tuple(route(workload.exchange, key, headers) & mine for key in keys),
-                   KeyPicker(len(keys), workload.key_order, float(workload.zipf_exponent)))
+                   KeyPicker(len(keys), workload.key_order, float(workload.zipf_exponent)),
+                   readers)
 
     @property
     def queues(self) -> list[str]:
         """Every queue some key reaches."""
         return sorted(set().union(*self.routes))
+
+    @property
+    def subscriptions(self) -> dict[str, str]:
+        """Each subscription and the queue it reads: every queue, or a stream's readers."""
+        if not self.readers:
+            return {queue: queue for queue in self.queues}
+        return {reader_group(queue, i): queue for queue in self.queues
+                for i in range(1, self.readers + 1)}
 
     def expected(self, queue: str, producer_id: int, sent: int) -> int:
         """The bitmap of the sequence numbers of ``producer_id`` routed to ``queue``."""
@@ -88,17 +105,25 @@ class Routing:
             yield first, self.picker.picks(producer_id, first, min(chunk, sent - first))
 
     def copies_each(self) -> int | None:
-        """Copies of every message, where all keys reach as many queues (else ``None``)."""
-        sizes = {len(reached) for reached in self.routes}
+        """Copies of every message (a stream's: as many as it has readers), where all keys
+        reach as many queues (else ``None``)."""
+        sizes = {len(reached) * (self.readers or 1) for reached in self.routes}
         return sizes.pop() if len(sizes) == 1 else None
 
 
-def copies_each(scenario: ScenarioSpec, topology: TopologySpec) -> int | None:
-    """How many of the workload's queues each message reaches: 1 through the default exchange;
-    through an exchange, as many as every key reaches alike (``None`` where keys differ)."""
+def routing_of(scenario: ScenarioSpec, topology: TopologySpec) -> Routing | None:
+    """The :class:`Routing` of ``scenario`` on ``topology``."""
     queue = topology.queue(scenario.workload.queue)
-    routing = Routing.of(scenario, topology.routes,
-                         queue.instances(range(topology.members)) if queue else [])
+    return Routing.of(scenario, topology.routes,
+                      queue.instances(range(topology.members)) if queue else [],
+                      stream=queue is not None and queue.type == "stream")
+
+
+def copies_each(scenario: ScenarioSpec, topology: TopologySpec) -> int | None:
+    """How many copies of each message are received: 1 through the default exchange; through
+    an exchange, as many as every key reaches queues alike (``None`` where keys differ); a
+    stream's, once by each of its receivers."""
+    routing = routing_of(scenario, topology)
     return 1 if routing is None else routing.copies_each()
 
 
@@ -141,12 +166,14 @@ def _account_copies(reports: Sequence[protocol.Accounting],
     reported: their copies count as its last reading says (sent x copies where every key
     reaches as many queues), what receivers got of them as received, and each
     subscription's gap as unknown, not lost."""
-    groups = sorted(set(routing.queues) | {g for r in reports for g in r.bitmaps if g})
+    reads = routing.subscriptions
+    groups = sorted(set(reads) | {g for r in reports for g in r.bitmaps if g})
     subscriptions: dict[str, dict[str, int]] = {}
     missing: dict[int, int] = {}
     copies = received = misrouted = duplicates = unreported = 0
-    for queue in groups:
-        merged = merge_exports([r.bitmaps[queue] for r in reports if queue in r.bitmaps])
+    for group in groups:
+        queue = reads.get(group, group)
+        merged = merge_exports([r.bitmaps[group] for r in reports if group in r.bitmaps])
         routed = got = stray = 0
         for producer, sent in sent_per_producer.items():
             expected = routing.expected(queue, producer, sent)
@@ -158,7 +185,12 @@ def _account_copies(reports: Sequence[protocol.Accounting],
         unreported += sum(bits.bit_count() for producer, bits in merged.bitmaps.items()
                           if producer not in sent_per_producer)  # a lost agent's
         held = None if per_queue is None else per_queue.get(queue, 0)
-        subscriptions[queue] = _subscription(routed, got, stray, held, merged, bool(lost))
+        if routing.readers:
+            # a stream keeps its messages, and its length is not reported (neither by the
+            # management API nor by list_queues): what a reader has not read may be there
+            # still, or dropped by retention; unknown either way
+            held = 0 if got >= routed else None
+        subscriptions[group] = _subscription(routed, got, stray, held, merged, bool(lost))
         copies, received, misrouted = copies + routed, received + got, misrouted + stray
         duplicates += merged.cross_duplicates
     last = [agent.snapshot for agent in lost if agent.snapshot is not None]
@@ -172,11 +204,14 @@ def _account_copies(reports: Sequence[protocol.Accounting],
         - _sum(last, "duplicates"),
         duplicates=_sum(every, "duplicates") + duplicates,
         still_queued=None if per_queue is None or (not_republished and each is None)
+        or any("queued" not in s for s in subscriptions.values())
         else sum(s["queued"] for s in subscriptions.values()),
         not_republished=not_republished * (each or 0), agents_lost=bool(lost),
         published=sum(sent_per_producer.values()) + _sum(last, "sent"))
     extras = _extras(snapshots, scenario)
     extras.update(misrouted=misrouted, unroutable=routing.unroutable(sent_per_producer))
+    if routing.readers:
+        extras["rereads"] = _sum(snapshots, "rereads")
     return Accounted(dataclasses.replace(result, subscriptions=subscriptions), extras, missing)
 
 

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from drivers.accounting import Reconciliation
-from orchestrator.run.accounting import Routing, account
+from orchestrator.run.accounting import Routing, account, routing_of
 from orchestrator.run.crew import Crew
 from orchestrator.run.depth import QueueDepth
 from orchestrator.run.listeners import TickRecord
@@ -41,12 +41,15 @@ def exit_reason(scenario: ScenarioSpec, final: plans.Phase, last: dict[str, Any]
 
 def drain(ticker: Ticker, crew: Crew, depth: QueueDepth, drain_s: float,
           stop: threading.Event, record: Callable[[float, float], TickRecord],
-          copies: bool = False) -> int | None:
+          routing: Routing | None = None) -> int | None:
     """Keep ticking (``record(planned, started)``) after the senders stopped until every
     message sent was received and the queues are empty or ``drain_s`` passes (5 s once a stop
-    was asked for); the last queue depth. With ``copies`` (an exchange routes each message to
-    any number of queues, none included) receipts are not compared with sends: empty queues
-    say it."""
+    was asked for); the last queue depth. Where an exchange routes each message to any number
+    of queues (``routing``), receipts are not compared with sends: empty queues say it. A
+    stream is never empty: its readers have read everything once they received every copy
+    (where every message has as many; else the drain takes ``drain_s``)."""
+    stream = routing is not None and routing.readers > 0
+    copies = 1 if routing is None else routing.copies_each()
     clock = ticker.clock
     stopped = clock.monotonic()
     deadline = stopped + drain_s
@@ -58,9 +61,10 @@ def drain(ticker: Ticker, crew: Crew, depth: QueueDepth, drain_s: float,
         tick, queued = second.tick, second.row["queue_depth"]
         live = [ticker.math.agents.get(a.index) for a in crew.live]
         settled = all(r is not None and r.seen > stopped for r in live)
-        empty = queued == 0 or (queued is None and not depth.readable(ticker.broker))
-        caught_up = copies or tick.totals["received"] >= tick.totals["sent"] \
-            or crew.watch.lost
+        empty = stream or queued == 0 or (queued is None and not depth.readable(ticker.broker))
+        caught_up = crew.watch.lost or (
+            routing is not None and not stream) or (copies is not None and tick.totals[
+                "received"] >= tick.totals["sent"] * (copies if stream else 1))
         if settled and caught_up and empty:
             break
         if stop.is_set() and clock.monotonic() > stopped + 5:
@@ -75,12 +79,10 @@ def finish(ticker: Ticker, crew: Crew, depth: QueueDepth, scenario: ScenarioSpec
     are empty or ``measure.drain`` passes (:func:`drain`), then stop receiving and account
     for every message (:func:`reckon`, said as the ``accounting`` event; each copy where
     the ``topology``'s exchanges route a message to several queues)."""
-    routing = None if topology is None else Routing.of(
-        scenario, topology.routes, depth.queue.instances(range(topology.members)))
+    routing = None if topology is None else routing_of(scenario, topology)
     event("senders_stop")
     crew.all(lambda agent: agent.stop_senders())
-    queued = drain(ticker, crew, depth, scenario.measure.drain, stop, record,
-                   copies=routing is not None)
+    queued = drain(ticker, crew, depth, scenario.measure.drain, stop, record, routing)
     event("drained", queue_depth=queued)
     crew.all(lambda agent: agent.stop_receivers())
     ticker.sampler.close()

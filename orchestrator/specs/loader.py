@@ -74,6 +74,9 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None,
     problems += [at(*loc, message=message) for loc, message in
                  _unsupported(scenario, topology) + unreadable
                  + _stream_problems(scenario.workload, queue)]
+    if queue.type == "stream" and scenario.exit.queue_empty:
+        problems.append(at("exit", "queue_empty", message=f"stream {queue.name} is never "
+                                                          f"empty: its messages stay"))
     exchanges = [e.name for e in topology.exchanges]
     if scenario.workload.exchange and scenario.workload.exchange not in exchanges:
         problems.append(at("workload", "exchange", message=f"{scenario.workload.exchange!r} is "
@@ -152,6 +155,9 @@ def _stream_problems(workload: WorkloadSpec, queue: QueueSpec) -> list[tuple[Loc
     if workload.pattern == "request-reply":
         found.append((("workload", "pattern"), f"request-reply takes each request once: queue "
                                                f"{queue.name} is a stream"))
+    if queue.count > 1 or queue.per_member:
+        found.append((("workload", "queue"), f"stream {queue.name}: one stream per workload "
+                                             f"(not a %d pattern nor per_member)"))
     return found
 
 
