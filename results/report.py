@@ -135,6 +135,13 @@ def measurements_text(manifest: RunManifest, derived: dict[str, Any]) -> list[st
         lines += [f"- subscription {queue}: " + ", ".join(f"{name} {count:,}" for name, count
                                                         in figures.items())
                   for queue, figures in manifest.accounting.subscriptions.items()]
+        said = [f"{what} {details[name]:,}" for name, what in (
+            ("unroutable", "unroutable (no queue bound for their key)"),
+            ("returned", "returned to their senders (mandatory)"),
+            ("rereads", "read again from a stream (not duplicates)"))
+            if details.get(name)]
+        if said:
+            lines.append("- messages " + "; ".join(said))
     return lines
 
 

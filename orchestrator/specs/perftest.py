@@ -203,7 +203,10 @@ def _properties(draft: Draft, value: str) -> None:
 def _consumer_args(draft: Draft, value: str) -> None:
     for pair in value.split(","):
         name, _, setting = pair.partition("=")
-        draft.workload.setdefault("consumer_arguments", {})[name.strip()] = _typed(setting)
+        if name.strip() == "x-stream-offset":
+            draft.workload["stream_offset"] = _typed(setting.strip())
+        else:
+            draft.workload.setdefault("consumer_arguments", {})[name.strip()] = _typed(setting)
 
 
 def _global_qos(draft: Draft, value: str) -> None:
@@ -230,9 +233,8 @@ def _queue_args(draft: Draft, value: str) -> None:
         name, _, setting = pair.partition("=")
         name = name.strip()
         if name == "x-queue-type":
-            if setting not in ("classic", "quorum"):
-                raise PerfTestError(f"x-queue-type={setting}: classic or quorum (streams "
-                                    f"are not supported yet)")
+            if setting not in ("classic", "quorum", "stream"):
+                raise PerfTestError(f"x-queue-type={setting}: classic, quorum or stream")
             draft.queue["type"] = setting
         elif name in ("durable", "auto-delete"):
             draft.queue[name.replace("-", "_")] = setting.strip().lower() == "true"
@@ -312,7 +314,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("ad", "auto-delete", True, "Y", "the queue's auto_delete",
            _set("queue", "auto_delete", convert=lambda v: v.lower() == "true")),
     Option("qa", "queue-args", True, "Y", "the queue's type, durable, auto_delete and "
-                                          "x-arguments (x-queue-type: classic or quorum)",
+                                          "x-arguments (x-queue-type: classic, quorum or stream)",
            _queue_args),
     Option("qq", "quorum-queue", False, "Y", "the queue's type: quorum",
            _set("queue", "type", convert=lambda _: "quorum")),
@@ -375,8 +377,11 @@ OPTIONS: tuple[Option, ...] = (
                                                         "names become headers; ids and "
                                                         "timestamps are refused (surge's "
                                                         "header carries them)", _properties),
-    Option("ca", "consumer-args", True, "Y", "workload.consumer_arguments", _consumer_args),
-    Option("sq", "stream-queue", False, "N", "stream queues are not supported yet"),
+    Option("ca", "consumer-args", True, "Y", "workload.consumer_arguments; x-stream-offset: "
+                                             "workload.stream_offset", _consumer_args),
+    Option("sq", "stream-queue", False, "Y", "the queue's type: stream (durable, not "
+                                             "auto-deleted)",
+           lambda d, _: d.queue.update(type="stream", durable=True, auto_delete=False)),
     Option("po", "polling", False, "N", "basic.get polling is not supported yet"),
     Option("na", "nack", False, "N", "nack/requeue is not supported yet"),
     Option("E", "exclusive", False, "N", "server-named exclusive queues are not supported yet"),

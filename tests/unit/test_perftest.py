@@ -65,13 +65,18 @@ TAKEN = [
     "perf-test -x 1 -y 1 -mp priority=10,contentType=application/json,region=eu -f mandatory",
     "perf-test -x 1 -y 1 -e ex -t headers -mp kind=order -f persistent -f mandatory",
     "perf-test -x 1 -y 2 -Q 500 -ca x-priority=10",
+    # streams (PerfTest's documentation: "streams" section)
+    "perf-test -x 1 -y 2 -sq -u invoices -ca x-stream-offset=first",
+    "perf-test -x 2 -y 2 -qa x-queue-type=stream -u events -ad false",
+    "perf-test -sq -u events -x 1 -y 1 -ca x-stream-offset=2026-11-26T10:00:00Z",
 ]
 REFUSED = [
-    ("perf-test -x 1 -y 1 -sq -u invoices", "-sq: not supported: stream queues"),
     ("perf-test -x 1 -y 1 -K", "-K: not supported: a random UUID per message"),
     ("perf-test -x 1 -y 1 -f immediate", "-f: immediate: expected persistent or mandatory"),
     ("perf-test -x 1 -y 1 -mp messageId=7", "-mp: messageId: not supported"),
     ("perf-test -x 1 -y 1 -vs 10:30", "-vs"),
+    ("perf-test -x 1 -y 1 -qa x-queue-type=lazy", "-qa: x-queue-type=lazy: classic, quorum "
+                                                  "or stream"),
     ("perf-test -x 1 -y 1 --polling --polling-interval 10", "--polling: not supported"),
     ("perf-test -x 1 -y 1 --frobnicate 3", "--frobnicate: not a PerfTest option surge knows"),
     ("perf-test -x 1 -y 1 -s 12", "-s: 12: a surge message carries a 28-byte header"),
@@ -148,10 +153,10 @@ def test_the_command_prints_the_specs_or_refuses_in_one_line(tmp_path):
     assert printed.exit_code == 0, printed.output
     assert "queue: orders" in printed.output and "rate_per_sender: 500.0" in printed.output
     refused = runner.invoke(app, ["perftest", "--print", "--out", str(tmp_path / "b"), "--",
-                                  "-x", "1", "-sq"])
+                                  "-x", "1", "-po"])
     assert refused.exit_code != 0
     assert refused.output.strip().splitlines()[-1] == \
-        "perftest: -sq: not supported: stream queues are not supported yet"
+        "perftest: -po: not supported: basic.get polling is not supported yet"
 
 
 def test_message_options_become_the_message_fields(tmp_path):

@@ -181,3 +181,27 @@ def test_a_lost_agent_under_fanout_leaves_an_unknown_never_a_loss():
     assert books.unknown == 0 and books.lost is None and not books.balanced
     assert books.subscriptions["sub-3"] == {"routed": 10, "received": 0, "duplicates": 0,
                                             "queued": 0, "unknown": 10}
+
+
+def test_each_reader_of_a_stream_is_a_subscription_and_rereads_are_no_duplicates():
+    spec = scenario(queue="events", receivers=2, stream_offset="first")
+    routing = Routing.of(spec, TOPOLOGY.routes, ["events"], stream=True)
+    assert routing.subscriptions == {"events~1": "events", "events~2": "events"}
+    assert routing.copies_each() == 2
+    reader = SequenceTracker(stream=True)
+    assert [reader.record(1, seq) for seq in (0, 1, 0, 1, 2)] == [True, True, False, False, True]
+    assert (reader.received, reader.duplicates, reader.rereads) == (3, 0, 2)
+    every = range(5)
+    done = account([report({1: 5}, {"events~1": {1: every}, "events~2": {1: every}})],
+                   [protocol.Snapshot(0.0, rereads=5)], spec, None, routing=routing,
+                   per_queue={"events": 0})  # a stream's length is not reported
+    books = done.result
+    assert (books.published, books.sent, books.received, books.still_queued, books.lost) == \
+        (5, 10, 10, 0, 0)
+    assert books.balanced and done.extras["rereads"] == 5
+    behind = account([report({1: 5}, {"events~1": {1: every}, "events~2": {1: range(3)}})],
+                     [protocol.Snapshot(0.0)], spec, None, routing=routing,
+                     per_queue={"events": 0})
+    assert behind.result.subscriptions["events~2"] == {"routed": 5, "received": 3,
+                                                       "duplicates": 0}
+    assert behind.result.still_queued is None and behind.result.lost is None  # unknown
