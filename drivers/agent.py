@@ -156,6 +156,10 @@ class _Collector:
                                "end-to-end latency from the intended send time to receive "
                                "(rate-limited senders only)", recorder.total_intended_latency,
                                labels)
+        yield histogram_family("surge_agent_confirm_latency_seconds",
+                               "publisher-confirm latency, publish to the broker's confirm "
+                               "(senders with confirms only)", recorder.total_confirm_latency,
+                               labels)
 
 
 def _make_driver(config: protocol.Configure, recorder: Recorder) -> Driver:

@@ -256,6 +256,8 @@ class Snapshot:
     latency: dict[str, Any] = field(default_factory=dict)  # LatencyHistogram.to_dict()
     # the same from the intended send time (empty from an agent that does not measure it)
     intended_latency: dict[str, Any] = field(default_factory=dict)
+    # publisher confirms: from publish to the broker's confirm (empty without confirms)
+    confirm_latency: dict[str, Any] = field(default_factory=dict)
     fast_path: FastPath | None = None  # None: the driver has no fast path (MQ)
 
 

@@ -48,6 +48,8 @@ class Recorder:
         # from each message's intended send time (rate-limited senders only)
         self.intended_latency = LatencyHistogram()
         self.total_intended_latency = LatencyHistogram()
+        self.confirm_latency = LatencyHistogram()  # publish to confirm (senders with confirms)
+        self.total_confirm_latency = LatencyHistogram()
         self.trackers: dict[str, SequenceTracker] = {"": SequenceTracker()}  # per group
         self.senders: list[SenderRole] = []
 
@@ -73,13 +75,15 @@ class Recorder:
         self.last_error = message
 
     def snapshot(self) -> Snapshot:
-        """Cumulative counters plus the latency histograms (actual and intended) of the
+        """Cumulative counters plus the latency histograms (actual, intended, confirm) of the
         interval since the last call, stamped with this process's monotonic clock and its CPU
         time at that instant."""
-        interval, intended = self.latency, self.intended_latency
+        interval, intended, confirm = self.latency, self.intended_latency, self.confirm_latency
         self.latency, self.intended_latency = LatencyHistogram(), LatencyHistogram()
+        self.confirm_latency = LatencyHistogram()
         self.total_latency.merge(interval)
         self.total_intended_latency.merge(intended)
+        self.total_confirm_latency.merge(confirm)
         return Snapshot(
             monotonic_s=time.monotonic(), cpu_seconds=time.process_time(),
             sent=self.sent, confirmed=self.confirmed, nacked=self.nacked,
@@ -98,7 +102,8 @@ class Recorder:
             cancels=self.cancels, blocked=len(self.blocking.links),
             blocked_s=self.blocking.seconds(time.monotonic()),
             last_error=self.last_error or "", latency=interval.to_dict(),
-            intended_latency=intended.to_dict(), fast_path=self.fast_path)
+            intended_latency=intended.to_dict(), confirm_latency=confirm.to_dict(),
+            fast_path=self.fast_path)
 
     def sent_per_producer(self) -> dict[int, int]:
         """How many messages each producer of this agent has published (its next sequence)."""

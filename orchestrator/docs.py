@@ -248,6 +248,7 @@ def controller_families() -> list[tuple[str, str, str, list[str]]]:
         state=state, labels={"run_id": "r", "scenario": "s"},
         totals={total: 0 for _, total in COUNTERS.values()},
         latency=Recorder().total_latency, intended=Recorder().total_latency,
+        confirm=Recorder().total_latency,
         members=[{"member": "m0"}])
     return _families(ControllerMetrics.collect(metrics))  # type: ignore[arg-type]
 

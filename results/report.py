@@ -10,21 +10,23 @@ from types import ModuleType
 from typing import Any
 
 from results.analysis import RunAnalysis
-from results.rundir.figures import HISTOGRAM_KINDS, INTENDED, LATENCY, Percentile
+from results.rundir.figures import CONFIRM, HISTOGRAM_KINDS, INTENDED, LATENCY, Percentile
 from results.rundir.manifest import RunManifest
 from results.rundir.steps import FIGURES, StepRow, fixed_width, member_index
 
 PERCENTILES = sorted((name for name, how in FIGURES.items()
                       if isinstance(how, Percentile) and how.histogram == LATENCY),
                      key=lambda name: FIGURES[name].q)  # the step table's latency columns
-INTENDED_COLUMNS = [name for name, how in FIGURES.items()  # beside them, from intended times
-                    if isinstance(how, HISTOGRAM_KINDS) and how.histogram == INTENDED]
+INTENDED_COLUMNS = [name for name, how in FIGURES.items()  # beside them: from intended times,
+                    if isinstance(how, HISTOGRAM_KINDS)  # and publish to confirm
+                    and how.histogram in (INTENDED, CONFIRM)]
 INTENDED_TEXT = ("Intended p50/p99/max: latency measured from when the sender's schedule meant "
                  "each message to go rather than from when it went, so a sender that fell "
                  "behind (a stalled loop, flow control, a full write buffer) shows its delay "
                  "there and not only in the rate (no coordinated omission); messages of "
                  "rate-limited senders only (an unlimited sender has no schedule: \"-\" if "
-                 "all were).")
+                 "all were). Confirm p50/p99: publisher-confirm latency, from a message's "
+                 "publish to the broker's confirm of it (\"-\" without confirms).")
 
 MARKED_EVENTS = {"member_started": ("member started", "tab:green"),
                  "member_stopped": ("member stopped", "tab:purple"),

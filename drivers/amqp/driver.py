@@ -159,7 +159,7 @@ class _SenderLink(_Link):
         self.last_tag = 0
         self.published = 0
         self.templates: list[FrameEncoder] = []
-        # [first tag, first seq, count, ever nacked]
+        # [first tag, first seq, count, ever nacked, published at (monotonic ns)]
         self.unconfirmed_batches: deque[list[int]] = deque()
         # (first seq, count, ever nacked, nacked last) to publish again
         self.resend: list[tuple[int, int, bool, bool]] = []
@@ -246,7 +246,8 @@ class _SenderLink(_Link):
                 exchange, key = targets[keys[i] if keys else 0]
                 publish(exchange, key, role.body(seq), props, mandatory)
         if self.driver.destination.confirms:
-            self.unconfirmed_batches.append([self.published + 1, first_seq, n, nacked_before])
+            self.unconfirmed_batches.append([self.published + 1, first_seq, n, nacked_before,
+                                             time.monotonic_ns()])
         self.published += n
 
     def _returned(self, _channel, _method, _properties, _body) -> None:
@@ -293,12 +294,16 @@ class _SenderLink(_Link):
 
     def _settle(self, tag: int, nacked: bool) -> None:
         """Forget batches confirmed up to ``tag`` (RabbitMQ confirms in order); nacked ones
-        are published again, each counted in ``nacked`` the first time only."""
+        are published again, each counted in ``nacked`` the first time only; confirmed ones
+        record their confirm latency."""
         batches, recorder = self.unconfirmed_batches, self.recorder
+        now = time.monotonic_ns()
         while batches and batches[0][0] <= tag:
-            first_tag, first_seq, n, nacked_before = batches[0]
+            first_tag, first_seq, n, nacked_before, published_ns = batches[0]
             settled = min(n, tag - first_tag + 1)
-            if nacked:
+            if not nacked:
+                recorder.confirm_latency.record_many((now - published_ns) // 1000, settled)
+            else:
                 self.resend.append((first_seq, settled, True, True))
                 if nacked_before:
                     recorder.nacks_repeated += settled
@@ -308,12 +313,13 @@ class _SenderLink(_Link):
                 batches.popleft()
             else:
                 batches[0] = [first_tag + settled, first_seq + settled, n - settled,
-                              nacked_before]
+                              nacked_before, published_ns]
 
     def _unsettled_to_resend(self) -> None:
         """What the broker neither confirmed nor nacked is published again (its fate is
         unknown: a duplicate if the broker had taken it)."""
-        self.resend.extend((seq, n, ever, False) for _, seq, n, ever in self.unconfirmed_batches)
+        self.resend.extend((seq, n, ever, False)
+                           for _, seq, n, ever, _ in self.unconfirmed_batches)
         self.unconfirmed_batches.clear()
         self.published = self.last_tag = 0
 

@@ -108,6 +108,7 @@ class ControllerMetrics:
         self.totals: dict[str, float] = {}
         self.members: list[dict] = []
         self.latency, self.intended = LatencyHistogram(), LatencyHistogram()
+        self.confirm = LatencyHistogram()
         self.registry.register(self)
         self.server = self._serve(address, port, default_port, say or _stderr)
         self.port: int = self.server.server_address[1]
@@ -138,6 +139,7 @@ class ControllerMetrics:
             self.totals = dict(tick.totals)
             self.latency.merge(tick.latency)
             self.intended.merge(tick.intended)
+            self.confirm.merge(tick.confirm)
         if members is not None:
             self.members = members
 
@@ -158,6 +160,9 @@ class ControllerMetrics:
                                self.latency, labels)
         yield histogram_family("surge_intended_latency_seconds", "end-to-end latency from "
                                "the intended send time, all agents", self.intended, labels)
+        yield histogram_family("surge_confirm_latency_seconds", "publisher-confirm latency, "
+                               "publish to the broker's confirm, all agents", self.confirm,
+                               labels)
         members = self.members
         for name, (help_text, column) in MEMBER_GAUGES.items():
             family = GaugeMetricFamily(name, help_text, labels=[*labels, "member"])

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from orchestrator.run.sampling import AgentReading, Tick
-from results.rundir.figures import INTENDED, LATENCY
+from results.rundir.figures import CONFIRM, INTENDED, LATENCY
 from results.rundir.tables import CONTROLLER_HOST, latency_columns
 from topologies.base import MemberSample
 
@@ -44,7 +44,8 @@ def tick_row(stamped: dict[str, Any], tick: Tick, *, lateness_s: float, target_r
             "agents_missing": tick.agents_missing, "read_span_s": read_span_s,
             "broker_missing": broker_missing, "agents_lost": agents_lost,
             "host_cpu_percent": tick.host_cpu_percent.get(CONTROLLER_HOST),
-            **latency_columns(LATENCY, tick.latency), **latency_columns(INTENDED, tick.intended)}
+            **latency_columns(LATENCY, tick.latency), **latency_columns(INTENDED, tick.intended),
+            **latency_columns(CONFIRM, tick.confirm)}
 
 
 def member_rows(stamped: dict[str, Any], members: Iterable[MemberSample], tick: Tick

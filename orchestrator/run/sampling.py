@@ -37,6 +37,7 @@ class AgentReading:
     cpu_seconds: float | None = None  # the agent process's own CPU time at ``at``
     last_error: str = ""
     intended: LatencyHistogram = field(default_factory=LatencyHistogram)
+    confirm: LatencyHistogram = field(default_factory=LatencyHistogram)  # publish to confirm
 
     @classmethod
     def from_snapshot(cls, agent: int, snapshot: Snapshot, seen: float) -> AgentReading:
@@ -44,7 +45,7 @@ class AgentReading:
         return cls(agent, snapshot.monotonic_s, seen,
                    {name: getattr(snapshot, name) for name in COUNTERS},
                    _histogram(snapshot.latency), snapshot.cpu_seconds, snapshot.last_error,
-                   _histogram(snapshot.intended_latency))
+                   _histogram(snapshot.intended_latency), _histogram(snapshot.confirm_latency))
 
 
 def _histogram(data: dict[str, Any]) -> LatencyHistogram:
@@ -70,6 +71,7 @@ class Tick:
     latency: LatencyHistogram
     agents_missing: int = 0
     intended: LatencyHistogram = field(default_factory=LatencyHistogram)  # from intended times
+    confirm: LatencyHistogram = field(default_factory=LatencyHistogram)  # publish to confirm
     member_cpu_percent: dict[str, float | None] = field(default_factory=dict)
     member_cpu_interval_s: dict[str, float | None] = field(default_factory=dict)
     agent_cpu_percent: dict[int, float | None] = field(default_factory=dict)
@@ -103,7 +105,7 @@ class TickMath:
              hosts: dict[str, CpuReading | None] | None = None) -> Tick:
         """Fold one tick's readings (``None``: that source missed the tick's deadline)."""
         rates: dict[str, float | None] = dict.fromkeys(RATED, 0.0)
-        latency, intended = LatencyHistogram(), LatencyHistogram()
+        latency, intended, confirm = LatencyHistogram(), LatencyHistogram(), LatencyHistogram()
         agent_cpu: dict[int, float | None] = {}
         arrived = [r for r in agents.values() if r is not None]
         for index, reading in agents.items():
@@ -114,6 +116,7 @@ class TickMath:
                 continue
             latency.merge(reading.latency)
             intended.merge(reading.intended)
+            confirm.merge(reading.confirm)
             for name in RATED:
                 value, _ = rate(before.counters[name] if before else None,
                                 before.at if before else None, reading.counters[name],
@@ -129,7 +132,7 @@ class TickMath:
                   for name in COUNTERS}
         tick = Tick(elapsed_s, totals, rates, latency,
                     agents_missing=len(agents) - len(arrived), agent_cpu_percent=agent_cpu,
-                    intended=intended)
+                    intended=intended, confirm=confirm)
         for member in members or []:
             percent, interval = self._cpu(self.members, member.name,
                                           member.cpu if member.running else None)

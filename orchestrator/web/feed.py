@@ -19,7 +19,8 @@ from typing import Any
 #: The tick columns the page charts, in the order it receives them.
 TICK_COLUMNS = ("t", "elapsed_s", "phase", "target_rate", "send_rate", "receive_rate",
                 "queue_depth", "backlog", "latency_p50_ms", "latency_p99_ms", "errors",
-                "reconnects", "members_running", "cancels", "blocked", "blocked_s")
+                "reconnects", "members_running", "cancels", "blocked", "blocked_s",
+                "confirm_p50_ms", "confirm_p99_ms")
 MEMBER_COLUMNS = ("elapsed_s", "member", "running", "cpu_percent", "cpu_quota_cores")
 MARKED_EVENTS = frozenset((
     "step", "pause", "members_up", "member_started", "member_stopped", "member_draining",

@@ -28,6 +28,9 @@ LATENCY = "latency"
 INTENDED = "intended"
 """The histogram of latencies from each message's intended send time (the schedule's; messages
 of rate-limited senders only): latency without coordinated omission."""
+CONFIRM = "confirm"
+"""The histogram of publisher-confirm latencies: from a message's publish to the broker's
+confirm of it (senders with confirms only)."""
 
 
 # -- the kinds of figure -------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 
 from orchestrator.specs.plan import Phase
 from results.rundir.figures import (
+    CONFIRM,
     CONTROLLER_HOST,
     INTENDED,
     Change,
@@ -96,6 +97,8 @@ class StepRow:
     intended_p50_ms: float | None = _figure(Percentile(50.0, INTENDED))
     intended_p99_ms: float | None = _figure(Percentile(99.0, INTENDED))
     intended_max_ms: float | None = _figure(HistogramMax(INTENDED))
+    confirm_p50_ms: float | None = _figure(Percentile(50.0, CONFIRM))
+    confirm_p99_ms: float | None = _figure(Percentile(99.0, CONFIRM))
 
     @property
     def ratio(self) -> float | None:

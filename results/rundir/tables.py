@@ -32,8 +32,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from orchestrator.errors import SurgeError
+from results.rundir.figures import CONFIRM, INTENDED, LATENCY, histogram_columns
 from results.rundir.figures import CONTROLLER_HOST as CONTROLLER_HOST  # the hosts table's name
-from results.rundir.figures import INTENDED, LATENCY, histogram_columns
 from results.rundir.histogram import LatencyHistogram
 from results.rundir.manifest import RunManifest
 from results.rundir.parts import COMPACTED as COMPACTED
@@ -51,9 +51,11 @@ class Column(NamedTuple):
 
 
 _OF = {LATENCY: "from the actual send time",
-       INTENDED: "from the intended send time (rate-limited senders only)"}
+       INTENDED: "from the intended send time (rate-limited senders only)",
+       CONFIRM: "of publisher confirms, from publish to the broker's confirm (senders with "
+                "confirms only)"}
 _RECENT = "; null in runs recorded before it"
-_SINCE = {LATENCY: "", INTENDED: _RECENT}
+_SINCE = {LATENCY: "", INTENDED: _RECENT, CONFIRM: _RECENT}
 
 
 def _histogram(name: str, span: str) -> list[Column]:
@@ -144,6 +146,8 @@ COLUMNS: dict[str, list[Column]] = {
         *_histogram(LATENCY, _TICK_SPAN),
         # runs since the intended latency: absent in earlier runs of format 3 and before
         *_percentiles(INTENDED), *_histogram(INTENDED, _TICK_SPAN),
+        # runs since the confirm latency: absent in earlier runs
+        *_percentiles(CONFIRM), *_histogram(CONFIRM, _TICK_SPAN),
         # runs since broker-side cancels and blocked connections, and since agents could be
         # lost: absent in earlier runs
         Column("cancels", pa.int64(), "Consumers the broker cancelled: a queue deleted, a "

@@ -121,4 +121,6 @@ def test_mandatory_messages_no_queue_takes_are_returned_and_counted(broker, tmp_
     unroutable = details["unroutable"]
     assert books["published"] // 3 < unroutable < 2 * books["published"] // 3
     assert details["returned"] == unroutable  # each one came back to its sender
+    (step,) = manifest["steps"]  # publisher-confirm latency beside the delivery latency
+    assert 0 < step["confirm_p50_ms"] <= step["confirm_p99_ms"] < 1000
     assert books["subscriptions"]["kept"]["received"] == books["published"] - unroutable

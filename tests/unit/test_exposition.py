@@ -34,10 +34,13 @@ def test_the_default_port_serves_gauges_counters_and_histograms_with_their_label
         latency = LatencyHistogram()
         for value_us in (800, 3000, 40_000):
             latency.record(value_us)
+        confirm = LatencyHistogram()
+        confirm.record_many(1500, 10)
         totals = {"sent": 2400, "received": 2390, "errors": 1, "reconnects": 0}
         for _ in range(2):  # the histogram adds up over ticks, the totals are taken as given
             metrics.update(state, SimpleNamespace(totals=totals, latency=latency,
-                                                  intended=LatencyHistogram()),
+                                                  intended=LatencyHistogram(),
+                                                  confirm=confirm),
                            [{"member": "rabbit-0", "cpu_percent": 41.5, "running": True,
                              "cpu_quota_cores": 0.5}])
         text = _scrape(metrics.url)
@@ -48,6 +51,8 @@ def test_the_default_port_serves_gauges_counters_and_histograms_with_their_label
         assert f"surge_errors_total{{{run}}} 1.0" in text
         assert f'surge_latency_seconds_bucket{{le="0.001",{run}}} 2.0' in text
         assert f'surge_latency_seconds_bucket{{le="+Inf",{run}}} 6.0' in text
+        assert f'surge_confirm_latency_seconds_bucket{{le="0.001",{run}}} 0.0' in text
+        assert f'surge_confirm_latency_seconds_bucket{{le="0.0025",{run}}} 20.0' in text
         assert f'surge_member_cpu_percent{{member="rabbit-0",{run}}} 41.5' in text
         assert f'surge_member_cpu_quota_cores{{member="rabbit-0",{run}}} 0.5' in text
         assert f"surge_queue_depth{{{run}}} 0.0" in text

@@ -151,6 +151,9 @@ function figures(doc) {
     ["in flight (lag)", `${fmt(last("backlog"))} msgs`],
     ["queue depth", `${fmt(last("queue_depth"))} msgs`],
     ["p50 / p99", `${fmt(last("latency_p50_ms"), 1)} / ${fmt(last("latency_p99_ms"), 1)} ms`],
+    ...(column("confirm_p99_ms").some(v => v !== null && v !== undefined)
+      ? [["confirm p50 / p99", `${fmt(last("confirm_p50_ms"), 1)} / ${fmt(last("confirm_p99_ms"), 1)} ms`]]
+      : []),
     ["members", fmt(last("members_running"))],
     ["errors / reconnects", `${fmt(last("errors"))} / ${fmt(last("reconnects"))}`],
     ["blocked by the broker", `${fmt(blocked)} connections, ${fmt(last("blocked_s"))} s so far`,
