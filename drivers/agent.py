@@ -89,7 +89,7 @@ class Agent:
     def set_consumer_delay(self, delay: protocol.ConsumerDelay) -> protocol.Done:
         """Make every receiver take ``seconds`` per message from now on."""
         if self.driver:
-            self.driver.set_consumer_delay(delay.seconds)
+            self.driver.set_consumer_delay(delay.seconds, delay.paused)
         return protocol.Done()
 
     def move(self, move: protocol.Move) -> protocol.Moved:

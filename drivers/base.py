@@ -58,9 +58,10 @@ class Driver(ABC):
         a message: the new connection is made before the old one is let go."""
 
     @abstractmethod
-    def set_consumer_delay(self, seconds: float) -> None:
+    def set_consumer_delay(self, seconds: float, paused: bool = False) -> None:
         """Make every receiver take ``seconds`` per message from now on (0: as fast as it can),
-        holding the rest of its prefetch unacknowledged meanwhile."""
+        holding the rest of its prefetch unacknowledged meanwhile; ``paused``: none at all
+        (what is delivered is held, unacknowledged, until they resume)."""
 
     @abstractmethod
     def wake_senders(self) -> None:

@@ -172,9 +172,11 @@ class RateApplied:
 
 @dataclass(frozen=True)
 class ConsumerDelay:
-    """Each receiver's processing time per message from now on (0: as fast as it can)."""
+    """Each receiver's processing time per message from now on (0: as fast as it can); while
+    ``paused``, receivers take nothing (a backlog builds)."""
 
     seconds: float
+    paused: bool = False
 
 
 @dataclass(frozen=True)

@@ -147,6 +147,22 @@ def measurements_text(manifest: RunManifest, derived: dict[str, Any]) -> list[st
     return lines
 
 
+def backlog_tests_text(manifest: RunManifest) -> list[str]:
+    """A line per backlog test (a plan step with ``backlog``): built, drained, at what rate,
+    or which part its step's hold cut short."""
+    lines = []
+    for test in manifest.backlogs:
+        built = f"built ({test.built_messages:,} messages) in {_secs(test.build_s)}" \
+            if test.build_s is not None else "not built within the step"
+        drained = f"drained ({test.drain_ratio:.0%}) in {_secs(test.drain_s)} at " \
+                  f"{_num(test.drain_rate, 0)} msg/s received, senders at " \
+                  f"{test.publish_ratio:g}x the step's rate" if test.drain_s is not None \
+            else "not drained within the step" if test.build_s is not None else ""
+        lines.append(f"- backlog test of step {test.step}: {test.target_messages:,} messages "
+                     f"{built}" + (f"; {drained}" if drained else ""))
+    return lines
+
+
 def fast_path_text(manifest: RunManifest) -> list[str]:
     """The step table's first line: whether the agents ran the AMQP fast path (nothing for runs
     that did not record it: MQ runs, runs of an earlier surge)."""
@@ -224,6 +240,7 @@ def _markdown(analysis: RunAnalysis, derived: dict[str, Any], plots: list[str]) 
                         if r.get("receive_gap_s") else "")
                      + (f", publishers blocked for {_secs(r['blocked_s'])}"
                         if r.get("blocked_s") else ""))
+    lines += backlog_tests_text(analysis.manifest)
     b = derived.get("backlog", {})
     lines.append(f"- backlog peak {b.get('peak', 0):,} messages at {_secs(b.get('peak_at_s'))}, "
                  f"drained {_secs(b.get('drain_s'))} later")

@@ -520,10 +520,11 @@ class _ReceiverLink(_Link):
 
     def _arrived(self, buffer: bytes, offset: int, tag: int, redelivered: bool,
                  properties=None) -> None:
-        if self.driver.consumer_delay_s > 0 or self.pending:
+        driver = self.driver
+        if driver.consumer_delay_s > 0 or self.pending or driver.receivers_paused:
             self.pending.append((buffer, offset, tag, redelivered, properties))
-            self.driver.recorder.held += 1
-            if self.pending_timer is None:
+            driver.recorder.held += 1
+            if self.pending_timer is None and not driver.receivers_paused:
                 self.pending_timer = self.driver.ioloop.call_later(
                     max(0.0, self.busy_until - time.monotonic()), self._work_pending)
             return
@@ -532,7 +533,7 @@ class _ReceiverLink(_Link):
     def _work_pending(self) -> None:
         """Handle the oldest waiting delivery, then wait the consumer delay for the next."""
         self.pending_timer = None
-        if self.closing or self.channel is None:
+        if self.closing or self.channel is None or self.driver.receivers_paused:
             return
         delay = self.driver.consumer_delay_s
         while self.pending:
@@ -642,6 +643,7 @@ class AmqpDriver(Driver):
             else amqp_wire.fast_path_refused()
         recorder.fast_path = FastPath(on=refused is None, why=refused or "")
         self.consumer_delay_s = 0.0
+        self.receivers_paused = False  # a backlog being built: receivers hold what they get
         # one for every sender: a Zipf picker's table of many keys is megabytes
         self.key_picker = KeyPicker(len(destination.routing_keys) or 1, destination.key_order,
                                     destination.zipf_exponent)
@@ -707,11 +709,15 @@ class AmqpDriver(Driver):
     def wake_senders(self) -> None:
         self.call(lambda: [link.wake() for link in self.senders])
 
-    def set_consumer_delay(self, seconds: float) -> None:
+    def set_consumer_delay(self, seconds: float, paused: bool = False) -> None:
         def apply() -> None:
-            self.consumer_delay_s = seconds
+            resumed = self.receivers_paused and not paused
+            self.consumer_delay_s, self.receivers_paused = seconds, paused
             for link in self.receivers:
-                if link.pending and link.pending_timer is None:
+                if resumed and link.pending_timer is not None:
+                    self.ioloop.remove_timeout(link.pending_timer)
+                    link.pending_timer, link.busy_until = None, 0.0
+                if link.pending and link.pending_timer is None and not paused:
                     link.pending_timer = self.ioloop.call_later(0, link._work_pending)
         self.call(apply)
 

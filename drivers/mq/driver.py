@@ -103,6 +103,7 @@ class MqDriver(Driver):
         self.get_wait_ms = get_wait_ms
         self.lock = threading.RLock()
         self.consumer_delay_s = 0.0
+        self.receivers_paused = False  # a backlog being built: receivers take nothing
         self.workers: list[Worker] = []
         self.started = False
         self.watching = True  # register MQCB event handlers until one fails
@@ -198,9 +199,11 @@ class MqDriver(Driver):
             if isinstance(worker, SenderWorker):
                 worker.wake()
 
-    def set_consumer_delay(self, seconds: float) -> None:
-        """Every receiver and responder takes ``seconds`` per message from now on."""
+    def set_consumer_delay(self, seconds: float, paused: bool = False) -> None:
+        """Every receiver and responder takes ``seconds`` per message from now on (none at
+        all while ``paused``)."""
         self.consumer_delay_s = max(0.0, float(seconds))
+        self.receivers_paused = paused
 
     def call(self, function: Callable[[], object], timeout_s: float = 10.0) -> object:
         """Run ``function`` under the driver lock, where roles and the recorder are safe (the

@@ -41,6 +41,7 @@ class MqDriver(Protocol):
     lock: threading.RLock
     connection_reasons: frozenset[int]
     consumer_delay_s: float
+    receivers_paused: bool
     get_wait_ms: int
 
     def connect(self, endpoint: str, appltag: str) -> Any:
@@ -476,6 +477,10 @@ class ReceiverWorker(Worker):
         if self.stopping.is_set():
             return False
         C, md, driver = self.C, self.md, self.driver
+        if driver.receivers_paused:
+            self._settle()
+            time.sleep(PAUSED_POLL_S)
+            return True
         try:
             body = self.session.inq.get(self.buffer, md, self.gmo)
         except driver.mqi.MQMIError as error:

@@ -221,7 +221,7 @@ class Controller:
         self.page = serve_page(self.feed, self.board, self.web, self.token, self._event)
         setup.callback(lambda: end_page(self.feed, self.page, self.outcome))
         self.state.web_url = self.page.url if self.page else self.state.web_url
-        for listener in (self.losses, self.history, RunDirRows(self.writer),
+        for listener in (self.losses, self.history, self.steering.backlogs, RunDirRows(self.writer),
                          ViewFeed(self.state, self.view, self.feed, self.ticks),
                          MetricsFeed(metrics, self.state),
                          *([ScalerFeed(self.scaler)] if self.scaler else [])):
@@ -274,7 +274,8 @@ class Controller:
         self.feed.steps[:] = [asdict(step) for step in self.steps]
         self.manifest = self.manifest.replace(**({"drain": self.drain} if self.drain else {}), **(
             {"faults": timeline.fault_recoveries(timeline.read_events(self.run_dir), self.ticks)}
-            if self.scenario.faults or self.losses.count else {}))
+            if self.scenario.faults or self.losses.count else {}),
+            backlogs=self.steering.backlogs.results())
 
     def _tick_load(self) -> None:
         """The load part: a tick a second until the plan ends, an exit condition or a stop."""

@@ -71,15 +71,17 @@ class Crew:
             placement.configs[position[id(agent)]],
             labels={"run_id": run_id, "scenario": scenario.name, "agent": str(agent.index)})))
 
-    def apply(self, rate: protocol.Rate, delay: float) -> bool:
-        """Send what changed since the last call; whether the consumer delay changed."""
+    def apply(self, rate: protocol.Rate, delay: float, held: bool = False) -> bool:
+        """Send what changed since the last call; whether the consumers' delay or hold
+        changed."""
         if rate != self.applied.get("rate"):
             self.all(lambda agent: agent.set_rate(rate))
             self.applied["rate"] = rate
-        if delay == self.applied.get("delay", 0.0):
+        consumers = protocol.ConsumerDelay(delay, held)
+        if consumers == self.applied.get("consumers", protocol.ConsumerDelay(0.0)):
             return False
-        self.all(lambda agent: agent.set_consumer_delay(protocol.ConsumerDelay(delay)))
-        self.applied["delay"] = delay
+        self.all(lambda agent: agent.set_consumer_delay(consumers))
+        self.applied["consumers"] = consumers
         return True
 
     def stop(self) -> None:

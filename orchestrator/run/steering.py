@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 
 from drivers import protocol
+from orchestrator.run.backlogs import BacklogTests
 from orchestrator.run.crew import Crew
 from orchestrator.run.faults import FaultInjector
 from orchestrator.run.liveview import ViewState
@@ -27,6 +28,7 @@ class Steering:
         self.scenario, self.schedule, self.faults, self.crew = scenario, schedule, faults, crew
         self.state, self.feed, self.history, self.event = state, feed, history, event
         self.delays = plans.delay_phases(scenario.consumer_profile)
+        self.backlogs = BacklogTests(scenario.workload.message.mean, event)
         message = scenario.workload.message
         self.sizes = plans.size_phases(message.size_steps)
         self.classes = message.classes
@@ -36,18 +38,27 @@ class Steering:
         return self.scenario.workload.senders if phase.senders is None else phase.senders
 
     def target(self, phase: plans.Phase, elapsed: float) -> float:
-        """The total rate the plan (times any publish spike) asks for at ``elapsed``."""
-        return phase.rate_at(elapsed) * self.faults.spike_factor() * self.active(phase)
+        """The total rate the plan (times any publish spike or backlog drain ratio) asks for
+        at ``elapsed``."""
+        return self.rate(phase, elapsed) * self.active(phase)
+
+    def rate(self, phase: plans.Phase, elapsed: float) -> float:
+        """Each sender's rate at ``elapsed``."""
+        return phase.rate_at(elapsed) * self.faults.spike_factor() * \
+            self.backlogs.rate_factor(phase)
 
     def apply(self, elapsed: float, phase: plans.Phase) -> None:
-        """Send the agents what changed since the last tick: rate, active senders, and the
-        consumers' processing time (profile or slowdown)."""
-        rate = protocol.Rate(round(phase.rate_at(elapsed) * self.faults.spike_factor(), 3),
-                             phase.senders, self.size_class(elapsed))
+        """Send the agents what changed since the last tick: rate, active senders, message
+        size, and the consumers' processing time (profile or slowdown) or hold (a backlog
+        being built)."""
+        rate = protocol.Rate(round(self.rate(phase, elapsed), 3), phase.senders,
+                             self.size_class(elapsed))
         delay = self.faults.consumer_delay_s()
         delay = plans.value_at(self.delays, elapsed) if delay is None else delay
-        if self.crew.apply(rate, delay):
-            self.state.last_event = f"consumer delay {delay * 1000:g} ms"
+        held = self.backlogs.holding(phase)
+        if self.crew.apply(rate, delay, held):
+            self.state.last_event = "receivers held (backlog)" if held else \
+                f"consumer delay {delay * 1000:g} ms"
 
     def size_class(self, elapsed: float) -> int:
         """The size class of messages sent at ``elapsed`` (sizes over time; else 0)."""

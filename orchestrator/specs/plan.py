@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.specs.message import SizeStep
-from orchestrator.specs.scenario import DelayStep, StepSpec
+from orchestrator.specs.scenario import BacklogSpec, DelayStep, StepSpec
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class Phase:
     end_s: float
     from_rate: float | None = None
     senders: int | None = None
+    backlog: BacklogSpec | None = None  # a backlog built and drained within this phase
 
     def rate_at(self, elapsed_s: float) -> float:
         """The per-sender rate ``elapsed_s`` into the run (inside this phase)."""
@@ -48,7 +49,7 @@ def expand(steps: list[StepSpec]) -> list[Phase]:
                 previous = rate
                 rate = step.rate_per_sender.after(rate)
                 phases.append(Phase(len(phases) + 1, rate, clock, clock + step.hold,
-                                    previous if step.ramp else None, senders))
+                                    previous if step.ramp else None, senders, step.backlog))
                 clock += step.hold
     return phases
 

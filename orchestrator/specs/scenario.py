@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, field_validator
 
-from orchestrator.specs.base import FilePath, Fraction, Loc, SafeName, Seconds, Spec
+from orchestrator.specs.base import Bytes, FilePath, Fraction, Loc, SafeName, Seconds, Spec
 from orchestrator.specs.capacity import CapacitySpec, SloSpec
 from orchestrator.specs.limits import (
     MAX_SPIKE_FACTOR,
@@ -37,6 +37,33 @@ def _shorthand(field: str):
     return parse
 
 
+class BacklogSpec(Spec):
+    """A backlog test within a step (OpenMessaging Benchmark's backlog mode): receivers take
+    nothing until the workload's queues hold ``messages`` (or ``bytes``) that they have not
+    received, then take again while senders publish at ``publish_ratio`` of the step's rate,
+    until ``drain_ratio`` of that backlog is drained. The run says how long each part took and
+    the rate the backlog drained at."""
+
+    messages: int | None = Field(None, ge=1, le=1_000_000_000,
+                                 description="messages the backlog holds before receivers "
+                                             "take again")
+    bytes: Bytes | None = Field(None, gt=0, description="instead of messages: bytes the backlog "
+                                                        "holds (OMB's consumerBacklogSizeGB), "
+                                                        "counted at the mean message size")
+    drain_ratio: Fraction = Field(1.0, gt=0, le=1, description="share of the backlog drained "
+                                                               "before it counts as drained "
+                                                               "(OMB's backlogDrainRatio)")
+    publish_ratio: Number = Field(1.0, ge=0, le=10, description="senders' rate while the "
+                                                                "backlog drains, as a ratio "
+                                                                "of the step's")
+
+    def cross_problems(self) -> list[tuple[Loc, str]]:
+        """A size in messages or in bytes."""
+        if (self.messages is None) == (self.bytes is None):
+            return [((), "give either messages or bytes")]
+        return []
+
+
 class StepSpec(Spec):
     """One step of the load plan: a per-sender rate held for a while, perhaps repeated; also
     written ``"RATE:SECONDS"`` like PerfTest's ``-vr``."""
@@ -54,6 +81,9 @@ class StepSpec(Spec):
     senders: int | list[int] | None = Field(
         None, description="senders (requesters) active in this step; a list is a client-count "
                           "sweep, one step per count, e.g. [1, 2, 4, 8]; default all")
+    backlog: BacklogSpec | None = Field(
+        None, description="build a backlog with receivers held, then drain it, within this "
+                          "step's hold (which bounds it)")
 
     @field_validator("senders")
     @classmethod
@@ -295,9 +325,18 @@ class ScenarioSpec(Spec):
         for i, fault in enumerate(self.faults):
             if fault.at_step is not None and fault.at_step > steps:
                 found.append((("faults", i, "at_step"), f"the plan has {steps} steps"))
-        slowed = self.consumer_profile or any(f.kind == "consumer_slowdown" for f in self.faults)
+        backlogs = [i for i, step in enumerate(self.plan) if step.backlog is not None]
+        slowed = self.consumer_profile or backlogs or \
+            any(f.kind == "consumer_slowdown" for f in self.faults)
         if slowed and self.workload.ack == "auto":
-            found.append((("workload", "ack"), "a consumer_profile or consumer_slowdown needs "
-                                               "workload.ack: manual (with auto ack the "
-                                               "prefetch does not hold messages back)"))
+            found.append((("workload", "ack"), "a consumer_profile, consumer_slowdown or "
+                                               "backlog test needs workload.ack: manual (with "
+                                               "auto ack the prefetch does not hold messages "
+                                               "back)"))
+        found += [(("plan", i, "backlog"), "unlimited senders (rate 0) stop at "
+                                          "workload.max_backlog: set it to null for a backlog "
+                                          "test") for i in backlogs
+                  if self.workload.max_backlog is not None
+                  and not self.plan[i].rate_per_sender.relative
+                  and self.plan[i].rate_per_sender.after(0.0) == 0]
         return found

@@ -204,6 +204,21 @@ class FaultRecovery(Record):
     blocked_s: float | None = None
 
 
+class BacklogResult(Record):
+    """A step's backlog test: the backlog asked for and built (messages), the seconds to
+    build it and to drain it (to ``1 - drain_ratio`` of itself), and the rate receivers took
+    messages at while it drained (msg/s); ``None`` for a part the step's hold cut short."""
+
+    step: int
+    target_messages: int
+    built_messages: int | None = None
+    build_s: float | None = None
+    drain_s: float | None = None
+    drain_rate: float | None = None
+    drain_ratio: float = 1.0
+    publish_ratio: float = 1.0
+
+
 def _legacy_step(row: Any) -> Any:
     """A format 1 step row had no label: its step number is its label."""
     if isinstance(row, dict) and "label" not in row and "step" in row:
@@ -303,6 +318,7 @@ class RunManifest(Record):
     steps: list[Step] = []
     drain: Step | None = None
     faults: list[FaultRecovery] = []  # scenarios with faults only
+    backlogs: list[BacklogResult] = []  # plan steps with a backlog test only
     sampling: Sampling | None = None
     prometheus: Prometheus | None = None
     unmeasured: dict[str, str] = {}  # figure -> why this placement cannot know it
