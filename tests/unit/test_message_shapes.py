@@ -8,8 +8,8 @@ import pytest
 from pika import frame, spec
 from pydantic import ValidationError
 
-from drivers.amqp.driver import _template_picks
 from drivers.amqp.frames import FrameEncoder
+from drivers.amqp.sender import _template_picks
 from drivers.header import HEADER_SIZE, decode
 from drivers.message import Bodies, PayloadBuilder
 from drivers.protocol import MessageShape

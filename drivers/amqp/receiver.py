@@ -1,0 +1,180 @@
+"""Receiver and responder links: consuming with a prefetch (deliveries read by the fast path's
+decoder), acknowledging in batches, a consumer processing time or hold, streams read from an
+offset, responders putting each reply before acknowledging its request."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from datetime import datetime
+
+import pika
+
+from drivers.amqp import wire as amqp_wire
+from drivers.amqp.frames import ack_frame
+from drivers.amqp.link import BACKOFF_S, Link, LinkHost
+from drivers.header import HEADER_SIZE
+from drivers.workers import ReceiverRole, ResponderRole
+
+ACK_FLUSH_S = 0.1  # manual acks of a quiet receiver are flushed at least this often
+
+
+class ReceiverLink(Link):
+    def __init__(self, driver: LinkHost, role: ReceiverRole, endpoint: str, queue: str):
+        super().__init__(driver, endpoint, queue)
+        self.role = role
+        destination = driver.destination
+        self.manual = destination.manual_ack
+        self.ack_every = destination.ack_every or max(1, destination.prefetch // 4)
+        self.unacked = 0
+        self.last_tag = 0
+        self.decoding = False  # deliveries parsed by amqp_wire, acks sent as its frames
+        self.timer = None
+        self.consumer_tag: str | None = None
+        self.responds = isinstance(role, ResponderRole)
+        # get the request and put the reply in one transaction (MQ's syncpoint)
+        self.transactional = self.responds and self.manual and destination.unit_of_work
+        self.pending: deque[tuple] = deque()  # deliveries waiting for the consumer delay
+        self.pending_timer = None
+        self.busy_until = 0.0  # a slowed receiver handles its next message from then
+        if self.responds:
+            self.padding = bytes(max(0, destination.reply_size - HEADER_SIZE))
+            self.reply_mode = 2 if destination.persistent else 1
+
+    def _channel_opened(self, channel) -> None:
+        # unlike a sender's, a receiver's backoff starts again only once it consumes: a channel
+        # that opens and is closed by the broker because its queue is missing counts as a retry
+        self.channel = channel
+        channel.add_on_close_callback(self._channel_closed)
+        channel.add_on_cancel_callback(self._cancelled)
+        self.ready(channel)
+
+    def _consuming(self, _frame) -> None:
+        self.attempt = 0
+
+    def _cancelled(self, _frame) -> None:
+        """The broker cancelled this consumer: count it and consume again after a backoff (the
+        channel stays open; if the queue is still missing, the broker closes the channel and
+        the link reconnects with backoff until the queue is back)."""
+        self.consumer_tag = None
+        self.recorder.cancels += 1
+        self.recorder.error(f"consumer of {self.queue} cancelled by the broker")
+        if self.closing:
+            return
+        delay = BACKOFF_S[min(self.attempt, len(BACKOFF_S) - 1)]
+        self.attempt += 1
+        self.driver.ioloop.call_later(delay, self._consume_again)
+
+    def _consume_again(self) -> None:
+        channel = self.channel
+        if self.closing or channel is None or not channel.is_open or self.consumer_tag:
+            return
+        self.consumer_tag = channel.basic_consume(
+            self.queue, self._delivered, auto_ack=not self.manual, callback=self._consuming,
+            arguments=self.driver.consume_arguments or None)
+
+    def ready(self, channel) -> None:
+        self.unacked = 0
+        self._drop_pending()
+        self.decoding = not self.responds and self.driver.fast_path_on(self.connection)
+        if self.decoding:
+            amqp_wire.install_decoder(self.connection, channel.channel_number, self._arrived)
+        channel.basic_qos(prefetch_count=self.driver.destination.prefetch,
+                          global_qos=self.driver.destination.global_qos)
+        if self.transactional:
+            channel.tx_select()
+        self.consumer_tag = channel.basic_consume(
+            self.queue, self._delivered, auto_ack=not self.manual, callback=self._consuming,
+            arguments=self.driver.consume_arguments or None)
+        if self.manual and self.timer is None:  # one flush timer, whatever the reconnects
+            self.timer = self.driver.ioloop.call_later(ACK_FLUSH_S, self._flush_timer)
+
+    def _delivered(self, channel, method, properties, body) -> None:
+        self._arrived(body, 0, method.delivery_tag, method.redelivered, properties)
+
+    def _arrived(self, buffer: bytes, offset: int, tag: int, redelivered: bool,
+                 properties=None) -> None:
+        driver = self.driver
+        if driver.consumer_delay_s > 0 or self.pending or driver.receivers_paused:
+            self.pending.append((buffer, offset, tag, redelivered, properties))
+            driver.recorder.held += 1
+            if self.pending_timer is None and not driver.receivers_paused:
+                self.pending_timer = self.driver.ioloop.call_later(
+                    max(0.0, self.busy_until - time.monotonic()), self._work_pending)
+            return
+        self._process(buffer, offset, tag, redelivered, properties)
+
+    def _work_pending(self) -> None:
+        """Handle the oldest waiting delivery, then wait the consumer delay for the next."""
+        self.pending_timer = None
+        if self.closing or self.channel is None or self.driver.receivers_paused:
+            return
+        delay = self.driver.consumer_delay_s
+        while self.pending:
+            self.driver.recorder.held -= 1
+            self._process(*self.pending.popleft())
+            if delay > 0:
+                self.busy_until = time.monotonic() + delay
+                break
+        if self.pending:
+            self.pending_timer = self.driver.ioloop.call_later(delay, self._work_pending)
+
+    def _process(self, buffer: bytes, offset: int, tag: int, redelivered: bool,
+                 properties) -> None:
+        self.role.on_body(buffer, offset, redelivered)
+        if self.responds and properties is not None and properties.reply_to:
+            self.channel.basic_publish(
+                "", properties.reply_to, buffer[offset:offset + HEADER_SIZE] + self.padding,
+                pika.BasicProperties(delivery_mode=self.reply_mode,
+                                     correlation_id=properties.correlation_id))
+        if self.transactional:
+            self.channel.basic_ack(tag)
+            self.channel.tx_commit()
+        elif self.manual:
+            self.last_tag = tag
+            self.unacked += 1
+            if self.unacked >= self.ack_every:
+                self._ack_up_to(tag)
+
+    def _drop_pending(self) -> None:
+        self.driver.recorder.held -= len(self.pending)
+        self.pending.clear()
+
+    def _ack_up_to(self, tag: int) -> None:
+        if self.decoding:
+            amqp_wire.emit(self.connection,
+                           ack_frame(self.channel.channel_number, tag, True))
+        else:
+            self.channel.basic_ack(tag, multiple=True)
+        self.unacked = 0
+
+    def flush(self) -> None:
+        if self.unacked and self.channel is not None and self.channel.is_open:
+            self._ack_up_to(self.last_tag)
+
+    def retire(self) -> None:
+        """Stop consuming here without losing or duplicating: cancel, take what is still in
+        flight, acknowledge everything, then close."""
+        self.closing = True
+        if self.channel is not None and self.channel.is_open and self.consumer_tag:
+            self.channel.basic_cancel(self.consumer_tag, callback=lambda _frame: self._closed_out())
+        else:
+            self.close()
+
+    def _closed_out(self) -> None:
+        self._drop_pending()  # never processed nor acknowledged: back to the queue on close
+        self.flush()
+        self.close()
+
+    def _flush_timer(self) -> None:
+        self.flush()
+        if not self.closing:
+            self.timer = self.driver.ioloop.call_later(ACK_FLUSH_S, self._flush_timer)
+
+
+def stream_offset(offset: int | str) -> int | str | datetime:
+    """``x-stream-offset`` as RabbitMQ takes it: first, last, next, an offset, or a time (an
+    AMQP timestamp, from ISO 8601 text)."""
+    if isinstance(offset, int) or offset in ("first", "last", "next"):
+        return offset
+    return datetime.fromisoformat(offset.replace("Z", "+00:00"))

@@ -1,0 +1,344 @@
+"""Sender and requester links: publishing on a rate schedule (templates stamped in batches on
+the fast path), publisher confirms, nacks and republishing, the backlog gate; requesters
+matching replies by correlation id."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+import pika
+
+from drivers.amqp import wire as amqp_wire
+from drivers.amqp.frames import FrameEncoder, mixed_batch
+from drivers.amqp.link import BACKOFF_S, Link, LinkHost
+from drivers.backlog import BacklogGate
+from drivers.message import Bodies
+from drivers.rate import on_tick
+from drivers.routing import KeyPicker
+from drivers.workers import RequesterRole, SenderRole
+
+MAX_BUFFERED_BYTES = 4 * 1024 * 1024  # outbound bytes per connection before a sender waits
+PACING_TICK_S = 0.002  # fast rate-limited senders wake on multiples of this (see _again)
+RETIRE_GRACE_S = 2.0  # a moved sender's old connection stays open this long for its last publishes
+PAUSED_POLL_S = 0.05  # a paused (or closed-loop) sender looks again this often
+BACKLOG_WAIT_S = 0.005  # an unlimited sender out of backlog credit looks again this often
+
+
+class SenderLink(Link):
+    def __init__(self, driver: LinkHost, role: SenderRole, endpoint: str,
+                 queue: str | list[str]):
+        routes = queue if isinstance(queue, list) else [queue]
+        super().__init__(driver, endpoint, routes[0])
+        self.routes = routes  # the queues its messages reach, whose depth its gate reads
+        self.role = role
+        destination = driver.destination
+        # where each message is published: an (exchange, routing key) per route, or per key
+        self.targets = [("", route) for route in routes] if not destination.exchange else \
+            [(destination.exchange, key) for key in destination.routing_keys or ("",)]
+        self.picker = driver.key_picker if destination.exchange \
+            else KeyPicker(len(self.targets), "sequential")  # queues in turn: bind not-fixed
+        self.bodies = role.bodies
+        self.properties = driver.properties
+        self.timer = None
+        self.last_tag = 0
+        self.published = 0
+        self.templates: list[FrameEncoder] = []
+        # [first tag, first seq, count, ever nacked, published at (monotonic ns)]
+        self.unconfirmed_batches: deque[list[int]] = deque()
+        # (first seq, count, ever nacked, nacked last) to publish again
+        self.resend: list[tuple[int, int, bool, bool]] = []
+        self.reopening = False  # a nack closes the channel; publishing waits for a new one
+        self.nack_rounds = 0  # channels reopened after nacks since the last confirm
+        bound = driver.destination.backlog_per_sender
+        self.gate = BacklogGate(bound) if bound is not None else None
+
+    def ready(self, channel) -> None:
+        self.published = self.last_tag = 0
+        self.reopening = False
+        destination = self.driver.destination
+        if destination.confirms:
+            channel.confirm_delivery(self._confirmed)
+        if self.driver.message.mandatory:
+            channel.add_on_return_callback(self._returned)
+        self.templates = []
+        if self.driver.fast_path_on(self.connection):
+            self.templates = self.driver.templates(channel.channel_number,
+                                                   self.connection.params.frame_max,
+                                                   tuple(self.targets), self.bodies)
+        if self.gate is not None:
+            self.gate.forget()
+        self._publish()
+
+    @property
+    def publishing(self) -> bool:
+        """Whether this link still publishes for its role."""
+        role = self.role
+        return self.channel is not None and not self.closing and not self.reopening \
+            and role.active and not role.done
+
+    def _publish(self) -> None:
+        self.timer = None
+        role = self.role
+        if not self.publishing:
+            return
+        gate = self.gate if not role.schedule.rate else None
+        if gate is not None and gate.wants_reading(time.monotonic()):
+            self._read_depth()
+        if self._may_publish():
+            for first, n, ever_nacked, nacked_last in self.resend:
+                self._emit(first, n, ever_nacked)
+                self.recorder.republished += n
+                self.recorder.nacks_republished += n if nacked_last else 0
+            self.resend.clear()
+            n = role.due() if gate is None else gate.allow(role.due())
+            if n:
+                self._emit(role.take(n), n)
+                self.recorder.sent += n
+            delay = PAUSED_POLL_S if role.paused else role.delay_s()
+            if gate is not None and gate.credit <= 0:
+                delay = BACKLOG_WAIT_S
+        else:
+            delay = PACING_TICK_S
+        self._again(delay)
+
+    def _again(self, delay: float) -> None:
+        """Publish again after ``delay``. A rate-limited sender whose next message is due
+        within a pacing tick wakes on the agent's tick instead (a few messages at a time, one
+        loop turn for all such senders); a slower one wakes when its message is due."""
+        if self.role.schedule.rate and delay < PACING_TICK_S:
+            delay = on_tick(delay, time.monotonic(), PACING_TICK_S)
+        self.timer = self.driver.ioloop.call_later(delay, self._publish)
+
+    def _emit(self, first_seq: int, n: int, nacked_before: bool = False) -> None:
+        """Publish messages ``first_seq`` .. ``first_seq + n - 1`` of this sender
+        (``nacked_before``: each of them was nacked once already)."""
+        role, producer = self.role, self.role.producer_id
+        keys = None if self.picker.fixed else self.picker.picks(producer, first_seq, n)
+        if self.templates:
+            picks = _template_picks(keys, self.bodies, producer, first_seq, n)
+            if isinstance(picks, int):
+                amqp_wire.emit(self.connection, self.templates[picks].batch(
+                    n, producer, first_seq, time.time_ns(), role.lags(first_seq)))
+            else:
+                amqp_wire.emit(self.connection, mixed_batch(
+                    self.templates, picks, producer, first_seq, time.time_ns(),
+                    role.lags(first_seq)))
+        else:
+            publish, props, targets = self.channel.basic_publish, self.properties, self.targets
+            mandatory = self.driver.message.mandatory
+            for i, seq in enumerate(range(first_seq, first_seq + n)):
+                exchange, key = targets[keys[i] if keys else 0]
+                publish(exchange, key, role.body(seq), props, mandatory)
+        if self.driver.destination.confirms:
+            self.unconfirmed_batches.append([self.published + 1, first_seq, n, nacked_before,
+                                             time.monotonic_ns()])
+        self.published += n
+
+    def _returned(self, _channel, _method, _properties, _body) -> None:
+        """The broker returned a mandatory message no queue took."""
+        self.recorder.returned += 1
+
+    def _read_depth(self) -> None:
+        """Ask for the ready messages in this sender's queues (a passive declare of each); the
+        gate gets their sum once every queue has answered."""
+        channel, gate = self.channel, self.gate
+        gate.asked(self.published)
+        answers: list[int] = []
+
+        def answered(frame) -> None:
+            answers.append(frame.method.message_count)
+            if len(answers) == len(self.routes) and self.channel is channel:
+                gate.answered(sum(answers), self.published, time.monotonic())
+
+        for route in self.routes:
+            channel.queue_declare(route, passive=True, callback=answered)
+
+    def _may_publish(self) -> bool:
+        if self.unconfirmed >= self.driver.destination.confirm_window:
+            return False
+        return amqp_wire.write_buffer_size(self.connection) < MAX_BUFFERED_BYTES
+
+    def _confirmed(self, frame) -> None:
+        method = frame.method
+        tag = method.delivery_tag
+        count = tag - self.last_tag if method.multiple else 1
+        self.last_tag = max(self.last_tag, tag)
+        if method.NAME == "Basic.Ack":
+            self.recorder.confirmed += count
+            self.nack_rounds = 0
+            self._settle(tag, nacked=False)
+        else:
+            self._nacked(tag, count)
+
+    def _nacked(self, tag: int, count: int) -> None:
+        """The broker nacked ``count`` publishes up to ``tag``: publish them again on a new
+        channel."""
+        self._settle(tag, nacked=True)
+        self._reopen()
+
+    def _settle(self, tag: int, nacked: bool) -> None:
+        """Forget batches confirmed up to ``tag`` (RabbitMQ confirms in order); nacked ones
+        are published again, each counted in ``nacked`` the first time only; confirmed ones
+        record their confirm latency."""
+        batches, recorder = self.unconfirmed_batches, self.recorder
+        now = time.monotonic_ns()
+        while batches and batches[0][0] <= tag:
+            first_tag, first_seq, n, nacked_before, published_ns = batches[0]
+            settled = min(n, tag - first_tag + 1)
+            if not nacked:
+                recorder.confirm_latency.record_many((now - published_ns) // 1000, settled)
+            else:
+                self.resend.append((first_seq, settled, True, True))
+                if nacked_before:
+                    recorder.nacks_repeated += settled
+                else:
+                    recorder.nacked += settled
+            if settled == n:
+                batches.popleft()
+            else:
+                batches[0] = [first_tag + settled, first_seq + settled, n - settled,
+                              nacked_before, published_ns]
+
+    def _unsettled_to_resend(self) -> None:
+        """What the broker neither confirmed nor nacked is published again (its fate is
+        unknown: a duplicate if the broker had taken it)."""
+        self.resend.extend((seq, n, ever, False)
+                           for _, seq, n, ever, _ in self.unconfirmed_batches)
+        self.unconfirmed_batches.clear()
+        self.published = self.last_tag = 0
+
+    def _reopen(self) -> None:
+        """Stop publishing on this channel and close it; a new one opens after a backoff."""
+        if self.reopening or self.closing or self.channel is None:
+            return
+        self.reopening = True
+        self._cancel_timer()
+        self.channel.close()
+
+    def _channel_closed(self, channel, reason) -> None:
+        if not self.reopening or self.closing:
+            super()._channel_closed(channel, reason)
+            return
+        self.channel = None
+        self._unsettled_to_resend()
+        self.recorder.reconnects += 1
+        delay = BACKOFF_S[min(self.nack_rounds, len(BACKOFF_S) - 1)]
+        self.nack_rounds += 1
+        connection = self.connection
+        self.driver.ioloop.call_later(delay, lambda: self._new_channel(connection))
+
+    def _new_channel(self, connection) -> None:
+        if connection is self.connection and connection.is_open and not self.closing:
+            connection.channel(on_open_callback=self._channel_opened)
+
+    def _connection_closed(self, connection, reason) -> None:
+        if not self.closing:
+            self._unsettled_to_resend()
+        self.unconfirmed_batches.clear()
+        super()._connection_closed(connection, reason)
+
+    @property
+    def unconfirmed(self) -> int:
+        return self.published - self.last_tag if self.driver.destination.confirms else 0
+
+    def stop(self) -> None:
+        self.role.active = False
+        self._cancel_timer()
+
+    def retire(self) -> None:
+        """Hand the role to another link: stop publishing here, close once the last publishes
+        have had time to reach the broker (confirmed, where confirms are on)."""
+        self._cancel_timer()
+        self.closing = True
+        self.driver.ioloop.call_later(RETIRE_GRACE_S, self._close_when_confirmed)
+
+    def _close_when_confirmed(self) -> None:
+        if self.unconfirmed > 0 and self.connection and self.connection.is_open:
+            self.driver.ioloop.call_later(0.1, self._close_when_confirmed)
+        else:
+            self.close()
+
+    def wake(self) -> None:
+        """Publish now what the schedule says, instead of when the waiting timer fires (a
+        link without one is not waiting: stopped, retired or between connections)."""
+        if self.timer is not None:
+            self._cancel_timer()
+            self.timer = self.driver.ioloop.call_later(0, self._publish)
+
+    def _cancel_timer(self) -> None:
+        if self.timer is not None:
+            self.driver.ioloop.remove_timeout(self.timer)
+            self.timer = None
+
+
+class RequesterLink(SenderLink):
+    """A requester: its own reply queue, requests with reply_to and a correlation id."""
+
+    role: RequesterRole
+
+    def __init__(self, driver: LinkHost, role: RequesterRole, endpoint: str, queue: str):
+        super().__init__(driver, role, endpoint, queue)
+        self.reply_to = ""
+
+    def ready(self, channel) -> None:
+        self.published = self.last_tag = 0
+        if self.driver.destination.confirms:
+            channel.confirm_delivery(self._confirmed)
+        channel.queue_declare("", exclusive=True, auto_delete=True,
+                              callback=self._reply_queue_declared)
+
+    def _nacked(self, tag: int, count: int) -> None:
+        """A nacked request is not sent again: its requester waits for its reply until the
+        reply timeout."""
+        self.recorder.nacked += count
+
+    def _reply_queue_declared(self, frame) -> None:
+        self.reply_to = frame.method.queue
+        self.channel.basic_consume(self.reply_to, self._replied, auto_ack=True)
+        self._publish()
+
+    def _replied(self, channel, method, properties, body) -> None:
+        self.role.on_reply(properties.correlation_id)
+        self._send()
+
+    def _publish(self) -> None:
+        self.timer = None
+        role = self.role
+        if not self.publishing:
+            return
+        role.expire(self.driver.destination.reply_timeout_s)
+        self._send()
+        self._again(PAUSED_POLL_S if role.paused or not role.schedule.rate else role.delay_s())
+
+    def _send(self) -> None:
+        if self.channel is None or self.closing or not self._may_publish():
+            return
+        role, publish = self.role, self.channel.basic_publish
+        mode = self.properties.delivery_mode
+        n = role.room()
+        for _ in range(n):
+            correlation, body = role.request()
+            publish("", self.queue, body, pika.BasicProperties(
+                delivery_mode=mode, reply_to=self.reply_to, correlation_id=correlation))
+        self.published += n
+        self.recorder.sent += n
+
+    def _connection_closed(self, connection, reason) -> None:
+        self.role.lost_connection()
+        self.unconfirmed_batches.clear()
+        Link._connection_closed(self, connection, reason)
+
+
+def _template_picks(keys: list[int] | None, bodies: Bodies, producer_id: int, first_seq: int,
+                    n: int) -> int | list[int]:
+    """The template of each of ``n`` messages from ``first_seq`` (templates are laid out key
+    by key, each key's size classes together), or the one template all of them take."""
+    sizes = bodies.picks(producer_id, first_seq, n)
+    classes = bodies.count
+    if keys is None:
+        return bodies.current if sizes is None else sizes
+    if sizes is None:
+        current = bodies.current
+        return [k * classes + current for k in keys]
+    return [k * classes + c for k, c in zip(keys, sizes)]
