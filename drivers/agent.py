@@ -51,7 +51,8 @@ class Agent:
                 role = receiver_kind(self.recorder, receiver.id, receiver.group,
                                      stream=config.destination.stream_offset is not None)
                 self.receivers[role.receiver_id] = role
-                self.driver.add_receiver(role, receiver.endpoint, receiver.queue)
+                self.driver.add_receiver(role, receiver.endpoint, receiver.queue,
+                                         receiver.start_delay_s)
             self.bodies = Bodies(config.message)
             payload = PayloadBuilder(self.bodies)
             for sender in config.senders:

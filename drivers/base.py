@@ -48,8 +48,10 @@ class Driver(ABC):
         the next one in turn (MQ's bind not-fixed)."""
 
     @abstractmethod
-    def add_receiver(self, role: ReceiverRole, endpoint: str, queue: str | None = None) -> None:
-        """Connect a receiver to ``endpoint`` and consume from ``queue``."""
+    def add_receiver(self, role: ReceiverRole, endpoint: str, queue: str | None = None,
+                     start_delay_s: float = 0.0) -> None:
+        """Connect a receiver to ``endpoint`` and consume from ``queue`` (``start_delay_s``
+        from now)."""
 
     @abstractmethod
     def move(self, role: SenderRole | ReceiverRole, endpoint: str, queue: str | None = None

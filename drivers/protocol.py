@@ -82,6 +82,7 @@ class ReceiverConfig:
     endpoint: str
     queue: str | None = None  # None: the destination's
     group: str = ""  # its subscription: receivers of one group share each message's one copy
+    start_delay_s: float = 0.0  # it starts consuming this long after it is configured
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,14 @@ class Destination:
     # last, next, an offset, an ISO 8601 time); None: the queue is not a stream
     consumer_arguments: dict[str, Any] = field(default_factory=dict)  # of basic.consume
     global_qos: bool = False  # the prefetch is the channel's, not each consumer's
+    publish_transaction: int | None = None  # senders commit a transaction every N publishes
+    consume_transaction: int | None = None  # receivers commit their acks every N deliveries
+    nack: str = ""  # "": acknowledge; "requeue" or "drop": nack every delivery instead
+    polling_s: float | None = None  # receivers basic.get, waiting this long on an empty queue
+    consumer_rate: float | None = None  # msg/s each receiver takes at most
+    receiver_limit: int | None = None  # each receiver stops after this many messages
+    reconnect_s: float | None = None  # a fixed reconnect interval instead of the backoff
+    tcp_options: dict[str, int] = field(default_factory=dict)  # TCP_KEEPIDLE, ...
 
 
 @dataclass(frozen=True)
@@ -250,6 +259,10 @@ class Snapshot:
     skipped: int = 0
     target_rate: float = 0.0
     returned: int = 0  # mandatory messages the broker returned (no queue took them)
+    requeued: int = 0  # deliveries receivers nacked back to their queue
+    rejected: int = 0  # deliveries receivers nacked without requeue (the broker drops them)
+    committed: int = 0  # publishes of committed transactions
+    receivers_done: int = 0  # receivers that took their messages_per_receiver
     rereads: int = 0  # stream messages a receiver read again (from its offset, reconnected)
     cancels: int = 0  # consumers the broker cancelled (a queue deleted, a leader lost)
     blocked: int = 0  # connections the broker blocks now (a resource alarm)

@@ -40,6 +40,10 @@ class Recorder:
         self.held = 0  # deliveries a slowed receiver holds, not yet handled (nor counted)
         self.cancels = 0  # consumers the broker cancelled
         self.returned = 0  # mandatory messages the broker returned (no queue took them)
+        self.requeued = 0  # deliveries nacked back to their queue
+        self.rejected = 0  # deliveries nacked without requeue
+        self.committed = 0  # publishes of committed transactions
+        self.receivers_done = 0  # receivers that took their limit of messages
         self.fast_path: FastPath | None = None  # set by a driver that has one
         self.blocking = Blocking()
         self.last_error = ""
@@ -93,6 +97,8 @@ class Recorder:
             duplicates=sum(t.duplicates for t in self.trackers.values()),
             out_of_order=sum(t.out_of_order for t in self.trackers.values()),
             rereads=sum(t.rereads for t in self.trackers.values()), returned=self.returned,
+            requeued=self.requeued, rejected=self.rejected, committed=self.committed,
+            receivers_done=self.receivers_done,
             errors=self.errors, reconnects=self.reconnects, header_errors=self.header_errors,
             connections=self.connections, republished=self.republished, served=self.served,
             unmatched=self.unmatched, timeouts=self.timeouts,

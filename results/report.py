@@ -140,7 +140,10 @@ def measurements_text(manifest: RunManifest, derived: dict[str, Any]) -> list[st
         said = [f"{what} {details[name]:,}" for name, what in (
             ("unroutable", "unroutable (no queue bound for their key)"),
             ("returned", "returned to their senders (mandatory)"),
-            ("rereads", "read again from a stream (not duplicates)"))
+            ("rereads", "read again from a stream (not duplicates)"),
+            ("requeued", "nacked back to their queue by receivers (deliveries)"),
+            ("rejected", "nacked without requeue, dropped by the broker"),
+            ("committed", "published in committed transactions"))
             if details.get(name)]
         if said:
             lines.append("- messages " + "; ".join(said))

@@ -111,10 +111,14 @@ class AmqpDriver(Driver):
         self.senders.append(link)
         self.call(link.connect)
 
-    def add_receiver(self, role: ReceiverRole, endpoint: str, queue: str | None = None) -> None:
+    def add_receiver(self, role: ReceiverRole, endpoint: str, queue: str | None = None,
+                     start_delay_s: float = 0.0) -> None:
         link = ReceiverLink(self, role, endpoint, queue or self.queue)
         self.receivers.append(link)
-        self.call(link.connect)
+        if start_delay_s > 0:
+            self.call(lambda: self.ioloop.call_later(start_delay_s, link.connect))
+        else:
+            self.call(link.connect)
 
     def move(self, role: SenderRole | ReceiverRole, endpoint: str, queue: str | None = None
              ) -> None:

@@ -65,6 +65,8 @@ class Link:
         destination = self.driver.destination
         params.heartbeat = int(destination.heartbeat_s)
         params.frame_max = destination.frame_max
+        if destination.tcp_options:
+            params.tcp_options = dict(destination.tcp_options)
         params.connection_attempts = 1
         self.connection = pika.SelectConnection(
             params, on_open_callback=self._opened, on_open_error_callback=self._failed,
@@ -127,6 +129,7 @@ class Link:
         if self.closing:
             return
         self.recorder.reconnects += 1
-        delay = BACKOFF_S[min(self.attempt, len(BACKOFF_S) - 1)]
+        delay = self.driver.destination.reconnect_s or \
+            BACKOFF_S[min(self.attempt, len(BACKOFF_S) - 1)]
         self.attempt += 1
         self.driver.ioloop.call_later(delay, self.connect)

@@ -34,6 +34,14 @@ class ReceiverLink(Link):
         self.responds = isinstance(role, ResponderRole)
         # get the request and put the reply in one transaction (MQ's syncpoint)
         self.transactional = self.responds and self.manual and destination.unit_of_work
+        self.commit_every = destination.consume_transaction  # acks committed in transactions
+        if self.commit_every:
+            self.ack_every = self.commit_every
+        self.nack = destination.nack  # "requeue" or "drop": every delivery nacked
+        self.interval = 1.0 / destination.consumer_rate if destination.consumer_rate else 0.0
+        self.limit = destination.receiver_limit
+        self.taken = 0  # messages handled (for the limit)
+        self.polling = destination.polling_s
         self.pending: deque[tuple] = deque()  # deliveries waiting for the consumer delay
         self.pending_timer = None
         self.busy_until = 0.0  # a slowed receiver handles its next message from then
@@ -76,26 +84,56 @@ class ReceiverLink(Link):
     def ready(self, channel) -> None:
         self.unacked = 0
         self._drop_pending()
-        self.decoding = not self.responds and self.driver.fast_path_on(self.connection)
+        self.decoding = not (self.responds or self.nack or self.polling) and \
+            self.driver.fast_path_on(self.connection)
         if self.decoding:
             amqp_wire.install_decoder(self.connection, channel.channel_number, self._arrived)
         channel.basic_qos(prefetch_count=self.driver.destination.prefetch,
                           global_qos=self.driver.destination.global_qos)
-        if self.transactional:
+        if self.transactional or self.commit_every:
             channel.tx_select()
-        self.consumer_tag = channel.basic_consume(
-            self.queue, self._delivered, auto_ack=not self.manual, callback=self._consuming,
-            arguments=self.driver.consume_arguments or None)
+        if self.polling is not None:
+            channel.add_callback(self._empty, [pika.spec.Basic.GetEmpty], one_shot=False)
+            self._poll()
+        else:
+            self.consumer_tag = channel.basic_consume(
+                self.queue, self._delivered, auto_ack=not self.manual,
+                callback=self._consuming, arguments=self.driver.consume_arguments or None)
         if self.manual and self.timer is None:  # one flush timer, whatever the reconnects
             self.timer = self.driver.ioloop.call_later(ACK_FLUSH_S, self._flush_timer)
 
     def _delivered(self, channel, method, properties, body) -> None:
         self._arrived(body, 0, method.delivery_tag, method.redelivered, properties)
 
+    def _poll(self) -> None:
+        """Ask for one message (basic.get); the next ask follows its answer."""
+        channel = self.channel
+        if self.closing or channel is None or not channel.is_open:
+            return
+        if self.driver.receivers_paused or self.pending:
+            self.driver.ioloop.call_later(self.polling or 0.01, self._poll)
+            return
+        channel.basic_get(self.queue, self._got, auto_ack=not self.manual)
+
+    def _got(self, channel, method, properties, body) -> None:
+        if self.closing:
+            return  # unacknowledged: back to the queue when the channel closes
+        self.attempt = 0
+        self._arrived(body, 0, method.delivery_tag, method.redelivered, properties)
+        self._poll()
+
+    def _empty(self, _frame) -> None:
+        """The queue had nothing: ask again after the polling interval."""
+        self.driver.ioloop.call_later(self.polling or 0.0, self._poll)
+
+    def _delay(self) -> float:
+        """Seconds between two messages this receiver handles now (0: as they come)."""
+        return max(self.driver.consumer_delay_s, self.interval)
+
     def _arrived(self, buffer: bytes, offset: int, tag: int, redelivered: bool,
                  properties=None) -> None:
         driver = self.driver
-        if driver.consumer_delay_s > 0 or self.pending or driver.receivers_paused:
+        if self._delay() > 0 or self.pending or driver.receivers_paused:
             self.pending.append((buffer, offset, tag, redelivered, properties))
             driver.recorder.held += 1
             if self.pending_timer is None and not driver.receivers_paused:
@@ -109,7 +147,7 @@ class ReceiverLink(Link):
         self.pending_timer = None
         if self.closing or self.channel is None or self.driver.receivers_paused:
             return
-        delay = self.driver.consumer_delay_s
+        delay = self._delay()
         while self.pending:
             self.driver.recorder.held -= 1
             self._process(*self.pending.popleft())
@@ -121,7 +159,13 @@ class ReceiverLink(Link):
 
     def _process(self, buffer: bytes, offset: int, tag: int, redelivered: bool,
                  properties) -> None:
+        if self.limit is not None and self.taken >= self.limit:
+            return  # past its limit: left unacknowledged, back to the queue when it closes
+        if self.nack:
+            self._nack(tag, buffer, offset, redelivered)
+            return
         self.role.on_body(buffer, offset, redelivered)
+        self._took()
         if self.responds and properties is not None and properties.reply_to:
             self.channel.basic_publish(
                 "", properties.reply_to, buffer[offset:offset + HEADER_SIZE] + self.padding,
@@ -136,6 +180,25 @@ class ReceiverLink(Link):
             if self.unacked >= self.ack_every:
                 self._ack_up_to(tag)
 
+    def _nack(self, tag: int, buffer: bytes, offset: int, redelivered: bool) -> None:
+        """Nack a delivery: back to its queue (not received), or dropped by the broker
+        (received, then rejected)."""
+        requeue = self.nack == "requeue"
+        self.channel.basic_nack(tag, requeue=requeue)
+        if requeue:
+            self.recorder.requeued += 1
+        else:
+            self.role.on_body(buffer, offset, redelivered)
+            self.recorder.rejected += 1
+            self._took()
+
+    def _took(self) -> None:
+        """One more message handled; at its limit the receiver stops consuming."""
+        self.taken += 1
+        if self.limit is not None and self.taken == self.limit:
+            self.recorder.receivers_done += 1
+            self.driver.ioloop.call_later(0, self.retire)
+
     def _drop_pending(self) -> None:
         self.driver.recorder.held -= len(self.pending)
         self.pending.clear()
@@ -146,6 +209,8 @@ class ReceiverLink(Link):
                            ack_frame(self.channel.channel_number, tag, True))
         else:
             self.channel.basic_ack(tag, multiple=True)
+        if self.commit_every and not self.closing:  # closing: committed before the close
+            self.channel.tx_commit()
         self.unacked = 0
 
     def flush(self) -> None:
@@ -155,16 +220,23 @@ class ReceiverLink(Link):
     def retire(self) -> None:
         """Stop consuming here without losing or duplicating: cancel, take what is still in
         flight, acknowledge everything, then close."""
+        if self.closing:
+            return
         self.closing = True
         if self.channel is not None and self.channel.is_open and self.consumer_tag:
             self.channel.basic_cancel(self.consumer_tag, callback=lambda _frame: self._closed_out())
+        elif self.channel is not None and self.channel.is_open:  # polling: nothing to cancel
+            self._closed_out()
         else:
             self.close()
 
     def _closed_out(self) -> None:
         self._drop_pending()  # never processed nor acknowledged: back to the queue on close
         self.flush()
-        self.close()
+        if self.commit_every and self.channel is not None and self.channel.is_open:
+            self.channel.tx_commit(callback=lambda _frame: self.close())  # acks kept first
+        else:
+            self.close()
 
     def _flush_timer(self) -> None:
         self.flush()

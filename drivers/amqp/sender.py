@@ -50,15 +50,21 @@ class SenderLink(Link):
         self.resend: list[tuple[int, int, bool, bool]] = []
         self.reopening = False  # a nack closes the channel; publishing waits for a new one
         self.nack_rounds = 0  # channels reopened after nacks since the last confirm
+        self.commit_every = driver.destination.publish_transaction  # publishes per transaction
+        self.commit_asked = 0  # the last publish (its tag) of the latest commit asked for
+        # publishes are tracked until confirmed, or committed: both say the broker has them
+        self.tracked = driver.destination.confirms or bool(self.commit_every)
         bound = driver.destination.backlog_per_sender
         self.gate = BacklogGate(bound) if bound is not None else None
 
     def ready(self, channel) -> None:
-        self.published = self.last_tag = 0
+        self.published = self.last_tag = self.commit_asked = 0
         self.reopening = False
         destination = self.driver.destination
         if destination.confirms:
             channel.confirm_delivery(self._confirmed)
+        if self.commit_every:
+            channel.tx_select()
         if self.driver.message.mandatory:
             channel.add_on_return_callback(self._returned)
         self.templates = []
@@ -87,13 +93,13 @@ class SenderLink(Link):
             self._read_depth()
         if self._may_publish():
             for first, n, ever_nacked, nacked_last in self.resend:
-                self._emit(first, n, ever_nacked)
+                self._send(first, n, ever_nacked)
                 self.recorder.republished += n
                 self.recorder.nacks_republished += n if nacked_last else 0
             self.resend.clear()
             n = role.due() if gate is None else gate.allow(role.due())
             if n:
-                self._emit(role.take(n), n)
+                self._send(role.take(n), n)
                 self.recorder.sent += n
             delay = PAUSED_POLL_S if role.paused else role.delay_s()
             if gate is not None and gate.credit <= 0:
@@ -109,6 +115,29 @@ class SenderLink(Link):
         if self.role.schedule.rate and delay < PACING_TICK_S:
             delay = on_tick(delay, time.monotonic(), PACING_TICK_S)
         self.timer = self.driver.ioloop.call_later(delay, self._publish)
+
+    def _send(self, first_seq: int, n: int, nacked_before: bool = False) -> None:
+        """Publish messages ``first_seq`` .. ``first_seq + n - 1``; in transactions, each
+        transaction committed once it holds its publishes."""
+        if not self.commit_every:
+            self._emit(first_seq, n, nacked_before)
+            return
+        while n:
+            chunk = min(n, self.commit_every - (self.published - self.commit_asked))
+            self._emit(first_seq, chunk, nacked_before)
+            first_seq, n = first_seq + chunk, n - chunk
+            if self.published - self.commit_asked >= self.commit_every:
+                self._commit()
+
+    def _commit(self) -> None:
+        """Commit the publishes since the last commit; the broker has them once it says so."""
+        tag = self.commit_asked = self.published
+        self.channel.tx_commit(callback=lambda _frame: self._committed(tag))
+
+    def _committed(self, tag: int) -> None:
+        self.recorder.committed += tag - self.last_tag
+        self.last_tag = tag
+        self._settle(tag, nacked=False)
 
     def _emit(self, first_seq: int, n: int, nacked_before: bool = False) -> None:
         """Publish messages ``first_seq`` .. ``first_seq + n - 1`` of this sender
@@ -130,7 +159,7 @@ class SenderLink(Link):
             for i, seq in enumerate(range(first_seq, first_seq + n)):
                 exchange, key = targets[keys[i] if keys else 0]
                 publish(exchange, key, role.body(seq), props, mandatory)
-        if self.driver.destination.confirms:
+        if self.tracked:
             self.unconfirmed_batches.append([self.published + 1, first_seq, n, nacked_before,
                                              time.monotonic_ns()])
         self.published += n
@@ -155,7 +184,8 @@ class SenderLink(Link):
             channel.queue_declare(route, passive=True, callback=answered)
 
     def _may_publish(self) -> bool:
-        if self.unconfirmed >= self.driver.destination.confirm_window:
+        destination = self.driver.destination
+        if destination.confirms and self.unconfirmed >= destination.confirm_window:
             return False
         return amqp_wire.write_buffer_size(self.connection) < MAX_BUFFERED_BYTES
 
@@ -187,7 +217,8 @@ class SenderLink(Link):
             first_tag, first_seq, n, nacked_before, published_ns = batches[0]
             settled = min(n, tag - first_tag + 1)
             if not nacked:
-                recorder.confirm_latency.record_many((now - published_ns) // 1000, settled)
+                if not self.commit_every:  # a commit's latency is not a confirm's
+                    recorder.confirm_latency.record_many((now - published_ns) // 1000, settled)
             else:
                 self.resend.append((first_seq, settled, True, True))
                 if nacked_before:
@@ -240,16 +271,24 @@ class SenderLink(Link):
 
     @property
     def unconfirmed(self) -> int:
-        return self.published - self.last_tag if self.driver.destination.confirms else 0
+        return self.published - self.last_tag if self.tracked else 0
 
     def stop(self) -> None:
         self.role.active = False
         self._cancel_timer()
+        self._commit_open()
+
+    def _commit_open(self) -> None:
+        """Commit what the open transaction holds (the last publishes before a stop)."""
+        if self.commit_every and self.published > self.commit_asked and \
+                self.channel is not None and self.channel.is_open:
+            self._commit()
 
     def retire(self) -> None:
         """Hand the role to another link: stop publishing here, close once the last publishes
-        have had time to reach the broker (confirmed, where confirms are on)."""
+        have had time to reach the broker (confirmed or committed, where they are)."""
         self._cancel_timer()
+        self._commit_open()
         self.closing = True
         self.driver.ioloop.call_later(RETIRE_GRACE_S, self._close_when_confirmed)
 

@@ -171,8 +171,11 @@ class MqDriver(Driver):
         kind = RequesterWorker if isinstance(role, RequesterRole) else SenderWorker
         self._add(kind(self, role, endpoint, queue or self.destination.queue))
 
-    def add_receiver(self, role: ReceiverRole, endpoint: str, queue: str | None = None) -> None:
+    def add_receiver(self, role: ReceiverRole, endpoint: str, queue: str | None = None,
+                     start_delay_s: float = 0.0) -> None:
         """A receiver (or responder) thread with its own connection to ``endpoint``."""
+        if start_delay_s:
+            raise ValueError("a receiver start delay is RabbitMQ's (workload.receiver_spacing)")
         self._add(ReceiverWorker(self, role, endpoint, queue or self.destination.queue))
 
     def _add(self, worker: Worker) -> None:

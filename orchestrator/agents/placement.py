@@ -57,7 +57,14 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
         else (), key_order=workload.key_order, zipf_exponent=float(workload.zipf_exponent),
         confirm_window=workload.confirm_window, ack_every=workload.ack_every,
         heartbeat_s=workload.heartbeat, frame_max=workload.frame_max,
-        consumer_arguments=dict(workload.consumer_arguments), global_qos=workload.global_qos)
+        consumer_arguments=dict(workload.consumer_arguments), global_qos=workload.global_qos,
+        publish_transaction=workload.publish_transaction,
+        consume_transaction=workload.consume_transaction,
+        nack="" if workload.nack == "off" else workload.nack,
+        polling_s=workload.polling_interval if workload.polling else None,
+        consumer_rate=None if workload.consumer_rate is None else float(workload.consumer_rate),
+        receiver_limit=scenario.exit.messages_per_receiver,
+        reconnect_s=workload.reconnect_interval, tcp_options=dict(workload.tcp_options))
     # publishing to an exchange, each queue is a subscription with its own copy of a message;
     # each receiver of a stream reads every message from its own offset
     stream = queue.type == "stream"
@@ -71,7 +78,8 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
         name = queue.instance(member.index, slot)
         receivers[agent].append(protocol.ReceiverConfig(
             id=i + 1, endpoint=member.endpoint, queue=name,
-            group=reader_group(name, i + 1) if stream else name if subscriptions else ""))
+            group=reader_group(name, i + 1) if stream else name if subscriptions else "",
+            start_delay_s=i * workload.receiver_spacing))
         seats.append(Seat(("r", i + 1), agent, member.index))
     for i in range(workload.senders):
         agent, member = sender_agents[i % len(sender_agents)], members[i % len(members)]

@@ -235,6 +235,8 @@ def _extras(snapshots: Sequence[protocol.Snapshot], scenario: ScenarioSpec) -> d
     extras["skipped_sends"] = _sum(snapshots, "skipped")
     if scenario.workload.message.mandatory:
         extras["returned"] = _sum(snapshots, "returned")
+    extras.update({name: count for name in ("requeued", "rejected", "committed")
+                   if (count := _sum(snapshots, name))})
     if scenario.workload.pattern == "request-reply":
         extras.update({k: _sum(snapshots, k) for k in ("served", "unmatched", "timeouts")},
                       round_trips=_sum(snapshots, "received"))

@@ -33,6 +33,9 @@ def exit_reason(scenario: ScenarioSpec, final: plans.Phase, last: dict[str, Any]
         return "an agent was lost" if crew.live else "every agent was lost"
     if exit_.messages_per_sender and last["senders_done"] >= scenario.workload.senders:
         return "every sender sent its messages"
+    if exit_.messages_per_receiver and last.get("receivers_done", 0) >= \
+            scenario.workload.receivers:
+        return "every receiver took its messages"
     if exit_.queue_empty and last["queue_depth"] == 0 and \
             elapsed > final.start_s + scenario.measure.settle:
         return "queues empty"

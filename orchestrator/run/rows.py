@@ -15,7 +15,8 @@ from results.rundir.tables import CONTROLLER_HOST, latency_columns
 from topologies.base import MemberSample
 
 TOTALS = ("sent", "received", "confirmed", "nacked", "skipped", "errors", "reconnects",
-          "connections", "held", "senders_done", "cancels", "blocked", "blocked_s")
+          "connections", "held", "senders_done", "cancels", "blocked", "blocked_s",
+          "receivers_done")
 AGENT_COUNTERS = ("sent", "received", "errors", "reconnects", "skipped")
 
 

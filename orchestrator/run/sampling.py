@@ -18,7 +18,8 @@ from results.rundir.histogram import LatencyHistogram
 from topologies.base import CpuReading, MemberSample
 
 COUNTERS = ("sent", "received", "confirmed", "nacked", "skipped", "errors", "reconnects",
-            "connections", "held", "senders_done", "cancels", "blocked", "blocked_s")
+            "connections", "held", "senders_done", "cancels", "blocked", "blocked_s",
+            "receivers_done")
 RATED = ("sent", "received", "confirmed", "skipped")
 MIN_INTERVAL_S = 1e-3  # two readings closer than this give no rate
 

@@ -122,7 +122,10 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None,
 RABBITMQ_ONLY = tuple((name,) for name in (
     "exchange", "routing_key", "routing_keys", "key_count", "key_order", "zipf_exponent",
     "confirm_window", "ack_every", "heartbeat", "frame_max", "stream_offset",
-    "consumer_arguments", "global_qos")) + (("message", "mandatory"), ("message", "properties"))
+    "consumer_arguments", "global_qos", "publish_transaction", "consume_transaction", "nack",
+    "polling", "polling_interval", "reconnect_interval", "tcp_options", "consumer_rate",
+    "receiver_spacing")) + (
+    ("message", "mandatory"), ("message", "properties"))
 """Workload fields only the AMQP driver has (paths within the workload)."""
 
 NEEDS_COMMANDS = {"kill_member": ("kill_member", "start_member"),
@@ -197,6 +200,10 @@ def _unsupported(scenario: ScenarioSpec, topology: TopologySpec) -> list[tuple[L
         found += [(("workload", *path), f"a RabbitMQ field: topology {topology.name} is "
                                         f"{topology.broker}; leave it out")
                   for path in RABBITMQ_ONLY if _given(scenario.workload, path)]
+        if scenario.exit.messages_per_receiver:
+            found.append((("exit", "messages_per_receiver"), f"a RabbitMQ field: topology "
+                                                             f"{topology.name} is "
+                                                             f"{topology.broker}"))
     if topology.placement != "existing" or topology.existing is None:
         return found
     given = topology.existing.commands

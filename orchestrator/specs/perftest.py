@@ -43,6 +43,9 @@ class Draft:
     pattern: dict[str, int] = field(default_factory=dict)
     pattern_name: str | None = None
     limit: int | None = None
+    receiver_limit: int | None = None
+    nack: bool = False
+    requeue: bool = True
     uris: list[str] = field(default_factory=list)
     exchange: str | None = None
     exchange_type: str = "direct"
@@ -62,6 +65,8 @@ class Draft:
                                     f"queues from 1")
             queue.update(name=self.pattern_name, count=last)
         workload["queue"] = queue["name"]
+        if self.nack:
+            workload["nack"] = "requeue" if self.requeue else "drop"
         if self.exchange:
             workload.update(exchange=self.exchange, routing_key=self.routing_key or queue["name"])
         topology = self._topology(name, queue)
@@ -72,8 +77,11 @@ class Draft:
                                     "workload": workload, "plan": plan}
         if self.delays:
             scenario["consumer_profile"] = self.delays
-        if self.limit is not None:
-            scenario["exit"] = {"messages_per_sender": self.limit}
+        limits = {name: value for name, value in (("messages_per_sender", self.limit),
+                                                  ("messages_per_receiver",
+                                                   self.receiver_limit)) if value is not None}
+        if limits:
+            scenario["exit"] = limits
         return scenario, topology
 
     def _topology(self, name: str, queue: dict[str, Any]) -> dict[str, Any]:
@@ -358,12 +366,16 @@ OPTIONS: tuple[Option, ...] = (
            _set("workload", "heartbeat", convert=lambda v: f"{_number(v):g}s")),
     Option("M", "framemax", True, "Y", "workload.frame_max",
            _set("workload", "frame_max", convert=_count)),
-    Option("m", "ptxsize", True, "N", "producer transactions are not supported yet"),
-    Option("n", "ctxsize", True, "N", "consumer transactions are not supported yet"),
-    Option("D", "cmessages", True, "N", "per-consumer message limits are not supported yet"),
-    Option("R", "consumer-rate", True, "N", "a consumer rate limit is not supported yet "
-                                            "(consumer_profile gives a processing time)"),
-    Option("S", "slow-start", False, "N", "not supported yet"),
+    Option("m", "ptxsize", True, "Y", "workload.publish_transaction",
+           _set("workload", "publish_transaction", convert=_count)),
+    Option("n", "ctxsize", True, "Y", "workload.consume_transaction",
+           _set("workload", "consume_transaction", convert=_count)),
+    Option("D", "cmessages", True, "Y", "exit.messages_per_receiver",
+           lambda d, v: setattr(d, "receiver_limit", _count(v))),
+    Option("R", "consumer-rate", True, "Y", "workload.consumer_rate",
+           _set("workload", "consumer_rate", convert=_number)),
+    Option("S", "slow-start", False, "Y", "workload.receiver_spacing: 1 s",
+           _set("workload", "receiver_spacing", convert=lambda _: "1s")),
     Option("X", "producer-channel-count", True, "N", "one channel per sender"),
     Option("Y", "consumer-channel-count", True, "N", "one channel per receiver"),
     Option("B", "body", True, "partial", "workload.message.payload_files (the 28-byte header "
@@ -382,9 +394,17 @@ OPTIONS: tuple[Option, ...] = (
     Option("sq", "stream-queue", False, "Y", "the queue's type: stream (durable, not "
                                              "auto-deleted)",
            lambda d, _: d.queue.update(type="stream", durable=True, auto_delete=False)),
-    Option("po", "polling", False, "N", "basic.get polling is not supported yet"),
-    Option("na", "nack", False, "N", "nack/requeue is not supported yet"),
-    Option("E", "exclusive", False, "N", "server-named exclusive queues are not supported yet"),
+    Option("po", "polling", False, "Y", "workload.polling",
+           _set("workload", "polling", convert=lambda _: True)),
+    Option("pi", "polling-interval", True, "Y", "workload.polling_interval (ms in PerfTest)",
+           _set("workload", "polling_interval", convert=lambda v: f"{_number(v):g}ms")),
+    Option("na", "nack", False, "Y", "workload.nack: requeue (drop with -re false)",
+           lambda d, _: setattr(d, "nack", True)),
+    Option("re", "requeue", True, "Y", "with -na, workload.nack: requeue or drop",
+           lambda d, v: setattr(d, "requeue", v.strip().lower() != "false")),
+    Option("E", "exclusive", False, "N", "an exclusive queue lives on the connection that "
+                                         "declared it; surge's senders and receivers each "
+                                         "have their own"),
     Option("se", "sasl-external", False, "N", "SASL EXTERNAL is not supported yet"),
     Option("dcr", "disable-connection-recovery", False, "N", "surge always reconnects"),
 )

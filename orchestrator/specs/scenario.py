@@ -120,6 +120,9 @@ class ExitSpec(Spec):
     messages_per_sender: int | None = Field(
         None, ge=1, description="each sender stops after this many messages; the run ends once "
                                 "all have (PerfTest's -C)")
+    messages_per_receiver: int | None = Field(
+        None, ge=1, description="each receiver stops after this many messages; the run ends "
+                                "once all have (PerfTest's -D)")
     queue_empty: bool = Field(False, description="end once the workload's queues are empty "
                                                  "during the plan's last step (after its "
                                                  "settle seconds): a drain step")

@@ -114,10 +114,54 @@ class WorkloadSpec(Spec):
                                                 "consumers, rather than each consumer's "
                                                 "(PerfTest's -Q). RabbitMQ only")
 
+    publish_transaction: int | None = Field(
+        None, ge=1, le=1_000_000, description="senders publish in AMQP transactions of this "
+                                              "many messages, each committed (PerfTest's -m); "
+                                              "not with confirms. RabbitMQ only")
+    consume_transaction: int | None = Field(
+        None, ge=1, le=65535, description="receivers acknowledge in transactions of this many "
+                                          "deliveries, each committed (PerfTest's -n). "
+                                          "RabbitMQ only")
+    nack: Literal["off", "requeue", "drop"] = Field(
+        "off", description="receivers nack every delivery instead of acknowledging it: back "
+                           "to its queue (requeue; PerfTest's -na, so it is delivered again "
+                           "and again) or dropped by the broker (drop; -na -re false), "
+                           "counted as rejected. RabbitMQ only")
+    polling: bool = Field(False, description="receivers ask for each message (basic.get) "
+                                             "instead of consuming (PerfTest's -po). RabbitMQ "
+                                             "only")
+    polling_interval: Seconds = Field(0.0, ge=0, le=60, description="with polling, how long a "
+                                                                   "receiver waits after "
+                                                                   "finding its queue empty "
+                                                                   "(PerfTest's -pi)")
+    consumer_rate: Number | None = Field(
+        None, gt=0, le=1_000_000, description="msg/s each receiver takes at most, holding the "
+                                              "rest of its prefetch (PerfTest's -R)")
+    receiver_spacing: Seconds = Field(0.0, ge=0, le=3600,
+                                      description="receiver i starts consuming i x this after "
+                                                  "the first (PerfTest's -S: 1 s)")
+    reconnect_interval: Seconds | None = Field(
+        None, gt=0, le=300, description="a lost connection is tried again every this long "
+                                        "instead of after a growing backoff (0.2 s to 5 s)")
+    tcp_options: dict[Literal["TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT",
+                              "TCP_USER_TIMEOUT"], int] = Field(
+        default_factory=dict, description="TCP socket options of every connection (keepalive "
+                                          "idle s, interval s, count; user timeout ms); "
+                                          "TCP_NODELAY is always on. RabbitMQ only")
+
     def cross_problems(self) -> list[tuple[Loc, str]]:
         """Routing keys go with an exchange; a key pattern with a count; a stream offset is one
         surge can say."""
         found: list[tuple[Loc, str]] = []
+        if self.publish_transaction and self.confirms:
+            found.append((("publish_transaction",), "a channel publishes in transactions or "
+                                                    "with confirms, not both (AMQP)"))
+        found += [((name,), "needs ack: manual") for name in ("consume_transaction", "nack")
+                  if getattr(self, name) not in (None, "off") and self.ack == "auto"]
+        if (self.nack != "off" or self.polling or self.consume_transaction
+                or self.publish_transaction) and self.pattern == "request-reply":
+            found.append((("pattern",), "transactions, nacks and polling are for "
+                                        "point-to-point workloads"))
         if isinstance(self.stream_offset, int) and self.stream_offset < 0:
             found.append((("stream_offset",), "an offset is 0 or more"))
         if isinstance(self.stream_offset, str) and \

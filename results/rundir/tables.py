@@ -157,7 +157,9 @@ COLUMNS: dict[str, list[Column]] = {
         Column("blocked_s", pa.float64(), "Seconds during which at least one connection of "
                f"an agent was blocked, summed over agents (s, cumulative){_RECENT}"),
         Column("agents_lost", pa.int32(), "Agents lost so far: no longer asked, their share "
-               f"unknown (count){_RECENT}")],
+               f"unknown (count){_RECENT}"),
+        Column("receivers_done", pa.int64(), "Receivers that have taken all their message "
+               f"limit (exit.messages_per_receiver) (count){_RECENT}")],
     "members": [
         *_when(),
         Column("member", pa.string(), "The member's name"),

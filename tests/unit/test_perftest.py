@@ -65,6 +65,11 @@ TAKEN = [
     "perf-test -x 1 -y 1 -mp priority=10,contentType=application/json,region=eu -f mandatory",
     "perf-test -x 1 -y 1 -e ex -t headers -mp kind=order -f persistent -f mandatory",
     "perf-test -x 1 -y 2 -Q 500 -ca x-priority=10",
+    # consumers and transactions (PerfTest's documentation: "customising the workload")
+    "perf-test -x 1 -y 1 -m 10 -n 5",
+    "perf-test -x 1 -y 2 --polling --polling-interval 10",
+    "perf-test -x 1 -y 1 -na -re false",
+    "perf-test -x 2 -y 4 -R 100 -S -D 5000",
     # streams (PerfTest's documentation: "streams" section)
     "perf-test -x 1 -y 2 -sq -u invoices -ca x-stream-offset=first",
     "perf-test -x 2 -y 2 -qa x-queue-type=stream -u events -ad false",
@@ -77,7 +82,6 @@ REFUSED = [
     ("perf-test -x 1 -y 1 -vs 10:30", "-vs"),
     ("perf-test -x 1 -y 1 -qa x-queue-type=lazy", "-qa: x-queue-type=lazy: classic, quorum "
                                                   "or stream"),
-    ("perf-test -x 1 -y 1 --polling --polling-interval 10", "--polling: not supported"),
     ("perf-test -x 1 -y 1 --frobnicate 3", "--frobnicate: not a PerfTest option surge knows"),
     ("perf-test -x 1 -y 1 -s 12", "-s: 12: a surge message carries a 28-byte header"),
     ("perf-test --queue-pattern 'q-%d' --queue-pattern-from 5 --queue-pattern-to 10",
@@ -153,10 +157,9 @@ def test_the_command_prints_the_specs_or_refuses_in_one_line(tmp_path):
     assert printed.exit_code == 0, printed.output
     assert "queue: orders" in printed.output and "rate_per_sender: 500.0" in printed.output
     refused = runner.invoke(app, ["perftest", "--print", "--out", str(tmp_path / "b"), "--",
-                                  "-x", "1", "-po"])
+                                  "-x", "1", "-E"])
     assert refused.exit_code != 0
-    assert refused.output.strip().splitlines()[-1] == \
-        "perftest: -po: not supported: basic.get polling is not supported yet"
+    assert refused.output.strip().splitlines()[-1].startswith("perftest: -E: not supported: ")
 
 
 def test_message_options_become_the_message_fields(tmp_path):
@@ -171,3 +174,14 @@ def test_message_options_become_the_message_fields(tmp_path):
     workload = translate([f"perf-test -x 1 -y 1 -B {body} -Q 100"]).scenario["workload"]
     assert workload["message"] == {"payload_files": [str(body)]}
     assert (workload["prefetch"], workload["global_qos"]) == (100, True)
+
+
+def test_consumer_options_become_the_workload_fields():
+    done = translate(["perf-test -x 1 -y 2 -na -re false -po -pi 250 -R 50 -S -D 100 -m 20"])
+    workload = done.scenario["workload"]
+    assert (workload["nack"], workload["polling"], workload["polling_interval"],
+            workload["consumer_rate"], workload["receiver_spacing"],
+            workload["publish_transaction"]) == ("drop", True, "250ms", 50.0, "1s", 20)
+    assert done.scenario["exit"] == {"messages_per_receiver": 100}
+    assert translate(["perf-test -na"]).scenario["workload"]["nack"] == "requeue"
+    assert "nack" not in translate(["perf-test -re false"]).scenario["workload"]
