@@ -29,6 +29,7 @@ class AmqpSettings:
     password: str = field(default="guest", repr=False)
     vhost: str = "/"
     tls: TlsMaterial | None = None  # for amqps:// endpoints; None: the system's CAs
+    mechanism: str = "PLAIN"  # or EXTERNAL: the TLS client certificate names the user
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> AmqpSettings:
@@ -56,6 +57,7 @@ class AmqpSettings:
                 parts.hostname))
         return pika.ConnectionParameters(
             host=parts.hostname, port=parts.port or PORTS[parts.scheme],
-            virtual_host=self.vhost, credentials=pika.PlainCredentials(self.user, self.password),
+            virtual_host=self.vhost, credentials=pika.credentials.ExternalCredentials()
+            if self.mechanism == "EXTERNAL" else pika.PlainCredentials(self.user, self.password),
             ssl_options=options)
 

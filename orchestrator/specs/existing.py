@@ -10,7 +10,7 @@ credentials, ``declare`` and commands of this section.
 from __future__ import annotations
 
 import string
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field
@@ -142,6 +142,12 @@ class ExistingSpec(Spec):
         None, description="user and password (RabbitMQ; MQCSP for IBM MQ)")
     tls: AmqpTlsSpec | None = Field(None, description="RabbitMQ TLS; amqps:// URIs use TLS "
                                                       "with the system's CAs without it")
+    mechanism: Literal["PLAIN", "EXTERNAL"] = Field(
+        "PLAIN", description="how clients authenticate over AMQP: PLAIN (credentials' user and "
+                             "password) or EXTERNAL (SASL EXTERNAL: the client certificate of "
+                             "tls names the user; the broker needs the "
+                             "rabbitmq_auth_mechanism_ssl plugin; PerfTest's -se). The "
+                             "management API still takes the credentials, if given")
     declare: bool = Field(False, description="declare the topology's queues; by default they "
                                              "must exist and are checked before any load")
     commands: MemberCommands = Field(

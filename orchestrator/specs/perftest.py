@@ -405,7 +405,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("E", "exclusive", False, "N", "an exclusive queue lives on the connection that "
                                          "declared it; surge's senders and receivers each "
                                          "have their own"),
-    Option("se", "sasl-external", False, "N", "SASL EXTERNAL is not supported yet"),
+    Option("se", "sasl-external", False, "N", "PerfTest takes the client certificate from JVM "
+                                              "keystore properties, which its command line "
+                                              "does not carry: set existing.mechanism: "
+                                              "EXTERNAL with existing.tls.cert_file and "
+                                              "key_file in the topology"),
     Option("dcr", "disable-connection-recovery", False, "N", "surge always reconnects"),
 )
 _BY_NAME = {**{f"-{o.short}": o for o in OPTIONS if o.short},

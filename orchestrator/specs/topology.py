@@ -219,9 +219,18 @@ class TopologySpec(Spec):
         if self.existing is None:
             return [(("placement",), "placement existing needs an existing section (members' "
                                      "URIs, credentials)")]
-        if self.broker == "rabbitmq" and self.existing.credentials is None:
+        existing = self.existing
+        if self.broker == "rabbitmq" and existing.mechanism == "EXTERNAL" and (
+                existing.tls is None or existing.tls.cert_file is None
+                or not all(m.tls for m in existing.members)):
+            return [(("existing", "mechanism"), "EXTERNAL authenticates with a client "
+                                                "certificate: give existing.tls.cert_file and "
+                                                "key_file, and amqps:// member URIs")]
+        if self.broker == "rabbitmq" and existing.credentials is None and \
+                existing.mechanism == "PLAIN":
             return [(("existing",), "RabbitMQ needs credentials: existing.credentials with a "
-                                    "user and password_env or password_file")]
+                                    "user and password_env or password_file (or mechanism: "
+                                    "EXTERNAL with a client certificate)")]
         if self.broker == "rabbitmq" and len(self.existing.members) != self.members:
             return [(("existing", "members"),
                      f"list {self.members} member URIs (members says {self.members}, the list "

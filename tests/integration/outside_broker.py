@@ -62,9 +62,27 @@ def make_certificates(directory: Path, name: str = "localhost") -> dict[str, Pat
     return {"ca": ca, "cert": cert, "key": key}
 
 
+def make_client_certificate(ca_file: Path, user: str) -> dict[str, Path]:
+    """A client certificate for ``user`` (its common name), signed by the CA of
+    :func:`make_certificates` whose certificate is ``ca_file`` (its key beside it)."""
+    directory = ca_file.parent
+    key, csr, cert = (directory / f"{user}.{suffix}" for suffix in ("key", "csr", "pem"))
+    for args in (["req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
+                  "-subj", f"/CN={user}"],
+                 ["x509", "-req", "-in", str(csr), "-CA", str(ca_file), "-CAkey",
+                  str(directory / "ca.key"), "-CAcreateserial", "-out", str(cert), "-days",
+                  "2"]):
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+    key.chmod(0o600)
+    return {"cert": cert, "key": key}
+
+
 @contextlib.contextmanager
-def outside_broker(root: Path, port_base: int, user: str = "perf-user"):
-    """Run the node for the duration; it is stopped by PID (its process group) afterwards."""
+def outside_broker(root: Path, port_base: int, user: str = "perf-user",
+                   sasl_external: bool = False):
+    """Run the node for the duration; it is stopped by PID (its process group) afterwards.
+    ``sasl_external``: its TLS listener asks for client certificates and takes SASL EXTERNAL
+    (the certificate's common name is the user)."""
     certs = make_certificates(root / "certs")
     password = secrets.token_urlsafe(18)
     ports = {k: port_base + i for i, k in enumerate(
@@ -74,14 +92,19 @@ def outside_broker(root: Path, port_base: int, user: str = "perf-user"):
     cookie = home / ".erlang.cookie"
     cookie.write_text(secrets.token_hex(20))
     cookie.chmod(0o400)
-    (root / "enabled_plugins").write_text("[rabbitmq_management,rabbitmq_prometheus].\n")
+    plugins = ["rabbitmq_management", "rabbitmq_prometheus"] + \
+        (["rabbitmq_auth_mechanism_ssl"] if sasl_external else [])
+    (root / "enabled_plugins").write_text(f"[{','.join(plugins)}].\n")
+    external = ["auth_mechanisms.1 = EXTERNAL", "auth_mechanisms.2 = PLAIN",
+                "ssl_cert_login_from = common_name"] if sasl_external else []
     (root / "rabbitmq.conf").write_text("\n".join([
         f"listeners.tcp.1 = 127.0.0.1:{ports['amqp']}",
         f"listeners.ssl.1 = 127.0.0.1:{ports['tls']}",
         f"ssl_options.cacertfile = {certs['ca']}",
         f"ssl_options.certfile = {certs['cert']}",
         f"ssl_options.keyfile = {certs['key']}",
-        "ssl_options.verify = verify_none",
+        f"ssl_options.verify = {'verify_peer' if sasl_external else 'verify_none'}",
+        *external,
         "ssl_options.fail_if_no_peer_cert = false",
         "management.tcp.ip = 127.0.0.1",
         f"management.tcp.port = {ports['management']}",

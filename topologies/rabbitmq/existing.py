@@ -114,12 +114,13 @@ class ExistingRabbitMQ(Provisioner):
         the variables and files the topology names."""
         if self._settings is None:
             credentials = self.spec.credentials
-            if credentials is None:
+            if credentials is None and self.spec.mechanism == "PLAIN":
                 raise ProvisionError(f"topology {self.topology.name}: existing.credentials is "
                                      f"needed to connect to RabbitMQ")
-            self._settings = {"user": credentials.user,
-                              "password": credentials.password("existing.credentials"),
-                              "vhost": self.spec.vhost}
+            self._settings = {"user": "", "password": ""} if credentials is None else {
+                "user": credentials.user,
+                "password": credentials.password("existing.credentials")}
+            self._settings.update(vhost=self.spec.vhost, mechanism=self.spec.mechanism)
             if any(m.tls for m in self.spec.members) or self.spec.tls is not None:
                 self._settings["tls"] = dataclasses.asdict(self._tls_material())
         return self._settings
@@ -190,9 +191,9 @@ class ExistingRabbitMQ(Provisioner):
         order = ([index] if index is not None else []) + sorted(self.serving)
         url = next((self.spec.members[i].management for i in order
                     if self.spec.members[i].management), None)
-        if url is None:
-            return None
         settings = self.client_settings()
+        if url is None or not settings["user"]:  # EXTERNAL without credentials: AMQP only
+            return None
         parts = urlsplit(url)
         return Management(parts.hostname or "", _port(url), settings["user"],
                           settings["password"], tls=self._context(url), vhost=self.spec.vhost)
