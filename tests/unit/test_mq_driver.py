@@ -12,7 +12,7 @@ import time
 import pytest
 
 from drivers.header import HEADER_SIZE, decode
-from drivers.message import PayloadBuilder
+from drivers.message import Bodies, PayloadBuilder
 from drivers.mq.driver import MqClientMissing, MqDriver, MqEndpoint, reply_queue_name
 from drivers.mq.settings import MqSettings
 from drivers.protocol import Configure, Destination, MessageShape
@@ -98,6 +98,27 @@ def test_a_sender_puts_at_its_rate_with_the_header_and_the_persistence_asked(per
     assert len({md["MsgId"] for _, md in messages}) == 30
     assert standin.named("MQOPEN")[0].details["options"] == C.MQOO_OUTPUT | \
         C.MQOO_FAIL_IF_QUIESCING
+
+
+def test_a_sender_puts_each_message_at_its_picked_size_and_held_receivers_take_nothing():
+    standin = StandIn()
+    driver = make(standin)
+    bodies = Bodies(MessageShape(sizes=(100, 1000, 5000), weights=(1.0, 2.0, 1.0),
+                                 fill="random"))
+    role = driver.call(lambda: SenderRole(1, 0, PayloadBuilder(bodies), driver.recorder,
+                                          limit=60))
+    driver.add_sender(role, QM1)
+    until(lambda: counted(driver, "sent") == 60)
+    picks = bodies.picks(1, 0, 60)
+    assert [len(body) for body, _ in standin.messages("perf")] == \
+        [bodies.sizes[k] for k in picks]
+    driver.set_consumer_delay(0.0, paused=True)
+    driver.add_receiver(ReceiverRole(driver.recorder, 1), QM1)
+    time.sleep(0.3)
+    assert counted(driver, "received") == 0  # held: a backlog is being built
+    driver.set_consumer_delay(0.0, paused=False)
+    until(lambda: counted(driver, "received") == 60)
+    driver.stop(2)
 
 
 def test_a_paused_sender_puts_nothing_and_a_rate_change_applies_live():
