@@ -299,10 +299,11 @@ def as_text(rows: list[StepRow], unit: str = "msg/s", settle_s: float | None = N
     members = sorted({m for row in rows for m in row.cpu_percent})
     hosts = sorted({h for row in rows for h in row.hosts_cpu_percent})
     short = [member_index(m) for m in members]
+    confirms = any(row.confirm_p99_ms is not None for row in rows)
     header = ["step", f"target {unit}", f"achieved {unit}", f"sent {unit}", f"received {unit}",
               "members", *[f"m{s} CPU%" for s in short], "host CPU%",
-              *[f"{h} CPU%" for h in hosts], "p50 ms", "p99 ms", "intended p99 ms", "skipped",
-              "errors"]
+              *[f"{h} CPU%" for h in hosts], "p50 ms", "p99 ms", "intended p99 ms",
+              *(["confirm p99 ms"] if confirms else []), "skipped", "errors"]
     lines = [header]
     for row in rows:
         lines.append([
@@ -313,7 +314,8 @@ def as_text(rows: list[StepRow], unit: str = "msg/s", settle_s: float | None = N
             _cell(row.host_cpu_percent, ".1f"),
             *[_cell(row.hosts_cpu_percent.get(h), ".1f") for h in hosts],
             _cell(row.p50_ms, ".2f"), _cell(row.p99_ms, ".2f"),
-            _cell(row.intended_p99_ms, ".2f"), f"{row.skipped:,}",
+            _cell(row.intended_p99_ms, ".2f"),
+            *([_cell(row.confirm_p99_ms, ".2f")] if confirms else []), f"{row.skipped:,}",
             str(row.errors)])
     table = fixed_width(lines)
     if heading:
@@ -322,7 +324,8 @@ def as_text(rows: list[StepRow], unit: str = "msg/s", settle_s: float | None = N
         missing = sum(r.missing_seconds for r in rows)
         table += (f"\nrates are means, percentiles merged over each step's seconds after the "
                   f"first {settle_s:g} s (settle); drain: after the last step; intended p99: "
-                f"from when the schedule meant each message to go (rate-limited senders)"
+                  f"from when the schedule meant each message to go (rate-limited senders)"
+                  + ("; confirm p99: from publish to the broker's confirm" if confirms else "")
                   + (f"; {missing} seconds had a source missing (\"-\" = unknown)"
                      if missing else ""))
     return table
