@@ -50,6 +50,16 @@ def local_cluster(topology: TopologySpec, state_root):
         assert not left, f"broker processes left behind: {left}"
 
 
+def cluster_of(topology: TopologySpec):
+    """A module-scoped fixture: a local cluster of ``topology`` for the tests of one module
+    (``broker = cluster_of(TOPOLOGY)``)."""
+    @pytest.fixture(scope="module")
+    def broker(state_root):
+        with local_cluster(topology, state_root) as provisioner:
+            yield provisioner
+    return broker
+
+
 @pytest.fixture(scope="session")
 def cluster(state_root, topology):
     try:

@@ -11,7 +11,7 @@ from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import TopologySpec
 from results.report import backlog_tests_text
 from results.rundir.manifest import RunManifest
-from tests.integration.conftest import local_cluster
+from tests.integration.conftest import cluster_of
 
 pytestmark = pytest.mark.integration
 
@@ -20,10 +20,7 @@ TOPOLOGY = TopologySpec.model_validate({
     "queues": [{"name": "orders"}]})
 
 
-@pytest.fixture(scope="module")
-def broker(state_root):
-    with local_cluster(TOPOLOGY, state_root) as provisioner:
-        yield provisioner
+broker = cluster_of(TOPOLOGY)
 
 
 def test_a_backlog_is_built_with_receivers_held_and_drained_at_a_measured_rate(broker, tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from orchestrator.run.controller import Controller
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import TopologySpec
-from tests.integration.conftest import local_cluster
+from tests.integration.conftest import cluster_of
 
 pytestmark = pytest.mark.integration
 
@@ -17,10 +17,7 @@ TOPOLOGY = TopologySpec.model_validate({
     "name": "knb", "members": 1, "start": 1, "port_base": 8840, "queues": [{"name": "work"}]})
 
 
-@pytest.fixture(scope="module")
-def broker(state_root):
-    with local_cluster(TOPOLOGY, state_root) as provisioner:
-        yield provisioner
+broker = cluster_of(TOPOLOGY)
 
 
 def run(tmp_path, broker, workload: dict, **scenario) -> tuple[dict, list[dict]]:

@@ -19,7 +19,7 @@ from orchestrator.agents.local import spawn_local_agents
 from orchestrator.run.controller import Controller
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import TopologySpec
-from tests.integration.conftest import local_cluster
+from tests.integration.conftest import cluster_of
 
 pytestmark = pytest.mark.integration
 
@@ -37,10 +37,7 @@ SHAPE = protocol.MessageShape(
 SENT = 400
 
 
-@pytest.fixture(scope="module")
-def broker(state_root):
-    with local_cluster(TOPOLOGY, state_root) as provisioner:
-        yield provisioner
+broker = cluster_of(TOPOLOGY)
 
 
 @pytest.mark.parametrize("fast_path", [True, False], ids=["fast-path", "pika-public-api"])

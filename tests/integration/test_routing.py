@@ -10,7 +10,7 @@ import pytest
 from orchestrator.run.controller import Controller
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import TopologySpec
-from tests.integration.conftest import local_cluster
+from tests.integration.conftest import cluster_of
 
 pytestmark = pytest.mark.integration
 
@@ -25,10 +25,7 @@ TOPOLOGY = TopologySpec.model_validate({
 ZIPF_KEYS = ["eu.new", "us.paid", "eu.paid", "ap.new"]  # region-1, region-2, both, none
 
 
-@pytest.fixture(scope="module")
-def broker(state_root):
-    with local_cluster(TOPOLOGY, state_root) as provisioner:
-        yield provisioner
+broker = cluster_of(TOPOLOGY)
 
 
 def run(tmp_path, workload: dict) -> dict:

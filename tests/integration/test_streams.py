@@ -13,7 +13,7 @@ from orchestrator.agents.local import spawn_local_agents
 from orchestrator.run.controller import Controller
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import TopologySpec
-from tests.integration.conftest import local_cluster
+from tests.integration.conftest import cluster_of
 
 pytestmark = pytest.mark.integration
 
@@ -24,10 +24,7 @@ TOPOLOGY = TopologySpec.model_validate({
                {"name": "replayed", "type": "stream"}]})
 
 
-@pytest.fixture(scope="module")
-def broker(state_root):
-    with local_cluster(TOPOLOGY, state_root) as provisioner:
-        yield provisioner
+broker = cluster_of(TOPOLOGY)
 
 
 def test_every_receiver_of_a_stream_reads_every_message_once(broker, tmp_path):
