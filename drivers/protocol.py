@@ -121,6 +121,7 @@ class Destination:
     consumer_rate: float | None = None  # msg/s each receiver takes at most
     receiver_limit: int | None = None  # each receiver stops after this many messages
     reconnect_s: float | None = None  # a fixed reconnect interval instead of the backoff
+    reconnect: bool = True  # False: a worker whose connection is lost stops (PerfTest's -dcr)
     tcp_options: dict[str, int] = field(default_factory=dict)  # TCP_KEEPIDLE, ...
 
 

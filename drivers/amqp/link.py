@@ -128,6 +128,10 @@ class Link:
     def _retry(self) -> None:
         if self.closing:
             return
+        if not self.driver.destination.reconnect:
+            self.recorder.error("connection lost: not connecting again (workload.reconnect: "
+                                "false)")
+            return
         self.recorder.reconnects += 1
         delay = self.driver.destination.reconnect_s or \
             BACKOFF_S[min(self.attempt, len(BACKOFF_S) - 1)]

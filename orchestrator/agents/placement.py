@@ -64,7 +64,8 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
         polling_s=workload.polling_interval if workload.polling else None,
         consumer_rate=None if workload.consumer_rate is None else float(workload.consumer_rate),
         receiver_limit=scenario.exit.messages_per_receiver,
-        reconnect_s=workload.reconnect_interval, tcp_options=dict(workload.tcp_options))
+        reconnect_s=workload.reconnect_interval, reconnect=workload.reconnect,
+        tcp_options=dict(workload.tcp_options))
     # publishing to an exchange, each queue is a subscription with its own copy of a message;
     # each receiver of a stream reads every message from its own offset
     stream = queue.type == "stream"

@@ -123,7 +123,8 @@ RABBITMQ_ONLY = tuple((name,) for name in (
     "exchange", "routing_key", "routing_keys", "key_count", "key_order", "zipf_exponent",
     "confirm_window", "ack_every", "heartbeat", "frame_max", "stream_offset",
     "consumer_arguments", "global_qos", "publish_transaction", "consume_transaction", "nack",
-    "polling", "polling_interval", "reconnect_interval", "tcp_options", "consumer_rate",
+    "polling", "polling_interval", "reconnect", "reconnect_interval", "tcp_options",
+    "consumer_rate",
     "receiver_spacing")) + (
     ("message", "mandatory"), ("message", "properties"))
 """Workload fields only the AMQP driver has (paths within the workload)."""

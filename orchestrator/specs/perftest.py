@@ -410,7 +410,8 @@ OPTIONS: tuple[Option, ...] = (
                                               "does not carry: set existing.mechanism: "
                                               "EXTERNAL with existing.tls.cert_file and "
                                               "key_file in the topology"),
-    Option("dcr", "disable-connection-recovery", False, "N", "surge always reconnects"),
+    Option("dcr", "disable-connection-recovery", False, "Y", "workload.reconnect: false",
+           _set("workload", "reconnect", convert=lambda _: False)),
 )
 _BY_NAME = {**{f"-{o.short}": o for o in OPTIONS if o.short},
             **{f"--{o.long}": o for o in OPTIONS}}

@@ -140,6 +140,9 @@ class WorkloadSpec(Spec):
     receiver_spacing: Seconds = Field(0.0, ge=0, le=3600,
                                       description="receiver i starts consuming i x this after "
                                                   "the first (PerfTest's -S: 1 s)")
+    reconnect: bool = Field(True, description="connect again when a connection is lost; false: "
+                                              "the worker stops there (PerfTest's -dcr). "
+                                              "RabbitMQ only")
     reconnect_interval: Seconds | None = Field(
         None, gt=0, le=300, description="a lost connection is tried again every this long "
                                         "instead of after a growing backoff (0.2 s to 5 s)")

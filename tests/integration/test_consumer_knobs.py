@@ -3,6 +3,8 @@ exactly: transactions committed on both sides, polling with basic.get, nacks tha
 requeue, a consumer rate limit, a message limit per receiver, TCP keepalive options."""
 
 import json
+import time
+from urllib.parse import quote
 
 import pytest
 
@@ -82,3 +84,37 @@ def test_receivers_stop_at_their_message_limit_and_the_run_ends(broker, tmp_path
                for e in events)
     books = manifest["accounting"]
     assert books["received"] == 400 and books["balanced"], books["explain"]
+
+
+def test_without_reconnecting_a_lost_connection_stops_its_worker(broker, tmp_path):
+    from drivers import protocol
+    from orchestrator.agents.local import spawn_local_agents
+    endpoint = broker.running()[0].endpoint
+    (agent,) = spawn_local_agents(1, tmp_path, max_lifetime_s=60)
+    try:
+        agent.configure(protocol.Configure(
+            broker="rabbitmq", pattern="point-to-point",
+            message=protocol.MessageShape(sizes=(128,)),
+            destination=protocol.Destination((endpoint,), "work", reconnect=False),
+            senders=[protocol.SenderConfig(1, 100, endpoint)],
+            receivers=[protocol.ReceiverConfig(1, endpoint)],
+            settings=broker.client_settings()))
+        _until(lambda: agent.snapshot().received > 50)
+        api = broker.management()
+        _until(lambda: len(api.request("GET", "/connections")) >= 2)  # listed once sampled
+        for connection in api.request("GET", "/connections"):
+            api.request("DELETE", "/connections/" + quote(connection["name"], safe=""))
+        _until(lambda: agent.snapshot().connections == 0, what=agent.snapshot)
+        time.sleep(2)  # the backoff would have connected again by now
+        last = agent.snapshot()
+        assert (last.connections, last.reconnects) == (0, 0) and last.errors >= 2
+        assert "not connecting again" in last.last_error
+    finally:
+        agent.stop()
+
+
+def _until(condition, seconds: float = 20.0, what=lambda: None) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out: {what()}"
+        time.sleep(0.1)

@@ -63,6 +63,7 @@ def test_a_reader_that_subscribes_again_from_the_start_counts_rereads(broker, tm
         # the broker closes the connections: the reader subscribes again from the first
         # message and reads all 1000 again (the sender, done, has nothing to send again)
         api = broker.management()
+        _until(lambda: len(api.request("GET", "/connections")) >= 2)  # listed once sampled
         for connection in api.request("GET", "/connections"):
             api.request("DELETE", f"/connections/{_quoted(connection['name'])}")
         _until(lambda: agent.snapshot().rereads >= 1000)

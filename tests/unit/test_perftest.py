@@ -67,6 +67,7 @@ TAKEN = [
     "perf-test -x 1 -y 2 -Q 500 -ca x-priority=10",
     # consumers and transactions (PerfTest's documentation: "customising the workload")
     "perf-test -x 1 -y 1 -m 10 -n 5",
+    "perf-test -x 1 -y 1 --disable-connection-recovery -z 20",
     "perf-test -x 1 -y 2 --polling --polling-interval 10",
     "perf-test -x 1 -y 1 -na -re false",
     "perf-test -x 2 -y 4 -R 100 -S -D 5000",
