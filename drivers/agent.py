@@ -100,6 +100,8 @@ class Agent:
         roles = [self.senders[i] for i in move.senders] + \
                 [self.receivers[i] for i in move.receivers]
         for role in roles:
+            if move.queue and isinstance(role, ReceiverRole):
+                self._on_loop(lambda r=role: r.moved_to(move.queue))
             self.driver.move(role, move.endpoint, move.queue)
         return protocol.Moved(len(roles))
 

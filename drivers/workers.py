@@ -327,7 +327,15 @@ class ReceiverRole:
         self.receiver_id = receiver_id
         self.recorder = recorder
         self.stream = stream  # it reads a stream: a message read again is a re-read
+        self.group = group
         self._track = recorder.tracker_for(group, stream).record
+
+    def moved_to(self, queue: str) -> None:
+        """It consumes from ``queue`` from now on: a receiver of a subscription (its group
+        the queue's name) counts what it gets there in that queue's subscription."""
+        if self.group and not self.stream and self.group != queue:
+            self.group = queue
+            self._track = self.recorder.tracker_for(queue).record
 
     def on_body(self, body: bytes, offset: int = 0, redelivered: bool = False) -> None:
         """Account for one delivered message whose body starts at ``offset`` in ``body``."""

@@ -5,7 +5,14 @@ import time
 
 from drivers.header import decode
 from drivers.message import PayloadBuilder
-from drivers.workers import Blocking, Recorder, RequesterRole, ResponderRole, SenderRole
+from drivers.workers import (
+    Blocking,
+    ReceiverRole,
+    Recorder,
+    RequesterRole,
+    ResponderRole,
+    SenderRole,
+)
 
 
 def requester(rate=0.0, in_flight=2, limit=None):
@@ -88,3 +95,17 @@ def test_a_snapshot_carries_cancels_and_blocked_connections():
     recorder.blocking.blocked(7, time.monotonic() - 2.0)
     snapshot = recorder.snapshot()
     assert snapshot.cancels == 3 and snapshot.blocked == 1 and 2.0 <= snapshot.blocked_s < 3.0
+
+
+def test_a_receiver_moved_to_another_queue_counts_its_deliveries_in_that_subscription():
+    recorder = Recorder()
+    receiver = ReceiverRole(recorder, 1, group="sub-1")
+    body = PayloadBuilder(64)
+    receiver.on_body(body.build(1, 0, time.time_ns()))
+    receiver.moved_to("sub-2")  # a scale-out moved it to another member's instance
+    receiver.on_body(body.build(1, 1, time.time_ns()))
+    assert {group: tracker.unique for group, tracker in recorder.trackers.items()} == \
+        {"": 0, "sub-1": 1, "sub-2": 1}
+    reader = ReceiverRole(recorder, 2, group="events~2", stream=True)
+    reader.moved_to("events")  # a stream's reader keeps its own subscription
+    assert reader.group == "events~2"
