@@ -51,7 +51,7 @@ def search_file(scenario: Path, overrides: list[str], options: SearchOptions, li
                         live=options.live, project=options.project, target=options.target,
                         web=options.web)
     lines.say(f"\ncapacity: {result.directory}")
-    lines.say(as_markdown(result.document, spec.slo.model_dump(mode="json")))
+    lines.say(as_markdown(result.document, spec.slo.model_dump()))
     if options.analyze and result.searches:
         analyze_if_installed([Path(s.run_dir) for s in result.searches], lines.say,
                              lines.caution)

@@ -113,7 +113,7 @@ class SearchSchedule:
         """What ``run.json`` keeps of the search."""
         found = self.found
         return CapacityRecord(
-            members=self.members, slo=self.slo.model_dump(mode="json"),
+            members=self.members, slo=self.slo.model_dump(),
             probes=[ProbeRecord(step=i + 1, rate=o.probe.rate, confirm=o.probe.confirm,
                                 held=o.held, achieved=o.achieved, p99_ms=p99_ms(row),
                                 max_backlog=row.max_backlog, reasons=list(o.reasons))

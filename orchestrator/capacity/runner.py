@@ -74,7 +74,7 @@ def search_all(scenario: ScenarioSpec, topology: TopologySpec, source: str, runs
                                       board, say, live)
     document = capacity.answer(searches, target or spec.target,
                                project or [2 * max(counts)])
-    slo = scenario.slo.model_dump(mode="json")
+    slo = scenario.slo.model_dump()
     capacity.write(directory, document, slo)
     return CapacityResult(directory, searches, document, complete)
 

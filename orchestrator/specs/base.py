@@ -20,6 +20,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     ValidationInfo,
     WithJsonSchema,
     model_validator,
@@ -36,7 +37,11 @@ Bytes = Annotated[int, BeforeValidator(units.parse_size, json_schema_input_type=
 Seconds = Annotated[float, BeforeValidator(units.parse_duration,
                                            json_schema_input_type=float | _UNIT_TEXT)]
 Fraction = Annotated[float, BeforeValidator(units.parse_percent,
-                                            json_schema_input_type=float | _PERCENT_TEXT)]
+                                            json_schema_input_type=float | _PERCENT_TEXT),
+                     PlainSerializer(lambda v: f"{format(round(v * 100, 10), '.12g')}%",
+                                     return_type=str, when_used="json")]
+"""A share, written ``3%`` (a bare number is percent too); written out as percent text, so a
+spec dumped to JSON reads back the same."""
 
 COLLECT = {"collect_cross_problems": True}
 """Validation context under which models leave their cross-field problems to the caller."""

@@ -137,12 +137,14 @@ not start (a stopped or killed member is started again)."""
 
 
 def _given(spec: Any, path: Loc) -> bool:
-    """Whether the file set the field at ``path`` within ``spec``."""
-    for name in path[:-1]:
+    """Whether the file set the field at ``path`` within ``spec`` to something else than its
+    default (a spec written out whole, defaults included, asks for nothing more)."""
+    for name in path:
         if name not in spec.model_fields_set:
             return False
-        spec = getattr(spec, name)
-    return path[-1] in spec.model_fields_set
+        parent, spec = spec, getattr(spec, name)
+    field = type(parent).model_fields[str(path[-1])]
+    return spec != field.get_default(call_default_factory=True)
 
 
 def _stream_problems(workload: WorkloadSpec, queue: QueueSpec) -> list[tuple[Loc, str]]:
@@ -151,7 +153,7 @@ def _stream_problems(workload: WorkloadSpec, queue: QueueSpec) -> list[tuple[Loc
     if queue.type != "stream":
         return [(("workload", "stream_offset"), f"streams only: queue {queue.name} is "
                                                 f"{queue.type}")] \
-            if "stream_offset" in workload.model_fields_set else []
+            if _given(workload, ("stream_offset",)) else []
     found: list[tuple[Loc, str]] = []
     if workload.ack == "auto":
         found.append((("workload", "ack"), f"stream {queue.name} is read with manual "

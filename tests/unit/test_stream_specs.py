@@ -53,3 +53,16 @@ def test_a_stream_read_from_an_offset_or_a_time_loads(tmp_path):
             f"stream_offset: '{offset}'}}\nplan: ['10:5s']\n".replace("'1200'", "1200"))
         scenario, _ = load_scenario(tmp_path / "s.yaml")
         assert str(scenario.workload.stream_offset) == offset
+
+
+@pytest.mark.parametrize("example", ["quickstart.yaml", "mq-uniform-cluster-scaling.yaml"])
+def test_a_scenario_written_out_whole_defaults_included_loads_again(tmp_path, example):
+    import json
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2] / "scenarios"
+    scenario, _ = load_scenario(root / example)
+    whole = scenario.model_dump(mode="json")  # every field, RabbitMQ-only defaults included
+    (tmp_path / "whole.yaml").write_text(json.dumps(whole))
+    again, _ = load_scenario(tmp_path / "whole.yaml")
+    assert again.model_dump(exclude={"topology"}) == scenario.model_dump(exclude={"topology"})
+    assert again.slo.shortfall == scenario.slo.shortfall  # a share written as percent text
