@@ -52,6 +52,10 @@ class SenderLink(Link):
         self.nack_rounds = 0  # channels reopened after nacks since the last confirm
         self.commit_every = driver.destination.publish_transaction  # publishes per transaction
         self.commit_asked = 0  # the last publish (its tag) of the latest commit asked for
+        self.committing = False  # a commit is on its way: nothing more is sent until it is ok
+        # (first seq, count, ever nacked) taken but not sent: they belong to the next
+        # transaction, which opens once the commit before it is ok
+        self.waiting: list[tuple[int, int, bool]] = []
         # publishes are tracked until confirmed, or committed: both say the broker has them
         self.tracked = driver.destination.confirms or bool(self.commit_every)
         bound = driver.destination.backlog_per_sender
@@ -59,7 +63,7 @@ class SenderLink(Link):
 
     def ready(self, channel) -> None:
         self.published = self.last_tag = self.commit_asked = 0
-        self.reopening = False
+        self.reopening = self.committing = False
         destination = self.driver.destination
         if destination.confirms:
             channel.confirm_delivery(self._confirmed)
@@ -92,6 +96,8 @@ class SenderLink(Link):
         if gate is not None and gate.wants_reading(time.monotonic()):
             self._read_depth()
         if self._may_publish():
+            self._send_waiting()
+        if self._may_publish():
             for first, n, ever_nacked, nacked_last in self.resend:
                 self._send(first, n, ever_nacked)
                 self.recorder.republished += n
@@ -117,27 +123,42 @@ class SenderLink(Link):
         self.timer = self.driver.ioloop.call_later(delay, self._publish)
 
     def _send(self, first_seq: int, n: int, nacked_before: bool = False) -> None:
-        """Publish messages ``first_seq`` .. ``first_seq + n - 1``; in transactions, each
-        transaction committed once it holds its publishes."""
+        """Publish messages ``first_seq`` .. ``first_seq + n - 1``; in transactions, what
+        fills the open one, then its commit, the rest waiting for the commit to be ok (a
+        channel takes no other command while it commits)."""
         if not self.commit_every:
             self._emit(first_seq, n, nacked_before)
             return
-        while n:
-            chunk = min(n, self.commit_every - (self.published - self.commit_asked))
-            self._emit(first_seq, chunk, nacked_before)
-            first_seq, n = first_seq + chunk, n - chunk
-            if self.published - self.commit_asked >= self.commit_every:
-                self._commit()
+        if self.committing:
+            self.waiting.append((first_seq, n, nacked_before))
+            return
+        room = self.commit_every - (self.published - self.commit_asked)
+        chunk = min(n, room)
+        self._emit(first_seq, chunk, nacked_before)
+        if chunk == room:
+            self._commit()
+        if n > chunk:
+            self.waiting.append((first_seq + chunk, n - chunk, nacked_before))
+
+    def _send_waiting(self) -> None:
+        """Send what waited for a commit, transaction by transaction."""
+        while self.waiting and not self.committing and self.channel is not None:
+            self._send(*self.waiting.pop(0))
 
     def _commit(self) -> None:
         """Commit the publishes since the last commit; the broker has them once it says so."""
         tag = self.commit_asked = self.published
+        self.committing = True
         self.channel.tx_commit(callback=lambda _frame: self._committed(tag))
 
     def _committed(self, tag: int) -> None:
+        self.committing = False
         self.recorder.committed += tag - self.last_tag
         self.last_tag = tag
         self._settle(tag, nacked=False)
+        if not self.role.active or self.role.done:  # stopped: what it took goes out too
+            self._send_waiting()
+            self._commit_open()
 
     def _emit(self, first_seq: int, n: int, nacked_before: bool = False) -> None:
         """Publish messages ``first_seq`` .. ``first_seq + n - 1`` of this sender
@@ -184,6 +205,8 @@ class SenderLink(Link):
             channel.queue_declare(route, passive=True, callback=answered)
 
     def _may_publish(self) -> bool:
+        if self.committing:
+            return False
         destination = self.driver.destination
         if destination.confirms and self.unconfirmed >= destination.confirm_window:
             return False
@@ -271,7 +294,9 @@ class SenderLink(Link):
 
     @property
     def unconfirmed(self) -> int:
-        return self.published - self.last_tag if self.tracked else 0
+        if not self.tracked:
+            return 0
+        return self.published - self.last_tag + sum(n for _, n, _ in self.waiting)
 
     def stop(self) -> None:
         self.role.active = False
@@ -280,7 +305,8 @@ class SenderLink(Link):
 
     def _commit_open(self) -> None:
         """Commit what the open transaction holds (the last publishes before a stop)."""
-        if self.commit_every and self.published > self.commit_asked and \
+        if self.commit_every and not self.committing and \
+                self.published > self.commit_asked and \
                 self.channel is not None and self.channel.is_open:
             self._commit()
 

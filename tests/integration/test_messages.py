@@ -94,7 +94,8 @@ def run(tmp_path, workload: dict) -> dict:
     scenario = ScenarioSpec.model_validate({
         "name": "msg", "topology": "unused.yaml", "agents": 2,
         "workload": {"senders": 2, "receivers": 1, "confirms": True, **workload},
-        "plan": [{"rate_per_sender": 100, "hold": "4s"}], "measure": {"drain": "10s"}})
+        "plan": [{"rate_per_sender": 100, "hold": "4s"}],
+        "measure": {"drain": "10s", "settle": 1}})  # a step row of 3 seconds, not 1
     Controller(scenario, TOPOLOGY, tmp_path, live=False).run()
     (run_dir,) = tmp_path.iterdir()
     return json.loads((run_dir / "run.json").read_text())
