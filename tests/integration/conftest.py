@@ -3,6 +3,8 @@
 import contextlib
 import os
 import shutil
+import time
+from urllib.parse import quote
 
 import psutil
 import pytest
@@ -48,6 +50,23 @@ def local_cluster(topology: TopologySpec, state_root):
         left = [pid for pid in seen_pids if psutil.pid_exists(pid)
                 and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
         assert not left, f"broker processes left behind: {left}"
+
+
+def wait_until(condition, seconds: float = 30.0, what=lambda: None) -> None:
+    """Poll ``condition`` until it holds; fail after ``seconds``, saying ``what()``."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out: {what()}"
+        time.sleep(0.1)
+
+
+def close_connections(broker, at_least: int) -> None:
+    """Have ``broker`` (a local provisioner) close every client connection, once its
+    management API lists at least ``at_least`` of them (it lists them once sampled)."""
+    api = broker.management()
+    wait_until(lambda: len(api.request("GET", "/connections")) >= at_least)
+    for connection in api.request("GET", "/connections"):
+        api.request("DELETE", "/connections/" + quote(connection["name"], safe=""))
 
 
 def cluster_of(topology: TopologySpec):

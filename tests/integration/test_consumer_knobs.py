@@ -4,14 +4,13 @@ requeue, a consumer rate limit, a message limit per receiver, TCP keepalive opti
 
 import json
 import time
-from urllib.parse import quote
 
 import pytest
 
 from orchestrator.run.controller import Controller
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import TopologySpec
-from tests.integration.conftest import cluster_of
+from tests.integration.conftest import close_connections, cluster_of, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -99,12 +98,9 @@ def test_without_reconnecting_a_lost_connection_stops_its_worker(broker, tmp_pat
             senders=[protocol.SenderConfig(1, 100, endpoint)],
             receivers=[protocol.ReceiverConfig(1, endpoint)],
             settings=broker.client_settings()))
-        _until(lambda: agent.snapshot().received > 50)
-        api = broker.management()
-        _until(lambda: len(api.request("GET", "/connections")) >= 2)  # listed once sampled
-        for connection in api.request("GET", "/connections"):
-            api.request("DELETE", "/connections/" + quote(connection["name"], safe=""))
-        _until(lambda: agent.snapshot().connections == 0, what=agent.snapshot)
+        wait_until(lambda: agent.snapshot().received > 50)
+        close_connections(broker, at_least=2)
+        wait_until(lambda: agent.snapshot().connections == 0, what=agent.snapshot)
         time.sleep(2)  # the backoff would have connected again by now
         last = agent.snapshot()
         assert (last.connections, last.reconnects) == (0, 0) and last.errors >= 2
@@ -112,9 +108,3 @@ def test_without_reconnecting_a_lost_connection_stops_its_worker(broker, tmp_pat
     finally:
         agent.stop()
 
-
-def _until(condition, seconds: float = 20.0, what=lambda: None) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out: {what()}"
-        time.sleep(0.1)

@@ -4,7 +4,6 @@ the stream keeps what was read, and a receiver that reads again from the start a
 connection is closed counts re-reads, never duplicates."""
 
 import json
-import time
 
 import pytest
 
@@ -13,7 +12,7 @@ from orchestrator.agents.local import spawn_local_agents
 from orchestrator.run.controller import Controller
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import TopologySpec
-from tests.integration.conftest import cluster_of
+from tests.integration.conftest import close_connections, cluster_of, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -59,30 +58,17 @@ def test_a_reader_that_subscribes_again_from_the_start_counts_rereads(broker, tm
             senders=[protocol.SenderConfig(1, 500, endpoint, limit=1000)],
             receivers=[protocol.ReceiverConfig(1, endpoint, group="replayed~1")],
             settings=broker.client_settings()))
-        _until(lambda: agent.snapshot().received >= 1000)
+        wait_until(lambda: agent.snapshot().received >= 1000)
         # the broker closes the connections: the reader subscribes again from the first
         # message and reads all 1000 again (the sender, done, has nothing to send again)
-        api = broker.management()
-        _until(lambda: len(api.request("GET", "/connections")) >= 2)  # listed once sampled
-        for connection in api.request("GET", "/connections"):
-            api.request("DELETE", f"/connections/{_quoted(connection['name'])}")
-        _until(lambda: agent.snapshot().rereads >= 1000)
+        close_connections(broker, at_least=2)
+        wait_until(lambda: agent.snapshot().rereads >= 1000)
         last = agent.snapshot()
         assert (last.received, last.duplicates, last.rereads) == (1000, 0, 1000)
         assert last.reconnects >= 1
         report = agent.accounting()
-        assert list(report.bitmaps) == ["", "replayed~1"] or "replayed~1" in report.bitmaps
+        assert "replayed~1" in report.bitmaps  # its subscription, kept by the agent
     finally:
         agent.stop()
 
 
-def _quoted(name: str) -> str:
-    from urllib.parse import quote
-    return quote(name, safe="")
-
-
-def _until(condition, seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
