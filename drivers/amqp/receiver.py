@@ -133,7 +133,8 @@ class ReceiverLink(Link):
     def _arrived(self, buffer: bytes, offset: int, tag: int, redelivered: bool,
                  properties=None) -> None:
         driver = self.driver
-        if self._delay() > 0 or self.pending or driver.receivers_paused:
+        if driver.consumer_delay_s > 0 or self.interval or self.pending or \
+                driver.receivers_paused:
             self.pending.append((buffer, offset, tag, redelivered, properties))
             driver.recorder.held += 1
             if self.pending_timer is None and not driver.receivers_paused:
@@ -165,7 +166,8 @@ class ReceiverLink(Link):
             self._nack(tag, buffer, offset, redelivered)
             return
         self.role.on_body(buffer, offset, redelivered)
-        self._took()
+        if self.limit is not None:  # the count serves the limit alone: off the usual path
+            self._took()
         if self.responds and properties is not None and properties.reply_to:
             self.channel.basic_publish(
                 "", properties.reply_to, buffer[offset:offset + HEADER_SIZE] + self.padding,
@@ -190,12 +192,13 @@ class ReceiverLink(Link):
         else:
             self.role.on_body(buffer, offset, redelivered)
             self.recorder.rejected += 1
-            self._took()
+            if self.limit is not None:
+                self._took()
 
     def _took(self) -> None:
         """One more message handled; at its limit the receiver stops consuming."""
         self.taken += 1
-        if self.limit is not None and self.taken == self.limit:
+        if self.taken == self.limit:
             self.recorder.receivers_done += 1
             self.driver.ioloop.call_later(0, self.retire)
 
