@@ -40,7 +40,9 @@ def tick_row(stamped: dict[str, Any], tick: Tick, *, lateness_s: float, target_r
             "confirm_rate": rates["confirmed"], "skip_rate": rates["skipped"],
             **{k: totals[k] for k in TOTALS},
             "members_running": members_running, "queue_depth": queue_depth,
-            "depth_age_s": depth_age_s, "backlog": None if copies is None
+            "depth_age_s": depth_age_s,
+            # a lost agent's sends and receipts after its last reading are unknown
+            "backlog": None if copies is None or agents_lost
             else totals["sent"] * copies - totals["received"],
             "agents_missing": tick.agents_missing, "read_span_s": read_span_s,
             "broker_missing": broker_missing, "agents_lost": agents_lost,

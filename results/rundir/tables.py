@@ -132,7 +132,8 @@ COLUMNS: dict[str, list[Column]] = {
         Column("backlog", pa.int64(), "`sent` - `received` (count): includes what flow "
                "control holds in the broker's ingress, where no queue counts it; with an "
                "exchange copying each message to several queues, `sent` x copies - "
-               "`received`, null where keys reach different numbers of queues"),
+               "`received`, null where keys reach different numbers of queues or once an "
+               "agent is lost (what it did after its last reading is unknown)"),
         Column("agents_missing", pa.int32(), "Agents whose reading did not arrive by the "
                "tick's deadline (0.8 s) (count)"),
         Column("read_span_s", pa.float64(), "Time between the first and the last of this "
