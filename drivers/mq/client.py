@@ -147,6 +147,7 @@ class Session:
         self.endpoint = endpoint
         self.opened: list[Any] = []
         self.outs: list[Any] = []  # sender routes, requester's request queue
+        self.sends: list[Any] = []  # their put (a queue's) or pub (a topic's)
         self.inq: Any = None  # receiver's queue, requester's reply queue
         self.reply_name = ""  # requester: ReplyToQ
         self.replies: dict[tuple[str, str], Any] = {}  # responder: open reply queues
@@ -161,6 +162,12 @@ class Session:
         queue = self.mqi.Queue(self.qm, desc, options)
         self.opened.append(queue)
         return queue
+
+    def open_topic(self, topic: str, options: int) -> Any:
+        """MQOPEN topic string ``topic`` with ``options``."""
+        opened = self.mqi.Topic(self.qm, topic_string=topic, open_opts=options)
+        self.opened.append(opened)
+        return opened
 
     def close(self) -> None:
         """Close the queues and disconnect, ignoring errors (the connection may be gone)."""

@@ -21,7 +21,9 @@ What the workers do:
   messages (``MQPMO_NO_SYNCPOINT``, a new MsgId each, persistence as ``Destination.persistent``)
   and sleeps until the next is due. A put either succeeds or the message was not put, so
   ``sent`` (and ``confirmed``, where confirms are asked for) counts returned puts; a message
-  whose put failed is put again after the reconnect.
+  whose put failed is put again after the reconnect. Publishing to an exchange, it opens the
+  topic string of each routing key (:mod:`drivers.mq.topics`) and puts each message to its
+  key's topic, picked as the AMQP driver picks it; the subscriptions deliver the copies.
 - A *receiver* loops on MQGET with wait (``MQGMO_WAIT``, 500 ms). With ``manual_ack`` it gets
   under syncpoint and commits every ``prefetch // 4`` messages, every 0.1 s and whenever the
   queue is empty, so a broken connection hands the uncommitted ones back (BackoutCount > 0 on
@@ -82,6 +84,7 @@ from drivers.mq.connect import connect
 from drivers.mq.settings import MqSettings
 from drivers.mq.workers import ReceiverWorker, RequesterWorker, SenderWorker, Worker
 from drivers.protocol import Destination
+from drivers.routing import KeyPicker
 
 __all__ = ["MqClientMissing", "MqDriver", "MqEndpoint", "load_mqi", "reply_queue_name"]
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, SenderRole
@@ -104,6 +107,8 @@ class MqDriver(Driver):
         self.lock = threading.RLock()
         self.consumer_delay_s = 0.0
         self.receivers_paused = False  # a backlog being built: receivers take nothing
+        self.key_picker = KeyPicker(len(destination.routing_keys) or 1, destination.key_order,
+                                    destination.zipf_exponent)
         self.workers: list[Worker] = []
         self.started = False
         self.watching = True  # register MQCB event handlers until one fails

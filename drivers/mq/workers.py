@@ -24,7 +24,9 @@ from drivers.mq.client import (
     text_of,
 )
 from drivers.mq.settings import MqSettings
+from drivers.mq.topics import topic_string
 from drivers.protocol import Destination
+from drivers.routing import KeyPicker
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
 
 
@@ -43,6 +45,8 @@ class MqDriver(Protocol):
     consumer_delay_s: float
     receivers_paused: bool
     get_wait_ms: int
+
+    key_picker: KeyPicker
 
     def connect(self, endpoint: str, appltag: str) -> Any:
         """A new connection to ``endpoint`` carrying ``appltag``."""
@@ -247,14 +251,25 @@ class SenderWorker(Worker):
         self.pmo = mqi.PMO()
         self.pmo.Options = C.MQPMO_NO_SYNCPOINT | C.MQPMO_NEW_MSG_ID | C.MQPMO_FAIL_IF_QUIESCING
         self.next_seq = self.end_seq = 0  # taken from the role, not yet put: [next, end)
-        self.next_route = 0
+        self.topics = [topic_string(destination.exchange, key)
+                       for key in destination.routing_keys or ("",)] \
+            if destination.exchange else []
+        self.picker = driver.key_picker  # which topic (or queue) each message goes to
         self.confirms = destination.confirms
 
     def _open(self, session: Session, queue: Any) -> None:
-        C = self.C
+        """Open a topic per routing key (publishing to an exchange), else the queue or, for
+        several, each (put to in turn)."""
+        options = self.C.MQOO_OUTPUT | self.C.MQOO_FAIL_IF_QUIESCING
+        if self.topics:
+            session.outs = [session.open_topic(topic, options) for topic in self.topics]
+            session.sends = [topic.pub for topic in session.outs]
+            self.picker = self.driver.key_picker
+            return
         routes = queue if isinstance(queue, list) else [queue]
-        session.outs = [session.open(r, C.MQOO_OUTPUT | C.MQOO_FAIL_IF_QUIESCING)
-                        for r in routes]
+        session.outs = [session.open(r, options) for r in routes]
+        session.sends = [out.put for out in session.outs]
+        self.picker = KeyPicker(len(routes), "sequential")
 
     def _step(self) -> bool:
         role, lock = self.role, self.driver.lock
@@ -279,19 +294,19 @@ class SenderWorker(Worker):
         return True
 
     def _put_pending(self) -> None:
-        role, outs, md, pmo = self.role, self.session.outs, self.md, self.pmo
-        put = 0
+        role, sends, md, pmo = self.role, self.session.sends, self.md, self.pmo
+        first, put = self.next_seq, 0
         try:
-            if len(outs) == 1:
-                queue = outs[0]
-                for seq in range(self.next_seq, self.end_seq):
-                    queue.put(role.body(seq), md, pmo)
+            if len(sends) == 1:
+                send = sends[0]
+                for seq in range(first, self.end_seq):
+                    send(role.body(seq), md, pmo)
                     self.next_seq = seq + 1
                     put += 1
             else:
-                for seq in range(self.next_seq, self.end_seq):
-                    outs[self.next_route % len(outs)].put(role.body(seq), md, pmo)
-                    self.next_route += 1
+                picks = self.picker.picks(role.producer_id, first, self.end_seq - first)
+                for seq, pick in zip(range(first, self.end_seq), picks, strict=True):
+                    sends[pick](role.body(seq), md, pmo)
                     self.next_seq = seq + 1
                     put += 1
         finally:

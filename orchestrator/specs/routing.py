@@ -145,3 +145,51 @@ def routing_problems(exchanges: Sequence[ExchangeSpec], bindings: Sequence[Bindi
             found.append((("bindings", i, "queue"), f"{binding.queue!r} is not a queue of this "
                                                     f"topology (queues: {listed})"))
     return found
+
+
+MQ_KEY_CHARACTERS = "/+#"  # a level separator and MQ's wildcards: not in a key on MQ
+
+
+def mq_routing_problems(exchanges: Sequence[ExchangeSpec], bindings: Sequence[BindingSpec]
+                        ) -> list[tuple[Loc, str]]:
+    """What IBM MQ's topics cannot do of a topology's routing: exchanges become topic trees and
+    bindings durable subscriptions (:mod:`drivers.mq.topics`), so headers exchanges, exchange
+    arguments and auto-delete, exchange-to-exchange bindings, binding arguments and keys with
+    ``/``, ``+`` or a ``#`` of their own are refused."""
+    found: list[tuple[Loc, str]] = []
+    kinds = {e.name: e.type for e in exchanges}
+    for i, exchange in enumerate(exchanges):
+        if exchange.type == "headers":
+            found.append((("exchanges", i, "type"), "IBM MQ routes by topic string: a headers "
+                                                    "exchange has no equivalent (direct, "
+                                                    "topic or fanout)"))
+        for field, given in (("arguments", exchange.arguments),
+                             ("auto_delete", exchange.auto_delete),
+                             ("durable", not exchange.durable)):
+            if given:
+                found.append((("exchanges", i, field), "RabbitMQ only: on IBM MQ an exchange "
+                                                       "is a topic tree; leave it out"))
+        if any(c in exchange.name for c in MQ_KEY_CHARACTERS):
+            found.append((("exchanges", i, "name"), f"{exchange.name!r}: on IBM MQ the name is "
+                                                    f"a topic string's first level, without / "
+                                                    f"+ #"))
+    for i, binding in enumerate(bindings):
+        if binding.to_exchange is not None:
+            found.append((("bindings", i, "to_exchange"), "IBM MQ subscribes queues to topics: "
+                                                          "bind a queue, not an exchange"))
+        if binding.arguments:
+            found.append((("bindings", i, "arguments"), "RabbitMQ only: IBM MQ subscriptions "
+                                                        "match the topic string alone"))
+        kind = kinds.get(binding.exchange, "direct")
+        allowed = "#" if kind == "topic" else ""
+        words = binding.routing_key.split(".")
+        if any(c in binding.routing_key for c in "/+") or any(
+                "#" in word and word not in allowed for word in words):
+            found.append((("bindings", i, "routing_key"), mq_key_problem(binding.routing_key)))
+    return found
+
+
+def mq_key_problem(key: str) -> str:
+    """Why routing ``key`` cannot be a topic string's levels on IBM MQ."""
+    return (f"{key!r}: on IBM MQ a key's words become topic levels; / and + cannot be in it, "
+            f"nor # but as a whole word of a topic binding")

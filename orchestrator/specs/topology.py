@@ -12,7 +12,13 @@ from orchestrator.specs.existing import ExistingSpec
 from orchestrator.specs.hosts import HostSpec, RabbitKubernetesSpec
 from orchestrator.specs.limits import MAX_CORES_PER_MEMBER, Number
 from orchestrator.specs.mq import MqSpec
-from orchestrator.specs.routing import BindingSpec, ExchangeSpec, routes, routing_problems
+from orchestrator.specs.routing import (
+    BindingSpec,
+    ExchangeSpec,
+    mq_routing_problems,
+    routes,
+    routing_problems,
+)
 
 
 class QueueSpec(Spec):
@@ -145,10 +151,14 @@ class TopologySpec(Spec):
     queues: list[QueueSpec] = Field(
         default_factory=list, description="queues declared once the cluster is up")
     exchanges: list[ExchangeSpec] = Field(
-        default_factory=list, description="exchanges declared once the queues are (RabbitMQ)")
+        default_factory=list, description="exchanges declared once the queues are; on IBM MQ "
+                                          "each is a topic tree (topic string EXCHANGE/key/"
+                                          "words)")
     bindings: list[BindingSpec] = Field(
         default_factory=list, description="bindings from the exchanges to queues or exchanges, "
-                                          "declared after them (RabbitMQ)")
+                                          "declared after them; on IBM MQ each bound queue "
+                                          "is a durable subscription (DEFINE SUB, or MQSUB "
+                                          "on queue managers surge did not start)")
     ibmmq: MqSpec | None = Field(None, description="queue managers, cluster, CCDT (broker ibmmq)")
     hosts: list[HostSpec] = Field(
         default_factory=list, description="SSH hosts: RabbitMQ members (role broker, placement "
@@ -185,10 +195,8 @@ class TopologySpec(Spec):
                                       f"({self.members})"))
         found += routing_problems(self.exchanges, self.bindings, [
             name for q in self.queues for name in {q.name, *q.instances(range(self.members))}])
-        if self.broker == "ibmmq" and (self.exchanges or self.bindings):
-            found.append((("exchanges" if self.exchanges else "bindings",),
-                          "exchanges and bindings are RabbitMQ's; IBM MQ publishes to topics "
-                          "(not supported by surge yet)"))
+        if self.broker == "ibmmq":
+            found += mq_routing_problems(self.exchanges, self.bindings)
         if self.placement == "existing":
             return found + self._existing_problems()
         if self.broker == "rabbitmq" and self.placement == "ssh":

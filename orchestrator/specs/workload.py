@@ -84,7 +84,9 @@ class WorkloadSpec(Spec):
         "", description="the exchange senders publish to (PerfTest's -e); empty: the default "
                         "exchange, each sender publishing to its queue by name. With an "
                         "exchange, receivers still consume from `queue`, each of its queues a "
-                        "subscription that receives its own copy of what is routed to it")
+                        "subscription that receives its own copy of what is routed to it. On "
+                        "IBM MQ each message is published to topic string EXCHANGE/key/words "
+                        "(the key's dots as levels)")
     routing_key: str = Field(
         "", max_length=255, description="the routing key of every message (PerfTest's -k); "
                                         "with the default exchange the queue's name is used")

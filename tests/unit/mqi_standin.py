@@ -28,6 +28,11 @@ It imitates only behaviour documented for MQ, and only what the driver uses:
   MQRC_NO_MSG_AVAILABLE; a message longer than the buffer fails with
   MQRC_TRUNCATED_MSG_FAILED and stays; syncpoint gets are held until MQCMIT and come back
   where they were, BackoutCount + 1, after MQBACK or a broken connection.
+- Publish/subscribe: MQOPEN of a topic string (``Topic``) for output; an MQPUT to it puts one
+  copy on the queue of each subscription of that queue manager whose topic string matches
+  (topic-based wildcards: ``+`` one level, ``#`` zero or more). Subscriptions are defined by
+  the test (DEFINE SUB: :meth:`StandIn.subscribe`) or made with MQSUB (durable only, with
+  MQSO_CREATE/MQSO_RESUME and a queue opened for output; MQCO_REMOVE_SUB deletes one).
 - MQDISC commits a unit of work (MQ on Multiplatforms does).
 - :meth:`StandIn.stop_qmgr` breaks its connections: the next call fails with
   MQRC_CONNECTION_BROKEN; a reconnectable one (MQCNO_RECONNECT*) is reconnected to a running
@@ -69,6 +74,7 @@ class CMQC:
     MQRC_Q_MGR_NOT_AVAILABLE = 2059
     MQRC_TRUNCATED_MSG_FAILED = 2080
     MQRC_UNKNOWN_OBJECT_NAME = 2085
+    MQRC_HOBJ_ERROR = 2019
     MQRC_Q_MGR_QUIESCING = 2161
     MQRC_Q_MGR_STOPPING = 2162
     MQRC_CONNECTION_QUIESCING = 2202
@@ -142,6 +148,20 @@ class CMQC:
     MQCSP_VERSION_1 = 1
     MQSCO_VERSION_5, MQSCO_VERSION_6 = 5, 6
 
+    MQOT_TOPIC = 8
+    MQOD_VERSION_4 = 4
+    MQSO_NON_DURABLE = 0x00000000
+    MQSO_ALTER = 0x00000001
+    MQSO_CREATE = 0x00000002
+    MQSO_RESUME = 0x00000004
+    MQSO_DURABLE = 0x00000008
+    MQSO_MANAGED = 0x00000020
+    MQSO_FAIL_IF_QUIESCING = 0x00002000
+    MQCO_KEEP_SUB = 0x00000004
+    MQCO_REMOVE_SUB = 0x00000008
+    MQRC_NO_SUBSCRIPTION = 2428
+    MQRC_SUB_ALREADY_EXISTS = 2432
+
     MQOP_REGISTER = 0x00000100
     MQOP_DEREGISTER = 0x00000200
     MQCBT_MESSAGE_CONSUMER = 0x00000001
@@ -213,6 +233,10 @@ class _Struct:
             raise AttributeError(f"{type(self).__name__} has no field {name}")
         object.__setattr__(self, name, value)
 
+    def set_vs(self, name: str, value: bytes | str, *_: Any) -> None:
+        """An MQCHARV field (ObjectString, SubName), as the libraries set it."""
+        setattr(self, name, value.encode() if isinstance(value, str) else value)
+
     def _field(self, name: str) -> Any:
         """The field as the C structure would hold it (fixed-length CHAR and BYTE fields)."""
         value = getattr(self, name)
@@ -259,6 +283,8 @@ def _structures(strict: bool) -> dict[str, type]:
                               "CCDTUrl": 0, "ApplName": b""}),
         "CBD": struct("CBD", {"CallbackType": CMQC.MQCBT_MESSAGE_CONSUMER, "Options": 0,
                               "CallbackFunction": None, "CallbackArea": None}),
+        "SD": struct("SD", {"Version": 1, "Options": 0, "ObjectName": b"",
+                            "ObjectString": b"", "SubName": b""}),
         "CBC": struct("CBC", {"CallType": CMQC.MQCBCT_EVENT_CALL, "CompCode": 0,
                               "Reason": 0}),
     }
@@ -298,6 +324,19 @@ class _QMgr:
     def __init__(self, name: str):
         self.name, self.running = name, True
         self.queues: dict[str, _LocalQueue] = {}
+        self.subscriptions: dict[str, tuple[str, str]] = {}  # name -> (topic string, queue)
+
+
+def topic_matches(pattern: str, topic: str) -> bool:
+    """MQ's topic-based wildcards (WSCHEMA(TOPIC)): ``+`` is one level, ``#`` zero or more,
+    each only as a whole level; levels are separated by ``/``."""
+    def match(p: list[str], t: list[str]) -> bool:
+        if not p:
+            return not t
+        if p[0] == "#":
+            return any(match(p[1:], t[i:]) for i in range(len(t) + 1))
+        return bool(t) and p[0] in ("+", t[0]) and match(p[1:], t[1:])
+    return match(pattern.split("/"), topic.split("/"))
 
 
 class _Connection:
@@ -349,7 +388,7 @@ class StandIn:
         self.CMQC, self.CMQXC = CMQC, CMQXC
         self.Error, self.MQMIError, self.PYIFError = Error, MQMIError, PYIFError
         structures = _structures(strict=flavour == "pymqi")
-        for name in ("MD", "GMO", "PMO", "OD", "CD", "SCO"):
+        for name in ("MD", "GMO", "PMO", "OD", "CD", "SCO", "SD"):
             setattr(self, name, structures[name])
         if flavour == "ibmmq":  # pymqi's CSP has only C pointer fields: user= / password=
             self.CNO, self.CBD, self.CSP = structures["CNO"], structures["CBD"], structures["CSP"]
@@ -358,6 +397,8 @@ class StandIn:
         base = _IbmmqQueueManager if flavour == "ibmmq" else _QueueManager
         self.QueueManager = type("QueueManager", (base,), {"_standin": standin})
         self.Queue = type("Queue", (_Queue,), {"_standin": standin})
+        self.Topic = type("Topic", (_Topic,), {"_standin": standin})
+        self.Subscription = type("Subscription", (_Subscription,), {"_standin": standin})
 
     # -- set-up and inspection for tests -----------------------------------------------------
 
@@ -365,6 +406,11 @@ class StandIn:
         """DEFINE QLOCAL on ``qmgr`` (default: every queue manager, as the -ic file does)."""
         for manager in [self.qmgrs[qmgr]] if qmgr else self.qmgrs.values():
             manager.queues[queue] = _LocalQueue(queue, max_depth)
+
+    def subscribe(self, name: str, topic: str, queue: str, qmgr: str | None = None) -> None:
+        """DEFINE SUB(name) TOPICSTR(topic) DEST(queue) on ``qmgr`` (default: every one)."""
+        for manager in [self.qmgrs[qmgr]] if qmgr else self.qmgrs.values():
+            manager.subscriptions[name] = (topic, queue)
 
     def require_user(self, user: str, password: str) -> None:
         """Authenticate clients (CHCKCLNT(REQUIRED)): only this user with this password may
@@ -650,7 +696,8 @@ class _Queue:
         return queue
 
     def put(self, msg: bytes, md: Any = None, pmo: Any = None) -> None:
-        """MQPUT."""
+        """MQPUT (to a topic: one copy to each subscription's queue whose topic string
+        matches)."""
         standin = self._standin
         md = md if md is not None else standin.MD()
         pmo = pmo if pmo is not None else standin.PMO()
@@ -668,8 +715,8 @@ class _Queue:
             conn = standin._live(self.hconn)
             if not self.options & CMQC.MQOO_OUTPUT:
                 raise _fail(CMQC.MQRC_NOT_OPEN_FOR_OUTPUT)
-            queue = self._resolve(conn)
-            if len(queue.messages) >= queue.max_depth:
+            queues = self._targets(conn)
+            if any(len(queue.messages) >= queue.max_depth for queue in queues):
                 raise _fail(CMQC.MQRC_Q_FULL)
             if pmo.Options & CMQC.MQPMO_NEW_MSG_ID or msg_id == CMQC.MQMI_NONE:
                 msg_id = next(standin._ids).to_bytes(24, "big")
@@ -682,14 +729,18 @@ class _Queue:
                       "MsgType": md.MsgType, "Report": md.Report, "Expiry": md.Expiry,
                       "Format": md._field("Format"), "BackoutCount": 0,
                       "PutApplName": conn.appl_name.encode().ljust(28, b"\0")}
-            message = _Message(next(standin._orders), msg, fields)
-            if pmo.Options & CMQC.MQPMO_SYNCPOINT:  # default on Multiplatforms: no syncpoint
-                conn.puts.append((queue, message))
-            else:
-                queue.messages.append(message)
-                standin.cond.notify_all()
+            for queue in queues:  # a publication: one copy per matching subscription
+                message = _Message(next(standin._orders), msg, dict(fields))
+                if pmo.Options & CMQC.MQPMO_SYNCPOINT:  # default on Multiplatforms: none
+                    conn.puts.append((queue, message))
+                else:
+                    queue.messages.append(message)
+            standin.cond.notify_all()
         for key in ("MsgId", "CorrelId", "ReplyToQMgr", "PutApplName"):
             setattr(md, key, fields[key])
+
+    def _targets(self, conn: _Connection) -> list[_LocalQueue]:
+        return [self._resolve(conn)]
 
     def get(self, max_length: int | None = None, md: Any = None, gmo: Any = None) -> bytes:
         """MQGET."""
@@ -749,3 +800,73 @@ class _Queue:
                 raise PYIFError("not open")
             self.open = False
             standin._live(self.hconn)
+
+
+class _Topic(_Queue):
+    """``Topic(qm, topic_string=..., open_opts=...)``: MQOPEN of a topic string (MQOT_TOPIC,
+    MQOD version 4) for output; ``pub`` is MQPUT to it."""
+
+    def __init__(self, qm: _QueueManager, topic_name: Any = None, topic_string: Any = None,
+                 topic_desc: Any = None, open_opts: int | None = None):
+        if topic_desc is not None or topic_name or not open_opts:
+            raise NotImplementedError("stand-in: topics are opened by topic string at once")
+        standin = self._standin
+        self.name = topic_string.decode() if isinstance(topic_string, bytes) else topic_string
+        _check_options("MQOO", open_opts, CMQC.MQOO_OUTPUT | CMQC.MQOO_FAIL_IF_QUIESCING)
+        self.hconn, self.qmgr, self.options = qm.hconn, "", open_opts
+        with standin.cond:
+            standin._record("MQOPEN", self.hconn, topic=self.name, options=open_opts)
+            standin._live(self.hconn)
+        self.open = True
+
+    def _targets(self, conn: _Connection) -> list[_LocalQueue]:
+        manager = conn.qmgr
+        return [manager.queues[queue] for topic, queue in manager.subscriptions.values()
+                if topic_matches(topic, self.name) and queue in manager.queues]
+
+    def pub(self, msg: bytes, md: Any = None, pmo: Any = None) -> None:
+        """MQPUT to the topic."""
+        self.put(msg, md, pmo)
+
+
+class _Subscription:
+    """``Subscription(qm)``; ``sub(sub_desc=SD, sub_queue=Queue)`` is MQSUB of a durable
+    subscription to that queue (MQSO_CREATE and/or MQSO_RESUME); ``close`` keeps it unless
+    MQCO_REMOVE_SUB."""
+
+    _standin: StandIn
+
+    def __init__(self, qm: _QueueManager):
+        self.hconn, self.name = qm.hconn, ""
+
+    def sub(self, sub_desc: Any, sub_queue: Any) -> None:
+        standin, options = self._standin, sub_desc.Options
+        _check_options("MQSO", options, CMQC.MQSO_CREATE | CMQC.MQSO_RESUME
+                       | CMQC.MQSO_DURABLE | CMQC.MQSO_FAIL_IF_QUIESCING)
+        if not options & CMQC.MQSO_DURABLE:
+            raise NotImplementedError("stand-in: only durable subscriptions are imitated")
+        name, topic = _text(sub_desc.SubName), _text(sub_desc.ObjectString)
+        with standin.cond:
+            standin._record("MQSUB", self.hconn, sub_name=name, topic=topic, options=options,
+                            queue=sub_queue.name)
+            manager = standin._live(self.hconn).qmgr
+            if sub_queue.hconn != self.hconn or not sub_queue.open \
+                    or not sub_queue.options & CMQC.MQOO_OUTPUT:
+                raise _fail(CMQC.MQRC_HOBJ_ERROR)
+            known = manager.subscriptions.get(name)
+            if known is None and not options & CMQC.MQSO_CREATE:
+                raise _fail(CMQC.MQRC_NO_SUBSCRIPTION)
+            if known is not None and not options & CMQC.MQSO_RESUME:
+                raise _fail(CMQC.MQRC_SUB_ALREADY_EXISTS)
+            if known is None:
+                manager.subscriptions[name] = (topic, sub_queue.name)
+        self.name = name
+
+    def close(self, sub_close_options: int = CMQC.MQCO_NONE, **_: Any) -> None:
+        standin = self._standin
+        with standin.cond:
+            standin._record("MQCLOSE", self.hconn, subscription=self.name,
+                            options=sub_close_options)
+            manager = standin._live(self.hconn).qmgr
+            if sub_close_options & CMQC.MQCO_REMOVE_SUB:
+                manager.subscriptions.pop(self.name, None)

@@ -15,6 +15,7 @@ from orchestrator.errors import ProvisionError
 from orchestrator.specs.mq import MqSpec, NativeHaSpec
 from orchestrator.specs.topology import TopologySpec
 from topologies.assets import asset
+from topologies.mq.pubsub import mqsc_lines
 from topologies.templates import render_file
 
 TEMPLATES = asset("k8s", "mq")
@@ -75,8 +76,9 @@ def queue_definitions(topology: TopologySpec) -> str:
     """``queues.mqsc``: one ``define qlocal`` per queue name of the topology (patterns
     expanded), each with the topology's MAXDEPTH."""
     depth = native_ha_of(topology).max_depth
-    return "".join(f"define qlocal({name}) maxdepth({depth}) replace\n"
-                   for queue in topology.queues for name in queue.names)
+    lines = [f"define qlocal({name}) maxdepth({depth}) replace"
+             for queue in topology.queues for name in queue.names]
+    return "".join(line + "\n" for line in lines + mqsc_lines(topology))
 
 
 def ini_stanzas(topology: TopologySpec) -> str:

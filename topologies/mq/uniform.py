@@ -15,6 +15,7 @@ from typing import Any
 
 from orchestrator.specs.mq import MqHostSpec, MqSpec
 from orchestrator.specs.topology import TopologySpec
+from topologies.mq.pubsub import mqsc_lines
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def mqsc_text(topology: TopologySpec) -> str:
         "* Queues",
     ]
     lines += [f"define qlocal({name}) replace" for queue in topology.queues for name in queue.names]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + mqsc_lines(topology)) + "\n"
 
 
 def file_paths(topology: TopologySpec) -> dict[str, str]:
