@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from orchestrator.specs.mqtopics import Subscription
 from orchestrator.specs.topology import TopologySpec
 
 
@@ -182,6 +183,11 @@ class Provisioner:
         """The figures this placement cannot know, each with why (they stay unknown in the
         rows, never zero); none by default."""
         return {}
+
+    def subscriptions(self) -> list[Subscription]:
+        """Subscriptions the controller makes with the run's client before any load (IBM MQ
+        queue managers surge did not start: the topology's bindings); none by default."""
+        return []
 
     def unreachable_from_controller(self) -> str | None:
         """Why the members cannot be reached from the controller's machine (the queues are

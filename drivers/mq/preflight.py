@@ -12,7 +12,9 @@ What the reasons mean: MQRC_UNKNOWN_OBJECT_NAME (2085) on the open is a missing 
 (``LookupError``); every other failure is a ``ConnectionError`` that names the endpoint and says
 why in words (MQRC_NOT_AUTHORIZED 2035: the user and password, or CHLAUTH; 2538/2059: nothing
 answers / the queue manager is not available; 2393, 2397 and the other TLS reasons: TLS).
-Where the check cannot be made on this machine (no MQI library: :class:`MqClientMissing`; a
+With bindings on queue managers surge did not start, :meth:`MqPreflight.subscribe` then makes
+their durable subscriptions with MQSUB at each endpoint. Where the check cannot be made on this
+machine (no MQI library: :class:`MqClientMissing`; a
 ``file://`` CCDT that is only on the clients' machines) it raises :class:`Unchecked`.
 """
 
@@ -29,6 +31,8 @@ from drivers.base import Unchecked
 from drivers.mq.client import MqClientMissing, MqEndpoint, load_mqi
 from drivers.mq.connect import connect
 from drivers.mq.settings import MqSettings
+from drivers.mq.topics import subscribe
+from orchestrator.specs.mqtopics import Subscription
 
 MISSING = "MQRC_UNKNOWN_OBJECT_NAME"
 NOT_AUTHORIZED = "MQRC_NOT_AUTHORIZED"
@@ -141,6 +145,30 @@ class MqPreflight:
         with contextlib.suppress(Exception):
             opened.close()
         return True
+
+    def subscribe(self, subscriptions: list[Subscription]) -> None:
+        """Make (or resume) ``subscriptions`` with MQSUB at every endpoint
+        (:func:`drivers.mq.topics.subscribe`): ``LookupError`` naming those whose queue is
+        missing, ``ConnectionError`` for a refused connection or MQSUB."""
+        mqi = self.load()
+        C = mqi.CMQC
+        error_type = getattr(mqi, "Error", mqi.MQMIError)
+        options = (C.MQCNO_CLIENT_BINDING | C.MQCNO_HANDLE_SHARE_BLOCK
+                   | C.MQCNO_RECONNECT_DISABLED)
+        for endpoint in self.endpoints:
+            try:
+                qm = connect(mqi, self.settings, endpoint, self.settings.appltag_sender, options)
+            except error_type as error:
+                raise ConnectionError(f"{endpoint}: {explain(mqi, error)}") from None
+            try:
+                missing = subscribe(mqi, qm, subscriptions)
+            except error_type as error:
+                raise ConnectionError(f"{endpoint}: subscribing: {explain(mqi, error)}") from None
+            finally:
+                with contextlib.suppress(Exception):
+                    qm.disconnect()
+            if missing:
+                raise LookupError(f"{', '.join(missing)} (at {endpoint})")
 
     def close(self) -> None:
         """Nothing to let go of: :meth:`check` disconnects from each endpoint as it goes."""

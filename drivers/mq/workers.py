@@ -24,10 +24,10 @@ from drivers.mq.client import (
     text_of,
 )
 from drivers.mq.settings import MqSettings
-from drivers.mq.topics import topic_string
 from drivers.protocol import Destination
 from drivers.routing import KeyPicker
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
+from orchestrator.specs.mqtopics import topic_string
 
 
 class MqDriver(Protocol):

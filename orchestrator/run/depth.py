@@ -54,6 +54,15 @@ class QueueDepth:
             return None
         return lambda: DepthReading(*self.probe.read())
 
+    @staticmethod
+    def _unsubscribed(why: str, subscriptions: list[Any]) -> str:
+        """``why`` the check cannot be made, unless subscriptions had to be: then a
+        :class:`ProvisionError` (without them the bindings would route nothing)."""
+        if subscriptions:
+            raise ProvisionError(f"the topology's bindings are subscriptions surge makes from "
+                                 f"this machine before the load, and it cannot: {why}")
+        return why
+
     def check(self, running: list[Member], workload: WorkloadSpec | None = None) -> str | None:
         """Before any load: the run's clients can connect to every running member (credentials,
         TLS), the workload's queues exist and, where the broker can be asked, every member
@@ -62,9 +71,10 @@ class QueueDepth:
         Returns why nothing could be checked from here (the broker's client library is missing
         on this machine, the provisioner says the members cannot be reached from it), or
         ``None``: checked, or no check for this broker."""
+        subscriptions = self.provisioner.subscriptions()
         why = self.provisioner.unreachable_from_controller()
         if why:
-            return why
+            return self._unsubscribed(why, subscriptions)
         probe = self.preflights(self.broker, [m.endpoint for m in running],
                                 self.queue.instances([m.index for m in running]),
                                 self.provisioner.client_settings())
@@ -72,13 +82,15 @@ class QueueDepth:
             return None
         try:
             probe.check()
+            if subscriptions:
+                probe.subscribe(subscriptions)
             if workload is not None and hasattr(probe, "check_size"):
                 probe.check_size(max(workload.message.largest, workload.reply_size or 0))
         except MessageTooLarge as error:
             raise ProvisionError(f"workload.message.size: {error}; send smaller messages or "
                                  f"raise the broker's max_message_size") from None
         except Unchecked as error:
-            return str(error)
+            return self._unsubscribed(str(error), subscriptions)
         except ConnectionError as error:
             raise ProvisionError(f"the run's clients cannot connect to {error}") from None
         except LookupError as error:

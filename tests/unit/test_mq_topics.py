@@ -12,17 +12,23 @@ from pathlib import Path
 import pytest
 
 from drivers.header import decode
-from drivers.mq.topics import Subscription, subscribe_with_mqi, subscription_topic, topic_string
+from drivers.mq.preflight import MqPreflight
+from drivers.mq.settings import MqSettings
 from drivers.routing import KeyPicker
 from orchestrator.errors import ProvisionError, SpecError
 from orchestrator.specs.loader import load_scenario, load_topology
+from orchestrator.specs.mqtopics import (
+    Subscription,
+    subscription_topic,
+    subscriptions,
+    topic_string,
+)
 from orchestrator.specs.routing import topic_matches
 from tests.unit.mqi_standin import CMQC, StandIn
 from tests.unit.mqi_standin import topic_matches as mq_matches
 from tests.unit.test_mq_driver import QM1, counted, make, sender, until
 from topologies.mq import manifests, uniform
 from topologies.mq.existing import ExistingQueueManagers
-from topologies.mq.pubsub import subscriptions
 
 ROOT = Path(__file__).resolve().parents[2]
 ROUTING = """
@@ -112,29 +118,52 @@ ibmmq:
 """
 
 
-def test_on_queue_managers_surge_did_not_start_the_subscriptions_are_made_with_mqsub(tmp_path):
+def existing(tmp_path) -> ExistingQueueManagers:
     path = tmp_path / "mq.yaml"
     path.write_text(EXISTING)
+    return ExistingQueueManagers(load_topology(path), reach=lambda host, port: None)
+
+
+def test_on_queue_managers_surge_did_not_start_the_subscriptions_are_made_with_mqsub(tmp_path):
+    provisioner = existing(tmp_path)
+    subs = provisioner.subscriptions()
+    assert [(s.name, s.topic, s.queue) for s in subs] == [
+        ("SURGE.all.1.orders1", "all/#", "orders1"), ("SURGE.all.2.audit", "all/#", "audit")]
     standin = StandIn(queues=("orders1",))
-
-    def subscribe(endpoint, settings, subs):
-        return subscribe_with_mqi(endpoint, settings, subs, load=lambda: standin)
-
-    provisioner = ExistingQueueManagers(load_topology(path), reach=lambda h, p: None,
-                                        subscribe=subscribe)
-    with pytest.raises(ProvisionError, match=r"no destination queue .*SURGE\.all\.2\.audit"):
-        provisioner.up()
+    endpoints = [m.endpoint for m in provisioner.up()]
+    check = MqPreflight(endpoints, ["audit"], MqSettings.from_json(
+        provisioner.client_settings()), load=lambda: standin)
+    with pytest.raises(LookupError, match=r"SURGE\.all\.2\.audit \(queue audit\)"):
+        check.subscribe(subs)
     standin.define("audit")
-    provisioner.up()
-    provisioner.up()  # made once, resumed after
+    check.subscribe(subs)
+    check.subscribe(subs)  # made once, resumed after
     assert standin.qmgrs["QM1"].subscriptions == {
         "SURGE.all.1.orders1": ("all/#", "orders1"), "SURGE.all.2.audit": ("all/#", "audit")}
-    subs = standin.named("MQSUB")
-    assert {c.details["options"] for c in subs} == {
+    made = standin.named("MQSUB")
+    assert {c.details["options"] for c in made} == {
         CMQC.MQSO_CREATE | CMQC.MQSO_RESUME | CMQC.MQSO_DURABLE | CMQC.MQSO_FAIL_IF_QUIESCING}
     kept = [c for c in standin.named("MQCLOSE") if "subscription" in c.details]
     assert {c.details["options"] for c in kept} == {CMQC.MQCO_KEEP_SUB}
-    assert len(standin.named("MQDISC")) == 3 and not standin.connections  # each up: one
+    assert len(standin.named("MQDISC")) == 3 and not standin.connections
+
+
+def test_subscriptions_that_cannot_be_made_from_here_stop_the_run_before_the_load(tmp_path):
+    from drivers.base import Unchecked
+    from orchestrator.run.depth import QueueDepth
+
+    class NoLibrary:
+        def check(self):
+            raise Unchecked("no MQI library here")
+
+        def close(self):
+            pass
+
+    provisioner = existing(tmp_path)
+    depth = QueueDepth("ibmmq", provisioner.topology.queues[1], provisioner, None,
+                       probes=None, preflights=lambda *args: NoLibrary())
+    with pytest.raises(ProvisionError, match="bindings are subscriptions .* no MQI library"):
+        depth.check(provisioner.up())
 
 
 # -- the driver -----------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ Configure message over their authenticated control channel.
 ``up()`` checks that every listed listener answers and that the credentials can be read;
 before any load the controller connects as the clients do and opens each workload queue
 (:mod:`drivers.mq.preflight`); surge does not define queues here (the spec refuses
-``existing.declare``), but the topology's bindings are made as durable subscriptions with MQSUB
-on every listed queue manager (:mod:`drivers.mq.topics`; they stay after the run, as a queue
+``existing.declare``); the topology's bindings become durable subscriptions that the controller
+makes with MQSUB in that check (:meth:`subscriptions`; they stay after the run, as a queue
 does). Scale-out and member faults run the user's
 ``existing.commands``, recorded like surge's own remote commands; ``down()`` stops nothing.
 """
@@ -26,10 +26,9 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from drivers.mq.client import MqClientMissing
-from drivers.mq.topics import Subscription, subscribe_with_mqi
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.mq import MqQueueManagerSpec, MqSpec
+from orchestrator.specs.mqtopics import Subscription, subscriptions
 from orchestrator.specs.secrets import SecretError
 from orchestrator.specs.topology import TopologySpec
 from topologies.base import BrokerSample, Member, Provisioner
@@ -37,7 +36,6 @@ from topologies.commands import run_member_command
 from topologies.mq import metrics
 from topologies.mq.figures import Figures, PublishedFigures
 from topologies.mq.provision import member_sample
-from topologies.mq.pubsub import subscriptions
 from topologies.mq.uniform import group_endpoint
 
 CONNECT_TIMEOUT_S = 5.0
@@ -67,16 +65,13 @@ class ExistingQueueManagers(Provisioner):
     def __init__(self, topology: TopologySpec, record: Callable[[object], None] | None = None,
                  scrape: Callable[[str, str], metrics.ExporterReading | None] = metrics.scrape,
                  monotonic: Callable[[], float] = time.monotonic,
-                 reach: Callable[[str, int], str | None] = listener_answers,
-                 subscribe: Callable[[str, dict[str, Any], list[Subscription]], list[str]]
-                 | None = None):
+                 reach: Callable[[str, int], str | None] = listener_answers):
         if topology.ibmmq is None or topology.existing is None:
             raise ValueError(f"topology {topology.name} has no ibmmq or existing section")
         self.topology, self.record = topology, record
         self.mq: MqSpec = topology.ibmmq
         self.balances_clients = self.mq.ccdt_url is not None
         self._scrape, self._monotonic, self._reach = scrape, monotonic, reach
-        self._subscribe = subscribe or subscribe_with_mqi
         self._serving = set(range(topology.start))
         self._figures = {i: PublishedFigures(self.mq.statistics_interval, qm.cpus)
                          for i, qm in enumerate(self.mq.queue_managers)}
@@ -113,28 +108,8 @@ class ExistingQueueManagers(Provisioner):
             if why is not None:
                 raise ProvisionError(f"ibmmq.queue_managers[{index}] {qm.name}: nothing "
                                      f"answers at {qm.conname} ({why})")
-        settings = self.client_settings()  # a password that cannot be read fails here
-        self._subscriptions(settings)
+        self.client_settings()  # a password that cannot be read fails here, before any load
         return self.status()
-
-    def _subscriptions(self, settings: dict[str, Any]) -> None:
-        """Make (or resume) the bindings' subscriptions on every queue manager in service."""
-        subs = subscriptions(self.topology)
-        if not subs:
-            return
-        endpoints = dict.fromkeys(self.member(i).endpoint for i in sorted(self._serving))
-        for endpoint in endpoints:
-            try:
-                missing = self._subscribe(endpoint, settings, subs)
-            except MqClientMissing as error:
-                raise ProvisionError(f"bindings: the subscriptions are made from this machine "
-                                     f"before the load; {error}") from None
-            except Exception as error:  # noqa: BLE001 - the MQI's error, named with its reason
-                raise ProvisionError(f"bindings: subscribing at {endpoint} failed: "
-                                     f"{type(error).__name__}: {error}") from None
-            if missing:
-                raise ProvisionError(f"bindings: no destination queue at {endpoint} for "
-                                     f"{', '.join(missing)}; define the queues first")
 
     def status(self) -> list[Member]:
         """Every queue manager of the pool; in service as far as surge has put it there."""
@@ -208,6 +183,11 @@ class ExistingQueueManagers(Provisioner):
         return {name: depths.get(name, depths.get(name.upper(), 0)) for name in names}
 
     # -- clients -----------------------------------------------------------------------------
+
+    def subscriptions(self) -> list[Subscription]:
+        """The bindings' durable subscriptions (:mod:`orchestrator.specs.mqtopics`), made or
+        resumed before any load on every queue manager in service."""
+        return subscriptions(self.topology)
 
     def client_settings(self) -> dict[str, Any]:
         """The MQ driver's settings (:class:`drivers.mq.settings.MqSettings` fields), with the

@@ -13,9 +13,9 @@ from typing import Any
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.mq import MqSpec, NativeHaSpec
+from orchestrator.specs.mqtopics import mqsc_lines
 from orchestrator.specs.topology import TopologySpec
 from topologies.assets import asset
-from topologies.mq.pubsub import mqsc_lines
 from topologies.templates import render_file
 
 TEMPLATES = asset("k8s", "mq")

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.specs.mq import MqHostSpec, MqSpec
+from orchestrator.specs.mqtopics import mqsc_lines
 from orchestrator.specs.topology import TopologySpec
-from topologies.mq.pubsub import mqsc_lines
 
 
 @dataclass(frozen=True)
