@@ -57,21 +57,23 @@ class Agent:
             payload = PayloadBuilder(self.bodies)
             for sender in config.senders:
                 role = self.driver.call(lambda s=sender: self._sender(
-                    s, payload, config.in_flight if request_reply else None))
+                    s, payload, config.in_flight if request_reply else None,
+                    config.senders_paused))
                 self.senders[role.producer_id] = role
                 self.driver.add_sender(role, sender.endpoint, sender.queue)
         return protocol.Configured(len(config.senders), len(config.receivers))
 
     def _sender(self, sender: protocol.SenderConfig, payload: PayloadBuilder,
-                in_flight: int | None) -> SenderRole:
+                in_flight: int | None, paused: bool) -> SenderRole:
         """A sender (or a requester, given an in-flight window) starting after its random
-        start delay."""
+        start delay (or, ``paused``, at the first rate the controller sends)."""
         start = time.monotonic() + random.uniform(0, sender.start_delay_s)
         limit = sender.limit
         common = (sender.producer_id, sender.rate, payload, self.recorder)
-        if in_flight is not None:
-            return RequesterRole(*common, in_flight=in_flight, now=start, limit=limit)
-        return SenderRole(*common, now=start, limit=limit)
+        role = RequesterRole(*common, in_flight=in_flight, now=start, limit=limit) \
+            if in_flight is not None else SenderRole(*common, now=start, limit=limit)
+        role.pause(paused)
+        return role
 
     def set_rate(self, rate: protocol.Rate) -> protocol.RateApplied:
         """Apply a new per-sender rate to every sender; with ``active``, only producers 1 to

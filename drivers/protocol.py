@@ -38,7 +38,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-PROTOCOL_VERSION = 7
+PROTOCOL_VERSION = 8
 """Bumped whenever a message or path changes meaning; controller and agent must agree."""
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -86,6 +86,15 @@ class ReceiverConfig:
 
 
 @dataclass(frozen=True)
+class QueueBinding:
+    """A binding a receiver makes for the queue it declared: exchange, key, arguments."""
+
+    exchange: str
+    routing_key: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Destination:
     """What every worker of a run addresses, whatever the broker: endpoints (one per member),
     the queue, and how messages are sent and acknowledged. Broker-specific connection
@@ -123,6 +132,10 @@ class Destination:
     reconnect_s: float | None = None  # a fixed reconnect interval instead of the backoff
     reconnect: bool = True  # False: a worker whose connection is lost stops (PerfTest's -dcr)
     tcp_options: dict[str, int] = field(default_factory=dict)  # TCP_KEEPIDLE, ...
+    own_queues: tuple[QueueBinding, ...] | None = None  # each receiver declares a queue of
+    # its own (server-named, exclusive, auto-delete) with these bindings; None: it consumes
+    # the queue it is given
+    queue_arguments: dict[str, Any] = field(default_factory=dict)  # of a receiver's own queue
 
 
 @dataclass(frozen=True)
@@ -152,6 +165,7 @@ class Configure:
     senders: list[SenderConfig] = field(default_factory=list)
     receivers: list[ReceiverConfig] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)  # its /metrics: run_id, scenario, agent
+    senders_paused: bool = False  # senders wait for the first Rate (receivers' own queues first)
 
 
 @dataclass(frozen=True)
@@ -266,6 +280,7 @@ class Snapshot:
     receivers_done: int = 0  # receivers that took their messages_per_receiver
     rereads: int = 0  # stream messages a receiver read again (from its offset, reconnected)
     cancels: int = 0  # consumers the broker cancelled (a queue deleted, a leader lost)
+    consuming: int | None = None  # receivers consuming now (None: the driver does not say)
     blocked: int = 0  # connections the broker blocks now (a resource alarm)
     blocked_s: float = 0.0  # seconds during which at least one of them was blocked
     last_error: str = ""

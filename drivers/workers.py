@@ -44,6 +44,7 @@ class Recorder:
         self.rejected = 0  # deliveries nacked without requeue
         self.committed = 0  # publishes of committed transactions
         self.receivers_done = 0  # receivers that took their limit of messages
+        self.consuming: int | None = None  # receivers consuming now, where the driver counts
         self.fast_path: FastPath | None = None  # set by a driver that has one
         self.blocking = Blocking()
         self.last_error = ""
@@ -105,7 +106,7 @@ class Recorder:
             senders_done=sum(1 for s in self.senders if s.done),
             skipped=sum(s.schedule.skipped for s in self.senders),
             target_rate=sum(s.schedule.rate for s in self.senders if s.active and not s.paused),
-            cancels=self.cancels, blocked=len(self.blocking.links),
+            cancels=self.cancels, consuming=self.consuming, blocked=len(self.blocking.links),
             blocked_s=self.blocking.seconds(time.monotonic()),
             last_error=self.last_error or "", latency=interval.to_dict(),
             intended_latency=intended.to_dict(), confirm_latency=confirm.to_dict(),

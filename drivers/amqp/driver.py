@@ -67,6 +67,7 @@ class AmqpDriver(Driver):
         recorder.fast_path = FastPath(on=refused is None, why=refused or "")
         self.consumer_delay_s = 0.0
         self.receivers_paused = False  # a backlog being built: receivers hold what they get
+        recorder.consuming = 0
         # one for every sender: a Zipf picker's table of many keys is megabytes
         self.key_picker = KeyPicker(len(destination.routing_keys) or 1, destination.key_order,
                                     destination.zipf_exponent)

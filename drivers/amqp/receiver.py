@@ -1,6 +1,7 @@
 """Receiver and responder links: consuming with a prefetch (deliveries read by the fast path's
 decoder), acknowledging in batches, a consumer processing time or hold, streams read from an
-offset, responders putting each reply before acknowledging its request."""
+offset, a queue of the receiver's own declared and bound, responders putting each reply before
+acknowledging its request."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ class ReceiverLink(Link):
         self.pending: deque[tuple] = deque()  # deliveries waiting for the consumer delay
         self.pending_timer = None
         self.busy_until = 0.0  # a slowed receiver handles its next message from then
+        self.consuming_now = False  # its consumer is on (or it polls) on the current channel
         if self.responds:
             self.padding = bytes(max(0, destination.reply_size - HEADER_SIZE))
             self.reply_mode = 2 if destination.persistent else 1
@@ -59,12 +61,28 @@ class ReceiverLink(Link):
 
     def _consuming(self, _frame) -> None:
         self.attempt = 0
+        self._mark_consuming(True)
+
+    def _mark_consuming(self, now: bool) -> None:
+        """Count this receiver in the recorder's ``consuming`` while it consumes."""
+        if now != self.consuming_now:
+            self.consuming_now = now
+            self.recorder.consuming += 1 if now else -1
+
+    def _channel_closed(self, channel, reason) -> None:
+        self._mark_consuming(False)
+        super()._channel_closed(channel, reason)
+
+    def _connection_closed(self, connection, reason) -> None:
+        self._mark_consuming(False)
+        super()._connection_closed(connection, reason)
 
     def _cancelled(self, _frame) -> None:
         """The broker cancelled this consumer: count it and consume again after a backoff (the
         channel stays open; if the queue is still missing, the broker closes the channel and
         the link reconnects with backoff until the queue is back)."""
         self.consumer_tag = None
+        self._mark_consuming(False)
         self.recorder.cancels += 1
         self.recorder.error(f"consumer of {self.queue} cancelled by the broker")
         if self.closing:
@@ -82,6 +100,31 @@ class ReceiverLink(Link):
             arguments=self.driver.consume_arguments or None)
 
     def ready(self, channel) -> None:
+        own = self.driver.destination.own_queues
+        if own is None:
+            self._consume_from(channel)
+            return
+        channel.queue_declare(  # a queue of its own: named by the broker, gone with the link
+            "", durable=False, exclusive=True, auto_delete=True,
+            arguments=self.driver.destination.queue_arguments or None,
+            callback=lambda frame: self._bind(channel, frame.method.queue, list(own)))
+
+    def _bind(self, channel, queue: str, bindings: list) -> None:
+        """Bind the declared ``queue`` as ``bindings`` say, one after the other, then
+        consume from it."""
+        if self.channel is not channel or self.closing:
+            return
+        if bindings:
+            first = bindings.pop(0)
+            channel.queue_bind(queue, first.exchange, first.routing_key,
+                               arguments=first.arguments or None,
+                               callback=lambda _frame: self._bind(channel, queue, bindings))
+            return
+        self.queue = queue
+        self._consume_from(channel)
+
+    def _consume_from(self, channel) -> None:
+        """Consume (or poll) ``self.queue`` on ``channel``."""
         self.unacked = 0
         self._drop_pending()
         self.decoding = not (self.responds or self.nack or self.polling) and \
@@ -94,6 +137,7 @@ class ReceiverLink(Link):
             channel.tx_select()
         if self.polling is not None:
             channel.add_callback(self._empty, [pika.spec.Basic.GetEmpty], one_shot=False)
+            self._mark_consuming(True)
             self._poll()
         else:
             self.consumer_tag = channel.basic_consume(

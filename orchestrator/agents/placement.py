@@ -18,6 +18,7 @@ from typing import Any
 from drivers import protocol
 from orchestrator.specs.message import MIN_MESSAGE_BYTES as HEADER_BYTES
 from orchestrator.specs.message import MessageSpec
+from orchestrator.specs.routing import BindingSpec
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import QueueSpec
 
@@ -41,11 +42,13 @@ class Placement:
 
 def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
           members: Sequence[Any], agent_count: int, sender_agents: Sequence[int],
-          receiver_agents: Sequence[int], queue: QueueSpec, first_rate: float) -> Placement:
+          receiver_agents: Sequence[int], queue: QueueSpec, first_rate: float,
+          bindings: Sequence[BindingSpec] = ()) -> Placement:
     """Configurations for ``agent_count`` agents. ``members`` are the running members (each
     with ``index`` and ``endpoint``); ``sender_agents``/``receiver_agents`` are the positions of
     the agents that may host each kind; ``settings`` are the driver's own (how clients reach
-    the provisioner's members); ``first_rate`` is each sender's rate at the start."""
+    the provisioner's members); ``first_rate`` is each sender's rate at the start;
+    ``bindings`` the topology's (those of a queue per receiver are each receiver's to make)."""
     workload = scenario.workload
     destination = protocol.Destination(
         endpoints=tuple(m.endpoint for m in members), queue=workload.queue,
@@ -67,8 +70,10 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
         reconnect_s=workload.reconnect_interval, reconnect=workload.reconnect,
         tcp_options=dict(workload.tcp_options))
     # publishing to an exchange, each queue is a subscription with its own copy of a message;
-    # each receiver of a stream reads every message from its own offset
+    # each receiver of a stream reads every message from its own offset, each receiver of a
+    # queue per receiver its own queue
     stream = queue.type == "stream"
+    each_reader = stream or queue.per_receiver
     subscriptions = bool(workload.exchange)
     senders: list[list[protocol.SenderConfig]] = [[] for _ in range(agent_count)]
     receivers: list[list[protocol.ReceiverConfig]] = [[] for _ in range(agent_count)]
@@ -79,7 +84,7 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
         name = queue.instance(member.index, slot)
         receivers[agent].append(protocol.ReceiverConfig(
             id=i + 1, endpoint=member.endpoint, queue=name,
-            group=reader_group(name, i + 1) if stream else name if subscriptions else "",
+            group=reader_group(name, i + 1) if each_reader else name if subscriptions else "",
             start_delay_s=i * workload.receiver_spacing))
         seats.append(Seat(("r", i + 1), agent, member.index))
     for i in range(workload.senders):
@@ -90,13 +95,18 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
             target = [queue.instance(m.index, slot) for m in members] if queue.per_member \
                 else queue.names
         if subscriptions:
-            target = queue.instances([m.index for m in members])
+            target = queue.instances([m.index for m in members]) or [queue.name]
         senders[agent].append(protocol.SenderConfig(
             producer_id=i + 1, rate=first_rate, endpoint=member.endpoint, queue=target,
             limit=scenario.exit.messages_per_sender, start_delay_s=workload.start_delay))
         seats.append(Seat(("s", i + 1), agent, member.index))
     if stream:  # its receivers read from an offset, and its depth is its length
         destination = dataclasses.replace(destination, stream_offset=workload.stream_offset)
+    elif queue.per_receiver:  # no depth to read: each queue is named by the broker
+        destination = dataclasses.replace(
+            destination, queue_arguments=queue.declared_arguments, own_queues=tuple(
+                protocol.QueueBinding(b.exchange, b.routing_key, dict(b.arguments))
+                for b in bindings if b.queue == queue.name))
     elif workload.max_backlog is not None and workload.pattern != "request-reply":
         # the bound holds per queue instance; each sender takes its share of its queues'
         instances = len({name for agent in senders for config in agent
@@ -107,7 +117,8 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
     configs = [protocol.Configure(
         broker=broker, pattern=workload.pattern, message=message_shape(workload.message),
         destination=destination, settings=dict(settings), in_flight=workload.in_flight,
-        senders=senders[a], receivers=receivers[a]) for a in range(agent_count)]
+        senders=senders[a], receivers=receivers[a], senders_paused=queue.per_receiver)
+        for a in range(agent_count)]
     return Placement(configs, seats)
 
 

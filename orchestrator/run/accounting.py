@@ -45,19 +45,19 @@ class Routing:
 
     routes: tuple[frozenset[str], ...]
     picker: KeyPicker
-    readers: int = 0  # a stream's: each of its receivers reads every message routed to it
+    readers: int = 0  # a stream's or a queue per receiver's: each receiver gets every message
 
     @classmethod
     def of(cls, scenario: ScenarioSpec, route: Any, queues: Sequence[str],
-           stream: bool = False) -> Routing | None:
+           each_reader: bool = False) -> Routing | None:
         """The routing of ``scenario`` (``None``: the default exchange to queues, one copy of
         each message); ``route(exchange, key, headers)`` is :meth:`TopologySpec.routes` and
-        ``queues`` the workload's queues, a stream if ``stream``: then every receiver is a
-        subscription of its own."""
+        ``queues`` the workload's queues; with ``each_reader`` (a stream, a queue per
+        receiver) every receiver is a subscription of its own."""
         workload = scenario.workload
-        readers = workload.receivers if stream else 0
+        readers = workload.receivers if each_reader else 0
         if not workload.exchange:
-            return cls((frozenset(queues),), KeyPicker(1), readers) if stream else None
+            return cls((frozenset(queues),), KeyPicker(1), readers) if each_reader else None
         mine = frozenset(queues)
         keys, headers = workload.keys, workload.message.properties.headers
         return cls(tuple(route(workload.exchange, key, headers) & mine for key in keys),
@@ -115,8 +115,9 @@ def routing_of(scenario: ScenarioSpec, topology: TopologySpec) -> Routing | None
     """The :class:`Routing` of ``scenario`` on ``topology``."""
     queue = topology.queue(scenario.workload.queue)
     return Routing.of(scenario, topology.routes,
-                      queue.instances(range(topology.members)) if queue else [],
-                      stream=queue is not None and queue.type == "stream")
+                      topology.queue_names(queue.name) if queue else [],
+                      each_reader=queue is not None and (queue.type == "stream"
+                                                         or queue.per_receiver))
 
 
 def copies_each(scenario: ScenarioSpec, topology: TopologySpec) -> int | None:

@@ -12,18 +12,23 @@ from drivers import protocol
 from orchestrator.agents.client import AgentClient
 from orchestrator.agents.launcher import Fleet, Launcher
 from orchestrator.agents.placement import place
+from orchestrator.clock import Clock, SystemClock
 from orchestrator.run.agentloss import AgentWatch
 from orchestrator.scaling.scaler import Scaler
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import QueueSpec, TopologySpec
 from topologies.base import Member, Provisioner
 
+CONSUMERS_WAIT_S = 30.0  # receivers declaring their own queues: how long senders wait for them
+
 
 class Crew:
     """The agents of one run; the lost ones (``watch``) are no longer asked anything."""
 
-    def __init__(self, launcher: Launcher, watch: AgentWatch, event: Callable[..., None]):
+    def __init__(self, launcher: Launcher, watch: AgentWatch, event: Callable[..., None],
+                 clock: Clock | None = None):
         self.launcher, self.watch, self.event = launcher, watch, event
+        self.clock = clock or SystemClock()
         self.fleet = Fleet([], [], [])
         self.applied: dict[str, Any] = {}  # the last rate and delay sent
 
@@ -60,7 +65,8 @@ class Crew:
         position = {id(a): i for i, a in enumerate(agents)}
         placement = place(scenario, topology.broker, provisioner.client_settings(), members,
                           len(agents), [position[id(a)] for a in self.fleet.senders],
-                          [position[id(a)] for a in self.fleet.receivers], queue, first_rate)
+                          [position[id(a)] for a in self.fleet.receivers], queue, first_rate,
+                          topology.bindings)
         if scaler:
             for seat in placement.seats:
                 scaler.place(seat.worker, agents[seat.agent], seat.member)
@@ -70,6 +76,25 @@ class Crew:
         self.all(lambda agent: agent.configure(replace(
             placement.configs[position[id(agent)]],
             labels={"run_id": run_id, "scenario": scenario.name, "agent": str(agent.index)})))
+        if queue.per_receiver:  # senders start paused: each receiver's queue is bound first
+            self._await_consumers(scenario.workload.receivers)
+
+    def _await_consumers(self, receivers: int) -> None:
+        """Wait until ``receivers`` consume (each from the queue it declared), at most
+        :data:`CONSUMERS_WAIT_S`; said as an event when they do not."""
+        deadline = self.clock.monotonic() + CONSUMERS_WAIT_S
+        while True:
+            consuming = sum(s.consuming or 0 for s in self.all(lambda a: a.snapshot()))
+            if consuming >= receivers:
+                return
+            if self.clock.monotonic() >= deadline:
+                self.event("receivers_not_ready", consuming=consuming, receivers=receivers,
+                           explain=f"{consuming} of {receivers} receivers consume after "
+                                   f"{CONSUMERS_WAIT_S:.0f} s; senders start anyway, and what "
+                                   f"they publish before a receiver's queue is bound reaches "
+                                   f"no queue of that receiver")
+                return
+            self.clock.sleep(0.1)
 
     def apply(self, rate: protocol.Rate, delay: float, held: bool = False) -> bool:
         """Send what changed since the last call; whether the consumers' delay or hold

@@ -46,10 +46,13 @@ class QueueDepth:
 
     def open(self, members: int) -> Callable[[], DepthReading] | None:
         """Open the probe over every member's endpoint; the collector's source for it, or
-        ``None`` where the broker has no probe."""
+        ``None`` where the broker has no probe or there is no queue name to read (a queue per
+        receiver: the broker names each)."""
+        queues = self.queue.instances(range(members))
+        if not queues:
+            return None
         self.probe = self.probes(self.broker, [m.endpoint for m in self.provisioner.status()],
-                                 self.queue.instances(range(members)),
-                                 self.provisioner.client_settings())
+                                 queues, self.provisioner.client_settings())
         if self.probe is None:
             return None
         return lambda: DepthReading(*self.probe.read())

@@ -15,7 +15,7 @@ import yaml
 from orchestrator.specs import plan as plans
 from orchestrator.specs.loader import load_scenario
 from orchestrator.specs.scenario import ScenarioSpec
-from orchestrator.specs.topology import TopologySpec
+from orchestrator.specs.topology import QueueSpec, TopologySpec
 from results.rundir.steps import fixed_width
 
 
@@ -85,8 +85,8 @@ def _existing_rabbitmq_text(topology: TopologySpec) -> str:
              for i, m in enumerate(existing.members)]
     user = existing.credentials.user if existing.credentials else "-"
     queues = [f"{'declare' if existing.declare else 'check it exists:'} {q.type} queue {name}"
-              for q in topology.queues for name in (q.names if not q.per_member else
-                                                    [f"{q.name}.<member>"])]
+              if not q.per_receiver else f"each receiver declares its own queue ({q.name})"
+              for q in topology.queues for name in _shown_names(q)]
     commands = [f"{name}: {getattr(existing.commands, name)}"
                 for name in ("start_member", "stop_member", "kill_member")
                 if getattr(existing.commands, name)]
@@ -98,6 +98,11 @@ def _existing_rabbitmq_text(topology: TopologySpec) -> str:
         *(commands or ["none: scale-out and member faults are refused"]), "",
         "## Not measured", "",
         *[f"{figure}: {why}" for figure, why in provisioner.unmeasured().items()]])
+
+
+def _shown_names(queue: QueueSpec) -> list[str]:
+    """The queue's names as the plan prints them (an instance per member as one line)."""
+    return [f"{queue.name}.<member>"] if queue.per_member else queue.names
 
 
 def _rabbitmq_members_text(topology: TopologySpec) -> str:
@@ -114,8 +119,8 @@ def _rabbitmq_members_text(topology: TopologySpec) -> str:
                      "serves" if index < topology.start else
                      "standby" if topology.warm_pool else "not booted"])
     queues = [f"declare {q.type} queue {name}" + (f" {dict(q.arguments)}" if q.arguments else "")
-              for q in topology.queues for name in (q.names if not q.per_member else
-                                                    [f"{q.name}.<member>"])]
+              if not q.per_receiver else f"each receiver declares its own queue ({q.name})"
+              for q in topology.queues for name in _shown_names(q)]
     where = "over SSH" if topology.placement == "ssh" else "on loopback"
     return "\n".join([f"## Members (rabbitmq-server {where}, one cgroup each)", "",
                       fixed_width(rows), "", "## Queues (management API)", "", *queues])

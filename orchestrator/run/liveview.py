@@ -56,7 +56,7 @@ _BARS = "▁▂▃▄▅▆▇█"
 
 
 ALWAYS_SAID = frozenset(("web", "scale_failed", "queues_unchecked", "agent_lost",
-                         "member_lost"))
+                         "member_lost", "receivers_not_ready"))
 """Events said even without the view: where the live page is, and what went wrong while the run
 went on (an error that ends the run is the command's own last line, not said twice)."""
 

@@ -78,6 +78,9 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None,
     if queue.type == "stream" and scenario.exit.queue_empty:
         problems.append(at("exit", "queue_empty", message=f"stream {queue.name} is never "
                                                           f"empty: its messages stay"))
+    if queue.per_receiver:
+        problems += [at(*loc, message=message)
+                     for loc, message in _per_receiver_problems(scenario, topology, queue)]
     exchanges = [e.name for e in topology.exchanges]
     if scenario.workload.exchange and scenario.workload.exchange not in exchanges:
         problems.append(at("workload", "exchange", message=f"{scenario.workload.exchange!r} is "
@@ -169,6 +172,28 @@ def _stream_problems(workload: WorkloadSpec, queue: QueueSpec) -> list[tuple[Loc
     if queue.count > 1 or queue.per_member:
         found.append((("workload", "queue"), f"stream {queue.name}: one stream per workload "
                                              f"(not a %d pattern nor per_member)"))
+    return found
+
+
+def _per_receiver_problems(scenario: ScenarioSpec, topology: TopologySpec, queue: QueueSpec
+                           ) -> list[tuple[Loc, str]]:
+    """A queue per receiver is reached through an exchange (its name is the broker's), takes
+    each message once per receiver, and has no depth surge can read."""
+    workload = scenario.workload
+    found: list[tuple[Loc, str]] = []
+    if not workload.exchange:
+        found.append((("workload", "exchange"), f"queue {queue.name} is one per receiver, named "
+                                                f"by the broker: publish to an exchange bound "
+                                                f"to it"))
+    elif not any(b.queue == queue.name for b in topology.bindings):
+        found.append((("workload", "queue"), f"no binding of topology {topology.name} reaches "
+                                             f"queue {queue.name}"))
+    if workload.pattern == "request-reply":
+        found.append((("workload", "pattern"), f"request-reply takes each request once: queue "
+                                               f"{queue.name} is one per receiver"))
+    if scenario.exit.queue_empty:
+        found.append((("exit", "queue_empty"), f"queue {queue.name} is one per receiver, named "
+                                               f"by the broker: its depth cannot be read"))
     return found
 
 

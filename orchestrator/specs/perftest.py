@@ -50,6 +50,8 @@ class Draft:
     exchange: str | None = None
     exchange_type: str = "direct"
     routing_key: str | None = None
+    named: bool = False  # -u: a named queue; none: each consumer a server-named queue of its own
+    exclusive: bool = False
     description: str = "translated from a PerfTest command line"
 
     def specs(self, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -64,12 +66,20 @@ class Draft:
                 raise PerfTestError(f"--queue-pattern-from {first}: surge numbers a pattern's "
                                     f"queues from 1")
             queue.update(name=self.pattern_name, count=last)
+        exchange = self.exchange
+        if not (self.named or self.pattern_name):
+            queue, exchange = self._own_queues(queue)
+        elif self.exclusive:
+            raise PerfTestError("-E with -u or --queue-pattern: PerfTest shares an exclusive "
+                                "queue among the consumers of one connection, and surge's "
+                                "receivers each have a connection of their own; leave -u out "
+                                "for an exclusive queue per consumer")
         workload["queue"] = queue["name"]
         if self.nack:
             workload["nack"] = "requeue" if self.requeue else "drop"
-        if self.exchange:
-            workload.update(exchange=self.exchange, routing_key=self.routing_key or queue["name"])
-        topology = self._topology(name, queue)
+        if exchange:
+            workload.update(exchange=exchange, routing_key=self.routing_key or queue["name"])
+        topology = self._topology(name, queue, exchange)
         plan = self.steps or [{"rate_per_sender": self.rate,
                                "hold": f"{self.seconds or 60:g}s"}]
         scenario: dict[str, Any] = {"name": name, "topology": "topology.yaml",
@@ -84,11 +94,22 @@ class Draft:
             scenario["exit"] = limits
         return scenario, topology
 
-    def _topology(self, name: str, queue: dict[str, Any]) -> dict[str, Any]:
+    def _own_queues(self, queue: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """Without -u, every PerfTest consumer declares a server-named queue of its own, bound
+        to the exchange (``direct`` unless -e says) with the routing key: a queue per
+        receiver."""
+        if queue.get("type", "classic") != "classic":
+            raise PerfTestError(f"a {queue['type']} queue (-qq, -sq or -qa x-queue-type) needs "
+                                f"a name: give -u or --queue-pattern")
+        own = {k: v for k, v in queue.items() if k not in ("durable", "auto_delete")}
+        return {**own, "per_receiver": True}, self.exchange or "direct"
+
+    def _topology(self, name: str, queue: dict[str, Any], exchange: str | None
+                  ) -> dict[str, Any]:
         topology: dict[str, Any] = {"name": name, "members": 1, "start": 1, "queues": [queue]}
-        if self.exchange:
-            topology["exchanges"] = [{"name": self.exchange, "type": self.exchange_type}]
-            topology["bindings"] = [{"exchange": self.exchange, "queue": queue["name"],
+        if exchange:
+            topology["exchanges"] = [{"name": exchange, "type": self.exchange_type}]
+            topology["bindings"] = [{"exchange": exchange, "queue": queue["name"],
                                      "routing_key": self.routing_key or queue["name"]}]
         if not self.uris:
             return topology
@@ -250,6 +271,11 @@ def _queue_args(draft: Draft, value: str) -> None:
             draft.queue.setdefault("arguments", {})[name] = _typed(setting)
 
 
+def _queue_name(draft: Draft, value: str) -> None:
+    draft.queue["name"] = value
+    draft.named = True
+
+
 def _typed(value: str) -> Any:
     for convert in (int, float):
         try:
@@ -295,8 +321,9 @@ OPTIONS: tuple[Option, ...] = (
                                                                   convert=_count)),
     Option("y", "consumers", True, "Y", "workload.receivers", _set("workload", "receivers",
                                                                     convert=_count)),
-    Option("u", "queue", True, "Y", "workload.queue and the topology's queue",
-           _set("queue", "name")),
+    Option("u", "queue", True, "Y", "workload.queue and the topology's queue; without -u "
+                                    "(or --queue-pattern) a queue per receiver, as PerfTest's "
+                                    "server-named queue per consumer", _queue_name),
     Option("s", "size", True, "Y", "workload.message.size (at least 28 bytes: surge's header)",
            _size),
     Option("r", "rate", True, "Y", "plan: rate_per_sender", lambda d, v: setattr(
@@ -319,7 +346,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("ct", "confirm-timeout", True, "partial", "taken: surge republishes what a lost "
                                                      "connection left unconfirmed, never "
                                                      "fails the run on a timeout", _nothing),
-    Option("ad", "auto-delete", True, "Y", "the queue's auto_delete",
+    Option("ad", "auto-delete", True, "partial", "the queue's auto_delete; a queue per "
+                                                 "receiver (no -u) is deleted with its "
+                                                 "receiver whatever -ad says",
            _set("queue", "auto_delete", convert=lambda v: v.lower() == "true")),
     Option("qa", "queue-args", True, "Y", "the queue's type, durable, auto_delete and "
                                           "x-arguments (x-queue-type: classic, quorum or stream)",
@@ -402,9 +431,12 @@ OPTIONS: tuple[Option, ...] = (
            lambda d, _: setattr(d, "nack", True)),
     Option("re", "requeue", True, "Y", "with -na, workload.nack: requeue or drop",
            lambda d, v: setattr(d, "requeue", v.strip().lower() != "false")),
-    Option("E", "exclusive", False, "N", "an exclusive queue lives on the connection that "
-                                         "declared it; surge's senders and receivers each "
-                                         "have their own"),
+    Option("E", "exclusive", False, "partial", "without -u: the queue per receiver, exclusive "
+                                               "to its connection (as surge's always are); "
+                                               "with -u or --queue-pattern refused: PerfTest "
+                                               "shares an exclusive queue among the consumers "
+                                               "of one connection",
+           lambda d, _: setattr(d, "exclusive", True)),
     Option("se", "sasl-external", False, "N", "PerfTest takes the client certificate from JVM "
                                               "keystore properties, which its command line "
                                               "does not carry: set existing.mechanism: "

@@ -50,6 +50,13 @@ class QueueSpec(Spec):
         False, description="one instance per running member, named <name>.<member index> and "
                            "led by that member (like a cluster queue's instance on each queue "
                            "manager); workers use the instance of the member they connect to")
+    per_receiver: bool = Field(
+        False, description="no queue of this name is declared: each receiver declares one of "
+                           "its own when it connects, named by the broker, exclusive to its "
+                           "connection and deleted with it, and binds it as the bindings to "
+                           "this queue say, so every receiver gets its own copy of what is "
+                           "routed here (PerfTest's queues when -u is not given; -E). Classic, "
+                           "RabbitMQ only, with workload.exchange")
 
     def cross_problems(self) -> list[tuple[Loc, str]]:
         """A %d pattern goes with a count, and not with per_member; stream settings with a
@@ -68,6 +75,9 @@ class QueueSpec(Spec):
         if self.count > 1 and self.per_member:
             found.append((("per_member",), "give either per_member or a %d pattern with a "
                                            "count, not both"))
+        if self.per_receiver and (self.type != "classic" or self.count > 1 or self.per_member):
+            found.append((("per_receiver",), "a queue per receiver is one classic queue: not "
+                                             "quorum, a stream, a %d pattern nor per_member"))
         return found
 
     @property
@@ -99,7 +109,10 @@ class QueueSpec(Spec):
 
     def instances(self, member_indices: range | list[int]) -> list[str]:
         """Every queue this spec declares with members ``member_indices``: their per-member
-        instances, or the pattern's queues, or the one queue."""
+        instances, or the pattern's queues, or the one queue; none for a queue per receiver
+        (each receiver declares its own)."""
+        if self.per_receiver:
+            return []
         if self.per_member:
             return [self.instance(i) for i in member_indices]
         return self.names
@@ -197,6 +210,9 @@ class TopologySpec(Spec):
             name for q in self.queues for name in {q.name, *q.instances(range(self.members))}])
         if self.broker == "ibmmq":
             found += mq_routing_problems(self.exchanges, self.bindings)
+            found += [(("queues", i, "per_receiver"), "RabbitMQ only: on IBM MQ bind a queue "
+                                                      "per subscription")
+                      for i, q in enumerate(self.queues) if q.per_receiver]
         if self.placement == "existing":
             return found + self._existing_problems()
         if self.broker == "rabbitmq" and self.placement == "ssh":
@@ -279,9 +295,12 @@ class TopologySpec(Spec):
 
     def queue_names(self, name: str) -> list[str]:
         """Every queue a binding to ``name`` binds: a pattern's queues, a per-member queue's
-        instance on each member of the pool, or the one queue."""
+        instance on each member of the pool, or the one queue (a queue per receiver: its name,
+        each receiver's copy counted by the accounting)."""
         queue = self.queue(name)
-        return [name] if queue is None else queue.instances(range(self.members))
+        if queue is None or queue.per_receiver:
+            return [name]
+        return queue.instances(range(self.members))
 
     def routes(self, exchange: str, routing_key: str,
                headers: dict[str, Any] | None = None) -> frozenset[str]:

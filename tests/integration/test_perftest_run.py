@@ -20,7 +20,9 @@ pytestmark = pytest.mark.integration
      "-ca", "x-stream-offset=first", "-vs", "100:2", "-vs", "4000:2", "-jb"],
     ["-u", "pt-tx", "-x", "1", "-y", "1", "-r", "100", "-z", "3", "-m", "10", "-n", "4",
      "-mp", "contentType=text/plain,kind=order"],
-], ids=["quorum-persistent", "fanout", "stream-variable-sizes", "transactions"])
+    ["-x", "1", "-y", "2", "-r", "100", "-z", "3", "-E"],
+], ids=["quorum-persistent", "fanout", "stream-variable-sizes", "transactions",
+        "queue-per-consumer"])
 def test_a_perftest_command_line_runs_and_balances(line, tmp_path):
     runs = tmp_path / "runs"
     done = CliRunner().invoke(app, ["perftest", "--out", str(tmp_path / "pt"), "--runs-dir",
@@ -36,6 +38,9 @@ def test_a_perftest_command_line_runs_and_balances(line, tmp_path):
     if "-sq" in line:  # each of the two readers of the stream is a subscription
         assert books["sent"] == 2 * books["published"] == books["received"]
         assert set(books["subscriptions"]) == {"pt-stream~1", "pt-stream~2"}
+    if "-E" in line:  # no -u: each consumer a server-named queue of its own, every message
+        assert books["received"] == 2 * books["published"]
+        assert set(books["subscriptions"]) == {"perf-test~1", "perf-test~2"}
     if "-m" in line:
         assert manifest["accounting_details"]["committed"] == books["sent"]
     if "-e" in line:  # published to the exchange, the queue its one subscription

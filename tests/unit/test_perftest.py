@@ -87,6 +87,8 @@ REFUSED = [
     ("perf-test -x 1 -y 1 -s 12", "-s: 12: a surge message carries a 28-byte header"),
     ("perf-test --queue-pattern 'q-%d' --queue-pattern-from 5 --queue-pattern-to 10",
      "--queue-pattern-from 5: surge numbers a pattern's queues from 1"),
+    ("perf-test -x 1 -y 2 -E -u shared", "-E with -u or --queue-pattern: PerfTest shares"),
+    ("perf-test -x 1 -y 1 -qq", "a quorum queue (-qq, -sq or -qa x-queue-type) needs a name"),
 ]
 
 
@@ -120,6 +122,21 @@ def test_document_001_keeps_its_ladder_queues_and_cluster():
            "fails the run on a timeout" in done.notes
     slowdown = translate([DOC_001_SLOWDOWN]).scenario["consumer_profile"]
     assert slowdown[0] == {"delay": "10ms", "hold": "300s"} and len(slowdown) == 5
+
+
+def test_without_a_queue_name_each_consumer_has_a_queue_of_its_own_as_in_perftest():
+    done = translate(shlex.split("perf-test -x 1 -y 3 -E -ad false"))
+    assert done.topology["queues"] == [{"name": "perf-test", "type": "classic",
+                                        "per_receiver": True}]
+    assert done.topology["exchanges"] == [{"name": "direct", "type": "direct"}]
+    assert done.topology["bindings"] == [{"exchange": "direct", "queue": "perf-test",
+                                          "routing_key": "perf-test"}]
+    workload = done.scenario["workload"]
+    assert (workload["exchange"], workload["routing_key"], workload["receivers"]) == \
+        ("direct", "perf-test", 3)
+    keyed = translate(shlex.split("perf-test -x 1 -y 2 -e logs -t topic -k app.error"))
+    assert keyed.topology["bindings"] == [{"exchange": "logs", "queue": "perf-test",
+                                           "routing_key": "app.error"}]
 
 
 def test_an_exchange_line_publishes_to_it_and_binds_the_queue():
@@ -158,9 +175,9 @@ def test_the_command_prints_the_specs_or_refuses_in_one_line(tmp_path):
     assert printed.exit_code == 0, printed.output
     assert "queue: orders" in printed.output and "rate_per_sender: 500.0" in printed.output
     refused = runner.invoke(app, ["perftest", "--print", "--out", str(tmp_path / "b"), "--",
-                                  "-x", "1", "-E"])
+                                  "-x", "1", "-X", "2"])
     assert refused.exit_code != 0
-    assert refused.output.strip().splitlines()[-1].startswith("perftest: -E: not supported: ")
+    assert refused.output.strip().splitlines()[-1].startswith("perftest: -X: not supported: ")
 
 
 def test_message_options_become_the_message_fields(tmp_path):

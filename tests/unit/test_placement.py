@@ -67,3 +67,27 @@ def test_unlimited_senders_share_the_backlog_bound_of_their_queues(workload, que
     placement = place(scenario(2, 2, **workload), "rabbitmq", {}, members(0), 1, [0], [0],
                       queue, 0.0)
     assert placement.configs[0].destination.backlog_per_sender == share
+
+
+def test_a_queue_per_receiver_gives_each_receiver_its_subscription_and_bindings():
+    from drivers.protocol import QueueBinding
+    from orchestrator.specs.routing import BindingSpec
+    bindings = [BindingSpec(exchange="news", queue="own", routing_key="all"),
+                BindingSpec(exchange="news", queue="other", routing_key="all"),
+                BindingSpec(exchange="log", queue="own", routing_key="x",
+                            arguments={"k": 1})]
+    placement = place(scenario(2, 3, queue="own", exchange="news", routing_key="all"),
+                      "rabbitmq", {}, members(0), 1, [0], [0],
+                      QueueSpec(name="own", per_receiver=True), 0.0, bindings)
+    config = placement.configs[0]
+    assert [(r.queue, r.group) for r in config.receivers] == [
+        ("own", "own~1"), ("own", "own~2"), ("own", "own~3")]
+    assert config.destination.own_queues == (QueueBinding("news", "all"),
+                                             QueueBinding("log", "x", {"k": 1}))
+    assert config.destination.queue_arguments == {"x-queue-type": "classic"}
+    assert config.senders_paused and config.destination.backlog_per_sender is None
+    assert [s.queue for s in config.senders] == [["own"], ["own"]]
+    plain = place(scenario(1, 1), "rabbitmq", {}, members(0), 1, [0], [0], QueueSpec(name="q"),
+                  5.0)
+    assert plain.configs[0].destination.own_queues is None
+    assert not plain.configs[0].senders_paused

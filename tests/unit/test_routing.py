@@ -185,7 +185,7 @@ def test_a_lost_agent_under_fanout_leaves_an_unknown_never_a_loss():
 
 def test_each_reader_of_a_stream_is_a_subscription_and_rereads_are_no_duplicates():
     spec = scenario(queue="events", receivers=2, stream_offset="first")
-    routing = Routing.of(spec, TOPOLOGY.routes, ["events"], stream=True)
+    routing = Routing.of(spec, TOPOLOGY.routes, ["events"], each_reader=True)
     assert routing.subscriptions == {"events~1": "events", "events~2": "events"}
     assert routing.copies_each() == 2
     reader = SequenceTracker(stream=True)

@@ -20,6 +20,8 @@ def placements(queues: Sequence[QueueSpec], members: Sequence[int]
     """Every queue to declare: its spec, its name, and the index of the member to lead it."""
     out = []
     for queue in queues:
+        if queue.per_receiver:
+            continue  # each receiver declares its own
         if queue.per_member:
             out += [(queue, queue.instance(index), index) for index in members]
         else:
@@ -47,7 +49,10 @@ def declare(topology: TopologySpec, members: Sequence[int], api: Callable[[int],
     first = api(members[0])
     for exchange in topology.exchanges:
         first.declare_exchange(exchange)
+    mine = {q.name for q in topology.queues if q.per_receiver}  # receivers bind their own
     for binding in topology.bindings:
+        if binding.queue in mine:
+            continue
         targets = [binding.to_exchange] if binding.to_exchange is not None \
             else topology.queue_names(binding.queue or "")
         for target in targets:
