@@ -132,6 +132,8 @@ class Destination:
     reconnect_s: float | None = None  # a fixed reconnect interval instead of the backoff
     reconnect: bool = True  # False: a worker whose connection is lost stops (PerfTest's -dcr)
     tcp_options: dict[str, int] = field(default_factory=dict)  # TCP_KEEPIDLE, ...
+    senders_per_connection: int = 1  # an agent's senders share connections, a channel each
+    receivers_per_connection: int = 1
     own_queues: tuple[QueueBinding, ...] | None = None  # each receiver declares a queue of
     # its own (server-named, exclusive, auto-delete) with these bindings; None: it consumes
     # the queue it is given

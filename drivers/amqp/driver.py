@@ -33,6 +33,7 @@ from pika.adapters.select_connection import IOLoop
 
 from drivers.amqp import wire as amqp_wire
 from drivers.amqp.frames import FrameEncoder
+from drivers.amqp.link import Carrier
 from drivers.amqp.receiver import ReceiverLink, stream_offset
 from drivers.amqp.sender import RequesterLink, SenderLink
 from drivers.amqp.settings import AmqpSettings
@@ -73,6 +74,7 @@ class AmqpDriver(Driver):
                                     destination.zipf_exponent)
         self.ioloop = IOLoop()
         self.senders: list[SenderLink] = []
+        self._carriers: dict[tuple[str, str], Carrier] = {}  # the connection each kind fills
         self.receivers: list[ReceiverLink] = []
         self.thread = threading.Thread(target=self.ioloop.start, name="amqp-loop", daemon=True)
 
@@ -105,21 +107,38 @@ class AmqpDriver(Driver):
                 on=False, why=f"pika connection without {', '.join(missing)}")
         return not missing
 
-    def add_sender(self, role: SenderRole, endpoint: str, queue: str | list[str] | None = None
-                   ) -> None:
+    def add_sender(self, role: SenderRole, endpoint: str, queue: str | list[str] | None = None,
+                   share: bool = True) -> None:
+        """A sender link; ``share``: on a connection with up to
+        ``Destination.senders_per_connection`` - 1 other senders to ``endpoint``."""
         kind = RequesterLink if isinstance(role, RequesterRole) else SenderLink
-        link = kind(self, role, endpoint, queue or self.queue)
+        carrier = self._carrier("s", endpoint, self.destination.senders_per_connection, share)
+        link = kind(self, role, endpoint, queue or self.queue, carrier)
         self.senders.append(link)
         self.call(link.connect)
 
     def add_receiver(self, role: ReceiverRole, endpoint: str, queue: str | None = None,
-                     start_delay_s: float = 0.0) -> None:
-        link = ReceiverLink(self, role, endpoint, queue or self.queue)
+                     start_delay_s: float = 0.0, share: bool = True) -> None:
+        """A receiver link (sharing a connection as :meth:`add_sender` does), consuming after
+        ``start_delay_s``."""
+        carrier = self._carrier("r", endpoint, self.destination.receivers_per_connection, share)
+        link = ReceiverLink(self, role, endpoint, queue or self.queue, carrier)
         self.receivers.append(link)
         if start_delay_s > 0:
             self.call(lambda: self.ioloop.call_later(start_delay_s, link.connect))
         else:
             self.call(link.connect)
+
+    def _carrier(self, kind: str, endpoint: str, per_connection: int, share: bool
+                 ) -> Carrier | None:
+        """The connection a new link of ``kind`` to ``endpoint`` shares, while it has room
+        (``None``: one of its own)."""
+        if per_connection <= 1 or not share:
+            return None
+        carrier = self._carriers.get((kind, endpoint))
+        if carrier is None or len(carrier.links) >= per_connection:
+            carrier = self._carriers[(kind, endpoint)] = Carrier(self, endpoint)
+        return carrier
 
     def move(self, role: SenderRole | ReceiverRole, endpoint: str, queue: str | None = None
              ) -> None:
@@ -130,8 +149,10 @@ class AmqpDriver(Driver):
                 if link.role is role and not link.closing:
                     target = target or link.queue
                     link.retire()
-            (self.add_sender if isinstance(role, SenderRole) else self.add_receiver)(
-                role, endpoint, target)
+            if isinstance(role, SenderRole):  # a moved worker: a connection of its own
+                self.add_sender(role, endpoint, target, share=False)
+            else:
+                self.add_receiver(role, endpoint, target, share=False)
         self.call(swap)
 
     def wake_senders(self) -> None:

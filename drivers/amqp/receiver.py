@@ -13,7 +13,7 @@ import pika
 
 from drivers.amqp import wire as amqp_wire
 from drivers.amqp.frames import ack_frame
-from drivers.amqp.link import BACKOFF_S, Link, LinkHost
+from drivers.amqp.link import BACKOFF_S, Carrier, Link, LinkHost
 from drivers.header import HEADER_SIZE
 from drivers.workers import ReceiverRole, ResponderRole
 
@@ -21,8 +21,9 @@ ACK_FLUSH_S = 0.1  # manual acks of a quiet receiver are flushed at least this o
 
 
 class ReceiverLink(Link):
-    def __init__(self, driver: LinkHost, role: ReceiverRole, endpoint: str, queue: str):
-        super().__init__(driver, endpoint, queue)
+    def __init__(self, driver: LinkHost, role: ReceiverRole, endpoint: str, queue: str,
+                 carrier: Carrier | None = None):
+        super().__init__(driver, endpoint, queue, carrier)
         self.role = role
         destination = driver.destination
         self.manual = destination.manual_ack
@@ -54,13 +55,16 @@ class ReceiverLink(Link):
     def _channel_opened(self, channel) -> None:
         # unlike a sender's, a receiver's backoff starts again only once it consumes: a channel
         # that opens and is closed by the broker because its queue is missing counts as a retry
+        if self.closing:
+            channel.close()
+            return
         self.channel = channel
         channel.add_on_close_callback(self._channel_closed)
         channel.add_on_cancel_callback(self._cancelled)
         self.ready(channel)
 
     def _consuming(self, _frame) -> None:
-        self.attempt = 0
+        self.carrier.attempt = 0
         self._mark_consuming(True)
 
     def _mark_consuming(self, now: bool) -> None:
@@ -87,8 +91,8 @@ class ReceiverLink(Link):
         self.recorder.error(f"consumer of {self.queue} cancelled by the broker")
         if self.closing:
             return
-        delay = BACKOFF_S[min(self.attempt, len(BACKOFF_S) - 1)]
-        self.attempt += 1
+        delay = BACKOFF_S[min(self.carrier.attempt, len(BACKOFF_S) - 1)]
+        self.carrier.attempt += 1
         self.driver.ioloop.call_later(delay, self._consume_again)
 
     def _consume_again(self) -> None:
@@ -127,8 +131,9 @@ class ReceiverLink(Link):
         """Consume (or poll) ``self.queue`` on ``channel``."""
         self.unacked = 0
         self._drop_pending()
+        # the decoder reads one channel of a connection: a shared one is read by pika
         self.decoding = not (self.responds or self.nack or self.polling) and \
-            self.driver.fast_path_on(self.connection)
+            len(self.carrier.links) == 1 and self.driver.fast_path_on(self.connection)
         if self.decoding:
             amqp_wire.install_decoder(self.connection, channel.channel_number, self._arrived)
         channel.basic_qos(prefetch_count=self.driver.destination.prefetch,
@@ -162,7 +167,7 @@ class ReceiverLink(Link):
     def _got(self, channel, method, properties, body) -> None:
         if self.closing:
             return  # unacknowledged: back to the queue when the channel closes
-        self.attempt = 0
+        self.carrier.attempt = 0
         self._arrived(body, 0, method.delivery_tag, method.redelivered, properties)
         self._poll()
 

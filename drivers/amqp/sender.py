@@ -11,7 +11,7 @@ import pika
 
 from drivers.amqp import wire as amqp_wire
 from drivers.amqp.frames import FrameEncoder, mixed_batch
-from drivers.amqp.link import BACKOFF_S, Link, LinkHost
+from drivers.amqp.link import BACKOFF_S, Carrier, Link, LinkHost
 from drivers.backlog import BacklogGate
 from drivers.message import Bodies
 from drivers.rate import on_tick
@@ -27,9 +27,9 @@ BACKLOG_WAIT_S = 0.005  # an unlimited sender out of backlog credit looks again 
 
 class SenderLink(Link):
     def __init__(self, driver: LinkHost, role: SenderRole, endpoint: str,
-                 queue: str | list[str]):
+                 queue: str | list[str], carrier: Carrier | None = None):
         routes = queue if isinstance(queue, list) else [queue]
-        super().__init__(driver, endpoint, routes[0])
+        super().__init__(driver, endpoint, routes[0], carrier)
         self.routes = routes  # the queues its messages reach, whose depth its gate reads
         self.role = role
         destination = driver.destination
@@ -342,8 +342,9 @@ class RequesterLink(SenderLink):
 
     role: RequesterRole
 
-    def __init__(self, driver: LinkHost, role: RequesterRole, endpoint: str, queue: str):
-        super().__init__(driver, role, endpoint, queue)
+    def __init__(self, driver: LinkHost, role: RequesterRole, endpoint: str, queue: str,
+                 carrier: Carrier | None = None):
+        super().__init__(driver, role, endpoint, queue, carrier)
         self.reply_to = ""
 
     def ready(self, channel) -> None:

@@ -68,7 +68,9 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
         consumer_rate=None if workload.consumer_rate is None else float(workload.consumer_rate),
         receiver_limit=scenario.exit.messages_per_receiver,
         reconnect_s=workload.reconnect_interval, reconnect=workload.reconnect,
-        tcp_options=dict(workload.tcp_options))
+        tcp_options=dict(workload.tcp_options),
+        senders_per_connection=workload.senders_per_connection,
+        receivers_per_connection=workload.receivers_per_connection)
     # publishing to an exchange, each queue is a subscription with its own copy of a message;
     # each receiver of a stream reads every message from its own offset, each receiver of a
     # queue per receiver its own queue

@@ -132,7 +132,7 @@ RABBITMQ_ONLY = tuple((name,) for name in (
     "confirm_window", "ack_every", "heartbeat", "frame_max", "stream_offset",
     "consumer_arguments", "global_qos", "publish_transaction", "consume_transaction", "nack",
     "polling", "polling_interval", "reconnect", "reconnect_interval", "tcp_options",
-    "consumer_rate",
+    "consumer_rate", "senders_per_connection", "receivers_per_connection",
     "receiver_spacing")) + (
     ("message", "mandatory"), ("message", "properties"))
 """Workload fields only the AMQP driver has (paths within the workload)."""

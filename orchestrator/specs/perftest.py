@@ -51,6 +51,7 @@ class Draft:
     exchange_type: str = "direct"
     routing_key: str | None = None
     named: bool = False  # -u: a named queue; none: each consumer a server-named queue of its own
+    channels: dict[str, int] = field(default_factory=dict)  # -X, -Y: per sender/receiver conn.
     exclusive: bool = False
     description: str = "translated from a PerfTest command line"
 
@@ -75,6 +76,10 @@ class Draft:
                                 "receivers each have a connection of their own; leave -u out "
                                 "for an exclusive queue per consumer")
         workload["queue"] = queue["name"]
+        for role, count in self.channels.items():  # PerfTest's -x connections of -X channels
+            if count > 1:
+                workload[role] = workload[role] * count
+                workload[f"{role}_per_connection"] = count
         if self.nack:
             workload["nack"] = "requeue" if self.requeue else "drop"
         if exchange:
@@ -405,8 +410,15 @@ OPTIONS: tuple[Option, ...] = (
            _set("workload", "consumer_rate", convert=_number)),
     Option("S", "slow-start", False, "Y", "workload.receiver_spacing: 1 s",
            _set("workload", "receiver_spacing", convert=lambda _: "1s")),
-    Option("X", "producer-channel-count", True, "N", "one channel per sender"),
-    Option("Y", "consumer-channel-count", True, "N", "one channel per receiver"),
+    Option("X", "producer-channel-count", True, "partial", "workload.senders_per_connection; "
+                                                           "workload.senders is -x x -X (the "
+                                                           "senders of different agents "
+                                                           "never share a connection)",
+           lambda d, v: d.channels.update(senders=_count(v))),
+    Option("Y", "consumer-channel-count", True, "partial", "workload.receivers_per_connection; "
+                                                           "workload.receivers is -y x -Y "
+                                                           "(read by pika where shared)",
+           lambda d, v: d.channels.update(receivers=_count(v))),
     Option("B", "body", True, "partial", "workload.message.payload_files (the 28-byte header "
                                          "precedes each file's bytes)", _bodies),
     Option("jb", "json-body", False, "partial", "workload.message.body: json (a JSON document "

@@ -142,6 +142,15 @@ class WorkloadSpec(Spec):
     receiver_spacing: Seconds = Field(0.0, ge=0, le=3600,
                                       description="receiver i starts consuming i x this after "
                                                   "the first (PerfTest's -S: 1 s)")
+    senders_per_connection: int = Field(
+        1, ge=1, le=2047, description="senders of an agent that share one AMQP connection, each "
+                                      "on a channel of its own (PerfTest's -X: its -x x -X "
+                                      "senders in -x connections). RabbitMQ only")
+    receivers_per_connection: int = Field(
+        1, ge=1, le=2047, description="receivers of an agent that share one AMQP connection, "
+                                      "each on a channel of its own (PerfTest's -Y). A shared "
+                                      "connection's deliveries are read by pika, not the fast "
+                                      "path's decoder. RabbitMQ only")
     reconnect: bool = Field(True, description="connect again when a connection is lost; false: "
                                               "the worker stops there (PerfTest's -dcr). "
                                               "RabbitMQ only")

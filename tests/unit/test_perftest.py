@@ -71,6 +71,7 @@ TAKEN = [
     "perf-test -x 1 -y 2 --polling --polling-interval 10",
     "perf-test -x 1 -y 1 -na -re false",
     "perf-test -x 2 -y 4 -R 100 -S -D 5000",
+    "perf-test -x 2 -X 10 -y 2 -Y 10 -u channels -r 5",
     # streams (PerfTest's documentation: "streams" section)
     "perf-test -x 1 -y 2 -sq -u invoices -ca x-stream-offset=first",
     "perf-test -x 2 -y 2 -qa x-queue-type=stream -u events -ad false",
@@ -139,6 +140,14 @@ def test_without_a_queue_name_each_consumer_has_a_queue_of_its_own_as_in_perftes
                                            "routing_key": "app.error"}]
 
 
+def test_channels_per_connection_multiply_the_workers_as_perftest_does():
+    workload = translate(shlex.split("perf-test -X 3 -x 2 -y 1 -Y 4 -u q")).scenario["workload"]
+    assert (workload["senders"], workload["senders_per_connection"]) == (6, 3)
+    assert (workload["receivers"], workload["receivers_per_connection"]) == (4, 4)
+    plain = translate(shlex.split("perf-test -x 2 -X 1 -u q")).scenario["workload"]
+    assert plain["senders"] == 2 and "senders_per_connection" not in plain
+
+
 def test_an_exchange_line_publishes_to_it_and_binds_the_queue():
     done = translate(shlex.split("perf-test -e orders -t topic -k eu.new -u eu -x 1 -y 1"))
     assert (done.scenario["workload"]["exchange"], done.scenario["workload"]["routing_key"]) \
@@ -175,9 +184,9 @@ def test_the_command_prints_the_specs_or_refuses_in_one_line(tmp_path):
     assert printed.exit_code == 0, printed.output
     assert "queue: orders" in printed.output and "rate_per_sender: 500.0" in printed.output
     refused = runner.invoke(app, ["perftest", "--print", "--out", str(tmp_path / "b"), "--",
-                                  "-x", "1", "-X", "2"])
+                                  "-x", "1", "-K"])
     assert refused.exit_code != 0
-    assert refused.output.strip().splitlines()[-1].startswith("perftest: -X: not supported: ")
+    assert refused.output.strip().splitlines()[-1].startswith("perftest: -K: not supported: ")
 
 
 def test_message_options_become_the_message_fields(tmp_path):
