@@ -32,11 +32,11 @@ QUEUES = {"classic": "eff-classic", "quorum": "eff-quorum"}
 
 def measure_agent(endpoint: str, queue: str, seconds: float, warmup: float,
                   settings: dict[str, Any], message: protocol.MessageShape | None = None,
-                  **destination: Any) -> dict:
-    """One agent with one unlimited sender and one receiver, connecting with the driver's
-    ``settings`` (the provisioner's credentials); figures over ``seconds``. ``message``: the
-    messages' shape (default 2 KiB each); ``destination``: further
-    :class:`~drivers.protocol.Destination` fields (an exchange and routing keys)."""
+                  rate: float = 0.0, **destination: Any) -> dict:
+    """One agent with one sender (unlimited, or at ``rate`` msg/s) and one receiver,
+    connecting with the driver's ``settings`` (the provisioner's credentials); figures over
+    ``seconds``. ``message``: the messages' shape (default 2 KiB each); ``destination``:
+    further :class:`~drivers.protocol.Destination` fields (an exchange and routing keys)."""
     with tempfile.TemporaryDirectory() as logs:
         (agent,) = spawn_local_agents(1, Path(logs), max_lifetime_s=seconds + warmup + 120)
         try:
@@ -45,7 +45,7 @@ def measure_agent(endpoint: str, queue: str, seconds: float, warmup: float,
                 message=message or protocol.MessageShape(sizes=(2048,)),
                 destination=protocol.Destination((endpoint,), queue, prefetch=1000,
                                                  **destination),
-                senders=[protocol.SenderConfig(1, 0, endpoint)],
+                senders=[protocol.SenderConfig(1, rate, endpoint)],
                 receivers=[protocol.ReceiverConfig(1, endpoint)], settings=settings))
             process = psutil.Process(agent.process.pid)
             time.sleep(warmup)

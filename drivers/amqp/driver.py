@@ -32,7 +32,7 @@ import pika
 from pika.adapters.select_connection import IOLoop
 
 from drivers.amqp import wire as amqp_wire
-from drivers.amqp.frames import FrameEncoder
+from drivers.amqp.frames import Templates
 from drivers.amqp.link import Carrier
 from drivers.amqp.receiver import ReceiverLink, stream_offset
 from drivers.amqp.sender import RequesterLink, SenderLink
@@ -53,7 +53,7 @@ class AmqpDriver(Driver):
         self.message = message or MessageShape()
         self.properties = pika.BasicProperties(
             delivery_mode=2 if destination.persistent else 1, **self.message.properties)
-        self._templates: dict[tuple, list[FrameEncoder]] = {}
+        self._templates: dict[tuple, Templates] = {}
         self.consume_arguments = dict(destination.consumer_arguments)
         if destination.stream_offset is not None:
             self.consume_arguments["x-stream-offset"] = stream_offset(destination.stream_offset)
@@ -82,18 +82,16 @@ class AmqpDriver(Driver):
         self.thread.start()
 
     def templates(self, channel_number: int, frame_max: int,
-                  targets: tuple[tuple[str, str], ...], bodies: Bodies) -> list[FrameEncoder]:
-        """The publish templates of ``targets`` (exchange, routing key) on a channel, each
-        target's size classes of ``bodies`` together; made once and shared by every sender of
-        this agent (a batch copies them before stamping)."""
+                  targets: tuple[tuple[str, str], ...], bodies: Bodies) -> Templates:
+        """The publish templates of ``targets`` (exchange, routing key) on a channel in the
+        size classes of ``bodies``; made once and shared by every sender of this agent (a
+        batch copies them before stamping)."""
         key = (channel_number, frame_max, targets, id(bodies))
         if key not in self._templates:
-            properties = b"".join(self.properties.encode())
-            self._templates[key] = [
-                FrameEncoder(channel_number, routing_key, size, self.destination.persistent,
-                             frame_max, exchange, filler, properties, self.message.mandatory)
-                for exchange, routing_key in targets
-                for size, filler in zip(bodies.sizes, bodies.fillers)]
+            self._templates[key] = Templates(
+                channel_number, frame_max, list(targets), list(bodies.sizes),
+                list(bodies.fillers), self.destination.persistent,
+                b"".join(self.properties.encode()), self.message.mandatory)
         return self._templates[key]
 
     def fast_path_on(self, connection) -> bool:

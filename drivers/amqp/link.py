@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import pika
 
 from drivers.amqp import wire as amqp_wire
-from drivers.amqp.frames import FrameEncoder
+from drivers.amqp.frames import Templates
 from drivers.amqp.settings import AmqpSettings
 from drivers.base import rotation
 from drivers.message import Bodies
@@ -51,7 +51,7 @@ class LinkHost(Protocol):
         """Whether ``connection`` may use the fast path."""
 
     def templates(self, channel_number: int, frame_max: int,
-                  targets: tuple[tuple[str, str], ...], bodies: Bodies) -> list[FrameEncoder]:
+                  targets: tuple[tuple[str, str], ...], bodies: Bodies) -> Templates:
         """The shared publish templates of ``targets`` on a channel."""
 
 

@@ -10,7 +10,7 @@ from collections import deque
 import pika
 
 from drivers.amqp import wire as amqp_wire
-from drivers.amqp.frames import FrameEncoder, mixed_batch
+from drivers.amqp.frames import Templates
 from drivers.amqp.link import BACKOFF_S, Carrier, Link, LinkHost
 from drivers.backlog import BacklogGate
 from drivers.message import Bodies
@@ -43,7 +43,7 @@ class SenderLink(Link):
         self.timer = None
         self.last_tag = 0
         self.published = 0
-        self.templates: list[FrameEncoder] = []
+        self.templates: Templates | None = None  # the fast path's, on this channel
         # [first tag, first seq, count, ever nacked, published at (monotonic ns)]
         self.unconfirmed_batches: deque[list[int]] = deque()
         # (first seq, count, ever nacked, nacked last) to publish again
@@ -71,7 +71,7 @@ class SenderLink(Link):
             channel.tx_select()
         if self.driver.message.mandatory:
             channel.add_on_return_callback(self._returned)
-        self.templates = []
+        self.templates = None
         if self.driver.fast_path_on(self.connection):
             self.templates = self.driver.templates(channel.channel_number,
                                                    self.connection.params.frame_max,
@@ -165,15 +165,14 @@ class SenderLink(Link):
         (``nacked_before``: each of them was nacked once already)."""
         role, producer = self.role, self.role.producer_id
         keys = None if self.picker.fixed else self.picker.picks(producer, first_seq, n)
-        if self.templates:
+        if self.templates is not None:
             picks = _template_picks(keys, self.bodies, producer, first_seq, n)
             if isinstance(picks, int):
-                amqp_wire.emit(self.connection, self.templates[picks].batch(
+                amqp_wire.emit(self.connection, self.templates.encoder(picks).batch(
                     n, producer, first_seq, time.time_ns(), role.lags(first_seq)))
             else:
-                amqp_wire.emit(self.connection, mixed_batch(
-                    self.templates, picks, producer, first_seq, time.time_ns(),
-                    role.lags(first_seq)))
+                amqp_wire.emit(self.connection, self.templates.mixed(
+                    picks, producer, first_seq, time.time_ns(), role.lags(first_seq)))
         else:
             publish, props, targets = self.channel.basic_publish, self.properties, self.targets
             mandatory = self.driver.message.mandatory

@@ -6,7 +6,7 @@ import pytest
 
 from drivers import protocol
 from drivers.accounting import SequenceTracker
-from drivers.amqp.frames import FrameEncoder, mixed_batch
+from drivers.amqp.frames import FrameEncoder, Templates
 from drivers.routing import KeyPicker
 from orchestrator.run.accounting import Routing, account
 from orchestrator.specs.routing import headers_match, topic_matches
@@ -95,13 +95,20 @@ def test_each_message_takes_a_key_that_depends_only_on_its_producer_and_number()
 
 
 def test_a_mixed_batch_is_the_single_publishes_of_each_message_joined():
-    encoders = [FrameEncoder(1, key, 100, False, 131072, "orders") for key in ("a", "bb")]
-    picks = [0, 1, 1, 0]
-    mixed = mixed_batch(encoders, picks, 3, 10, 123, (0, 40, 10.0))
+    sizes = [100, 300_000]  # the second one in three body frames
+    fillers = [bytes(range(72)), bytes(300_000 - 28)]
+    targets = [("orders", "a"), ("orders", "bb"), ("", "q")]
+    templates = Templates(1, 131072, targets, sizes, fillers, True, None, True)
+    encoders = [FrameEncoder(1, key, size, True, 131072, exchange, filler, None, True)
+                for exchange, key in targets for size, filler in zip(sizes, fillers)]
+    assert len(templates) == 6
+    picks = [0, 3, 1, 2, 5, 4, 0]
+    mixed = templates.mixed(picks, 3, 10, 123, (0, 40, 10.0))
     singles = b"".join(encoders[k].batch(1, 3, 10 + i, 123, (0, 40 - 10 * i, 0.0))
                        for i, k in enumerate(picks))
     assert bytes(mixed) == singles
     assert b"\x06orders\x02bb" in singles
+    assert bytes(templates.encoder(3).batch(2, 3, 7, 5)) == bytes(encoders[3].batch(2, 3, 7, 5))
 
 
 def report(sent: dict[int, int], groups: dict[str, dict[int, list[int]]]) -> protocol.Accounting:
