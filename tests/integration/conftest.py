@@ -52,6 +52,24 @@ def local_cluster(topology: TopologySpec, state_root):
         assert not left, f"broker processes left behind: {left}"
 
 
+@contextlib.contextmanager
+def one_agent(broker, tmp_path, destination, senders=(), receivers=(), size: int = 128):
+    """An agent of the test's own, configured on ``broker`` with ``destination`` and these
+    ``senders`` and ``receivers`` of ``size``-byte messages; stopped on leaving."""
+    from drivers import protocol
+    from orchestrator.agents.local import spawn_local_agents
+    (agent,) = spawn_local_agents(1, tmp_path, max_lifetime_s=90)
+    try:
+        agent.configure(protocol.Configure(
+            broker="rabbitmq", pattern="point-to-point",
+            message=protocol.MessageShape(sizes=(size,)), destination=destination,
+            senders=list(senders), receivers=list(receivers),
+            settings=broker.client_settings()))
+        yield agent
+    finally:
+        agent.stop()
+
+
 def wait_until(condition, seconds: float = 30.0, what=lambda: None) -> None:
     """Poll ``condition`` until it holds; fail after ``seconds``, saying ``what()``."""
     deadline = time.monotonic() + seconds

@@ -10,7 +10,7 @@ import pytest
 from orchestrator.run.controller import Controller
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import TopologySpec
-from tests.integration.conftest import close_connections, cluster_of, wait_until
+from tests.integration.conftest import close_connections, cluster_of, one_agent, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -87,17 +87,11 @@ def test_receivers_stop_at_their_message_limit_and_the_run_ends(broker, tmp_path
 
 def test_without_reconnecting_a_lost_connection_stops_its_worker(broker, tmp_path):
     from drivers import protocol
-    from orchestrator.agents.local import spawn_local_agents
     endpoint = broker.running()[0].endpoint
-    (agent,) = spawn_local_agents(1, tmp_path, max_lifetime_s=60)
-    try:
-        agent.configure(protocol.Configure(
-            broker="rabbitmq", pattern="point-to-point",
-            message=protocol.MessageShape(sizes=(128,)),
-            destination=protocol.Destination((endpoint,), "work", reconnect=False),
-            senders=[protocol.SenderConfig(1, 100, endpoint)],
-            receivers=[protocol.ReceiverConfig(1, endpoint)],
-            settings=broker.client_settings()))
+    destination = protocol.Destination((endpoint,), "work", reconnect=False)
+    with one_agent(broker, tmp_path, destination,
+                   senders=[protocol.SenderConfig(1, 100, endpoint)],
+                   receivers=[protocol.ReceiverConfig(1, endpoint)]) as agent:
         wait_until(lambda: agent.snapshot().received > 50)
         close_connections(broker, at_least=2)
         wait_until(lambda: agent.snapshot().connections == 0, what=agent.snapshot)
@@ -105,6 +99,4 @@ def test_without_reconnecting_a_lost_connection_stops_its_worker(broker, tmp_pat
         last = agent.snapshot()
         assert (last.connections, last.reconnects) == (0, 0) and last.errors >= 2
         assert "not connecting again" in last.last_error
-    finally:
-        agent.stop()
 

@@ -7,10 +7,11 @@ import json
 
 import pytest
 
+from drivers import protocol
 from orchestrator.run.controller import Controller
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import TopologySpec
-from tests.integration.conftest import cluster_of
+from tests.integration.conftest import cluster_of, one_agent, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -53,26 +54,15 @@ def test_every_receiver_gets_every_message_on_a_queue_of_its_own(broker, tmp_pat
 
 
 def test_each_receivers_queue_is_exclusive_and_goes_with_its_connection(broker, tmp_path):
-    from drivers import protocol
-    from orchestrator.agents.local import spawn_local_agents
-    from tests.integration.conftest import wait_until
     endpoint = broker.running()[0].endpoint
-    (agent,) = spawn_local_agents(1, tmp_path, max_lifetime_s=60)
-    try:
-        agent.configure(protocol.Configure(
-            broker="rabbitmq", pattern="point-to-point",
-            message=protocol.MessageShape(sizes=(128,)),
-            destination=protocol.Destination(
-                (endpoint,), "mine", exchange="news", routing_keys=("all",),
-                own_queues=(protocol.QueueBinding("news", "all"),)),
-            senders=[], receivers=[protocol.ReceiverConfig(i, endpoint, "mine",
-                                                           group=f"mine~{i}") for i in (1, 2)],
-            settings=broker.client_settings()))
+    destination = protocol.Destination((endpoint,), "mine", exchange="news",
+                                       routing_keys=("all",),
+                                       own_queues=(protocol.QueueBinding("news", "all"),))
+    receivers = [protocol.ReceiverConfig(i, endpoint, "mine", group=f"mine~{i}") for i in (1, 2)]
+    with one_agent(broker, tmp_path, destination, receivers=receivers):
         wait_until(lambda: len([q for q in queues(broker) if q.startswith("amq.gen-")]) == 2)
         own = [q for name, q in queues(broker).items() if name.startswith("amq.gen-")]
         assert all(q["exclusive"] and q["auto_delete"] and not q["durable"] for q in own)
         bound = broker.management().request("GET", "/exchanges/%2F/news/bindings/source")
         assert {b["destination"] for b in bound} >= {q["name"] for q in own}
-    finally:
-        agent.stop()
     wait_until(lambda: not [q for q in queues(broker) if q.startswith("amq.gen-")])

@@ -8,11 +8,10 @@ import json
 import pytest
 
 from drivers import protocol
-from orchestrator.agents.local import spawn_local_agents
 from orchestrator.run.controller import Controller
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import TopologySpec
-from tests.integration.conftest import close_connections, cluster_of, wait_until
+from tests.integration.conftest import close_connections, cluster_of, one_agent, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -48,16 +47,12 @@ def test_every_receiver_of_a_stream_reads_every_message_once(broker, tmp_path):
 
 def test_a_reader_that_subscribes_again_from_the_start_counts_rereads(broker, tmp_path):
     endpoint = broker.running()[0].endpoint
-    (agent,) = spawn_local_agents(1, tmp_path, max_lifetime_s=90)
-    try:
-        agent.configure(protocol.Configure(
-            broker="rabbitmq", pattern="point-to-point",
-            message=protocol.MessageShape(sizes=(256,)),
-            destination=protocol.Destination((endpoint,), "replayed", confirms=True,
-                                             stream_offset="first"),
-            senders=[protocol.SenderConfig(1, 500, endpoint, limit=1000)],
-            receivers=[protocol.ReceiverConfig(1, endpoint, group="replayed~1")],
-            settings=broker.client_settings()))
+    destination = protocol.Destination((endpoint,), "replayed", confirms=True,
+                                       stream_offset="first")
+    with one_agent(broker, tmp_path, destination, size=256,
+                   senders=[protocol.SenderConfig(1, 500, endpoint, limit=1000)],
+                   receivers=[protocol.ReceiverConfig(1, endpoint, group="replayed~1")]
+                   ) as agent:
         wait_until(lambda: agent.snapshot().received >= 1000)
         # the broker closes the connections: the reader subscribes again from the first
         # message and reads all 1000 again (the sender, done, has nothing to send again)
@@ -68,7 +63,5 @@ def test_a_reader_that_subscribes_again_from_the_start_counts_rereads(broker, tm
         assert last.reconnects >= 1
         report = agent.accounting()
         assert "replayed~1" in report.bitmaps  # its subscription, kept by the agent
-    finally:
-        agent.stop()
 
 
