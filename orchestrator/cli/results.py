@@ -119,19 +119,57 @@ def query(sql: Annotated[str, typer.Argument(
 @group.command()
 @surge_errors
 def compare(runs: Annotated[list[Path], typer.Argument(
-                help="Run directories, e.g. runs/*-uniform-*")],
-            json_output: JsonOption = False) -> None:
+                help="Run directories, e.g. runs/*-uniform-*; with --gate: BASELINE and "
+                     "CANDIDATE, each a directory of repeated runs (a campaign's)")],
+            json_output: JsonOption = False,
+            gate: Annotated[bool, typer.Option(
+                "--gate", help="exit 3 when CANDIDATE is worse than BASELINE beyond "
+                               "--threshold with --confidence (bootstrap over the runs)")] = False,
+            threshold: Annotated[float, typer.Option(
+                help="with --gate: the change (%) a figure may worsen by")] = 3.0,
+            confidence: Annotated[float, typer.Option(
+                help="with --gate: the confidence (%) of the interval")] = 95.0) -> None:
     """Compare finished runs at their final step: target and achieved msg/s, members, CPU%.
 
     The shape of document 000's Table 2, e.g. the scaling test against its fixed-rate variants.
     With --json, a list with one object per run (run_dir, test, target_rate, achieved_rate,
     members, member_cpu_percent_mean, host_cpu_percent, p99_ms, accounting; null = unknown).
+
+    With --gate, a regression gate for CI: BASELINE and CANDIDATE are directories of at least 3
+    repetitions each; per figure (achieved msg/s, p99 ms, and CPU us/msg once analysed) the
+    change of the means with its bootstrap interval; exit status 3 when a figure is worse
+    beyond the threshold with that confidence, e.g.
+
+      surge compare --gate campaigns/before campaigns/after --threshold 3 --confidence 95
     """
+    if gate:
+        _gate(runs, threshold / 100, confidence / 100, json_output)
+        return
     from results.compare import as_text, final_rows  # the run directories' tables
     if json_output:
         print_json(final_rows(runs))
     else:
         typer.echo(as_text(runs))
+
+
+def _gate(sides: list[Path], threshold: float, confidence: float, json_output: bool) -> None:
+    """``surge compare --gate BASELINE CANDIDATE``; exit 3 when the candidate is worse."""
+    from dataclasses import asdict
+
+    from results.gate import gate, gate_text  # the run directories' tables
+    if len(sides) != 2:
+        raise typer.BadParameter(f"--gate takes BASELINE and CANDIDATE ({len(sides)} given)",
+                                 param_hint="RUNS")
+    if not 0 < confidence < 1 or threshold < 0:
+        raise typer.BadParameter("expected a confidence between 0 and 100 % and a threshold "
+                                 "of at least 0 %", param_hint="--confidence/--threshold")
+    verdicts = gate(sides[0], sides[1], threshold, confidence)
+    if json_output:
+        print_json([asdict(v) for v in verdicts])
+    else:
+        typer.echo(gate_text(verdicts, threshold, confidence))
+    if any(v.worse for v in verdicts):
+        raise typer.Exit(3)
 
 
 @group.command()
