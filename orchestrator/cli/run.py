@@ -33,8 +33,8 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
         keep: Annotated[bool, typer.Option(
             help="Leave a topology this run started up afterwards")] = False,
         live: Annotated[bool, typer.Option(
-            help="Live terminal view (on stderr); --no-live still says the page's URL, a "
-                 "moved metrics port and errors")] = True,
+            help="Live terminal view (on stderr); --no-live: a progress line every 5 s instead, "
+                 "with the page's URL, a moved metrics port and errors")] = True,
         metrics_port: MetricsPortOption = None,
         web: WebOption = "127.0.0.1:0",
         analyze: Annotated[bool, typer.Option(

@@ -88,22 +88,22 @@ class LiveView:
         return render(self._state) if self._state else Text("")
 
     def update(self, state: ViewState) -> None:
-        """Redraw (terminal) or print a progress line (logs, CI)."""
+        """Redraw (terminal) or print a progress line (logs, CI, ``--no-live``)."""
         self._state = state
         if self._live:
             self._live.refresh()
-        elif not self.quiet and time.monotonic() - self._last_plain >= self.plain_every_s:
+        elif time.monotonic() - self._last_plain >= self.plain_every_s:
             self._last_plain = time.monotonic()
             print(plain_line(state), file=sys.stderr, flush=True)
 
     @contextlib.contextmanager
     def waiting(self, state: ViewState, what: str) -> Iterator[None]:
         """Work before the load (provisioning, agents): the view says what and for how long,
-        on a terminal as it goes, in a log every ``plain_every_s``."""
+        on a terminal as it goes, in a log (or with ``--no-live``) every ``plain_every_s``."""
         state.phase, state.waiting_since = what, time.monotonic()
         self._state = state
         done = threading.Event()
-        if not self.fancy and not self.quiet:
+        if not self.fancy:
             def progress() -> None:
                 while not done.wait(self.plain_every_s):
                     print(plain_line(state), file=sys.stderr, flush=True)
@@ -116,8 +116,9 @@ class LiveView:
 
     def say(self, message: str, event: str | None = None) -> None:
         """A line above the panel (events: member started, step changed, errors). Without the
-        view (``--no-live``) only lines that matter are said: those of no event (a moved
-        metrics port, a stop asked for) and of the events in :data:`ALWAYS_SAID`."""
+        view (``--no-live``: its progress lines only) the events said are those that matter:
+        lines of no event (a moved metrics port, a stop asked for) and of the events in
+        :data:`ALWAYS_SAID`."""
         if not self.quiet or event is None or event in ALWAYS_SAID:
             self.console.print(message)
 

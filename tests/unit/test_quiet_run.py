@@ -1,5 +1,5 @@
 """``surge run --no-live`` says the few lines that matter (the live page's URL, errors) and
-nothing else, on a fake clock with in-memory agents."""
+progress lines, not the events of each step, on a fake clock with in-memory agents."""
 
 from orchestrator.run.controller import Controller
 from orchestrator.run.liveview import LiveView
@@ -20,6 +20,8 @@ def test_no_live_says_the_page_url_and_not_the_steps(tmp_path, capsys):
     pages = [line for line in lines if "web: live page: http://127.0.0.1:" in line]
     assert len(pages) == 1, lines
     assert not [line for line in lines if " step: " in line or " provision: " in line], lines
+    progress = [line for line in lines if line.startswith("[") and " step " in line]
+    assert progress and "msg/s" in progress[0], lines  # a progress line, with units
 
 
 def test_no_live_says_lines_of_no_event_and_what_went_wrong_only(capsys):
