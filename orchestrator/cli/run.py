@@ -141,6 +141,30 @@ def capacity_report(directory: Annotated[Path, typer.Argument(
         typer.echo(as_markdown(document, slo))
 
 
+@group.command("prometheus-config")
+@surge_errors
+def prometheus_config(interval: Annotated[str, typer.Option(
+        help="How often Prometheus scrapes the runs, e.g. 1s")] = "1s") -> None:
+    """Print a Prometheus scrape job for every surge run on this machine, and create the
+    directory its file_sd_configs reads.
+
+    Every run writes its targets (the controller's and the agents' /metrics, each member's
+    Prometheus endpoint) to <state>/prometheus/<run id>.json while it goes. With the directory
+    there, a Prometheus started before the first run sees each run's file as it appears:
+
+      surge prometheus-config > prometheus.yml && prometheus --config.file=prometheus.yml
+    """
+    from orchestrator.run.discovery import default_sd_dir, scrape_config
+    from orchestrator.specs.units import parse_duration
+    try:
+        seconds = parse_duration(interval)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--interval") from None
+    directory = default_sd_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    typer.echo(scrape_config(directory, seconds), nl=False)
+
+
 @group.command()
 @surge_errors
 def campaign(file: Annotated[Path, typer.Argument(help="Campaign YAML, e.g. "

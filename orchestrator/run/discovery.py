@@ -67,6 +67,21 @@ def default_sd_dir() -> Path:
     return default_state_root() / SD_DIR_NAME
 
 
+def scrape_config(directory: Path, interval_s: float = 1.0) -> str:
+    """A ``prometheus.yml`` with one job scraping every run whose targets file is in
+    ``directory``. Prometheus watches the directory for new files once it exists (and looks
+    again every 5 s besides), so a Prometheus started before the first run misses none."""
+    pattern = json.dumps(str(directory / "*.json"))
+    return (f"# prometheus.yml: one job for every surge run on this machine\n"
+            f"scrape_configs:\n"
+            f"  - job_name: surge\n"
+            f"    scrape_interval: {interval_s:g}s\n"
+            f"    honor_labels: true\n"
+            f"    file_sd_configs:\n"
+            f"      - files: [{pattern}]\n"
+            f"        refresh_interval: 5s\n")
+
+
 def sd_file(directory: Path, run_id: str) -> Path:
     """Where the targets file of run ``run_id`` goes in ``directory``."""
     return directory / f"{run_id}.json"
