@@ -103,12 +103,20 @@ class FrameEncoder:
     def __init__(self, channel_number: int, routing_key: str, size: int, persistent: bool,
                  frame_max: int, exchange: str = "", filler: bytes | None = None,
                  properties: bytes | None = None, mandatory: bool = False):
-        if size < HEADER_SIZE:
-            raise ValueError(f"message size {size}: a surge message holds at least its "
-                             f"{HEADER_SIZE}-byte header")
         method = publish_frame(channel_number, exchange, routing_key, mandatory)
         content, header_at = content_frames(channel_number, size, persistent, frame_max,
                                             filler, properties)
+        self._join(method, content, header_at)
+
+    @classmethod
+    def joined(cls, method: bytes, content: bytes, header_at: int) -> FrameEncoder:
+        """The publish of a method frame and content frames already encoded (``header_at``:
+        where the surge header starts in ``content``)."""
+        encoder = cls.__new__(cls)
+        encoder._join(method, content, header_at)
+        return encoder
+
+    def _join(self, method: bytes, content: bytes, header_at: int) -> None:
         self._mutable = bytearray(method + content)
         self.header_offset = len(method) + header_at
         """Where the first message's surge header starts."""
@@ -148,16 +156,13 @@ class Templates:
     def __init__(self, channel_number: int, frame_max: int, targets: list[tuple[str, str]],
                  sizes: list[int], fillers: list[bytes], persistent: bool,
                  properties: bytes | None = None, mandatory: bool = False):
-        self.channel_number, self.frame_max, self.persistent = channel_number, frame_max, \
-            persistent
-        self.targets, self.sizes, self.fillers = list(targets), list(sizes), list(fillers)
-        self.properties, self.mandatory = properties, mandatory
         methods = [publish_frame(channel_number, exchange, key, mandatory)
                    for exchange, key in targets]
         contents = [content_frames(channel_number, size, persistent, frame_max, filler,
                                    properties) for size, filler in zip(sizes, fillers)]
         self.methods = [m for m in methods for _ in contents]  # per template, by reference
         self.contents = [c for _ in methods for c, _ in contents]
+        self.content_header_at = [at for _ in methods for _, at in contents]
         self.lengths = [len(m) + len(c) for m in methods for c, _ in contents]
         self.header_at = [len(m) + at for m in methods for _, at in contents]
         self._encoders: dict[int, FrameEncoder] = {}
@@ -168,12 +173,9 @@ class Templates:
     def encoder(self, template: int) -> FrameEncoder:
         """Template ``template`` whole, for a batch that takes it alone."""
         if template not in self._encoders:
-            exchange, key = self.targets[template // len(self.sizes)]
-            size_class = template % len(self.sizes)
-            self._encoders[template] = FrameEncoder(
-                self.channel_number, key, self.sizes[size_class], self.persistent,
-                self.frame_max, exchange, self.fillers[size_class], self.properties,
-                self.mandatory)
+            self._encoders[template] = FrameEncoder.joined(
+                self.methods[template], self.contents[template],
+                self.content_header_at[template])
         return self._encoders[template]
 
     def mixed(self, picks: list[int], producer_id: int, first_seq: int, send_ns: int,

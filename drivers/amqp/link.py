@@ -154,6 +154,8 @@ class Link:
     """One sender's or receiver's channel on a :class:`Carrier` (one of its own unless
     ``carrier`` is given: a connection shared with other links)."""
 
+    resets_backoff = True  # an open channel starts the carrier's backoff again
+
     def __init__(self, driver: LinkHost, endpoint: str, queue: str,
                  carrier: Carrier | None = None):
         self.driver = driver
@@ -185,7 +187,8 @@ class Link:
         if self.closing:
             channel.close()
             return
-        self.carrier.attempt = 0
+        if self.resets_backoff:
+            self.carrier.attempt = 0
         self.channel = channel
         channel.add_on_close_callback(self._channel_closed)
         self.ready(channel)

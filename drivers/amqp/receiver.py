@@ -21,6 +21,10 @@ ACK_FLUSH_S = 0.1  # manual acks of a quiet receiver are flushed at least this o
 
 
 class ReceiverLink(Link):
+    # a receiver's backoff starts again only once it consumes: a channel that opens and is
+    # closed by the broker because its queue is missing counts as a retry
+    resets_backoff = False
+
     def __init__(self, driver: LinkHost, role: ReceiverRole, endpoint: str, queue: str,
                  carrier: Carrier | None = None):
         super().__init__(driver, endpoint, queue, carrier)
@@ -52,16 +56,6 @@ class ReceiverLink(Link):
             self.padding = bytes(max(0, destination.reply_size - HEADER_SIZE))
             self.reply_mode = 2 if destination.persistent else 1
 
-    def _channel_opened(self, channel) -> None:
-        # unlike a sender's, a receiver's backoff starts again only once it consumes: a channel
-        # that opens and is closed by the broker because its queue is missing counts as a retry
-        if self.closing:
-            channel.close()
-            return
-        self.channel = channel
-        channel.add_on_close_callback(self._channel_closed)
-        channel.add_on_cancel_callback(self._cancelled)
-        self.ready(channel)
 
     def _consuming(self, _frame) -> None:
         self.carrier.attempt = 0
@@ -104,6 +98,7 @@ class ReceiverLink(Link):
             arguments=self.driver.consume_arguments or None)
 
     def ready(self, channel) -> None:
+        channel.add_on_cancel_callback(self._cancelled)
         own = self.driver.destination.own_queues
         if own is None:
             self._consume_from(channel)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -106,8 +106,10 @@ class MqPreflight:
         except ValueError as error:
             raise ConnectionError(f"{endpoint}: {error}") from None
 
-    def _check_endpoint(self, mqi: ModuleType, endpoint: str) -> list[str]:
-        """Connect to ``endpoint`` and open each queue; the queues it does not have."""
+    @contextlib.contextmanager
+    def _connected(self, mqi: ModuleType, endpoint: str) -> Iterator[Any]:
+        """A connection to ``endpoint`` as the run's senders make it, client reconnection off
+        (a refusal is a ``ConnectionError`` saying why); disconnected on leaving."""
         C = mqi.CMQC
         error_type = getattr(mqi, "Error", mqi.MQMIError)
         self._target(endpoint)
@@ -118,11 +120,17 @@ class MqPreflight:
         except error_type as error:
             raise ConnectionError(f"{endpoint}: {explain(mqi, error)}") from None
         try:
-            return [queue for queue in self.queues
-                    if not self._opens(mqi, qm, endpoint, queue, error_type)]
+            yield qm
         finally:
             with contextlib.suppress(Exception):
                 qm.disconnect()
+
+    def _check_endpoint(self, mqi: ModuleType, endpoint: str) -> list[str]:
+        """Connect to ``endpoint`` and open each queue; the queues it does not have."""
+        error_type = getattr(mqi, "Error", mqi.MQMIError)
+        with self._connected(mqi, endpoint) as qm:
+            return [queue for queue in self.queues
+                    if not self._opens(mqi, qm, endpoint, queue, error_type)]
 
     @staticmethod
     def _opens(mqi: ModuleType, qm: Any, endpoint: str, queue: str, error_type: type) -> bool:
@@ -151,22 +159,14 @@ class MqPreflight:
         (:func:`drivers.mq.topics.subscribe`): ``LookupError`` naming those whose queue is
         missing, ``ConnectionError`` for a refused connection or MQSUB."""
         mqi = self.load()
-        C = mqi.CMQC
         error_type = getattr(mqi, "Error", mqi.MQMIError)
-        options = (C.MQCNO_CLIENT_BINDING | C.MQCNO_HANDLE_SHARE_BLOCK
-                   | C.MQCNO_RECONNECT_DISABLED)
         for endpoint in self.endpoints:
-            try:
-                qm = connect(mqi, self.settings, endpoint, self.settings.appltag_sender, options)
-            except error_type as error:
-                raise ConnectionError(f"{endpoint}: {explain(mqi, error)}") from None
-            try:
-                missing = subscribe(mqi, qm, subscriptions)
-            except error_type as error:
-                raise ConnectionError(f"{endpoint}: subscribing: {explain(mqi, error)}") from None
-            finally:
-                with contextlib.suppress(Exception):
-                    qm.disconnect()
+            with self._connected(mqi, endpoint) as qm:
+                try:
+                    missing = subscribe(mqi, qm, subscriptions)
+                except error_type as error:
+                    raise ConnectionError(f"{endpoint}: subscribing: "
+                                          f"{explain(mqi, error)}") from None
             if missing:
                 raise LookupError(f"{', '.join(missing)} (at {endpoint})")
 

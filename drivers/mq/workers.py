@@ -45,7 +45,6 @@ class MqDriver(Protocol):
     consumer_delay_s: float
     receivers_paused: bool
     get_wait_ms: int
-
     key_picker: KeyPicker
 
     def connect(self, endpoint: str, appltag: str) -> Any:
@@ -254,7 +253,7 @@ class SenderWorker(Worker):
         self.topics = [topic_string(destination.exchange, key)
                        for key in destination.routing_keys or ("",)] \
             if destination.exchange else []
-        self.picker = driver.key_picker  # which topic (or queue) each message goes to
+        self.picker = driver.key_picker  # which topic each message goes to (queues: _open)
         self.confirms = destination.confirms
 
     def _open(self, session: Session, queue: Any) -> None:
@@ -264,12 +263,11 @@ class SenderWorker(Worker):
         if self.topics:
             session.outs = [session.open_topic(topic, options) for topic in self.topics]
             session.sends = [topic.pub for topic in session.outs]
-            self.picker = self.driver.key_picker
             return
         routes = queue if isinstance(queue, list) else [queue]
         session.outs = [session.open(r, options) for r in routes]
         session.sends = [out.put for out in session.outs]
-        self.picker = KeyPicker(len(routes), "sequential")
+        self.picker = KeyPicker(len(routes), "sequential")  # the queue may change in a move
 
     def _step(self) -> bool:
         role, lock = self.role, self.driver.lock

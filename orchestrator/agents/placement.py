@@ -75,7 +75,6 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
     # each receiver of a stream reads every message from its own offset, each receiver of a
     # queue per receiver its own queue
     stream = queue.type == "stream"
-    each_reader = stream or queue.per_receiver
     subscriptions = bool(workload.exchange)
     senders: list[list[protocol.SenderConfig]] = [[] for _ in range(agent_count)]
     receivers: list[list[protocol.ReceiverConfig]] = [[] for _ in range(agent_count)]
@@ -86,7 +85,8 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
         name = queue.instance(member.index, slot)
         receivers[agent].append(protocol.ReceiverConfig(
             id=i + 1, endpoint=member.endpoint, queue=name,
-            group=reader_group(name, i + 1) if each_reader else name if subscriptions else "",
+            group=reader_group(name, i + 1) if queue.each_reader else name if subscriptions
+            else "",
             start_delay_s=i * workload.receiver_spacing))
         seats.append(Seat(("r", i + 1), agent, member.index))
     for i in range(workload.senders):

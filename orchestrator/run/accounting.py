@@ -116,8 +116,7 @@ def routing_of(scenario: ScenarioSpec, topology: TopologySpec) -> Routing | None
     queue = topology.queue(scenario.workload.queue)
     return Routing.of(scenario, topology.routes,
                       topology.queue_names(queue.name) if queue else [],
-                      each_reader=queue is not None and (queue.type == "stream"
-                                                         or queue.per_receiver))
+                      each_reader=queue is not None and queue.each_reader)
 
 
 def copies_each(scenario: ScenarioSpec, topology: TopologySpec) -> int | None:

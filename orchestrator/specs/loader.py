@@ -23,7 +23,7 @@ from orchestrator.specs.base import COLLECT, Loc, Spec, cross_problems
 from orchestrator.specs.caveats import scenario_caveats
 from orchestrator.specs.footprint import memory_problems
 from orchestrator.specs.message import MAX_MESSAGE_BYTES, MIN_MESSAGE_BYTES
-from orchestrator.specs.routing import MQ_KEY_CHARACTERS, mq_key_problem
+from orchestrator.specs.routing import mq_key_fits, mq_key_problem
 from orchestrator.specs.scenario import LOCAL_RABBITMQ_FAULTS, ScenarioSpec
 from orchestrator.specs.secrets import INLINE_SECRET
 from orchestrator.specs.topology import QueueSpec, TopologySpec
@@ -88,9 +88,9 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None,
                            f"{', '.join(exchanges) or 'none'})"))
     if topology.broker == "ibmmq" and scenario.workload.exchange:
         field = "routing_keys" if scenario.workload.routing_keys else "routing_key"
-        problems += [at("workload", field, message=mq_key_problem(key))
-                     for key in scenario.workload.keys
-                     if any(c in key for c in MQ_KEY_CHARACTERS)][:1]
+        unfit = next((key for key in scenario.workload.keys if not mq_key_fits(key)), None)
+        if unfit is not None:
+            problems.append(at("workload", field, message=mq_key_problem(unfit)))
     load_hosts = {h.name for h in topology.hosts if "load" in h.roles}
     for role in ("senders", "receivers"):
         problems += [at("agents_on", role, i, message=f"{name!r} is not a host with role load "

@@ -147,15 +147,20 @@ def routing_problems(exchanges: Sequence[ExchangeSpec], bindings: Sequence[Bindi
     return found
 
 
-MQ_KEY_CHARACTERS = "/+#"  # a level separator and MQ's wildcards: not in a key on MQ
+def mq_key_fits(key: str, topic_binding: bool = False) -> bool:
+    """Whether routing ``key`` can be topic levels on IBM MQ: no ``/`` (a level separator) nor
+    ``+`` (MQ's one-level wildcard), and ``#`` only as a whole word of a topic binding."""
+    words = key.split(".")
+    return not any(c in key for c in "/+") and \
+        all("#" not in word or (topic_binding and word == "#") for word in words)
 
 
 def mq_routing_problems(exchanges: Sequence[ExchangeSpec], bindings: Sequence[BindingSpec]
                         ) -> list[tuple[Loc, str]]:
     """What IBM MQ's topics cannot do of a topology's routing: exchanges become topic trees and
-    bindings durable subscriptions (:mod:`drivers.mq.topics`), so headers exchanges, exchange
-    arguments and auto-delete, exchange-to-exchange bindings, binding arguments and keys with
-    ``/``, ``+`` or a ``#`` of their own are refused."""
+    bindings durable subscriptions (:mod:`orchestrator.specs.mqtopics`), so headers exchanges,
+    exchange arguments and auto-delete, exchange-to-exchange bindings, binding arguments and
+    keys :func:`mq_key_fits` refuses are refused."""
     found: list[tuple[Loc, str]] = []
     kinds = {e.name: e.type for e in exchanges}
     for i, exchange in enumerate(exchanges):
@@ -169,7 +174,7 @@ def mq_routing_problems(exchanges: Sequence[ExchangeSpec], bindings: Sequence[Bi
             if given:
                 found.append((("exchanges", i, field), "RabbitMQ only: on IBM MQ an exchange "
                                                        "is a topic tree; leave it out"))
-        if any(c in exchange.name for c in MQ_KEY_CHARACTERS):
+        if not mq_key_fits(exchange.name):
             found.append((("exchanges", i, "name"), f"{exchange.name!r}: on IBM MQ the name is "
                                                     f"a topic string's first level, without / "
                                                     f"+ #"))
@@ -180,11 +185,7 @@ def mq_routing_problems(exchanges: Sequence[ExchangeSpec], bindings: Sequence[Bi
         if binding.arguments:
             found.append((("bindings", i, "arguments"), "RabbitMQ only: IBM MQ subscriptions "
                                                         "match the topic string alone"))
-        kind = kinds.get(binding.exchange, "direct")
-        allowed = "#" if kind == "topic" else ""
-        words = binding.routing_key.split(".")
-        if any(c in binding.routing_key for c in "/+") or any(
-                "#" in word and word not in allowed for word in words):
+        if not mq_key_fits(binding.routing_key, kinds.get(binding.exchange) == "topic"):
             found.append((("bindings", i, "routing_key"), mq_key_problem(binding.routing_key)))
     return found
 

@@ -81,6 +81,12 @@ class QueueSpec(Spec):
         return found
 
     @property
+    def each_reader(self) -> bool:
+        """Whether every receiver gets every message routed here, a subscription of its own:
+        a stream (read from each receiver's offset) or a queue per receiver."""
+        return self.type == "stream" or self.per_receiver
+
+    @property
     def declared_arguments(self) -> dict[str, Any]:
         """Its x-arguments as declared: its own, its type, and those of its typed fields."""
         out = dict(self.arguments)
