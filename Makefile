@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 RABBIT := /usr/lib/rabbitmq/bin/rabbitmq-server
 SSHD   := /usr/sbin/sshd
 
-.PHONY: demo test deps java openssl chromium lint docs bench bench-deps clean
+.PHONY: demo test deps java openssl chromium prometheus ssh lint docs bench bench-deps clean
 
 demo: deps  ## run the quickstart on a local 3-member RabbitMQ cluster, print the step table
 	$(BIN)/surge run scenarios/quickstart.yaml
@@ -36,37 +36,39 @@ bench: deps bench-deps  ## every benchmark, about 80 min; each keeps its output 
 	$(BIN)/python bench/sample_integrity.py $$(ls -d runs/*-uniform-cluster-scaling | tail -1)
 
 bench-deps:  ## the C client of bench/generators.py is compiled against librabbitmq
-	@[ -e /usr/include/amqp.h ] || { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y -q --no-install-recommends librabbitmq-dev gcc; }
+	$(call apt,/usr/include/amqp.h,librabbitmq-dev gcc)
 
-deps: $(RABBIT) $(SSHD) java openssl chromium $(BIN)/surge
+deps: $(RABBIT) ssh java openssl chromium prometheus $(BIN)/surge
+
+# $(call apt,COMMAND-OR-FILE,PACKAGES): install Debian PACKAGES unless COMMAND-OR-FILE is there.
+# apt runs under a policy-rc.d that refuses every service start (ours only if none exists): the
+# tests start their own sshd and Prometheus on loopback, never the system's.
+define apt
+	@[ -e $(1) ] || command -v $(1) >/dev/null || { created=; \
+		if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d \
+			&& chmod 755 /usr/sbin/policy-rc.d && created=1; fi; \
+		trap '[ -z "$$created" ] || rm -f /usr/sbin/policy-rc.d' EXIT; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -q --no-install-recommends $(2); }
+endef
 
 chromium:  ## the live page's tests open it in Debian's headless Chromium (surge never needs it)
-	@command -v chromium >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y -q --no-install-recommends chromium; }
+	$(call apt,chromium,chromium)
 
 openssl:  ## the TLS tests make their own certificate authority with the openssl command
-	@command -v openssl >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y -q --no-install-recommends openssl; }
+	$(call apt,openssl,openssl)
 
 java:  ## Spark (surge analyze) needs a Java runtime, 17 or later
-	@command -v java >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y -q --no-install-recommends default-jre-headless; }
+	$(call apt,java,default-jre-headless)
+
+prometheus:  ## a test scrapes a run with Debian's Prometheus and evaluates the Grafana dashboard
+	$(call apt,prometheus,prometheus)
+
+ssh:  ## the SSH tests start their own sshd on loopback
+	$(call apt,$(SSHD),openssh-server openssh-client)
 
 $(RABBIT):
-	apt-get update -q
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-		rabbitmq-server python3-venv python3-dev gcc
-
-# The SSH tests start their own sshd on loopback; the system's must not start on port 22, so
-# apt runs under a policy-rc.d that refuses every service start (ours only if none exists).
-$(SSHD):
-	@created=; if [ ! -e /usr/sbin/policy-rc.d ]; then \
-		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && created=1; \
-	fi; \
-	trap '[ -z "$$created" ] || rm -f /usr/sbin/policy-rc.d' EXIT; \
-	apt-get update -q && DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y -q --no-install-recommends openssh-server openssh-client
+	$(call apt,$(RABBIT),rabbitmq-server python3-venv python3-dev gcc)
 
 # pip's output goes to $(VENV)/pip.log, shown (its end) only if pip fails.
 PIP := $(BIN)/pip --disable-pip-version-check

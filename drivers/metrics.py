@@ -38,9 +38,11 @@ def counter_family(name: str, help_text: str, value: float, labels: Mapping[str,
     return family
 
 
-def gauge_family(name: str, help_text: str, value: float, labels: Mapping[str, str]
+def gauge_family(name: str, help_text: str, value: float | None, labels: Mapping[str, str]
                  ) -> GaugeMetricFamily:
-    """One value now."""
+    """One value now; no sample where it is unknown (``None``), so a graph shows a gap and a
+    tile its last known value, never NaN."""
     family = GaugeMetricFamily(name, help_text, labels=list(labels))
-    family.add_metric(list(labels.values()), value)
+    if value is not None:
+        family.add_metric(list(labels.values()), value)
     return family

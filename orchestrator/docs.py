@@ -243,7 +243,8 @@ def controller_families() -> list[tuple[str, str, str, list[str]]]:
     :class:`ControllerMetrics` given one tick of figures (no server is started)."""
     state = ViewState(scenario="s", run_id="r")
     for _, attribute, _ in GAUGES.values():
-        setattr(state, attribute, 0)
+        if not isinstance(getattr(ViewState, attribute, None), property):
+            setattr(state, attribute, 0)
     metrics = types.SimpleNamespace(
         state=state, labels={"run_id": "r", "scenario": "s"},
         totals={total: 0 for _, total in COUNTERS.values()},

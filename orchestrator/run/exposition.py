@@ -25,7 +25,6 @@ from orchestrator.run.ports import DEFAULT_METRICS_PORT
 from orchestrator.run.sampling import Tick
 from results.rundir.histogram import LatencyHistogram
 
-NAN = float("nan")  # Prometheus' value for "unknown this scrape"
 LOOPBACK = "127.0.0.1"
 
 
@@ -41,6 +40,9 @@ GAUGES = {
     "surge_target_rate": ("planned msg/s, all senders", "target_rate", 1.0),
     "surge_send_rate": ("achieved publish msg/s of the last second", "send_rate", 1.0),
     "surge_receive_rate": ("achieved receive msg/s of the last second", "receive_rate", 1.0),
+    "surge_achieved_ratio": ("achieved end to end over the target of the last second as the "
+                             "step table takes it, 1 = on target (no sample without a target)",
+                             "achieved_ratio", 1.0),
     "surge_members_running": ("broker members running", "members_running", 1.0),
     "surge_queue_depth": ("messages in the workload queue", "queue_depth", 1.0),
     "surge_in_flight_messages": ("sent but not yet received (consumer lag)", "backlog", 1.0),
@@ -152,7 +154,7 @@ class ControllerMetrics:
             return
         for name, (help_text, attribute, scale) in GAUGES.items():
             value = getattr(state, attribute)
-            yield gauge_family(name, help_text, NAN if value is None else value * scale, labels)
+            yield gauge_family(name, help_text, None if value is None else value * scale, labels)
         for name, (help_text, total) in COUNTERS.items():
             if total in self.totals:
                 yield counter_family(name, help_text, self.totals[total], labels)
@@ -168,8 +170,8 @@ class ControllerMetrics:
             family = GaugeMetricFamily(name, help_text, labels=[*labels, "member"])
             for row in members:
                 value = row.get(column)
-                family.add_metric([*labels.values(), row["member"]],
-                                  NAN if value is None else float(value))
+                if value is not None:  # unknown (a member down): no sample, never NaN
+                    family.add_metric([*labels.values(), row["member"]], float(value))
             yield family
 
     def close(self) -> None:

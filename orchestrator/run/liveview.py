@@ -50,6 +50,11 @@ class ViewState:
     waiting_since: float | None = None  # monotonic start of work before the load
     received_history: deque = field(default_factory=lambda: deque(maxlen=HISTORY_S))
 
+    @property
+    def achieved_ratio(self) -> float | None:
+        """:func:`achieved` of this state."""
+        return achieved(self)
+
 
 HISTORY_S = 60  # seconds of the received rate the view draws
 _BARS = "▁▂▃▄▅▆▇█"

@@ -41,9 +41,10 @@ def tick_row(stamped: dict[str, Any], tick: Tick, *, lateness_s: float, target_r
             **{k: totals[k] for k in TOTALS},
             "members_running": members_running, "queue_depth": queue_depth,
             "depth_age_s": depth_age_s,
-            # a lost agent's sends and receipts after its last reading are unknown
+            # a lost agent's sends and receipts after its last reading are unknown; below 0
+            # only where receivers were read later than senders (read_span_s): none in flight
             "backlog": None if copies is None or agents_lost
-            else totals["sent"] * copies - totals["received"],
+            else max(0, totals["sent"] * copies - totals["received"]),
             "agents_missing": tick.agents_missing, "read_span_s": read_span_s,
             "broker_missing": broker_missing, "agents_lost": agents_lost,
             "host_cpu_percent": tick.host_cpu_percent.get(CONTROLLER_HOST),
