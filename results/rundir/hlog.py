@@ -18,7 +18,8 @@ each surge bucket survives the trip exactly. Inside a bucket surge knows no more
 count, so the counts are placed where surge itself answers for that bucket: at its midpoint,
 clamped to the histogram's min and max (:meth:`LatencyHistogram.percentile`), rounded down to
 a whole µs; one count of the lowest bucket sits at the min and one of the highest at the max,
-so HdrHistogram's min and max are surge's. A reader then answers any rank but the first and
+so HdrHistogram records surge's min and max (a reader reports them to its own precision, within
+1 µs or 1/1024 of the value). A reader then answers any rank but the first and
 the last with a value ``v`` such that ``s - 1 µs < v < s + max(1 µs, s / 1024)``, where ``s``
 is surge's own answer for that rank; both always lie in the same surge bucket. (HdrHistogram's
 readers round the rank of a percentile to the nearest; surge takes the next one up: where
