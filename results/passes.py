@@ -12,6 +12,7 @@ from results.catalog import run_dirs
 from results.compare import ranking_rows, ranking_text, statistics_rows, statistics_text
 from results.installed import analysis_missing
 from results.pipeline import DEFAULT_PRICE_PER_CORE_HOUR, Summary, analyze
+from results.progress import Progress
 
 Say = Callable[[str], None]
 
@@ -47,14 +48,15 @@ def analyze_passes(runs: list[Path] | None, runs_dir: Path, on_pass: Callable[[P
                    price_per_core_hour: float = DEFAULT_PRICE_PER_CORE_HOUR,
                    force: bool = False, say: Say = print, spark_master: str | None = None,
                    include_drain: bool = False,
-                   sleep: Callable[[float], None] = time.sleep) -> Pass:
+                   sleep: Callable[[float], None] = time.sleep,
+                   progress: Progress | None = None) -> Pass:
     """Analyse ``runs`` (every run under ``runs_dir`` when None, looked for afresh each pass),
     hand each pass to ``on_pass``, and with an ``interval`` go on every ``interval`` seconds
     (``force`` applies to the first pass only) until interrupted; returns the last pass."""
     while True:
         dirs = list(runs) if runs else run_dirs(runs_dir)
         done = Pass(dirs, analyze(dirs, price_per_core_hour, force, say, spark_master,
-                                  include_drain))
+                                  include_drain, progress))
         on_pass(done)
         if interval is None:
             return done

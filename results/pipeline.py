@@ -8,7 +8,7 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -21,6 +21,7 @@ from results.analysis import RunAnalysis, analyze_runs
 from results.catalog import fingerprint, locked, pending
 from results.installed import require_analysis
 from results.integrity import suspect_samples
+from results.progress import Progress, Silent
 from results.rundir.manifest import read_manifest
 from results.rundir.tables import compact
 
@@ -51,13 +52,15 @@ class Summary:
 
 def analyze(dirs: list[Path], price_per_core_hour: float = DEFAULT_PRICE_PER_CORE_HOUR,
             force: bool = False, say: Callable[[str], None] = print,
-            spark_master: str | None = None, include_drain: bool = False) -> Summary:
+            spark_master: str | None = None, include_drain: bool = False,
+            progress: Progress | None = None) -> Summary:
     """Analyse those of ``dirs`` that are new or changed (all with ``force``), each runs root's
     as one job; a run that cannot be analysed is reported and the others go on. ``include_drain``
     counts the drain (before the first step and after the last) in the cost (runs already
     analysed without it are analysed again only with ``force``). Raises
     :class:`~results.installed.AnalysisUnavailable` when a run is due and the analysis extra is
-    not installed."""
+    not installed. ``progress`` is told each stage and the runs done."""
+    progress = progress or Silent()
     started = time.monotonic()
     summary = Summary()
     roots: dict[Path, list[Path]] = {}
@@ -70,8 +73,8 @@ def analyze(dirs: list[Path], price_per_core_hour: float = DEFAULT_PRICE_PER_COR
             summary.skipped += [d for d in members if d not in due]
             if due:
                 require_analysis()  # what to install, before a run is tried
-                _analyze_root(results, _readable(due, summary, say), _Options(
-                    price_per_core_hour, spark_master, include_drain), summary, say)
+                _analyze_root(results, _readable(due, summary, say, progress), _Options(
+                    price_per_core_hour, spark_master, include_drain), summary, say, progress)
     summary.seconds = time.monotonic() - started
     return summary
 
@@ -83,14 +86,16 @@ class _Options:
     include_drain: bool
 
 
-def _readable(due: dict[Path, str], summary: Summary, say: Callable[[str], None]
-              ) -> dict[Path, str]:
+def _readable(due: dict[Path, str], summary: Summary, say: Callable[[str], None],
+              progress: Progress) -> dict[Path, str]:
     """The runs of ``due`` whose ``run.json`` reads (the others are named before Spark
     starts), each finished one's parts compacted (see :func:`results.rundir.tables.compact`)
     and its fingerprint taken again; a run without an outcome may still be recording, and is
     left as it is."""
     out = {}
+    progress.stage("reading the runs", len(due))
     for run_dir, digest in due.items():
+        progress.advance()
         try:
             outcome = read_manifest(run_dir).outcome
         except SurgeError as error:
@@ -104,7 +109,7 @@ def _readable(due: dict[Path, str], summary: Summary, say: Callable[[str], None]
 
 
 def _analyze_root(results: lake.Lake, due: dict[Path, str], options: _Options,
-                  summary: Summary, say: Callable[[str], None]) -> None:
+                  summary: Summary, say: Callable[[str], None], progress: Progress) -> None:
     """One job over the due, readable runs of one root, their reports, and one lake
     commit."""
     from results.spark import session
@@ -112,13 +117,16 @@ def _analyze_root(results: lake.Lake, due: dict[Path, str], options: _Options,
         return
     plotting = threading.Thread(target=report.load_plotting, daemon=True)
     plotting.start()  # while the JVM starts
+    progress.stage("starting Spark")
     spark = session(options.spark_master, results.root / SPARK_LOG)
     campaign = results.root.name if (results.root / CAMPAIGN_FILE).exists() else None
     rows: dict[str, list[dict[str, Any]]] = {table: [] for table in lake.TABLES}
     done: dict[str, str] = {}
+    progress.stage(f"Spark job over {len(due):,} run" + ("" if len(due) == 1 else "s"))
     analyses = _job(spark, list(due), options, summary, say)
     events = {a.run_dir: timeline.read_events(a.run_dir) for a in analyses}
-    written = _reports([(a, events[a.run_dir]) for a in analyses])
+    progress.stage("reports and plots", len(analyses))
+    written = _reports([(a, events[a.run_dir]) for a in analyses], progress)
     for analysis, out in zip(analyses, written, strict=True):
         run_dir = analysis.run_dir
         if isinstance(out, str):
@@ -133,22 +141,34 @@ def _analyze_root(results: lake.Lake, due: dict[Path, str], options: _Options,
         done[run_dir.name] = due[run_dir]
         say(f"{run_dir.name}: {len(analysis.steps)} steps -> {out / 'report.md'}")
     if done:
+        progress.stage("committing to the results lake")
         results.commit(rows, done)
 
 
-def _reports(work: list[tuple[RunAnalysis, list[dict]]]) -> list[Path | str]:
+def _reports(work: list[tuple[RunAnalysis, list[dict]]], progress: Progress
+             ) -> list[Path | str]:
     """Each run's ``analysis/`` (:func:`results.report.write` of the run and its events), in
     processes of their own on
     every core when there are several (the plots take most of the time); per run, where it
     went or why it failed."""
     if len(work) < PARALLEL_FROM or (os.cpu_count() or 1) < 2:
-        return [_report(item) for item in work]
+        return _counted(map(_report, work), progress)
     workers = min(os.cpu_count() or 1, len(work))
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            return list(pool.map(_report, work, chunksize=max(1, len(work) // (4 * workers))))
+            return _counted(pool.map(_report, work, chunksize=max(
+                1, len(work) // (4 * workers))), progress)
     except BrokenProcessPool:  # e.g. a calling script without a __main__ guard
-        return [_report(item) for item in work]
+        return _counted(map(_report, work), progress)
+
+
+def _counted(written: Iterable[Path | str], progress: Progress) -> list[Path | str]:
+    """``written`` as a list, each item told to ``progress`` as it comes."""
+    out = []
+    for item in written:
+        out.append(item)
+        progress.advance()
+    return out
 
 
 def _report(item: tuple[RunAnalysis, list[dict]]) -> Path | str:

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from orchestrator.run.liveview import ViewState, plain_line
 from orchestrator.specs.campaign import Campaign, Cell
+from orchestrator.specs.units import format_span
 
 if TYPE_CHECKING:
     from orchestrator.campaign.records import CellRecord
@@ -42,12 +43,6 @@ def recorded_overhead(manifest: RunManifest | None, planned_s: float) -> float |
     except TypeError:  # one with a time zone, one without: not a file surge wrote
         return None
     return max(0.0, took.total_seconds() - planned_s)
-
-
-def _clock(seconds: float) -> str:
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
 class CampaignView:
@@ -100,7 +95,7 @@ class CampaignView:
         self.current, self.current_state = None, None
         verdict = {True: "pass", False: "fail", None: "-"}[record.passed]
         self.say(f"{record.cell.id}: {record.status}, {verdict}: {record.reason} "
-                 f"[{_clock(slot_s)}]")
+                 f"[{format_span(slot_s)}]")
 
     def _progress(self) -> tuple[list[str], list[Cell], float]:
         """The records' statuses, the cells left (not the running one) and the seconds left."""
@@ -117,7 +112,7 @@ class CampaignView:
         statuses, left, eta = self._progress()
         running = 1 if self.current else 0
         return (f"{statuses.count('done')} done, {running} running, {len(left)} left "
-                f"({statuses.count('failed')} failed), ~{_clock(eta)} left")
+                f"({statuses.count('failed')} failed), ~{format_span(eta)} left")
 
     def page(self) -> dict[str, Any]:
         """The campaign as the live page shows it: every cell with its status and verdict,
@@ -139,7 +134,7 @@ class CampaignView:
         """The panel: campaign, counts and time left, the running cell and its figures."""
         head = Text.assemble((f"surge campaign {self.campaign.spec.name}", "bold"),
                              f"  {self.counts()}",
-                             f"  elapsed {_clock(time.monotonic() - self.started)}")
+                             f"  elapsed {format_span(time.monotonic() - self.started)}")
         if not self.current:
             return Group(head)
         cell = Text.assemble(("cell ", "bold"), (self.current.id, "cyan"),

@@ -4,6 +4,7 @@ capacity directory, then the answer (:mod:`results.capacity`) written beside the
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from orchestrator.run.controller import Controller, stop_on_signals
 from orchestrator.specs.capacity import CapacitySpec
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import TopologySpec
+from orchestrator.specs.units import format_span
 from orchestrator.web.feed import Board
 from orchestrator.web.server import serving
 from results import capacity
@@ -83,22 +85,36 @@ def _search_counts(scenario: ScenarioSpec, topology: TopologySpec, spec: Capacit
                    counts: list[int], directory: Path, searches: list[capacity.Search],
                    board: Board, say: Say, live: bool) -> bool:
     """The searches, count by count and repeat by repeat, added to ``searches``; whether every
-    one ended by itself."""
+    one ended by itself. Each is said as it starts (which of how many, the time left at the
+    pace of those done) and as it ends."""
+    total, took = spec.repeat * len(counts), []
     for repeat in range(spec.repeat):
         for members in counts:
             below = [s.rate for s in searches if s.members < members and s.rate]
             start = max(below[-1] * 0.9, 1.0) if below else spec.start_rate
-            say(f"capacity: {members} member(s), search {repeat + 1} of {spec.repeat}, first "
-                f"probe {start:,.0f} msg/s")
+            say(f"capacity: search {len(took) + 1} of {total}: {members} member(s), repeat "
+                f"{repeat + 1} of {spec.repeat}, first probe {start:,.0f} msg/s"
+                + time_left(took, total - len(took)))
+            began = time.monotonic()
             found, finished = _search(scenario, topology, spec, members, start, directory,
                                       board, live)
+            took.append(time.monotonic() - began)
             searches.append(found)
             say(f"capacity: {members} member(s): "
                 + (f"{found.rate:,.0f} msg/s" if found.rate else "no rate held")
-                + f" ({found.why}; {len(found.probes)} probes)")
+                + f" ({found.why}; {len(found.probes)} probes in {format_span(took[-1])})")
             if not finished:
                 return False
     return True
+
+
+def time_left(took: list[float], left: int) -> str:
+    """``"; ~12m30s left"`` at the mean pace of the searches that ``took`` so long, for the
+    ``left`` still to run ("" before one has been timed: probe counts vary too much to
+    guess)."""
+    if not took:
+        return ""
+    return f"; ~{format_span(statistics.fmean(took) * left)} left"
 
 
 def _search(scenario: ScenarioSpec, topology: TopologySpec, spec: CapacitySpec, members: int,

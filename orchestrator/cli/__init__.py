@@ -26,7 +26,7 @@ Examples:
   surge run scenarios/quickstart.yaml --no-live --json > result.json
   surge analyze --compare
   surge compare runs/*-uniform-* --json | jq '.[].achieved_rate'
-  surge campaign campaigns/smoke.yaml
+  surge campaign campaigns/capacity-sizes.yaml
   surge status topologies/local-3.yaml --json
   surge --install-completion
 
@@ -36,7 +36,8 @@ Prometheus (--metrics-port moves it; file-based service discovery: see the READM
 
 app = typer.Typer(
     help=HELP, epilog=environment.help_text(),
-    no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False)
+    no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
+    rich_markup_mode=None)  # help is plain text: "surge[analysis]" is not a style
 for _group in (specs, run, results, topology, agent):
     app.registered_commands += _group.group.registered_commands
 

@@ -32,6 +32,9 @@ TopologyArg = Annotated[Path, typer.Argument(help="Topology YAML, e.g. topologie
 SetOption = Annotated[list[str], typer.Option(
     "--set", help="Override a field, e.g. --set workload.senders=50 or "
                   "--set topology.cpu_per_member=1 (validated like the file).")]
+TopologySetOption = Annotated[list[str], typer.Option(
+    "--set", help="Override a field of the topology, e.g. --set cpu_per_member=1 or "
+                  "--set start=2 (validated like the file).")]
 
 
 def web_address(address: str) -> str | None:

@@ -87,8 +87,10 @@ def analyze(runs: Annotated[list[Path] | None, typer.Argument(
         elif compare:
             typer.echo("\n" + done.comparison_text())
 
-    last = analyze_passes(runs, runs_dir, show, interval, price_per_core_hour, force, lines,
-                          spark_master, include_drain)
+    from orchestrator.cli.progress import StageProgress
+    with StageProgress("analyse") as progress:
+        last = analyze_passes(runs, runs_dir, show, interval, price_per_core_hour, force, lines,
+                              spark_master, include_drain, progress=progress)
     if last.summary.failed:
         raise typer.Exit(1)
 

@@ -168,7 +168,7 @@ def prometheus_config(interval: Annotated[str, typer.Option(
 @group.command()
 @surge_errors
 def campaign(file: Annotated[Path, typer.Argument(help="Campaign YAML, e.g. "
-                                                       "campaigns/smoke.yaml")],
+                                                       "campaigns/capacity-sizes.yaml")],
              campaigns_dir: Annotated[Path, typer.Option(
                  help="Where campaign directories go: <dir>/<campaign name>/<cell id>/")]
              = Path("campaigns-runs"),

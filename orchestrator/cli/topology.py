@@ -9,7 +9,13 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.common import JsonOption, SetOption, TopologyArg, print_json, surge_errors
+from orchestrator.cli.common import (
+    JsonOption,
+    TopologyArg,
+    TopologySetOption,
+    print_json,
+    surge_errors,
+)
 
 group = typer.Typer()
 
@@ -24,7 +30,7 @@ class Via(str, Enum):
 @group.command()
 @surge_errors
 def up(topology: TopologyArg,
-       overrides: SetOption = None,
+       overrides: TopologySetOption = None,
        via: Annotated[Via, typer.Option(
            help="surge: surge's own provisioners; ansible: the playbooks in ansible/ through "
                 "ansible-runner (placement ssh or local; needs the ansible extra)")] = Via.surge,
@@ -39,12 +45,13 @@ def up(topology: TopologyArg,
 @group.command()
 @surge_errors
 def status(topology: TopologyArg,
-           overrides: SetOption = None,
+           overrides: TopologySetOption = None,
            json_output: JsonOption = False) -> None:
     """Show every member of the pool: running or not, PID, endpoints.
 
-    With --json, one document: topology and members, each with index, name, host, amqp_port,
-    management_port, prometheus_port, running, pid, standby and client_url.
+    With --json, one document: topology and members, each with index, name, host, port (the
+    client port: AMQP, or an MQ listener), management_port, prometheus_port, running, pid,
+    standby and endpoint (the URL or CONNAME clients use).
     """
     from topologies.manage import members_of
     name, members = members_of(topology, overrides or [])
@@ -57,7 +64,7 @@ def status(topology: TopologyArg,
 @group.command()
 @surge_errors
 def down(topology: TopologyArg,
-         overrides: SetOption = None) -> None:
+         overrides: TopologySetOption = None) -> None:
     """Stop everything surge started for a topology (by PID) and remove its state; refused
     while a run, campaign or capacity search holds the topology."""
     from topologies.manage import take_down

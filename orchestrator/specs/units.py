@@ -95,6 +95,13 @@ def parse_counts(text: str) -> list[int]:
     return counts
 
 
+def format_span(seconds: float) -> str:
+    """A wall-clock span for progress lines: ``80`` -> ``"1m20s"``, ``3725`` -> ``"1h02m"``."""
+    whole = int(round(seconds))
+    hours, rest = divmod(whole, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
 def format_size(n_bytes: int) -> str:
     """``2048`` -> ``"2KiB"``; used when echoing resolved specs back to people."""
     for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):

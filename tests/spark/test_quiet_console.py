@@ -24,13 +24,27 @@ def analyze(runs, cache, java_options=JAVA_OPTIONS):
     return json.loads(done.stdout), done.stderr.splitlines()  # the whole of stdout
 
 
+def stages(lines: list[str]) -> list[str]:
+    """The progress lines (stage names; a long stage's lines with its time are left out)."""
+    return [line for line in lines if line.startswith("analyse: ") and not line.endswith(" s)")]
+
+
+def own(lines: list[str]) -> list[str]:
+    """The other lines, each cut to its fixed start; every line is either kind."""
+    rest = [line for line in lines if not line.startswith("analyse: ")]
+    return [line[:line.index(": ") + 2] if line.startswith("synthetic") else line[:11]
+            for line in rest]
+
+
 def test_analyze_prints_no_spark_lines_and_logs_them(tmp_path):
     runs, cache = tmp_path / "runs", tmp_path / "cache"
     write_run(runs / "synthetic", seconds=20, phase_s=10, second_member_at=15, samples=50)
     document, lines = analyze(runs, cache)
     assert document["analysed"] == [str(runs / "synthetic")]
-    assert lines[0].startswith("synthetic: ") and lines[1].startswith("analysed 1,"), lines
-    assert len(lines) == 2, lines  # surge's own two lines, nothing from Spark or the JVM
+    assert own(lines) == ["synthetic: ", "analysed 1,"], lines  # nothing from Spark or the JVM
+    assert stages(lines) == ["analyse: reading the runs (1)", "analyse: starting Spark",
+                             "analyse: Spark job over 1 run", "analyse: reports and plots (1)",
+                             "analyse: committing to the results lake"], lines
     log = (runs / "spark.log").read_text()
     assert " WARN " in log  # Spark's warnings are kept, in the log
     assert "resolves to a loopback address" not in log  # a local Spark binds to loopback
@@ -40,7 +54,7 @@ def test_analyze_prints_no_spark_lines_and_logs_them(tmp_path):
     write_run(runs / "second", seconds=20, phase_s=10, samples=50, seed=3)
     loaded = tmp_path / "classes.log"
     document, lines = analyze(runs, cache, f"{JAVA_OPTIONS} -Xlog:class+load=info:file={loaded}")
-    assert document["analysed"] == [str(runs / "second")] and len(lines) == 2, lines
+    assert document["analysed"] == [str(runs / "second")] and len(own(lines)) == 2, lines
     shared = [line for line in loaded.read_text().splitlines()
               if "org.apache.spark.sql.SparkSession " in line]
     assert shared and "shared objects file (top)" in shared[0], shared
