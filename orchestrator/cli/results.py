@@ -112,6 +112,7 @@ def query(sql: Annotated[str, typer.Argument(
 
     For example, the runs that lost nothing, cheapest per 1,000 msg/s first:
 
+    \b
       surge query "SELECT run_id, broker_cost_per_1k_msg_s_month AS cost
         FROM runs JOIN cost USING (run_id) WHERE lost = 0 ORDER BY cost"
     """
@@ -143,6 +144,7 @@ def compare(runs: Annotated[list[Path], typer.Argument(
     change of the means with its bootstrap interval; exit status 3 when a figure is worse
     beyond the threshold with that confidence, e.g.
 
+    \b
       surge compare --gate campaigns/before campaigns/after --threshold 3 --confidence 95
     """
     if gate:

@@ -152,6 +152,7 @@ def prometheus_config(interval: Annotated[str, typer.Option(
     Prometheus endpoint) to <state>/prometheus/<run id>.json while it goes. With the directory
     there, a Prometheus started before the first run sees each run's file as it appears:
 
+    \b
       surge prometheus-config > prometheus.yml && prometheus --config.file=prometheus.yml
     """
     from orchestrator.run.discovery import default_sd_dir, scrape_config
@@ -191,6 +192,7 @@ def campaign(file: Annotated[Path, typer.Argument(help="Campaign YAML, e.g. "
     Cells run grouped by topology: each topology is brought up before its cells, restarted
     between them if a cell left it changed, and torn down after them. For example:
 
+    \b
       name: smoke                 # the campaign directory's name
       repetitions: 2
       requirement: {rate_within: 5%, lossless: true}   # each run passes or fails
