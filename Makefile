@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 RABBIT := /usr/lib/rabbitmq/bin/rabbitmq-server
 SSHD   := /usr/sbin/sshd
 
-.PHONY: demo test deps java openssl chromium prometheus ssh lint docs bench bench-deps clean
+.PHONY: demo test deps java openssl chromium prometheus kubectl ssh lint docs bench bench-deps clean
 
 demo: deps  ## run the quickstart on a local 3-member RabbitMQ cluster, print the step table
 	$(BIN)/surge run scenarios/quickstart.yaml
@@ -38,7 +38,7 @@ bench: deps bench-deps  ## every benchmark, about 80 min; each keeps its output 
 bench-deps:  ## the C client of bench/generators.py is compiled against librabbitmq
 	$(call apt,/usr/include/amqp.h,librabbitmq-dev gcc)
 
-deps: $(RABBIT) ssh java openssl chromium prometheus $(BIN)/surge
+deps: $(RABBIT) ssh java openssl chromium prometheus kubectl $(BIN)/surge
 
 # $(call apt,COMMAND-OR-FILE,PACKAGES): install Debian PACKAGES unless COMMAND-OR-FILE is there.
 # apt runs under a policy-rc.d that refuses every service start (ours only if none exists): the
@@ -54,6 +54,9 @@ endef
 
 chromium:  ## the live page's tests open it in Debian's headless Chromium (surge never needs it)
 	$(call apt,chromium,chromium)
+
+kubectl:  ## the deploy package's tests render k8s/base with `kubectl kustomize` (built in, offline)
+	$(call apt,kubectl,kubernetes-client)
 
 openssl:  ## the TLS tests make their own certificate authority with the openssl command
 	$(call apt,openssl,openssl)

@@ -78,5 +78,6 @@ class RabbitKubernetesSpec(Spec):
         None, description="storage class of the volumes; default the cluster's")
     additional_config: dict[str, str] = Field(
         default_factory=dict, description="rabbitmq.additionalConfig lines (key = value)")
-    agent_image: str = Field("surge:latest", description="image with surge for agent pods")
+    agent_image: str = Field("surge-agent:latest", description="image with surge for agent pods "
+                             "(the Containerfile's agent target)")
     ready_timeout: Seconds = Field(600.0, gt=0, description="longest wait for AllReplicasReady")

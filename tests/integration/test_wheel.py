@@ -6,8 +6,9 @@ need (linked from this interpreter's site-packages, so nothing is downloaded): n
 matplotlib. In it: ``surge --help``, ``surge examples``, ``surge validate`` of every shipped
 spec, ``surge plan`` of the MQ uniform cluster, Native HA and RabbitMQ on Kubernetes, a
 20-second run on a local RabbitMQ member (ports from 7610, names ``whl-*``), and the analysis
-commands saying what to install. The image environment runs the Containerfile's own Python
-steps with the ``analysis`` extra, offline, and the commands the Kubernetes manifests run.
+commands saying what to install. The image environments run the Containerfile's own Python
+steps of each target, offline: ``agent`` (the core install) and ``analysis`` (with the
+``analysis`` extra), then the commands the Kubernetes manifests run in them.
 Deselect with ``-m 'not slow'``.
 """
 
@@ -57,6 +58,26 @@ def containerfile_stages() -> list[list[tuple[str, str]]]:
             stages.append([])
         stages[-1].append((keyword.upper(), arguments.strip()))
     return stages
+
+
+def stage_named(name: str) -> list[tuple[str, str]]:
+    """The stage ``FROM ... AS name``."""
+    [stage] = [s for s in containerfile_stages() if s and s[0][0] == "FROM"
+               and s[0][1].split()[-2:] == ["AS", name]]
+    return stage
+
+
+def target_chain(name: str) -> list[list[tuple[str, str]]]:
+    """The stages building target ``name``: its parent stages (``FROM <stage>``) first."""
+    stage = stage_named(name)
+    parent = stage[0][1].split()[0]
+    named = {s[0][1].split()[-1] for s in containerfile_stages() if s and s[0][0] == "FROM"}
+    return (target_chain(parent) if parent in named else []) + [stage]
+
+
+def target_instructions(name: str, keyword: str) -> list[str]:
+    """The arguments of every ``keyword`` instruction that builds target ``name``, in order."""
+    return [arguments for stage in target_chain(name) for k, arguments in stage if k == keyword]
 
 
 def build_args() -> dict[str, str]:
@@ -181,7 +202,7 @@ def wheel(root) -> Path:
     (the checkout is left untouched: no build/ or egg-info in it)."""
     context, dist = root / "context", root / "dist"
     copy_build_context(context)
-    [step] = python_steps(containerfile_stages()[1])
+    [step] = python_steps(stage_named("wheel"))
     # offline and fast: this interpreter's setuptools instead of an isolated build environment
     run_step(step, {"/dist": dist}, context, {"PIP_NO_BUILD_ISOLATION": "0"})
     [built] = dist.glob("surge-*.whl")
@@ -328,58 +349,83 @@ def test_the_page_and_the_dashboard_ship_in_the_wheel(core, local_run, elsewhere
     assert shipped.strip() == "True"
 
 
-# --- the image --------------------------------------------------------------------------------
+# --- the images -------------------------------------------------------------------------------
+
+TARGETS = ("agent", "analysis")
+
+
+def step_extras(step: str) -> tuple[str, ...]:
+    """The extras a ``pip install`` step asks for with the wheel (``"$1[a,b]"``)."""
+    found = re.search(r'"\$1\[([\w,]+)\]"', step)
+    return tuple(found.group(1).split(",")) if found else ()
+
 
 @pytest.fixture(scope="module")
-def image(root, wheel) -> Path:
-    """The Containerfile's Python steps run here: its venv, then the wheel with its extras,
-    offline (the extras' distributions are linked in first, so pip finds them satisfied)."""
-    venv, final = root / "image", containerfile_stages()[-1]
-    steps = python_steps(final)
-    assert len(steps) == 2 and "-m venv /opt/surge" in steps[0], steps
-    assert "/dist/surge-*.whl" in steps[1] and "pip install" in steps[1], steps
-    paths = {"/opt/surge": venv, "/dist": wheel.parent}
-    run_step(steps[0], paths, root, {})
-    extras = tuple(e for e in build_args()["EXTRAS"].split(",") if e)
+def images(root, wheel) -> dict[str, Path]:
+    """Each target's Python steps (in every stage it is built from) run here: its venv, then the
+    wheel with the extras each step names, offline (their distributions are linked in first, so
+    pip finds them satisfied)."""
     requirements = wheel_metadata(wheel).get_all("Requires-Dist")
-    link_distributions(closure(requirements, extras) - {"surge"}, site_packages(venv))
-    run_step(steps[1], paths, root, {})
-    return venv
+    built = {}
+    for target in TARGETS:
+        venv = root / f"image-{target}"
+        steps = [s for stage in target_chain(target) for s in python_steps(stage)]
+        assert "-m venv /opt/surge" in steps[0], steps
+        paths = {"/opt/surge": venv, "/dist": wheel.parent}
+        run_step(steps[0], paths, root, {})
+        for step in steps[1:]:
+            assert "/dist/surge-*.whl" in step and "pip install" in step, steps
+            link_distributions(closure(requirements, step_extras(step)) - {"surge"},
+                               site_packages(venv))
+            run_step(step, paths, root, {})
+        built[target] = venv
+    return built
 
 
-def test_the_image_installs_the_wheel_with_extras_that_exist(image, wheel, elsewhere):
-    extras = build_args()["EXTRAS"].split(",")
-    assert set(extras) <= set(wheel_metadata(wheel).get_all("Provides-Extra"))
-    probe = ("import importlib.metadata as m, pyspark, matplotlib, orchestrator; "
-             "print(m.version('surge'), orchestrator.__file__)")
-    version, file = ok(in_venv(image, "python", "-c", probe, cwd=elsewhere)).split()
-    assert version == wheel.name.split("-")[1] and file.startswith(str(image))
+def test_the_images_install_the_wheel_with_extras_that_exist(images, wheel, elsewhere):
+    probe = ("import importlib.metadata as m, importlib.util as u, orchestrator; "
+             "print(m.version('surge'), orchestrator.__file__, "
+             "','.join(n for n in ('pyspark', 'matplotlib') if u.find_spec(n)) or '-')")
+    extras = {target: {e for s in target_instructions(target, "RUN") for e in step_extras(s)}
+              for target in TARGETS}
+    assert extras == {"agent": set(), "analysis": {"analysis"}}
+    assert extras["analysis"] <= set(wheel_metadata(wheel).get_all("Provides-Extra"))
+    for target, venv in images.items():
+        version, file, analysis = ok(in_venv(venv, "python", "-c", probe, cwd=elsewhere)).split()
+        assert version == wheel.name.split("-")[1] and file.startswith(str(venv))
+        assert analysis == ("pyspark,matplotlib" if target == "analysis" else "-"), target
 
 
-def test_the_image_runs_as_a_user_with_java():
-    final = containerfile_stages()[-1]
-    [user] = [arguments for keyword, arguments in final if keyword == "USER"]
-    assert user not in ("root", "0")
-    assert any("default-jre-headless" in arguments for keyword, arguments in final
-               if keyword == "RUN")
+def test_the_images_run_as_a_numeric_user_and_only_analysis_has_java():
+    for target in TARGETS:
+        user = target_instructions(target, "USER")[-1]
+        assert user.isdigit() and int(user) != 0, (target, user)
+        java = any("default-jre-headless" in r for r in target_instructions(target, "RUN"))
+        assert java == (target == "analysis"), target
 
 
-def test_the_manifests_commands_exist_in_the_image(image, elsewhere):
-    assets = Path(str(site_packages(image))) / "topologies" / "assets" / "k8s"
+def test_the_manifests_commands_exist_in_their_images(images, elsewhere):
+    assets = Path(str(site_packages(images["agent"]))) / "topologies" / "assets" / "k8s"
     from orchestrator.agents.pods import render_agents
     from orchestrator.specs.loader import load_topology
     topology = load_topology(REPO / "topologies" / "k8s-rabbitmq-3.yaml")
     job = render_agents(2, topology, "run-1", "t" * 24, 600, templates=assets / "agents")["job"]
-    cronjob = yaml.safe_load((assets / "analyze-cronjob.yaml").read_text())
+    cronjob = yaml.safe_load((assets / "base" / "analyze-cronjob.yaml").read_text())
     [agent] = job["spec"]["template"]["spec"]["containers"]
     [analyze] = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
-    assert "Host workers" in ok(in_venv(image, *agent["command"], "--help", cwd=elsewhere))
-    assert "--spark-master" in ok(in_venv(image, *analyze["command"], "--help", cwd=elsewhere))
+    assert "Host workers" in ok(in_venv(images["agent"], *agent["command"], "--help",
+                                        cwd=elsewhere))
+    assert "--spark-master" in ok(in_venv(images["analysis"], *analyze["command"], "--help",
+                                          cwd=elsewhere))
     from orchestrator.specs.hosts import RabbitKubernetesSpec
-    tag = RabbitKubernetesSpec().agent_image
-    assert analyze["image"] == tag
-    assert f"build -t {tag} ." in (REPO / "Containerfile").read_text()
-    assert f"build -t {tag} ." in (REPO / "docs" / "guide" / "getting-started.md").read_text()
+    tags = {"agent": RabbitKubernetesSpec().agent_image, "analysis": analyze["image"]}
+    for target, tag in tags.items():
+        for document in (REPO / "Containerfile", REPO / "docs" / "guide" / "getting-started.md"):
+            assert f"build --target {target} -t {tag} ." in document.read_text(), document
+    pods = (job["spec"]["template"]["spec"],
+            cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"])
+    users = {str(pod["securityContext"]["runAsUser"]) for pod in pods}
+    assert users == {target_instructions(t, "USER")[-1] for t in TARGETS}
 
 
 def test_the_wheel_is_small_and_complete(wheel):

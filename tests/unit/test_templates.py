@@ -19,10 +19,13 @@ K8S = asset("k8s")
 # topologies/mq/manifests.py, orchestrator/agents/pods.py).
 AGENTS = {"name": "surge-agents-run1", "namespace": "perf", "secret": "surge-agents-run1-token",
           "run_label": "run1", "run_id": "20260101T120000Z-run1", "count": 3,
-          "image": "surge:latest", "port": 7070, "max_lifetime": 600, "deadline": 660,
+          "image": "surge-agent:latest", "port": 7070, "max_lifetime": 600, "deadline": 660,
           "token": "A" * 24, "cpu": "500m", "memory": "512Mi", "cpu_limit": True}
 EXAMPLES: dict[str, dict[str, object]] = {
-    "analyze-cronjob.yaml": {},
+    **{f"base/{name}.yaml": {} for name in (  # the kustomize base: plain YAML, no values
+        "kustomization", "namespace", "serviceaccount", "role", "rolebinding", "runs-pvc",
+        "analyze-cronjob")},
+    "overlays/example/kustomization.yaml": {},
     "agents/job.yaml": AGENTS,
     "agents/secret.yaml": AGENTS,
     "agents/service.yaml": AGENTS,
