@@ -9,14 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from orchestrator.run.sampling import AgentReading, Tick
+from orchestrator.run.sampling import COUNTERS, AgentReading, Tick
 from results.rundir.figures import CONFIRM, INTENDED, LATENCY
 from results.rundir.tables import CONTROLLER_HOST, latency_columns
 from topologies.base import MemberSample
 
-TOTALS = ("sent", "received", "confirmed", "nacked", "skipped", "errors", "reconnects",
-          "connections", "held", "senders_done", "cancels", "blocked", "blocked_s",
-          "receivers_done")
 AGENT_COUNTERS = ("sent", "received", "errors", "reconnects", "skipped")
 
 
@@ -38,7 +35,7 @@ def tick_row(stamped: dict[str, Any], tick: Tick, *, lateness_s: float, target_r
     return {**stamped, "lateness_s": lateness_s, "target_rate": target_rate,
             "send_rate": rates["sent"], "receive_rate": rates["received"],
             "confirm_rate": rates["confirmed"], "skip_rate": rates["skipped"],
-            **{k: totals[k] for k in TOTALS},
+            **{k: totals[k] for k in COUNTERS},
             "members_running": members_running, "queue_depth": queue_depth,
             "depth_age_s": depth_age_s,
             # a lost agent's sends and receipts after its last reading are unknown; below 0
