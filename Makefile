@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 RABBIT := /usr/lib/rabbitmq/bin/rabbitmq-server
 SSHD   := /usr/sbin/sshd
 
-.PHONY: demo test deps java openssl chromium lint docs bench bench-deps clean
+.PHONY: demo test deps java openssl chromium promtool lint docs bench bench-deps clean
 
 demo: deps  ## run the quickstart on a local 3-member RabbitMQ cluster, print the step table
 	$(BIN)/surge run scenarios/quickstart.yaml
@@ -39,11 +39,15 @@ bench-deps:  ## the C client of bench/generators.py is compiled against librabbi
 	@[ -e /usr/include/amqp.h ] || { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -q --no-install-recommends librabbitmq-dev gcc; }
 
-deps: $(RABBIT) $(SSHD) java openssl chromium $(BIN)/surge
+deps: $(RABBIT) $(SSHD) java openssl chromium promtool $(BIN)/surge
 
 chromium:  ## the live page's tests open it in Debian's headless Chromium (surge never needs it)
 	@command -v chromium >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -q --no-install-recommends chromium; }
+
+promtool:  ## the dashboard's tests evaluate its PromQL with Prometheus's promtool
+	@command -v promtool >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -q --no-install-recommends prometheus; }
 
 openssl:  ## the TLS tests make their own certificate authority with the openssl command
 	@command -v openssl >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive \

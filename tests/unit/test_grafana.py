@@ -4,7 +4,9 @@ query uses is defined. (That every metric it queries exists is checked against r
 in tests/integration/test_live_page.py.)"""
 
 import json
+import os
 import re
+import subprocess
 from importlib import resources
 
 DASHBOARD = json.loads((resources.files("results") / "grafana" / "surge-dashboard.json")
@@ -67,3 +69,35 @@ def test_the_queries_read_surge_and_rabbitmq_metrics_with_the_run_label():
             "surge_member_cpu_percent", "rabbitmq_queue_messages"} <= names
     for expr in queries()[:-1]:  # the run variable's own query lists every run
         assert 'run_id=~"$run_id"' in expr, expr
+
+
+PROMTOOL = "/usr/bin/promtool"
+
+
+def promtool_check(expr: str, series: dict[str, str], expected: dict[str, list[dict]],
+                   tmp_path) -> subprocess.CompletedProcess:
+    """``promtool test rules``: ``expr`` over ``series`` (promtool's notation, a sample a
+    minute) gives the ``expected`` samples at each evaluation time (exit 0, else what it got)."""
+    tests = {"rule_files": [], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [{"series": name, "values": values} for name, values in series.items()],
+        "promql_expr_test": [{"expr": expr, "eval_time": t, "exp_samples": samples}
+                             for t, samples in expected.items()]}]}
+    path = tmp_path / "tests.json"
+    path.write_text(json.dumps(tests))  # JSON is YAML
+    return subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_the_achieved_tile_gives_no_infinity_when_the_target_drops_to_zero(tmp_path):
+    assert os.path.exists(PROMTOOL), "Prometheus's promtool is not installed (make deps)"
+    tile = next(p for p in DASHBOARD["panels"] if p["title"] == "Achieved end to end")
+    expr = tile["targets"][0]["expr"].replace("$run_id", ".*")
+    assert tile["options"]["reduceOptions"]["calcs"] == ["lastNotNull"]
+    # three minutes at 1,000 msg/s receiving 990, then the drain and the end: target 0
+    series = {'surge_target_rate{run_id="r"}': "1000 1000 1000 0 0 0",
+              'surge_receive_rate{run_id="r"}': "990 990 990 500 0 0"}
+    ratio = [{"labels": '{run_id="r"}', "value": 0.99}]
+    expected = {"1m": ratio, "2m": ratio, "3m": [], "4m": [], "5m": []}  # no +Inf, no NaN
+    checked = promtool_check(expr, series, expected, tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
