@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import SurgeError
-from results import lake, report, timeline
+from results import lake, plots, report, timeline
 from results.analysis import RunAnalysis, analyze_runs
 from results.catalog import fingerprint, locked, pending
 from results.installed import require_analysis
@@ -110,7 +110,7 @@ def _analyze_root(results: lake.Lake, due: dict[Path, str], options: _Options,
     from results.spark import session
     if not due:
         return
-    plotting = threading.Thread(target=report.load_plotting, daemon=True)
+    plotting = threading.Thread(target=plots.load_plotting, daemon=True)
     plotting.start()  # while the JVM starts
     spark = session(options.spark_master, results.root / SPARK_LOG)
     campaign = results.root.name if (results.root / CAMPAIGN_FILE).exists() else None

@@ -128,7 +128,15 @@ def compare(runs: Annotated[list[Path], typer.Argument(
             threshold: Annotated[float, typer.Option(
                 help="with --gate: the change (%) a figure may worsen by")] = 3.0,
             confidence: Annotated[float, typer.Option(
-                help="with --gate: the confidence (%) of the interval")] = 95.0) -> None:
+                help="with --gate: the confidence (%) of the interval")] = 95.0,
+            plot: Annotated[bool, typer.Option(
+                "--plot", help="Also draw the runs overlaid, one line per run: "
+                               "compare-rate.png, compare-latency.png and compare-cpu.png in "
+                               "--out")] = False,
+            out: Annotated[Path, typer.Option(
+                "--out", "-o", help="with --plot: the directory the PNGs go to (made if "
+                                    "missing; files of the same name are replaced)")]
+            = Path("compare-plots")) -> None:
     """Compare finished runs at their final step: target and achieved msg/s, members, CPU%.
 
     The shape of document 000's Table 2, e.g. the scaling test against its fixed-rate variants.
@@ -141,8 +149,17 @@ def compare(runs: Annotated[list[Path], typer.Argument(
     beyond the threshold with that confidence, e.g.
 
       surge compare --gate campaigns/before campaigns/after --threshold 3 --confidence 95
+
+    With --plot, the runs overlaid as PNGs in --out (default ./compare-plots), a legend entry
+    per run by its directory's name: the consumed rate over time (target dashed), p99 against
+    the achieved rate of each step, and the members' mean CPU over time, e.g.
+
+      surge compare runs/*-quickstart --plot -o plots
     """
     if gate:
+        if plot:
+            raise typer.BadParameter("--plot draws runs, not a gate's two sides",
+                                     param_hint="--plot")
         _gate(runs, threshold / 100, confidence / 100, json_output)
         return
     from results.compare import as_text, final_rows  # the run directories' tables
@@ -150,6 +167,10 @@ def compare(runs: Annotated[list[Path], typer.Argument(
         print_json(final_rows(runs))
     else:
         typer.echo(as_text(runs))
+    if plot:
+        from results.compare import plot as plot_runs  # matplotlib: only to plot
+        written = plot_runs(runs, out)
+        say(json_output)(f"plots: {', '.join(str(path) for path in written)}")
 
 
 def _gate(sides: list[Path], threshold: float, confidence: float, json_output: bool) -> None:
