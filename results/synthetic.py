@@ -82,7 +82,7 @@ def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member
         published = target
         if outliers and second in outliers:
             published = receive = outliers[second]
-        sent, received = sent + int(target), received + int(receive)
+        sent, received = sent + int(published), received + int(receive)
         second_share = SECOND_MEMBER_SHARE if members == 2 else 0.0
         delivered[0] += round(receive * (1 - second_share))
         delivered[1] += round(receive * second_share)
@@ -148,10 +148,11 @@ def _close(run_dir: Path, sent: int, received: int) -> None:
     tables = {name: sorted(read_table(run_dir, name).to_pylist(), key=lambda r: r["elapsed_s"])
               for name in ("ticks", "members")}
     steps = step_rows(manifest.phases, tables["ticks"], tables["members"], manifest.settle_s)
-    accounting = Accounting(sent=sent, received=received, still_queued=sent - received,
-                            lost=0, unexplained=0, balanced=True,
-                            explain=f"sent {sent} = received {received} + queued "
-                                    f"{sent - received}: balanced")
+    queued, duplicates = max(sent - received, 0), max(received - sent, 0)
+    accounting = Accounting(sent=sent, received=received, duplicates=duplicates,
+                            still_queued=queued, lost=0, unexplained=0, balanced=True,
+                            explain=f"sent {sent} = received {received} - duplicates "
+                                    f"{duplicates} + queued {queued}: balanced")
     manifest.replace(steps=steps, accounting=accounting).write(run_dir)
 
 
