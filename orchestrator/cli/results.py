@@ -198,7 +198,12 @@ def _gate(sides: list[Path], threshold: float, confidence: float, json_output: b
 def view(run_dir: Annotated[Path, typer.Argument(help="A run directory, e.g. runs/<run id>")],
          web: WebOption = "127.0.0.1:0") -> None:
     """Serve the page of a recorded run (the live page, from the run directory's rows, events,
-    steps and accounting, with its analysis plots) until Ctrl-C."""
+    steps and accounting, with its analysis plots) until Ctrl-C.
+
+    A finished run's page opens on its result: the final step's target, achieved rate (msg/s
+    and %), p50/p99 and the accounting's verdict, then the step table and the accounting, then
+    the charts (legends show the last values; a second far above the rest is marked at the top
+    of the rate chart rather than stretching its scale)."""
     from orchestrator.web.recorded import serve_recorded  # the run directory's tables
     address = web_address(web)
     if address is None:
