@@ -64,7 +64,7 @@ openssl:  ## the TLS tests make their own certificate authority with the openssl
 java:  ## Spark (surge analyze) needs a Java runtime, 17 or later
 	$(call apt,java,default-jre-headless)
 
-prometheus:  ## a test scrapes a run with Debian's Prometheus and evaluates the Grafana dashboard
+prometheus:  ## tests scrape a run with Debian's Prometheus and check the dashboard's PromQL with promtool
 	$(call apt,prometheus,prometheus)
 
 ssh:  ## the SSH tests start their own sshd on loopback

@@ -142,7 +142,7 @@ def write(directory: Path, document: dict[str, Any], slo: dict[str, Any]) -> lis
         "rate by member count](capacity.png)\n")
     written = [directory / "capacity.json", directory / "report.md"]
     try:
-        from results.report import load_plotting
+        from results.plots import load_plotting
         plt = load_plotting()
     except ImportError:
         return written

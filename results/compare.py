@@ -15,6 +15,7 @@ from orchestrator.errors import SurgeError
 from results import lake
 from results.rundir.manifest import MANIFEST_FILE, read_manifest
 from results.rundir.steps import StepRow, fixed_width
+from results.rundir.tables import read_table
 
 
 def final_step(run_dir: Path) -> tuple[str, StepRow, str]:
@@ -50,6 +51,30 @@ def as_text(run_dirs: list[Path]) -> str:
                       _figure(row["host_cpu_percent"], ".1f"), _figure(row["p99_ms"], ".2f"),
                       row["accounting"]])
     return fixed_width(lines)
+
+
+def plot_runs(run_dirs: list[Path]) -> dict[str, dict]:
+    """Per run (by its directory's name), what :func:`results.plots.compare_figures` overlays:
+    its ticks and members in time order and its step table."""
+    runs = {}
+    for run_dir in run_dirs:
+        steps = read_manifest(run_dir).steps
+        runs[run_dir.name] = {
+            "steps": steps, **{table: sorted(read_table(run_dir, table).to_pylist(),
+                                             key=lambda row: row["elapsed_s"])
+                               for table in ("ticks", "members")}}
+    return runs
+
+
+def plot(run_dirs: list[Path], out: Path) -> list[Path]:
+    """``surge compare --plot``: the runs overlaid in ``out`` (one PNG per figure, see
+    :func:`results.plots.compare_figures`); the files written."""
+    from results.plots import compare_figures, save  # matplotlib: only to plot
+    names = [run_dir.name for run_dir in run_dirs]
+    if len(set(names)) != len(names):
+        raise SurgeError(f"two runs named alike ({', '.join(names)}): each run is one legend "
+                         "entry, by its directory's name")
+    return [out / name for name in save(compare_figures(plot_runs(run_dirs)), out)]
 
 
 MET_RATIO = 0.97

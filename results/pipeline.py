@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import SurgeError
-from results import lake, report, timeline
+from results import lake, plots, report, timeline
 from results.analysis import RunAnalysis, analyze_runs
 from results.catalog import fingerprint, locked, pending
 from results.installed import require_analysis
@@ -115,7 +115,7 @@ def _analyze_root(results: lake.Lake, due: dict[Path, str], options: _Options,
     from results.spark import session
     if not due:
         return
-    plotting = threading.Thread(target=report.load_plotting, daemon=True)
+    plotting = threading.Thread(target=plots.load_plotting, daemon=True)
     plotting.start()  # while the JVM starts
     progress.stage("starting Spark")
     spark = session(options.spark_master, results.root / SPARK_LOG)

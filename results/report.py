@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from results.analysis import RunAnalysis
+from results.plots import run_figures, save
 from results.rundir.figures import CONFIRM, HISTOGRAM_KINDS, INTENDED, LATENCY, Percentile
 from results.rundir.manifest import RunManifest
 from results.rundir.steps import FIGURES, StepRow, fixed_width, member_index
@@ -28,14 +27,6 @@ INTENDED_TEXT = ("Intended p50/p99/max: latency measured from when the sender's 
                  "all were). Confirm p50/p99: publisher-confirm latency, from a message's "
                  "publish to the broker's confirm of it (\"-\" without confirms).")
 
-MARKED_EVENTS = {"member_started": ("member started", "tab:green"),
-                 "member_stopped": ("member stopped", "tab:purple"),
-                 "fault": ("fault", "tab:red"),
-                 "member_lost": ("member lost", "tab:red"),
-                 "fault_cleared": ("fault over", "tab:orange"),
-                 "member_restarted": ("member restarted", "tab:olive")}
-
-
 def write(analysis: RunAnalysis, events: list[dict], derived: dict[str, Any]) -> Path:
     """Write every output of one run's analysis; returns the ``analysis/`` directory."""
     out = analysis.run_dir / "analysis"
@@ -48,7 +39,8 @@ def write(analysis: RunAnalysis, events: list[dict], derived: dict[str, Any]) ->
         "settle_s": analysis.settle_s, "settle_excluded_s": analysis.settle_excluded_s,
         "members": analysis.members, "cost": analysis.cost, **derived,
         "problems": analysis.problems}, indent=2, default=str))
-    plots = _plots(out, analysis.ticks, analysis.member_samples, events)
+    plots = save(run_figures(analysis.ticks, analysis.member_samples, events,
+                             analysis.manifest.phases, analysis.steps), out)
     (out / "report.md").write_text(_markdown(analysis, derived, plots))
     return out
 
@@ -253,75 +245,6 @@ def _markdown(analysis: RunAnalysis, derived: dict[str, Any], plots: list[str]) 
     return "\n".join(lines) + "\n"
 
 
-def load_plotting() -> ModuleType:
-    """matplotlib's pyplot on the file-only Agg backend (about a second to import: a caller
-    may do it ahead, in a thread of its own, while it waits for something else)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
-def _plots(out: Path, ticks: list[dict], members: list[dict], events: list[dict]) -> list[str]:
-    plt = load_plotting()
-    if not ticks:
-        return []
-    t0 = next((e["t"] for e in events if e["kind"] == "step"),
-              ticks[0]["t"] - ticks[0]["elapsed_s"])
-    x = [t["elapsed_s"] for t in ticks]
-    made = []
-
-    def figure(name: str, ylabel: str, title: str, draw) -> None:
-        fig, ax = plt.subplots(figsize=(10, 4.5))
-        draw(ax)
-        for event in events:
-            if event["kind"] in MARKED_EVENTS:
-                label, color = MARKED_EVENTS[event["kind"]]
-                ax.axvline(event["t"] - t0, color=color, linestyle="--", linewidth=1,
-                           label=label)
-        handles, labels = ax.get_legend_handles_labels()
-        unique = dict(zip(labels, handles))
-        ax.legend(unique.values(), unique.keys(), loc="upper left", fontsize="small")
-        ax.set_xlabel("elapsed time (s)")
-        ax.set_ylabel(ylabel)
-        ax.set_title(title)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        fig.savefig(out / name, dpi=100)
-        plt.close(fig)
-        made.append(name)
-
-    figure("rate.png", "messages per second (msg/s)", "Target, published and consumed rate",
-           lambda ax: (ax.plot(x, _known([t["target_rate"] for t in ticks]), label="target"),
-                       ax.plot(x, _known([t["send_rate"] for t in ticks]), label="published",
-                               linewidth=1),
-                       ax.plot(x, _known([t["receive_rate"] for t in ticks]),
-                               label="consumed", linewidth=1)))
-
-    def cpu(ax) -> None:
-        for name in sorted({m["member"] for m in members}):
-            rows = [m for m in members if m["member"] == name]
-            ax.plot([m["elapsed_s"] for m in rows],
-                    _known([m["cpu_percent"] if m["running"] else None for m in rows]),
-                    label=name.split("@")[0])
-        quotas = {m["cpu_quota_cores"] for m in members if m.get("cpu_quota_cores")}
-        for quota in sorted(quotas):
-            ax.axhline(quota * 100, color="grey", linestyle=":",
-                       label=f"CPU quota ({quota:g} cores)")
-        ax.set_ylim(bottom=0)
-    figure("cpu.png", "CPU (% of one core)", "CPU per member", cpu)
-    figure("latency.png", "latency (ms)", "Latency per second",
-           lambda ax: (ax.plot(x, _known([t["latency_p50_ms"] for t in ticks]), label="p50"),
-                       ax.plot(x, _known([t["latency_p99_ms"] for t in ticks]), label="p99"),
-                       ax.plot(x, _known([t.get("intended_p99_ms") for t in ticks]),
-                               label="p99 from intended send", linestyle="--"),
-                       ax.set_yscale("log")))
-    figure("backlog.png", "messages queued", "Backlog",
-           lambda ax: ax.plot(x, _known([t["queue_depth"] for t in ticks]),
-                              label="queue depth"))
-    return made
-
-
 def _write_rows(path: Path, rows: list[dict]) -> None:
     with path.open("w", newline="") as handle:
         if not rows:
@@ -349,11 +272,6 @@ def _broker_cost_line(cost: dict[str, Any]) -> str:
                 "them, or no message was received)")
     return (f"- broker: {_num(cost['broker_us_per_msg'], 1)} CPU us/msg; "
             f"{_money(cost.get('broker_cost_per_1k_msg_s_month'))} per 1,000 msg/s per month")
-
-
-def _known(values: list) -> list[float]:
-    """Unknown (``None``) as NaN, so a plot shows a gap, not a zero."""
-    return [math.nan if v is None else v for v in values]
 
 
 def _share(value: float | None) -> str:

@@ -11,13 +11,15 @@ hosts table holds the controller's host at 50% and ``broker-1`` at 30%. ``format
 1 writes an earlier format: no run format 3 columns and no hosts table (1: no per-member message
 counts either); ``intended=False`` writes a run of format 3 from before the intended latency
 (no ``intended_*`` columns). The parts are compacted as a closing run's are, unless not
-``compacted``.
+``compacted``. ``outliers`` maps seconds to a rate (msg/s) published and received in that second
+instead; with ``closed``, ``run.json`` gets the step table and a balanced accounting as a
+finished run's controller writes them.
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -26,8 +28,15 @@ import pyarrow.parquet as pq
 from orchestrator.specs.plan import Phase
 from results.rundir.figures import INTENDED, LATENCY, histogram_columns
 from results.rundir.histogram import LatencyHistogram
-from results.rundir.manifest import FORMAT_VERSION, RunManifest, Sampling
-from results.rundir.tables import CONTROLLER_HOST, RunWriter, latency_columns, table_files
+from results.rundir.manifest import FORMAT_VERSION, Accounting, RunManifest, Sampling, read_manifest
+from results.rundir.steps import step_rows
+from results.rundir.tables import (
+    CONTROLLER_HOST,
+    RunWriter,
+    latency_columns,
+    read_table,
+    table_files,
+)
 
 SECOND_MEMBER_SHARE = 0.4
 DRAIN_RATE = 500.0
@@ -47,7 +56,8 @@ def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member
               agents: int = 1, samples: int = 500, settle_s: float = 3.0, seed: int = 1,
               parts_every: int = 10, format_version: int = FORMAT_VERSION, drain_s: int = 0,
               unknown: Collection[int] = (), intended: bool = True,
-              compacted: bool = True) -> dict[str, np.ndarray]:
+              compacted: bool = True, outliers: Mapping[int, float] | None = None,
+              closed: bool = False) -> dict[str, np.ndarray]:
     """Write the run; returns the raw latencies (us) of each step's steady seconds by label."""
     rng = np.random.default_rng(seed)
     writer = RunWriter(run_dir, flush_every_s=1e9)
@@ -69,7 +79,10 @@ def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member
         members = 2 if second >= second_member_at else 1
         target = 0.0 if drain else 1000.0 * phase
         receive = DRAIN_RATE if drain else 900.0 * target / 1000 if members == 1 else target
-        sent, received = sent + int(target), received + int(receive)
+        published = target
+        if outliers and second in outliers:
+            published = receive = outliers[second]
+        sent, received = sent + int(published), received + int(receive)
         second_share = SECOND_MEMBER_SHARE if members == 2 else 0.0
         delivered[0] += round(receive * (1 - second_share))
         delivered[1] += round(receive * second_share)
@@ -88,7 +101,7 @@ def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member
         stamp = {"t": 1000.0 + second, "elapsed_s": float(second), "phase": phase}
         writer.row("ticks", {
             **stamp, "lateness_s": 0.01, "target_rate": target,
-            "send_rate": target if known else None, "receive_rate": receive if known else None,
+            "send_rate": published if known else None, "receive_rate": receive if known else None,
             "confirm_rate": 0.0, "skip_rate": 0.0, "sent": sent, "received": received,
             "confirmed": 0, "nacked": 0, "skipped": second // 10, "errors": second // 10,
             "reconnects": 0, "connections": 4, "held": 0, "members_running": members,
@@ -124,7 +137,23 @@ def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member
     elif not intended:
         _drop(run_dir, "ticks", [f"{INTENDED}_p50_ms", f"{INTENDED}_p99_ms",
                                  *histogram_columns(INTENDED)])
+    if closed:
+        _close(run_dir, sent, received)
     return {label: np.concatenate(values) for label, values in raw.items()}
+
+
+def _close(run_dir: Path, sent: int, received: int) -> None:
+    """Record the step table (the controller's rule) and the accounting in ``run.json``."""
+    manifest = read_manifest(run_dir)
+    tables = {name: sorted(read_table(run_dir, name).to_pylist(), key=lambda r: r["elapsed_s"])
+              for name in ("ticks", "members")}
+    steps = step_rows(manifest.phases, tables["ticks"], tables["members"], manifest.settle_s)
+    queued, duplicates = max(sent - received, 0), max(received - sent, 0)
+    accounting = Accounting(sent=sent, received=received, duplicates=duplicates,
+                            still_queued=queued, lost=0, unexplained=0, balanced=True,
+                            explain=f"sent {sent} = received {received} - duplicates "
+                                    f"{duplicates} + queued {queued}: balanced")
+    manifest.replace(steps=steps, accounting=accounting).write(run_dir)
 
 
 def _earlier_format(run_dir: Path, format_version: int) -> None:

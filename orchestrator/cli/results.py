@@ -132,7 +132,15 @@ def compare(runs: Annotated[list[Path], typer.Argument(
             threshold: Annotated[float, typer.Option(
                 help="with --gate: the change (%) a figure may worsen by")] = 3.0,
             confidence: Annotated[float, typer.Option(
-                help="with --gate: the confidence (%) of the interval")] = 95.0) -> None:
+                help="with --gate: the confidence (%) of the interval")] = 95.0,
+            plot: Annotated[bool, typer.Option(
+                "--plot", help="Also draw the runs overlaid, one line per run: "
+                               "compare-rate.png, compare-latency.png and compare-cpu.png in "
+                               "--out")] = False,
+            out: Annotated[Path, typer.Option(
+                "--out", "-o", help="with --plot: the directory the PNGs go to (made if "
+                                    "missing; files of the same name are replaced)")]
+            = Path("compare-plots")) -> None:
     """Compare finished runs at their final step: target and achieved msg/s, members, CPU%.
 
     The shape of document 000's Table 2, e.g. the scaling test against its fixed-rate variants.
@@ -146,8 +154,17 @@ def compare(runs: Annotated[list[Path], typer.Argument(
 
     \b
       surge compare --gate campaigns/before campaigns/after --threshold 3 --confidence 95
+
+    With --plot, the runs overlaid as PNGs in --out (default ./compare-plots), a legend entry
+    per run by its directory's name: the consumed rate over time (target dashed), p99 against
+    the achieved rate of each step, and the members' mean CPU over time, e.g.
+
+      surge compare runs/*-quickstart --plot -o plots
     """
     if gate:
+        if plot:
+            raise typer.BadParameter("--plot draws runs, not a gate's two sides",
+                                     param_hint="--plot")
         _gate(runs, threshold / 100, confidence / 100, json_output)
         return
     from results.compare import as_text, final_rows  # the run directories' tables
@@ -155,6 +172,10 @@ def compare(runs: Annotated[list[Path], typer.Argument(
         print_json(final_rows(runs))
     else:
         typer.echo(as_text(runs))
+    if plot:
+        from results.compare import plot as plot_runs  # matplotlib: only to plot
+        written = plot_runs(runs, out)
+        say(json_output)(f"plots: {', '.join(str(path) for path in written)}")
 
 
 def _gate(sides: list[Path], threshold: float, confidence: float, json_output: bool) -> None:
@@ -182,7 +203,12 @@ def _gate(sides: list[Path], threshold: float, confidence: float, json_output: b
 def view(run_dir: Annotated[Path, typer.Argument(help="A run directory, e.g. runs/<run id>")],
          web: WebOption = "127.0.0.1:0") -> None:
     """Serve the page of a recorded run (the live page, from the run directory's rows, events,
-    steps and accounting, with its analysis plots) until Ctrl-C."""
+    steps and accounting, with its analysis plots) until Ctrl-C.
+
+    A finished run's page opens on its result: the final step's target, achieved rate (msg/s
+    and %), p50/p99 and the accounting's verdict, then the step table and the accounting, then
+    the charts (legends show the last values; a second far above the rest is marked at the top
+    of the rate chart rather than stretching its scale)."""
     from orchestrator.web.recorded import serve_recorded  # the run directory's tables
     address = web_address(web)
     if address is None:

@@ -110,3 +110,21 @@ def test_port_0_is_any_free_port():
         assert metrics.url == f"http://127.0.0.1:{metrics.port}/metrics"
     finally:
         metrics.close()
+
+
+def _samples(state: ViewState, members: list[dict]) -> dict[str, list]:
+    metrics = SimpleNamespace(state=state, labels={"run_id": "r", "scenario": "s"}, totals={},
+                              latency=LatencyHistogram(), intended=LatencyHistogram(),
+                              confirm=LatencyHistogram(), members=members)
+    return {family.name: family.samples for family in ControllerMetrics.collect(metrics)}
+
+
+def test_a_figure_unknown_this_second_has_no_sample_never_nan_or_infinity():
+    running = _samples(ViewState(target_rate=1000.0, send_rate=1000.0, receive_rate=990.0),
+                       [{"member": "m0", "cpu_percent": 42.0}, {"member": "m1"}])
+    assert [s.value for s in running["surge_achieved_ratio"]] == [0.99]
+    assert [s.labels["member"] for s in running["surge_member_cpu_percent"]] == ["m0"]
+    draining = _samples(ViewState(target_rate=0.0, send_rate=0.0, receive_rate=500.0,
+                                  p99_ms=None), [])
+    assert draining["surge_achieved_ratio"] == [] and draining["surge_latency_p99_seconds"] == []
+    assert [s.value for s in draining["surge_receive_rate"]] == [500.0]

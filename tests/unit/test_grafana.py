@@ -67,3 +67,9 @@ def test_the_queries_read_surge_and_rabbitmq_metrics_with_the_run_label():
             "surge_member_cpu_percent", "rabbitmq_queue_messages"} <= names
     for expr in queries()[:-1]:  # the run variable's own query lists every run
         assert 'run_id=~"$run_id"' in expr, expr
+
+
+def test_the_achieved_tile_reads_the_controllers_own_ratio_and_keeps_the_last():
+    tile = next(p for p in DASHBOARD["panels"] if p["title"] == "Achieved end to end")
+    assert tile["targets"][0]["expr"] == 'surge_achieved_ratio{run_id=~"$run_id"}'
+    assert tile["options"]["reduceOptions"]["calcs"] == ["lastNotNull"]

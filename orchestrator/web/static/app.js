@@ -15,16 +15,39 @@ const MARK_COLOURS = {step: "#94a3b8", pause: "#cbd5e1", member_started: "#16a34
 
 const view = {runId: null, cursor: {ticks: 0, members: 0, events: 0}, ticks: {}, columns: [],
   members: new Map(), quotas: new Map(), events: [], phases: [], steps: [], charts: {},
-  memberKey: "", offset: null, points: 0};
+  memberKey: "", offset: null, points: 0, rateTop: 1};
 window.surgeView = view;
 
 function reset(runId) {
   Object.values(view.charts).forEach(c => c.destroy());
   Object.assign(view, {runId, cursor: {ticks: 0, members: 0, events: 0}, ticks: {}, columns: [],
     members: new Map(), quotas: new Map(), events: [], phases: [], steps: [], charts: {},
-    memberKey: "", offset: null, points: 0});
+    memberKey: "", offset: null, points: 0, rateTop: 1});
 }
 
+// The rate chart's top: the busiest ordinary second (this quantile of the measured rates) or
+// the highest target, whichever is higher, with this margin; a second above it is marked at
+// the top edge with its value rather than rescaling the chart for every other second.
+const RATE_QUANTILE = 0.95, RATE_MARGIN = 1.2, RATE_HEADROOM = 1.05;
+
+/** The top (msg/s) of the rate chart's scale for the measured rates and the targets. */
+function rateCeiling(measured, targets) {
+  const known = measured.filter(v => v !== null && v !== undefined && Number.isFinite(v))
+    .sort((a, b) => a - b);
+  const highestTarget = Math.max(0, ...targets.filter(v => Number.isFinite(v)));
+  if (!known.length) return Math.max(1, highestTarget * RATE_HEADROOM);
+  const at = (known.length - 1) * RATE_QUANTILE, below = Math.floor(at);
+  const ordinary = known[below] + (known[Math.min(below + 1, known.length - 1)] - known[below]) * (at - below);
+  const limit = Math.max(ordinary, highestTarget) * RATE_MARGIN;
+  const highest = Math.max(known[known.length - 1], highestTarget);
+  return Math.max(1, highest <= limit ? highest * RATE_HEADROOM : limit);
+}
+window.surgeScale = {rateCeiling};
+
+const lastKnown = values => {
+  for (let i = values.length - 1; i >= 0; i--) if (values[i] !== null && values[i] !== undefined) return values[i];
+  return null;
+};
 const fmt = (v, digits = 0) => v === null || v === undefined || Number.isNaN(v) ? "–"
   : Number(v).toLocaleString("en", {maximumFractionDigits: digits, minimumFractionDigits: digits});
 const text = (id, value) => { document.getElementById(id).textContent = value; };
@@ -51,18 +74,61 @@ function markersPlugin() {
   }]}};
 }
 
-function chart(id, series, yLabel, log = false) {
+// A legend shows the hovered second's values, and the last known ones when nothing is hovered.
+const legendValue = (digits, unit = "") => (u, v, si, idx) => {
+  const shown = idx === null || idx === undefined ? lastKnown(u.data[si]) : v;
+  return shown === null ? "–" : `${fmt(shown, digits)}${unit}`;
+};
+
+function chart(id, series, yLabel, log = false, extra = {}) {
   const element = document.getElementById(id);
   const options = {
-    width: element.clientWidth || 560, height: 220, plugins: [markersPlugin()],
-    scales: {x: {time: false}, y: log ? {distr: 3} : {}},
+    width: element.clientWidth || 560, height: 220, plugins: [markersPlugin(), ...(extra.plugins || [])],
+    scales: {x: {time: false}, y: log ? {distr: 3} : extra.range ? {range: extra.range} : {}},
     axes: [{label: "seconds since the load started"}, {label: yLabel, size: 60}],
-    series: [{label: "s"}].concat(series.map((s, i) => ({
+    series: [{label: "s", value: legendValue(0, " s")}].concat(series.map((s, i) => ({
       label: s.label, stroke: s.colour || COLOURS[i % COLOURS.length], width: 1.5,
-      dash: s.dash, spanGaps: false, value: (u, v) => fmt(v, s.digits || 0)}))),
+      dash: s.dash, spanGaps: false, value: s.value || legendValue(s.digits || 0),
+      ...(s.hidden ? {paths: () => null, points: {show: false}} : {})}))),
   };
   element.innerHTML = "";
   return new uPlot(options, [[]].concat(series.map(() => [])), element);
+}
+
+const CLIPPED_COLOUR = "#b91c1c";
+
+/** The rate chart's seconds above its scale: the higher of published and consumed, else null. */
+function clippedRates(sent, received, top) {
+  return sent.map((v, i) => {
+    const highest = Math.max(v ?? -Infinity, received[i] ?? -Infinity);
+    return highest > top ? highest : null;
+  });
+}
+
+// the clipped seconds' legend: the hovered one's rate, or how many and the highest
+function clippedValue(u, v, si, idx) {
+  if (idx !== null && idx !== undefined) return v === null || v === undefined ? "–" : `${fmt(v)} msg/s`;
+  const clipped = u.data[si].filter(x => x !== null);
+  if (!clipped.length) return "none";
+  return `${clipped.length} s, up to ${fmt(Math.max(...clipped))} msg/s`;
+}
+
+// a mark at the top edge over each second above the scale, with its rate
+function clippedPlugin() {
+  return {hooks: {draw: [u => {
+    const values = u.data[4] || [], ctx = u.ctx, {top} = u.bbox, px = devicePixelRatio;
+    ctx.save();
+    ctx.fillStyle = CLIPPED_COLOUR;
+    ctx.font = `${10 * px}px system-ui`;
+    values.forEach((v, i) => {
+      if (v === null) return;
+      const x = u.valToPos(u.data[0][i], "x", true);
+      ctx.beginPath(); ctx.moveTo(x - 5 * px, top); ctx.lineTo(x + 5 * px, top); ctx.lineTo(x, top + 7 * px);
+      ctx.closePath(); ctx.fill();
+      ctx.fillText(`${fmt(v)} ↑`, x + 6 * px, top + 18 * px);
+    });
+    ctx.restore();
+  }]}};
 }
 
 function column(name) { return view.ticks[name] || []; }
@@ -71,7 +137,9 @@ function ensureCharts() {
   const c = view.charts;
   if (!c.rates) {
     c.rates = chart("chart-rates", [{label: "target", colour: "#94a3b8", dash: [6, 4]},
-      {label: "published", colour: "#2563eb"}, {label: "consumed", colour: "#16a34a"}], "msg/s");
+      {label: "published", colour: "#2563eb"}, {label: "consumed", colour: "#16a34a"},
+      {label: "above the scale", colour: CLIPPED_COLOUR, hidden: true, value: clippedValue}], "msg/s",
+      false, {range: () => [0, view.rateTop], plugins: [clippedPlugin()]});
     c.depth = chart("chart-depth", [{label: "queue depth", colour: "#ea580c"},
       {label: "in flight", colour: "#9333ea"}], "messages");
     c.latency = chart("chart-latency", [{label: "p50", colour: "#2563eb", digits: 1},
@@ -113,7 +181,9 @@ function redraw() {
   ensureCharts();
   const x = column("elapsed_s");
   const c = view.charts;
-  c.rates.setData([x, column("target_rate"), column("send_rate"), column("receive_rate")]);
+  const sent = column("send_rate"), received = column("receive_rate");
+  view.rateTop = rateCeiling(sent.concat(received), column("target_rate"));
+  c.rates.setData([x, column("target_rate"), sent, received, clippedRates(sent, received, view.rateTop)]);
   c.depth.setData([x, column("queue_depth"), column("backlog")]);
   c.latency.setData([x, column("latency_p50_ms").map(v => v > 0 ? v : null),
                      column("latency_p99_ms").map(v => v > 0 ? v : null)]);
@@ -124,8 +194,53 @@ function redraw() {
   view.points = x.length;
 }
 
+const ratioClass = ratio => ratio === null ? "" : ratio >= 0.98 ? "good" : ratio >= 0.9 ? "warn" : "bad";
+const lastOf = name => { const values = column(name); return values[values.length - 1]; };
+
+// A finished run's figures: its final step's, as the step table has them, and its balance.
+function finalFigures(doc) {
+  const run = doc.run, step = view.steps[view.steps.length - 1];
+  const ratio = step.achieved_rate === null ? null : step.target_rate ? step.achieved_rate / step.target_rate : 1;
+  const accounting = doc.accounting;
+  const verdict = !accounting ? "not accounted" : accounting.balanced ? "balanced"
+    : accounting.unknown !== null && accounting.unknown !== undefined ? `unknown ${fmt(accounting.unknown)} msgs`
+    : `lost ${accounting.lost === null ? "?" : fmt(accounting.lost)} msgs`;
+  return [
+    ["state", run.label, run.outcome === "completed" ? "" : "bad"],
+    ["elapsed / planned", `${fmt(lastOf("elapsed_s"))} / ${fmt(run.planned_s)} s`],
+    [`final step (${step.label || step.step}) target`, step.target_rate ? `${fmt(step.target_rate)} msg/s` : "max"],
+    ["final achieved end to end", step.achieved_rate === null ? "–"
+      : `${fmt(step.achieved_rate)} msg/s` + (step.target_rate ? ` (${fmt(ratio * 100, 1)} %)` : ""),
+      step.target_rate ? ratioClass(ratio) : ""],
+    ["sent / received", `${fmt(step.sent_rate)} / ${fmt(step.received_rate)} msg/s`],
+    ["final p50 / p99", `${fmt(step.p50_ms, 1)} / ${fmt(step.p99_ms, 1)} ms`],
+    ["members", fmt(step.members)],
+    ["errors / reconnects", `${fmt(lastOf("errors"))} / ${fmt(lastOf("reconnects"))}`],
+    ["accounting", verdict, !accounting ? "" : accounting.balanced ? "good" : "bad"],
+  ];
+}
+
+// The run's table sections first once it has ended: its result is what a reader comes for.
+function orderSections(finished) {
+  const charts = document.getElementById("charts");
+  const first = ["steps-section", "accounting-section"].map(id => document.getElementById(id));
+  if (finished && charts.previousElementSibling !== first[1]) first.forEach(s => charts.before(s));
+}
+
 function figures(doc) {
-  const last = name => { const values = column(name); return values[values.length - 1]; };
+  const finished = doc.run.outcome !== "running" && view.steps.length > 0;
+  orderSections(finished);
+  showFigures(finished ? finalFigures(doc) : liveFigures(doc));
+}
+
+function showFigures(items) {
+  document.getElementById("now").innerHTML = items.map(([name, value, c]) =>
+    `<div><span>${name}</span><b class="${c || ""}">${value}</b></div>`).join("");
+}
+
+// A running run's figures: this second's.
+function liveFigures(doc) {
+  const last = lastOf;
   const run = doc.run;
   // end to end as the step table takes it: the lower of the send and receive rates (a
   // receive rate counts copies where an exchange routes a message to several queues)
@@ -136,11 +251,11 @@ function figures(doc) {
   const asked = targets.length > 1 ? targets[targets.length - 2] : target;
   const draining = run.label === "draining" || run.label === "paused";
   const achieved = target && asked && through !== null ? through / asked : null;
-  const cls = achieved === null ? "" : achieved >= 0.98 ? "good" : achieved >= 0.9 ? "warn" : "bad";
+  const cls = ratioClass(achieved);
   const blocked = last("blocked");
   const state = run.outcome === "running" || run.label.includes(run.outcome) ? run.label
     : `${run.label} (${run.outcome})`;
-  const items = [
+  return [
     // publishers held by a resource alarm: the broker's doing, not a slow load generator
     blocked ? ["state", `${state}: blocked by the broker`, "bad"] : ["state", state],
     ["elapsed / planned", `${fmt(last("elapsed_s"))} / ${fmt(run.planned_s)} s`],
@@ -160,8 +275,6 @@ function figures(doc) {
       blocked ? "bad" : ""],
     ["consumers cancelled by the broker", fmt(last("cancels"))],
   ];
-  document.getElementById("now").innerHTML = items.map(([name, value, c]) =>
-    `<div><span>${name}</span><b class="${c || ""}">${value}</b></div>`).join("");
 }
 
 function cell(value) { const td = document.createElement("td"); td.textContent = value; return td; }
