@@ -13,6 +13,7 @@ the noise the repetitions show. Resampling is seeded, so a verdict is repeatable
 
 from __future__ import annotations
 
+import glob
 import random
 import statistics
 from collections.abc import Callable, Sequence
@@ -82,10 +83,16 @@ def judge(figure: str, higher_is_better: bool, baseline: Sequence[float],
 
 
 def runs_of(path: Path) -> list[Path]:
-    """The finished runs a side names: the run directories in ``path`` (a campaign's, or any
-    directory of runs), sorted."""
-    runs = sorted(p for p in path.iterdir() if (p / MANIFEST_FILE).is_file()) \
-        if path.is_dir() else []
+    """The finished runs a side names, sorted: the run directories in ``path`` (a campaign's,
+    or any directory of runs), or those ``path`` matches as a glob pattern (the cells of one
+    side of an A/B campaign, e.g. ``out/ab/*persistent=true*``)."""
+    if path.is_dir():
+        found = list(path.iterdir())
+    elif glob.has_magic(str(path)):
+        found = [Path(p) for p in glob.glob(str(path))]
+    else:
+        found = []
+    runs = sorted(p for p in found if (p / MANIFEST_FILE).is_file())
     if len(runs) < MIN_RUNS:
         raise SurgeError(f"{path}: {len(runs)} finished runs; a gate needs at least "
                          f"{MIN_RUNS} repetitions on each side to tell a change from noise")

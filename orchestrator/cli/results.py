@@ -148,12 +148,16 @@ def compare(runs: Annotated[list[Path], typer.Argument(
     members, member_cpu_percent_mean, host_cpu_percent, p99_ms, accounting; null = unknown).
 
     With --gate, a regression gate for CI: BASELINE and CANDIDATE are directories of at least 3
-    repetitions each; per figure (achieved msg/s, p99 ms, and CPU us/msg once analysed) the
-    change of the means with its bootstrap interval; exit status 3 when a figure is worse
-    beyond the threshold with that confidence, e.g.
+    repetitions each, or quoted patterns naming them; per figure (achieved msg/s, p99 ms, and
+    CPU us/msg once analysed) the change of the means with its bootstrap interval; exit status
+    3 when a figure is worse beyond the threshold with that confidence. Sides run at different
+    times see different host load: an A/B campaign (a matrix of the two) runs them interleaved,
+    repetition by repetition, so both sides share the noise, e.g.
 
     \b
       surge compare --gate campaigns/before campaigns/after --threshold 3 --confidence 95
+      surge compare --gate 'campaigns-runs/ab/*persistent=false*' \\
+                           'campaigns-runs/ab/*persistent=true*'
 
     With --plot, the runs overlaid as PNGs in --out (default ./compare-plots), a legend entry
     per run by its directory's name: the consumed rate over time (target dashed), p99 against

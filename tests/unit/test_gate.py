@@ -49,15 +49,18 @@ def test_the_interval_covers_the_true_change_about_as_often_as_it_says():
     assert 30 <= covered <= 40, covered  # about 90 % of 40 (the percentile bootstrap is narrow)
 
 
+def write_run(run_dir: Path, rate: float) -> None:
+    run_dir.mkdir(parents=True)
+    step = {"step": 1, "label": "1", "target_rate": 0.0, "achieved_rate": rate,
+            "sent_rate": rate, "received_rate": rate, "members": 1, "p99_ms": 5.0}
+    RunManifest(run_id=run_dir.name, scenario={"name": "t"}, steps=[step],
+                accounting={"sent": 1, "received": 1, "balanced": True}).write(run_dir)
+
+
 def side(root: Path, name: str, rates: list[float]) -> Path:
     directory = root / name
     for i, rate in enumerate(rates):
-        run_dir = directory / f"run-{i}"
-        run_dir.mkdir(parents=True)
-        step = {"step": 1, "label": "1", "target_rate": 0.0, "achieved_rate": rate,
-                "sent_rate": rate, "received_rate": rate, "members": 1, "p99_ms": 5.0}
-        RunManifest(run_id=run_dir.name, scenario={"name": "t"}, steps=[step],
-                    accounting={"sent": 1, "received": 1, "balanced": True}).write(run_dir)
+        write_run(directory / f"run-{i}", rate)
     return directory
 
 
@@ -78,3 +81,15 @@ def test_the_command_exits_3_on_a_regression_and_0_within_the_noise(tmp_path):
     few = runner.invoke(app, ["compare", "--gate", str(base), str(side(tmp_path, "two",
                                                                         [1.0, 2.0]))])
     assert few.exit_code == 1 and "a gate needs at least 3 repetitions" in few.output
+
+
+def test_a_side_can_be_the_cells_of_an_ab_campaign_named_by_a_pattern(tmp_path):
+    campaign = tmp_path / "ab"
+    pairs = zip(noisy(20_000, 0.02, 4, 3), noisy(16_000, 0.02, 4, 4), strict=True)
+    for n, (fast, slow) in enumerate(pairs):  # interleaved, as a campaign runs them
+        write_run(campaign / f"{2 * n + 1:03d}-s-mode=fast-r{n + 1}", fast)
+        write_run(campaign / f"{2 * n + 2:03d}-s-mode=slow-r{n + 1}", slow)
+    caught = CliRunner().invoke(app, ["compare", "--gate", str(campaign / "*mode=fast*"),
+                                      str(campaign / "*mode=slow*")])
+    assert caught.exit_code == 3, caught.output
+    assert "(4)" in caught.output and "(8)" not in caught.output  # four runs a side
