@@ -1,5 +1,5 @@
-"""pytest fixtures of the MQI emulator; a test module imports the ones it uses:
-``from tests.mqemu.fixtures import emulated_ibmmq, qmgrs  # noqa: F401``.
+"""pytest fixtures of the MQI emulator, registered for the whole suite by tests/conftest.py
+(``pytest_plugins``); nothing is built or started unless a test asks for them.
 
 - ``mqemu_library`` (session): libmqm.c compiled once into a temporary directory; skipped
   only when gcc is missing.

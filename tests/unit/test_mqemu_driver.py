@@ -19,7 +19,6 @@ from drivers.mq.topics import subscribe
 from drivers.protocol import Destination
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
 from orchestrator.specs.mqtopics import Subscription
-from tests.mqemu.fixtures import emulated_ibmmq, mqemu_library, qmgrs  # noqa: F401
 
 pytestmark = pytest.mark.timeout(90)
 USER, PASSWORD = "perf", "perf-secret"
@@ -27,7 +26,7 @@ SETTINGS = MqSettings(user=USER, password=PASSWORD, channel="PERF.APP.CHL")
 
 
 @pytest.fixture
-def qm1(qmgrs):  # noqa: F811
+def qm1(qmgrs):
     return qmgrs.start("QM1", USER, PASSWORD, [
         "DEFINE QLOCAL(perf)", "DEFINE QLOCAL(request1)", "DEFINE QLOCAL(reply1)"])
 
@@ -67,7 +66,7 @@ def no_threads_left():
 
 
 @pytest.mark.parametrize("manual_ack", [True, False])
-def test_senders_and_receivers_move_every_message_once(emulated_ibmmq, qm1, manual_ack):  # noqa: F811
+def test_senders_and_receivers_move_every_message_once(emulated_ibmmq, qm1, manual_ack):
     driver = make(emulated_ibmmq, qm1, manual_ack=manual_ack, prefetch=8, persistent=True)
     recorder = driver.recorder
     for producer in (1, 2):
@@ -86,9 +85,9 @@ def test_senders_and_receivers_move_every_message_once(emulated_ibmmq, qm1, manu
     assert recorder.connections == 0
 
 
-def test_a_sender_puts_messages_with_the_surge_header_and_its_appltag(emulated_ibmmq, qm1):  # noqa: F811
+def test_a_sender_puts_messages_with_the_surge_header_and_its_appltag(emulated_ibmmq, qm1):
     ibmmq, C = emulated_ibmmq, emulated_ibmmq.CMQC
-    driver = make(ibmmq, qm1)
+    driver = make(ibmmq, qm1, persistent=True)
     driver.add_sender(driver.call(lambda: SenderRole(7, 0, PayloadBuilder(120), driver.recorder,
                                                      limit=25)), endpoint(qm1))
     until(lambda: counted(driver, "sent") == 25)
@@ -112,7 +111,7 @@ def test_a_sender_puts_messages_with_the_surge_header_and_its_appltag(emulated_i
     qm.disconnect()
 
 
-def test_requests_and_replies_match_exactly_through_a_shared_reply_queue(emulated_ibmmq, qm1):  # noqa: F811
+def test_requests_and_replies_match_exactly_through_a_shared_reply_queue(emulated_ibmmq, qm1):
     driver = make(emulated_ibmmq, qm1, queue="request1", unit_of_work=True, manual_ack=True,
                   reply_size=100)
     recorder = driver.recorder
@@ -129,7 +128,7 @@ def test_requests_and_replies_match_exactly_through_a_shared_reply_queue(emulate
     assert depth(qm1, "request1") == 0 and depth(qm1, "reply1") == 0
 
 
-def test_wrong_credentials_make_the_workers_retry_and_count_errors(emulated_ibmmq, qmgrs):  # noqa: F811
+def test_wrong_credentials_make_the_workers_retry_and_count_errors(emulated_ibmmq, qmgrs):
     qmgr = qmgrs.start("QM1", USER, "another", ["DEFINE QLOCAL(perf)"])
     driver = make(emulated_ibmmq, qmgr)
     driver.add_sender(driver.call(lambda: SenderRole(1, 0, PayloadBuilder(50), driver.recorder,
@@ -140,7 +139,7 @@ def test_wrong_credentials_make_the_workers_retry_and_count_errors(emulated_ibmm
     assert depth(qmgr, "perf") == 0
 
 
-def test_the_preflight_finds_missing_queues_and_refused_credentials(emulated_ibmmq, qm1):  # noqa: F811
+def test_the_preflight_finds_missing_queues_and_refused_credentials(emulated_ibmmq, qm1):
     target = endpoint(qm1)
     MqPreflight([target], ["perf", "request1"], SETTINGS, load=lambda: emulated_ibmmq).check()
     with pytest.raises(LookupError, match="nope"):
@@ -151,7 +150,7 @@ def test_the_preflight_finds_missing_queues_and_refused_credentials(emulated_ibm
     assert "wrong" not in str(refused.value) and target in str(refused.value)
 
 
-def test_durable_subscriptions_made_by_surge_receive_publications(emulated_ibmmq, qm1):  # noqa: F811
+def test_durable_subscriptions_made_by_surge_receive_publications(emulated_ibmmq, qm1):
     ibmmq = emulated_ibmmq
     qm1.admin("DEFINE QLOCAL(EU)", "DEFINE QLOCAL(ALL)")
     probe = MqPreflight([endpoint(qm1)], [], SETTINGS, load=lambda: ibmmq)

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from tests.mqemu import mqi
-from tests.mqemu.fixtures import emulated_ibmmq, mqemu_library, qmgrs  # noqa: F401
 
 pytestmark = pytest.mark.timeout(60)
 USER, PASSWORD = "app", "s3cret"
@@ -33,7 +32,7 @@ def connect(ibmmq, qmgr, user: str = USER, password: str = PASSWORD, name: str |
 
 
 @pytest.fixture
-def qm1(qmgrs):  # noqa: F811
+def qm1(qmgrs):
     return qmgrs.start("QM1", USER, PASSWORD, ["DEFINE QLOCAL(Q1)", "DEFINE QLOCAL(Q2)",
                                                "DEFINE QLOCAL(SMALL) MAXDEPTH(3)"])
 
@@ -51,7 +50,7 @@ def get_wait(ibmmq, wait_ms: int = 0, syncpoint: bool = False, match: int = 0):
                      WaitInterval=wait_ms, MatchOptions=match)
 
 
-def test_the_real_ibmmq_runs_over_our_library(emulated_ibmmq, mqemu_library):  # noqa: F811
+def test_the_real_ibmmq_runs_over_our_library(emulated_ibmmq, mqemu_library):
     import site
     roots = [Path(p).resolve() for p in site.getsitepackages()]
     module = Path(emulated_ibmmq.__file__).resolve()
@@ -62,7 +61,7 @@ def test_the_real_ibmmq_runs_over_our_library(emulated_ibmmq, mqemu_library):  #
     assert "ibmmqc" in maps  # IBM's extension module, linked against our libmqm_r.so
 
 
-def test_the_emulators_constants_are_ibmmqs(emulated_ibmmq):  # noqa: F811
+def test_the_emulators_constants_are_ibmmqs(emulated_ibmmq):
     C = emulated_ibmmq.CMQC
     names = [n for n in dir(mqi) if n.startswith(("MQCC_", "MQRC_", "MQOO_", "MQOT_", "MQCO_",
                                                   "MQPMO_", "MQGMO_", "MQMO_", "MQSO_", "MQIA_",
@@ -88,7 +87,7 @@ def test_connect_with_a_channel_and_credentials_and_a_wrong_password_is_refused(
     assert qm1.admin("DISPLAY CONN(*)") == [[]]
 
 
-def test_a_connection_name_list_is_tried_in_order(emulated_ibmmq, qmgrs, qm1):  # noqa: F811
+def test_a_connection_name_list_is_tried_in_order(emulated_ibmmq, qmgrs, qm1):
     ibmmq = emulated_ibmmq
     dead = qmgrs.start("QM2")
     dead_conname = dead.conname
@@ -104,7 +103,7 @@ def test_a_connection_name_list_is_tried_in_order(emulated_ibmmq, qmgrs, qm1):  
         == ibmmq.CMQC.MQRC_HOST_NOT_AVAILABLE
 
 
-def test_put_and_get_with_msgid_and_correlid_selection(emulated_ibmmq, qm1):  # noqa: F811
+def test_put_and_get_with_msgid_and_correlid_selection(emulated_ibmmq, qm1):
     ibmmq, C = emulated_ibmmq, emulated_ibmmq.CMQC
     qm = connect(ibmmq, qm1)
     queue = ibmmq.Queue(qm, "Q1", C.MQOO_OUTPUT | C.MQOO_INPUT_SHARED)
@@ -149,7 +148,7 @@ def test_a_message_too_long_for_the_buffer_fails_unless_truncation_is_accepted(
     qm.disconnect()
 
 
-def test_a_waiting_get_receives_a_put_from_another_thread(emulated_ibmmq, qm1):  # noqa: F811
+def test_a_waiting_get_receives_a_put_from_another_thread(emulated_ibmmq, qm1):
     ibmmq, C = emulated_ibmmq, emulated_ibmmq.CMQC
     getter, putter = connect(ibmmq, qm1), connect(ibmmq, qm1)
     inq = ibmmq.Queue(getter, "Q1", C.MQOO_INPUT_SHARED)
@@ -200,7 +199,7 @@ def test_syncpoint_puts_appear_at_commit_and_backed_out_gets_come_back(
     assert "CURDEPTH(1)" in qm1.admin("DISPLAY QLOCAL(Q1)")[0][0]
 
 
-def test_put1_a_dynamic_reply_queue_and_queue_full(emulated_ibmmq, qm1):  # noqa: F811
+def test_put1_a_dynamic_reply_queue_and_queue_full(emulated_ibmmq, qm1):
     ibmmq, C = emulated_ibmmq, emulated_ibmmq.CMQC
     qm = connect(ibmmq, qm1)
     reply = ibmmq.Queue(qm, ibmmq.OD(ObjectName=b"SYSTEM.DEFAULT.MODEL.QUEUE",
@@ -229,7 +228,7 @@ def test_put1_a_dynamic_reply_queue_and_queue_full(emulated_ibmmq, qm1):  # noqa
     qm.disconnect()
 
 
-def test_a_publication_reaches_the_matching_subscriptions_only(emulated_ibmmq, qm1):  # noqa: F811
+def test_a_publication_reaches_the_matching_subscriptions_only(emulated_ibmmq, qm1):
     ibmmq, C = emulated_ibmmq, emulated_ibmmq.CMQC
     qm1.admin("DEFINE QLOCAL(ALL)", "DEFINE QLOCAL(EU)", "DEFINE QLOCAL(US)",
               "DEFINE SUB(SUB.ALL) TOPICSTR('prices/#') DEST(ALL)")
@@ -262,7 +261,7 @@ def test_a_publication_reaches_the_matching_subscriptions_only(emulated_ibmmq, q
     qm.disconnect()
 
 
-def test_an_unsupported_verb_says_so(emulated_ibmmq, qm1):  # noqa: F811
+def test_an_unsupported_verb_says_so(emulated_ibmmq, qm1):
     ibmmq, C = emulated_ibmmq, emulated_ibmmq.CMQC
     qm = connect(ibmmq, qm1)
     assert reason(ibmmq, lambda: qm.begin()) == C.MQRC_FUNCTION_NOT_SUPPORTED
@@ -274,7 +273,7 @@ def test_an_unsupported_verb_says_so(emulated_ibmmq, qm1):  # noqa: F811
     qm.disconnect()
 
 
-def test_four_threads_each_put_and_get_two_thousand_messages_exactly(emulated_ibmmq, qm1):  # noqa: F811
+def test_four_threads_each_put_and_get_two_thousand_messages_exactly(emulated_ibmmq, qm1):
     ibmmq, C = emulated_ibmmq, emulated_ibmmq.CMQC
     per_thread, threads = 2000, 4
     got: dict[int, list[bytes]] = {}
@@ -313,7 +312,7 @@ def test_four_threads_each_put_and_get_two_thousand_messages_exactly(emulated_ib
     assert "CURDEPTH(0)" in qm1.admin("DISPLAY QLOCAL(Q2)")[0][0]
 
 
-def test_nothing_is_left_running(qmgrs):  # noqa: F811
+def test_nothing_is_left_running(qmgrs):
     qmgr = qmgrs.start("QM3")
     pid = qmgr.process.pid
     qmgrs.stop_all()
