@@ -219,6 +219,189 @@ static void unsupported(PMQLONG pCC, PMQLONG pRC) {
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* JSON CCDT (file:// URLs only): just enough JSON to read the documented channel keys        */
+
+#define CCDT_MAX 64
+#define CCDT_CONNS 8
+
+typedef struct {
+    char name[21], type[32], qmgr[49];
+    char hosts[CCDT_CONNS][256];
+    int ports[CCDT_CONNS];
+    int nconn, weight;
+} ccdt_entry_t;
+
+typedef struct { char key[48]; int index; } step_t;
+typedef struct {
+    const char *p, *end;
+    int bad, depth;
+    step_t path[12];
+    ccdt_entry_t *entries;
+    int count;
+} json_t;
+
+static void ws(json_t *j) { while (j->p < j->end && isspace((unsigned char)*j->p)) j->p++; }
+
+static int jstring(json_t *j, char *out, size_t room) {
+    size_t n = 0;
+    if (j->p >= j->end || *j->p != '"') { j->bad = 1; return -1; }
+    j->p++;
+    while (j->p < j->end && *j->p != '"') {
+        char c = *j->p++;
+        if (c == '\\' && j->p < j->end) {
+            c = *j->p++;
+            if (c == 'n') c = '\n';
+            else if (c == 't') c = '\t';
+            else if (c == 'u') { c = '?'; j->p += (j->end - j->p >= 4) ? 4 : 0; }
+        }
+        if (n + 1 < room) out[n++] = c;
+    }
+    if (j->p >= j->end) { j->bad = 1; return -1; }
+    j->p++;
+    out[n] = 0;
+    return 0;
+}
+
+static int is(const json_t *j, int at, const char *key) {
+    return j->depth > at && !strcmp(j->path[at].key, key);
+}
+
+/* A scalar at the current path: keep what a channel entry needs. */
+static void scalar(json_t *j, const char *value) {
+    if (!is(j, 0, "channel") || j->depth < 3) return;
+    int i = j->path[1].index;
+    if (i < 0 || i >= CCDT_MAX) return;
+    ccdt_entry_t *e = &j->entries[i];
+    if (i + 1 > j->count) j->count = i + 1;
+    if (j->depth == 3 && is(j, 2, "name")) snprintf(e->name, sizeof e->name, "%s", value);
+    else if (j->depth == 3 && is(j, 2, "type")) snprintf(e->type, sizeof e->type, "%s", value);
+    else if (j->depth == 4 && is(j, 2, "clientConnection") && is(j, 3, "queueManager"))
+        snprintf(e->qmgr, sizeof e->qmgr, "%s", value);
+    else if (j->depth == 4 && is(j, 2, "connectionManagement") && is(j, 3, "clientWeight"))
+        e->weight = atoi(value);
+    else if (j->depth == 6 && is(j, 2, "clientConnection") && is(j, 3, "connection")) {
+        int c = j->path[4].index;
+        if (c < 0 || c >= CCDT_CONNS) return;
+        if (c + 1 > e->nconn) e->nconn = c + 1;
+        if (is(j, 5, "host")) snprintf(e->hosts[c], sizeof e->hosts[c], "%s", value);
+        if (is(j, 5, "port")) e->ports[c] = atoi(value);
+    }
+}
+
+static void jvalue(json_t *j) {
+    char text[512];
+    ws(j);
+    if (j->bad || j->p >= j->end || j->depth >= 11) { j->bad = 1; return; }
+    char c = *j->p;
+    if (c == '{' || c == '[') {
+        j->p++;
+        int index = 0;
+        for (;;) {
+            ws(j);
+            if (j->p < j->end && *j->p == (c == '{' ? '}' : ']')) { j->p++; return; }
+            step_t *step = &j->path[j->depth];
+            step->key[0] = 0;
+            step->index = -1;
+            if (c == '{') {
+                if (jstring(j, step->key, sizeof step->key)) return;
+                ws(j);
+                if (j->p >= j->end || *j->p != ':') { j->bad = 1; return; }
+                j->p++;
+            } else {
+                step->index = index++;
+            }
+            j->depth++;
+            jvalue(j);
+            j->depth--;
+            if (j->bad) return;
+            ws(j);
+            if (j->p < j->end && *j->p == ',') { j->p++; continue; }
+            if (j->p < j->end && *j->p == (c == '{' ? '}' : ']')) { j->p++; return; }
+            j->bad = 1;
+            return;
+        }
+    }
+    if (c == '"') { if (!jstring(j, text, sizeof text)) scalar(j, text); return; }
+    size_t n = 0;
+    while (j->p < j->end && !strchr(",}] \t\r\n", *j->p)) {
+        if (n + 1 < sizeof text) text[n++] = *j->p;
+        j->p++;
+    }
+    text[n] = 0;
+    if (!n) { j->bad = 1; return; }
+    scalar(j, text);
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const ccdt_entry_t *)a)->name, ((const ccdt_entry_t *)b)->name);
+}
+
+/* The CONNAME list for queue manager `qmgr` ("*GROUP", a name, or "") from the CCDT at `url`:
+ * every applicable channel's connections, CLNTWGHT(0) channels first in alphabetical order,
+ * then the others in an order drawn at random by weight. 0, or -1 with *pRC set. */
+static int ccdt_conname(const char *url, size_t url_len, const char *qmgr, size_t qmgr_len,
+                        char *out, size_t room, PMQLONG pRC) {
+    char path[1024];
+    *pRC = 2600; /* MQRC_CCDT_URL_ERROR */
+    if (url_len < 7 || strncmp(url, "file://", 7) || url_len - 7 >= sizeof path) return -1;
+    memcpy(path, url + 7, url_len - 7);
+    path[url_len - 7] = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    static char text[1 << 20];
+    static pthread_mutex_t ccdt_lock = PTHREAD_MUTEX_INITIALIZER;
+    static ccdt_entry_t entries[CCDT_MAX];
+    pthread_mutex_lock(&ccdt_lock);
+    size_t n = fread(text, 1, sizeof text, f);
+    fclose(f);
+    memset(entries, 0, sizeof entries);
+    json_t j = {text, text + n, 0, 0, {{{0}, 0}}, entries, 0};
+    jvalue(&j);
+    if (j.bad) { pthread_mutex_unlock(&ccdt_lock); return -1; }
+    char wanted[49];
+    const char *name = qmgr;
+    size_t len = qmgr_len;
+    if (len && name[0] == '*') { name++; len--; }
+    snprintf(wanted, sizeof wanted, "%.*s", (int)len, name);
+    ccdt_entry_t fit[CCDT_MAX];
+    int nfit = 0, nzero = 0;
+    for (int i = 0; i < j.count; i++) {
+        ccdt_entry_t *e = &entries[i];
+        if ((e->type[0] && strcmp(e->type, "clientConnection")) || !e->nconn) continue;
+        if (wanted[0] && strcmp(e->qmgr, wanted)) continue;
+        if (e->weight == 0) {  /* zero weights first, alphabetically, stable for equal names */
+            memmove(&fit[nzero + 1], &fit[nzero], (size_t)(nfit - nzero) * sizeof *fit);
+            fit[nzero++] = *e;
+        } else {
+            fit[nfit] = *e;
+        }
+        nfit++;
+    }
+    pthread_mutex_unlock(&ccdt_lock);
+    for (int a = 1; a < nzero; a++)  /* insertion sort: stable */
+        for (int b = a; b > 0 && by_name(&fit[b - 1], &fit[b]) > 0; b--) {
+            ccdt_entry_t t = fit[b]; fit[b] = fit[b - 1]; fit[b - 1] = t;
+        }
+    for (int a = nzero; a < nfit; a++) {  /* weighted draw without replacement */
+        long total = 0;
+        for (int b = a; b < nfit; b++) total += fit[b].weight;
+        long pick = total > 0 ? random() % total : 0;
+        int b = a;
+        while (b < nfit - 1 && pick >= fit[b].weight) { pick -= fit[b].weight; b++; }
+        ccdt_entry_t t = fit[a]; fit[a] = fit[b]; fit[b] = t;
+    }
+    if (!nfit) { *pRC = RC_Q_MGR_NAME_ERROR; return -1; }
+    out[0] = 0;
+    for (int i = 0; i < nfit; i++)
+        for (int c = 0; c < fit[i].nconn; c++) {
+            size_t used = strlen(out);
+            snprintf(out + used, room - used, "%s%s(%d)", used ? "," : "", fit[i].hosts[c],
+                     fit[i].ports[c] ? fit[i].ports[c] : 1414);
+        }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* connecting                                                                                */
 
 static int is_loopback(const char *host) {
@@ -226,8 +409,8 @@ static int is_loopback(const char *host) {
 }
 
 /* Connect to the first reachable entry of a CONNAME list "host(port),host(port)". Returns the
- * socket or -1 with *pRC set. */
-static int dial(const char *conname, PMQLONG pRC) {
+ * socket, the entry reached in `reached`, or -1 with *pRC set. */
+static int dial(const char *conname, PMQLONG pRC, char *reached, size_t room) {
     char list[512];
     snprintf(list, sizeof list, "%s", conname);
     *pRC = RC_HOST_NOT_AVAILABLE;
@@ -253,6 +436,7 @@ static int dial(const char *conname, PMQLONG pRC) {
         if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0) {
             int one = 1;
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            snprintf(reached, room, "%s(%d)", host, port);
             return fd;
         }
         close(fd);
@@ -300,7 +484,8 @@ static void drop_conn(conn_t *c) {
     pthread_mutex_unlock(&c->lock);
 }
 
-/* Connect the socket (the MQCD's CONNAME list, else MQSERVER's), then send the CONNX frame
+/* Connect the socket (the MQCD's CONNAME list, else MQSERVER's, else the CCDT's channels for
+ * the queue manager name: MQCNO CCDTUrl, MQCCDTURL, MQCHLLIB/MQCHLTAB), then send the CONNX frame
  * with everything the queue manager checks: name, MQCNO, MQCD, MQCSP user and password, the
  * CCDT URL (passed on, not read) and the CONNAME actually reached. */
 static void do_connect(const char *name, size_t name_len, const void *cno, MQHCONN *pHconn,
@@ -338,18 +523,22 @@ static void do_connect(const char *name, size_t name_len, const void *cno, MQHCO
     }
     *pHconn = -1;
     if (conname_of(cd, conname, sizeof conname)) {
-        /* No MQCD and no MQSERVER: a CCDT would name the channel; not emulated yet. */
-        *pCC = CC_FAILED; *pRC = RC_Q_MGR_NAME_ERROR;
-        return;
+        MQLONG why = RC_Q_MGR_NAME_ERROR;
+        if (!ccdt.len || ccdt_conname(ccdt.ptr, ccdt.len, name, name_len, conname,
+                                      sizeof conname, &why)) {
+            *pCC = CC_FAILED; *pRC = why;
+            return;
+        }
     }
     MQLONG reason;
-    int fd = dial(conname, &reason);
+    char reached[300];
+    int fd = dial(conname, &reason, reached, sizeof reached);
     if (fd < 0) { *pCC = CC_FAILED; *pRC = reason; return; }
     MQHCONN h = add_conn(fd);
     if (!h) { close(fd); *pCC = CC_FAILED; *pRC = RC_RESOURCE_PROBLEM; return; }
     field_t in[] = {
         {name, (uint32_t)name_len}, {cno ? cno : "", cno_len}, {cd ? cd : "", cd ? 2000 : 0},
-        user, password, ccdt, {conname, (uint32_t)strlen(conname)},
+        user, password, ccdt, {reached, (uint32_t)strlen(reached)},
     };
     reply_field_t out[MAX_FIELDS];
     int nout;

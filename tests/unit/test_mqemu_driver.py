@@ -5,6 +5,8 @@ durable subscriptions."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import threading
 import time
 
@@ -167,3 +169,57 @@ def test_durable_subscriptions_made_by_surge_receive_publications(emulated_ibmmq
     driver.stop(3)
     assert depth(qm1, "ALL") == 10
     assert 0 < depth(qm1, "EU") < 10
+
+
+def write_ccdt(path, entries) -> str:
+    """A JSON CCDT of (channel, group, qmgr, weight) entries; its file:// URL."""
+    path.write_text(json.dumps({"channel": [{
+        "name": channel, "type": "clientConnection",
+        "clientConnection": {"connection": [{"host": "127.0.0.1", "port": qmgr.port}],
+                             "queueManager": group},
+        "connectionManagement": {"clientWeight": weight, "affinity": "none"},
+    } for channel, group, qmgr, weight in entries]}), encoding="utf-8")
+    return f"file://{path}"
+
+
+def test_a_queue_manager_group_is_reached_through_the_ccdt(emulated_ibmmq, qmgrs, tmp_path):
+    first, second = (qmgrs.start(name, USER, PASSWORD, ["DEFINE QLOCAL(perf)"])
+                     for name in ("UC01QM01", "UC01QM02"))
+    url = write_ccdt(tmp_path / "ccdt.json", [("PERF.APP.CHL", "UC01QM", first, 0),
+                                              ("PERF.APP.CHL", "UC01QM", second, 0)])
+    settings = dataclasses.replace(SETTINGS, ccdt_url=url)
+    driver = MqDriver(Destination(endpoints=("*UC01QM",), queue="perf"), Recorder(), settings,
+                      mqi=emulated_ibmmq, get_wait_ms=50)
+    driver.start()
+    send = driver.call(lambda: SenderRole(1, 0, PayloadBuilder(50), driver.recorder, limit=20))
+    driver.add_sender(send, "*UC01QM")
+    until(lambda: counted(driver, "sent") == 20)
+    driver.stop(3)
+    assert (depth(first, "perf"), depth(second, "perf")) == (20, 0)  # CLNTWGHT(0): in order
+    first.stop()
+    driver = MqDriver(Destination(endpoints=("*UC01QM",), queue="perf"), Recorder(), settings,
+                      mqi=emulated_ibmmq, get_wait_ms=50)
+    driver.start()
+    send = driver.call(lambda: SenderRole(1, 0, PayloadBuilder(50), driver.recorder, limit=20))
+    driver.add_sender(send, "*UC01QM")
+    until(lambda: counted(driver, "sent") == 20)
+    driver.stop(3)
+    assert depth(second, "perf") == 20 and driver.recorder.errors == 0
+
+
+def test_weighted_ccdt_channels_share_the_connections(emulated_ibmmq, qmgrs, tmp_path,
+                                                      monkeypatch):
+    ibmmq, C = emulated_ibmmq, emulated_ibmmq.CMQC
+    one, two = (qmgrs.start(name) for name in ("QMA", "QMB"))
+    monkeypatch.setenv("MQCCDTURL", write_ccdt(tmp_path / "w.json", [
+        ("CHL.A", "GRP", one, 50), ("CHL.B", "GRP", two, 50), ("CHL.C", "OTHER", one, 0)]))
+    reached = []
+    for _ in range(40):
+        qm = ibmmq.QueueManager(None)
+        qm.connect_with_options("*GRP", cno=ibmmq.CNO(Options=C.MQCNO_HANDLE_SHARE_BLOCK))
+        reached.append(qm.inquire(C.MQCA_Q_MGR_NAME).rstrip(b"\0 ").decode())
+        qm.disconnect()
+    assert set(reached) == {"QMA", "QMB"}  # each drawn with probability 1/2 each time
+    with pytest.raises(ibmmq.MQMIError) as raised:
+        ibmmq.QueueManager(None).connect_with_options("*NOSUCH", cno=ibmmq.CNO())
+    assert raised.value.reason == C.MQRC_Q_MGR_NAME_ERROR
