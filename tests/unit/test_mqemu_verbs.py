@@ -5,6 +5,8 @@ reference documents them where the emulator implements them (tests/mqemu/README.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -318,3 +320,22 @@ def test_nothing_is_left_running(qmgrs):
     qmgrs.stop_all()
     assert not os.path.exists(f"/proc/{pid}") or \
         Path(f"/proc/{pid}/status").read_text().find("zombie") >= 0
+
+
+def test_mqsc_commands_define_display_and_end_the_queue_manager(qmgrs):
+    qmgr = qmgrs.start("QM4")
+    script = Path(__file__).resolve().parents[1] / "mqemu" / "runmqsc.py"
+
+    def runmqsc(text: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(script), "--port", str(qmgr.port)],
+                              input=text, capture_output=True, text=True, timeout=30)
+
+    done = runmqsc("DEFINE QLOCAL(A.Q) MAXDEPTH(7)\nDISPLAY QLOCAL(A.Q) CURDEPTH\n")
+    assert done.returncode == 0, done.stdout
+    assert "QUEUE(A.Q) TYPE(QLOCAL) CURDEPTH(0) MAXDEPTH(7)" in done.stdout
+    done = runmqsc("DEFINE QLOCAL(A.Q)\nDISPLAY QMSTATUS\n")
+    assert done.returncode == 10 and "AMQ8150E" in done.stdout and "STATUS(RUNNING)" in done.stdout
+    assert runmqsc("END\n").returncode == 0
+    assert qmgr.process.wait(timeout=10) == 0
+    done = runmqsc("DISPLAY QMSTATUS\n")
+    assert done.returncode == 20 and "AMQ8146E" in done.stdout
