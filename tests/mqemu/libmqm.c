@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef int32_t MQLONG;
@@ -52,10 +53,42 @@ typedef struct { const void *ptr; uint32_t len; } field_t;
 typedef struct { char *data; uint32_t len; } reply_field_t;
 
 typedef struct {
+    MQHOBJ hobj;
+    MQLONG options;
+    char od[424];
+    uint32_t od_len, objstr_len;
+    char *objstr;
+} open_t;
+
+/* What a reconnectable connection (MQCNO_RECONNECT, _Q_MGR) needs to connect again. */
+typedef struct {
+    MQLONG mode;
+    char name[49], qmgr[49]; /* asked for; reached */
+    char cno[272], cd[2000], user[256], password[256], ccdt[1024];
+    uint32_t cno_len, cd_len, user_len, password_len, ccdt_len;
+    open_t *opens;
+    int nopens;
+} recon_t;
+
+typedef void (*callback_t)(MQHCONN, PMQVOID, PMQVOID, PMQVOID, PMQVOID);
+
+typedef struct {
     MQHCONN hconn; /* 0 = free */
     int fd;
     int broken;
+    MQLONG broken_reason;
     pthread_mutex_t lock; /* one verb at a time per connection (MQCNO_HANDLE_SHARE_BLOCK) */
+    recon_t *recon;
+    int uow, backed_out;
+    /* the event handler (MQCB) and its dispatcher thread */
+    callback_t handler;
+    char area[8];
+    pthread_t dispatcher;
+    int dispatching, stop;
+    pthread_mutex_t ev_lock;
+    pthread_cond_t ev_cond;
+    MQLONG events[16][3]; /* CompCode, Reason, ReconnectDelay */
+    int ev_head, ev_tail;
 } conn_t;
 
 static conn_t conns[SLOTS];
@@ -64,8 +97,14 @@ static MQHCONN next_hconn = 1;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static void init_table(void) {
-    for (int i = 0; i < SLOTS; i++) pthread_mutex_init(&conns[i].lock, NULL);
+    for (int i = 0; i < SLOTS; i++) {
+        pthread_mutex_init(&conns[i].lock, NULL);
+        pthread_mutex_init(&conns[i].ev_lock, NULL);
+        pthread_cond_init(&conns[i].ev_cond, NULL);
+    }
 }
+
+static int reconnect(conn_t *c, uint32_t verb);
 
 /* ---------------------------------------------------------------------------------------- */
 /* structure lengths by Version (the MQxx_LENGTH_n constants, 64-bit)                        */
@@ -174,6 +213,12 @@ static int exchange(int fd, uint32_t verb, const field_t *in, int nin, char **pa
     return 0;
 }
 
+static MQLONG int_of_field(const reply_field_t *f) {
+    MQLONG v = 0;
+    if (f->len >= 4) memcpy(&v, f->data, 4);
+    return v;
+}
+
 static conn_t *find(MQHCONN hconn) {
     if (hconn <= 0) return NULL;
     conn_t *c = &conns[hconn % SLOTS];
@@ -194,11 +239,63 @@ static char *call(MQHCONN hconn, uint32_t verb, const field_t *in, int nin,
         *pCC = CC_FAILED; *pRC = RC_HCONN_ERROR; return NULL;
     }
     char *payload = NULL;
-    if (c->broken || exchange(c->fd, verb, in, nin, &payload, pCC, pRC, out, nout)) {
-        c->broken = 1;
+    if (verb == V_CMIT && c->backed_out) { /* the unit of work was lost in a reconnect */
+        c->backed_out = c->uow = 0;
         pthread_mutex_unlock(&c->lock);
-        *pCC = CC_FAILED; *pRC = RC_CONNECTION_BROKEN;
+        *pCC = 1; *pRC = 2003; /* MQCC_WARNING, MQRC_BACKED_OUT */
         return NULL;
+    }
+    while (c->broken || exchange(c->fd, verb, in, nin, &payload, pCC, pRC, out, nout)) {
+        MQLONG why = c->broken ? c->broken_reason : RC_CONNECTION_BROKEN;
+        if (!c->broken && c->recon && verb != V_DISC && verb != V_CONNX) {
+            if (reconnect(c, verb) == 0) {
+                if (verb == V_PUT || verb == V_PUT1 || verb == V_CMIT) {
+                    why = 2549; /* MQRC_CALL_INTERRUPTED: its outcome is unknown */
+                } else {
+                    continue; /* any other verb runs again on the new connection */
+                }
+            } else {
+                why = 2548; /* MQRC_RECONNECT_FAILED */
+            }
+        }
+        if (why != 2549) { c->broken = 1; c->broken_reason = why; }
+        pthread_mutex_unlock(&c->lock);
+        *pCC = CC_FAILED; *pRC = why;
+        return NULL;
+    }
+    if (*pCC != CC_FAILED) {
+        if (verb == V_CMIT || verb == V_BACK) c->uow = c->backed_out = 0;
+        if ((verb == V_PUT && long_at(in[2].ptr, 8) & 0x2)
+            || (verb == V_PUT1 && long_at(in[3].ptr, 8) & 0x2)
+            || (verb == V_GET && long_at(in[2].ptr, 8) & (0x2 | 0x1000)))
+            c->uow = 1; /* MQPMO_SYNCPOINT, MQGMO_SYNCPOINT(_IF_PERSISTENT) */
+        if (verb == V_OPEN && c->recon && *nout >= 1) {
+            recon_t *r = c->recon;
+            open_t *grown = realloc(r->opens, (size_t)(r->nopens + 1) * sizeof *grown);
+            if (grown) {
+                r->opens = grown;
+                open_t *o = &r->opens[r->nopens++];
+                o->hobj = int_of_field(&out[0]);
+                o->od_len = in[0].len < sizeof o->od ? in[0].len : sizeof o->od;
+                memcpy(o->od, in[0].ptr, o->od_len);
+                if (*nout >= 2) memcpy(o->od, out[1].data, out[1].len < o->od_len ? out[1].len : o->od_len);
+                o->objstr_len = in[1].len;
+                o->objstr = malloc(in[1].len + 1);
+                if (o->objstr) memcpy(o->objstr, in[1].ptr, in[1].len);
+                memcpy(&o->options, in[2].ptr, 4);
+            }
+        }
+        if (verb == V_CLOSE && c->recon) {
+            MQHOBJ h;
+            memcpy(&h, in[0].ptr, 4);
+            recon_t *r = c->recon;
+            for (int i = 0; i < r->nopens; i++)
+                if (r->opens[i].hobj == h) {
+                    free(r->opens[i].objstr);
+                    r->opens[i] = r->opens[--r->nopens];
+                    break;
+                }
+        }
     }
     pthread_mutex_unlock(&c->lock);
     return payload;
@@ -460,6 +557,142 @@ static int conname_of(const void *cd, char *out, size_t room) {
     return -1;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* event handler and automatic reconnection (MQCNO_RECONNECT, MQCNO_RECONNECT_Q_MGR)          */
+
+/* The dispatcher thread of a connection: calls its event handler with each queued event, in
+ * order, never inside MQCB (ibmmq records the handler only after MQCB returns). */
+static void *dispatch(void *arg) {
+    conn_t *c = arg;
+    pthread_mutex_lock(&c->ev_lock);
+    for (;;) {
+        while (c->ev_head == c->ev_tail && !c->stop) pthread_cond_wait(&c->ev_cond, &c->ev_lock);
+        if (c->ev_head == c->ev_tail && c->stop) break;
+        MQLONG *e = c->events[c->ev_head % 16];
+        char cbc[64] = {0};
+        MQLONG head[2] = {2, 5}; /* Version 2, MQCBCT_EVENT_CALL */
+        memcpy(cbc, "CBC ", 4);
+        memcpy(cbc + 4, head, 8);
+        memcpy(cbc + 16, c->area, 8);         /* CallbackArea, as registered */
+        memcpy(cbc + 32, &e[0], 4);           /* CompCode */
+        memcpy(cbc + 36, &e[1], 4);           /* Reason */
+        memcpy(cbc + 56, &e[2], 4);           /* ReconnectDelay */
+        c->ev_head++;
+        callback_t fn = c->handler;
+        MQHCONN h = c->hconn;
+        pthread_mutex_unlock(&c->ev_lock);
+        if (fn) fn(h, NULL, NULL, NULL, cbc);
+        pthread_mutex_lock(&c->ev_lock);
+    }
+    pthread_mutex_unlock(&c->ev_lock);
+    return NULL;
+}
+
+static void post_event(conn_t *c, MQLONG cc, MQLONG rc, MQLONG delay) {
+    pthread_mutex_lock(&c->ev_lock);
+    if (c->dispatching && c->handler && c->ev_tail - c->ev_head < 16) {
+        MQLONG *e = c->events[c->ev_tail % 16];
+        e[0] = cc; e[1] = rc; e[2] = delay;
+        c->ev_tail++;
+        pthread_cond_signal(&c->ev_cond);
+    }
+    pthread_mutex_unlock(&c->ev_lock);
+}
+
+static void stop_dispatcher(conn_t *c) {
+    pthread_mutex_lock(&c->ev_lock);
+    int running = c->dispatching;
+    c->stop = 1;
+    pthread_cond_signal(&c->ev_cond);
+    pthread_mutex_unlock(&c->ev_lock);
+    if (running && !pthread_equal(c->dispatcher, pthread_self()))
+        pthread_join(c->dispatcher, NULL);
+    else if (running)
+        pthread_detach(c->dispatcher);
+    pthread_mutex_lock(&c->ev_lock);
+    c->dispatching = 0; c->stop = 0; c->handler = NULL; c->ev_head = c->ev_tail = 0;
+    pthread_mutex_unlock(&c->ev_lock);
+}
+
+static double reconnect_timeout_s(void) {
+    const char *text = getenv("MQEMU_RECONNECT_TIMEOUT_S");
+    double t = text ? atof(text) : 30.0;
+    return t > 0 ? t : 30.0;
+}
+
+/* One attempt: dial, MQCONNX, reopen every handle under its old number. The socket or -1. */
+static int reconnect_once(conn_t *c) {
+    recon_t *r = c->recon;
+    char conname[512];
+    MQLONG why;
+    if (r->cd_len) {
+        if (conname_of(r->cd, conname, sizeof conname)) return -1;
+    } else if (conname_of(NULL, conname, sizeof conname)
+               && (!r->ccdt_len || ccdt_conname(r->ccdt, r->ccdt_len, r->name, strlen(r->name),
+                                                conname, sizeof conname, &why))) {
+        return -1;
+    }
+    char reached[300];
+    int fd = dial(conname, &why, reached, sizeof reached);
+    if (fd < 0) return -1;
+    const char *name = r->mode == 0x4000000 ? r->qmgr : r->name; /* _Q_MGR: the same one */
+    field_t in[] = {{name, (uint32_t)strlen(name)}, {r->cno, r->cno_len}, {r->cd, r->cd_len},
+                    {r->user, r->user_len}, {r->password, r->password_len},
+                    {r->ccdt, r->ccdt_len}, {reached, (uint32_t)strlen(reached)}};
+    reply_field_t out[MAX_FIELDS];
+    int nout;
+    char *payload = NULL;
+    MQLONG cc, rc;
+    if (exchange(fd, V_CONNX, in, 7, &payload, &cc, &rc, out, &nout) || cc == CC_FAILED) {
+        free(payload);
+        close(fd);
+        return -1;
+    }
+    free(payload);
+    for (int i = 0; i < r->nopens; i++) {
+        open_t *o = &r->opens[i];
+        field_t again[] = {{o->od, o->od_len}, {o->objstr ? o->objstr : "", o->objstr_len},
+                           {&o->options, 4}, {&o->hobj, 4}};
+        payload = NULL;
+        if (exchange(fd, V_OPEN, again, 4, &payload, &cc, &rc, out, &nout) || cc == CC_FAILED) {
+            free(payload);
+            close(fd);
+            return -1;
+        }
+        free(payload);
+    }
+    return fd;
+}
+
+/* The connection broke: tell the event handler, connect again (within the reconnect timeout),
+ * tell it how that ended. Called with c->lock held, so the connection's other verbs wait. */
+static int reconnect(conn_t *c, uint32_t verb) {
+    (void)verb;
+    close(c->fd);
+    c->fd = -1;
+    MQLONG delay_ms = 100;
+    post_event(c, 1, 2544, delay_ms); /* MQCC_WARNING, MQRC_RECONNECTING */
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    double limit = reconnect_timeout_s();
+    for (;;) {
+        usleep((useconds_t)delay_ms * 1000);
+        int fd = reconnect_once(c);
+        if (fd >= 0) {
+            c->fd = fd;
+            c->backed_out = c->uow;
+            post_event(c, CC_OK, 2545, 0); /* MQRC_RECONNECTED */
+            return 0;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((double)(now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9 > limit)
+            break;
+        delay_ms = delay_ms * 2 > 1000 ? 1000 : delay_ms * 2;
+    }
+    post_event(c, CC_FAILED, 2548, 0); /* MQRC_RECONNECT_FAILED */
+    return -1;
+}
+
 static MQHCONN add_conn(int fd) {
     pthread_mutex_lock(&table_lock);
     for (int tries = 0; tries < SLOTS; tries++) {
@@ -467,7 +700,7 @@ static MQHCONN add_conn(int fd) {
         next_hconn = next_hconn >= 0x7ffffff0 ? 1 : next_hconn + 1;
         conn_t *c = &conns[h % SLOTS];
         if (c->hconn == 0) {
-            c->hconn = h; c->fd = fd; c->broken = 0;
+            c->hconn = h; c->fd = fd; c->broken = 0; c->recon = NULL;
             pthread_mutex_unlock(&table_lock);
             return h;
         }
@@ -477,7 +710,15 @@ static MQHCONN add_conn(int fd) {
 }
 
 static void drop_conn(conn_t *c) {
+    stop_dispatcher(c);
     pthread_mutex_lock(&c->lock);
+    if (c->recon) {
+        for (int i = 0; i < c->recon->nopens; i++) free(c->recon->opens[i].objstr);
+        free(c->recon->opens);
+        free(c->recon);
+        c->recon = NULL;
+    }
+    c->uow = c->backed_out = 0;
     pthread_mutex_lock(&table_lock);
     if (c->hconn) { close(c->fd); c->hconn = 0; c->fd = -1; }
     pthread_mutex_unlock(&table_lock);
@@ -543,8 +784,22 @@ static void do_connect(const char *name, size_t name_len, const void *cno, MQHCO
     reply_field_t out[MAX_FIELDS];
     int nout;
     char *payload = call(h, V_CONNX, in, 7, out, &nout, pCC, pRC);
+    if (*pCC == CC_FAILED) { free(payload); drop_conn(&conns[h % SLOTS]); return; }
+    MQLONG mode = cno && cno_len >= 12 ? long_at(cno, 8) & (0x1000000 | 0x4000000) : 0;
+    recon_t *r = mode ? calloc(1, sizeof *r) : NULL;
+    if (r) {
+        r->mode = mode;
+        snprintf(r->name, sizeof r->name, "%.*s", (int)name_len, name);
+        if (payload && nout >= 1)
+            snprintf(r->qmgr, sizeof r->qmgr, "%.*s", (int)out[0].len, out[0].data);
+#define KEEP(dst, f) do { (dst##_len) = (f).len <= sizeof dst ? (f).len : 0; \
+                          memcpy(dst, (f).ptr, dst##_len); } while (0)
+        KEEP(r->cno, in[1]); KEEP(r->cd, in[2]); KEEP(r->user, in[3]);
+        KEEP(r->password, in[4]); KEEP(r->ccdt, in[5]);
+#undef KEEP
+        conns[h % SLOTS].recon = r;
+    }
     free(payload);
-    if (*pCC == CC_FAILED) { drop_conn(&conns[h % SLOTS]); return; }
     *pHconn = h;
 }
 
@@ -570,7 +825,7 @@ void MQDISC(PMQHCONN pHconn, PMQLONG pCC, PMQLONG pRC) {
     free(call(h, V_DISC, NULL, 0, out, &nout, pCC, pRC));
     conn_t *c = find(h);
     if (c) drop_conn(c);
-    if (*pCC != CC_FAILED || *pRC == RC_CONNECTION_BROKEN) *pHconn = -1;
+    if (*pCC != CC_FAILED || *pRC == RC_CONNECTION_BROKEN || *pRC == 2548) *pHconn = -1;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -735,6 +990,19 @@ void MQCB(MQHCONN Hconn, MQLONG Operation, PMQVOID pCallbackDesc, MQHOBJ Hobj,
     int nout;
     (void)CBD_LEN;
     free(call(Hconn, V_CB, in, 3, out, &nout, pCC, pRC));
+    conn_t *c = find(Hconn);
+    if (*pCC == CC_FAILED || !c) return;
+    if (Operation == 0x100) { /* MQOP_REGISTER */
+        pthread_mutex_lock(&c->ev_lock);
+        c->handler = (callback_t)ptr_at(pCallbackDesc, 24);
+        memcpy(c->area, (const char *)pCallbackDesc + 16, 8);
+        int start = !c->dispatching;
+        c->dispatching = 1;
+        pthread_mutex_unlock(&c->ev_lock);
+        if (start && pthread_create(&c->dispatcher, NULL, dispatch, c)) c->dispatching = 0;
+    } else if (Operation == 0x200) { /* MQOP_DEREGISTER */
+        stop_dispatcher(c);
+    }
 }
 
 void MQCTL(MQHCONN Hconn, MQLONG Operation, PMQVOID pControlOpts, PMQLONG pCC, PMQLONG pRC) {

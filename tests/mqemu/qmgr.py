@@ -184,7 +184,7 @@ class QueueManager:
             return fail(2277), None  # MQRC_CD_ERROR: not a client-connection channel
         with self.cond:
             self.conns[conn.number] = conn
-        return (mqi.MQCC_OK, 0, []), conn
+        return (mqi.MQCC_OK, 0, [self.name.encode()]), conn
 
     def disconnect(self, conn: Connection, commit: bool) -> None:
         """MQDISC (commit, as MQ on Multiplatforms does) or a lost connection (back out)."""
@@ -212,6 +212,10 @@ class QueueManager:
 
     def verb_open(self, conn: Connection, f: list[bytes]) -> Reply:
         od, objstring, (options,) = bytearray(f[0]), f[1], struct.unpack("<i", f[2])
+        # A reconnecting client reopens its handles under their old numbers (4th field).
+        wanted = struct.unpack("<i", f[3])[0] if len(f) > 3 else 0
+        if wanted in conn.handles:
+            return fail(mqi.MQRC_HOBJ_ERROR)
         kind = get(OD, od, "ObjectType")
         if kind == mqi.MQOT_TOPIC:
             topic = objstring.decode("utf-8")
@@ -220,9 +224,9 @@ class QueueManager:
                             mqi.MQRC_UNKNOWN_OBJECT_NAME)  # topic objects are not emulated
             if options & (mqi.MQOO_INPUT | mqi.MQOO_BROWSE):
                 return fail(mqi.MQRC_FUNCTION_NOT_SUPPORTED)  # managed subscription via MQOPEN
-            return self._new_handle(conn, Handle("topic", topic, options), od)
+            return self._new_handle(conn, Handle("topic", topic, options), od, wanted)
         if kind == mqi.MQOT_Q_MGR:
-            return self._new_handle(conn, Handle("qmgr", self.name, options), od)
+            return self._new_handle(conn, Handle("qmgr", self.name, options), od, wanted)
         if kind != mqi.MQOT_Q:
             return fail(mqi.MQRC_OBJECT_TYPE_ERROR)
         qmgr = text(get(OD, od, "ObjectQMgrName"))
@@ -240,10 +244,13 @@ class QueueManager:
             queue.opens_in += 1
         if options & mqi.MQOO_OUTPUT:
             queue.opens_out += 1
-        return self._new_handle(conn, Handle("queue", queue.name, options), od)
+        return self._new_handle(conn, Handle("queue", queue.name, options), od, wanted)
 
-    def _new_handle(self, conn: Connection, handle: Handle, od: bytearray) -> Reply:
-        hobj = next(conn.next_handle)
+    def _new_handle(self, conn: Connection, handle: Handle, od: bytearray,
+                    wanted: int = 0) -> Reply:
+        hobj = wanted or next(conn.next_handle)
+        while not wanted and hobj in conn.handles:
+            hobj = next(conn.next_handle)
         conn.handles[hobj] = handle
         if handle.kind == "queue":
             put(OD, od, "ResolvedQName", handle.name.encode())

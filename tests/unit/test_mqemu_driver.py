@@ -223,3 +223,50 @@ def test_weighted_ccdt_channels_share_the_connections(emulated_ibmmq, qmgrs, tmp
     with pytest.raises(ibmmq.MQMIError) as raised:
         ibmmq.QueueManager(None).connect_with_options("*NOSUCH", cno=ibmmq.CNO())
     assert raised.value.reason == C.MQRC_Q_MGR_NAME_ERROR
+
+
+def drain(ibmmq, qmgr, queue: str) -> list[bytes]:
+    """Every message on ``queue`` of ``qmgr``, got with a connection of the test's own."""
+    C = ibmmq.CMQC
+    qm = ibmmq.QueueManager(None)
+    qm.connect_with_options(qmgr.name, cd=ibmmq.CD(ChannelName=b"X",
+                                                   ConnectionName=qmgr.conname.encode()),
+                            csp=ibmmq.CSP(CSPUserId=USER, CSPPassword=PASSWORD,
+                                          AuthenticationType=C.MQCSP_AUTH_USER_ID_AND_PWD))
+    handle = ibmmq.Queue(qm, queue, C.MQOO_INPUT_SHARED)
+    bodies = []
+    try:
+        while True:
+            bodies.append(handle.get(None, ibmmq.MD(), ibmmq.GMO(Options=C.MQGMO_NO_WAIT)))
+    except ibmmq.MQMIError as error:
+        assert error.reason == C.MQRC_NO_MSG_AVAILABLE
+    qm.disconnect()
+    return bodies
+
+
+def test_a_reconnectable_client_moves_on_by_itself_and_its_reconnects_are_counted(
+        emulated_ibmmq, qmgrs, tmp_path, monkeypatch):
+    monkeypatch.setenv("MQEMU_RECONNECT_TIMEOUT_S", "10")
+    first, second = (qmgrs.start(name, USER, PASSWORD, ["DEFINE QLOCAL(perf)"])
+                     for name in ("UC01QM01", "UC01QM02"))
+    url = write_ccdt(tmp_path / "ccdt.json", [("PERF.APP.CHL", "UC01QM", first, 0),
+                                              ("PERF.APP.CHL", "UC01QM", second, 0)])
+    settings = dataclasses.replace(SETTINGS, ccdt_url=url, reconnect="yes")
+    driver = MqDriver(Destination(endpoints=("*UC01QM",), queue="perf"), Recorder(), settings,
+                      mqi=emulated_ibmmq, get_wait_ms=50)
+    driver.start()
+    role = driver.call(lambda: SenderRole(1, 200, PayloadBuilder(50), driver.recorder))
+    driver.add_sender(role, "*UC01QM")
+    until(lambda: counted(driver, "sent") >= 5)
+    driver.call(lambda: role.pause(True))
+    time.sleep(0.2)
+    before = counted(driver, "sent")
+    assert depth(first, "perf") == before and depth(second, "perf") == 0
+    first.stop()
+    driver.call(lambda: role.pause(False))
+    until(lambda: depth(second, "perf") >= 5)
+    driver.stop(3)
+    recorder = driver.recorder
+    assert (recorder.reconnects, recorder.republished, recorder.errors) == (1, 1, 2)
+    seqs = [decode(body)[1] for body in drain(emulated_ibmmq, second, "perf")]
+    assert seqs == list(range(before, recorder.sent))  # the client reconnected, nothing lost

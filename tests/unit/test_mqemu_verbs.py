@@ -339,3 +339,57 @@ def test_mqsc_commands_define_display_and_end_the_queue_manager(qmgrs):
     assert qmgr.process.wait(timeout=10) == 0
     done = runmqsc("DISPLAY QMSTATUS\n")
     assert done.returncode == 20 and "AMQ8146E" in done.stdout
+
+
+def test_a_reconnectable_connection_moves_to_another_queue_manager_and_says_so(
+        emulated_ibmmq, qmgrs, monkeypatch):
+    ibmmq, C = emulated_ibmmq, emulated_ibmmq.CMQC
+    monkeypatch.setenv("MQEMU_RECONNECT_TIMEOUT_S", "1")
+    first, second = (qmgrs.start(name, mqsc=["DEFINE QLOCAL(Q1)"]) for name in ("QMA", "QMB"))
+    events: list[tuple[int, int]] = []
+    cd = ibmmq.CD(ChannelName=b"C", ConnectionName=f"{first.conname},{second.conname}".encode())
+    qm = ibmmq.QueueManager(None)
+    qm.connect_with_options("*G", cd=cd, cno=ibmmq.CNO(Options=C.MQCNO_RECONNECT
+                                                       | C.MQCNO_HANDLE_SHARE_BLOCK))
+    qm.cb(operation=C.MQOP_REGISTER, cbd=ibmmq.CBD(
+        CallbackType=C.MQCBT_EVENT_HANDLER,
+        CallbackFunction=lambda **kw: events.append((kw["cbc"].CompCode, kw["cbc"].Reason))))
+    queue = ibmmq.Queue(qm, "Q1", C.MQOO_OUTPUT | C.MQOO_INPUT_SHARED)
+    queue.put(b"on A")
+    first.stop()
+    assert reason(ibmmq, lambda: queue.put(b"lost?")) == C.MQRC_CALL_INTERRUPTED
+    queue.put(b"on B")
+    assert queue.get(None, ibmmq.MD(), get_wait(ibmmq)) == b"on B"  # same hobj, new QM
+    assert qm.inquire(C.MQCA_Q_MGR_NAME).rstrip(b"\0 ") == b"QMB"
+    until = time.monotonic() + 5
+    while len(events) < 2 and time.monotonic() < until:
+        time.sleep(0.01)
+    assert events == [(C.MQCC_WARNING, C.MQRC_RECONNECTING), (C.MQCC_OK, C.MQRC_RECONNECTED)]
+    second.stop()
+    assert reason(ibmmq, lambda: queue.get(None, ibmmq.MD(), get_wait(ibmmq))) == \
+        C.MQRC_RECONNECT_FAILED
+    while len(events) < 4 and time.monotonic() < until + 10:
+        time.sleep(0.01)
+    assert events[2:] == [(C.MQCC_WARNING, C.MQRC_RECONNECTING),
+                          (C.MQCC_FAILED, C.MQRC_RECONNECT_FAILED)]
+    assert reason(ibmmq, qm.disconnect) == C.MQRC_RECONNECT_FAILED
+
+
+def test_a_unit_of_work_lost_in_a_reconnect_is_backed_out_at_commit(
+        emulated_ibmmq, qmgrs, monkeypatch):
+    ibmmq, C = emulated_ibmmq, emulated_ibmmq.CMQC
+    first, second = (qmgrs.start(name, mqsc=["DEFINE QLOCAL(Q1)"]) for name in ("QMA", "QMB"))
+    cd = ibmmq.CD(ChannelName=b"C", ConnectionName=f"{first.conname},{second.conname}".encode())
+    qm = ibmmq.QueueManager(None)
+    qm.connect_with_options("*G", cd=cd, cno=ibmmq.CNO(Options=C.MQCNO_RECONNECT))
+    queue = ibmmq.Queue(qm, "Q1", C.MQOO_OUTPUT | C.MQOO_INPUT_SHARED | C.MQOO_INQUIRE)
+    queue.put(b"in a unit of work", ibmmq.MD(), ibmmq.PMO(Options=C.MQPMO_SYNCPOINT))
+    first.stop()
+    assert queue.inquire(C.MQIA_CURRENT_Q_DEPTH) == 0  # on QMB now
+    with pytest.raises(ibmmq.MQMIError) as raised:
+        qm.commit()
+    assert (raised.value.comp, raised.value.reason) == (C.MQCC_WARNING, C.MQRC_BACKED_OUT)
+    queue.put(b"next", ibmmq.MD(), ibmmq.PMO(Options=C.MQPMO_SYNCPOINT))
+    qm.commit()
+    assert queue.inquire(C.MQIA_CURRENT_Q_DEPTH) == 1
+    qm.disconnect()
