@@ -270,3 +270,27 @@ def test_a_reconnectable_client_moves_on_by_itself_and_its_reconnects_are_counte
     assert (recorder.reconnects, recorder.republished, recorder.errors) == (1, 1, 2)
     seqs = [decode(body)[1] for body in drain(emulated_ibmmq, second, "perf")]
     assert seqs == list(range(before, recorder.sent))  # the client reconnected, nothing lost
+
+
+def test_a_broken_connection_is_reconnected_by_the_driver_to_the_next_endpoint(emulated_ibmmq,
+                                                                             qmgrs):
+    first, second = (qmgrs.start(name, USER, PASSWORD, ["DEFINE QLOCAL(perf)"])
+                     for name in ("QM1", "QM2"))
+    driver = MqDriver(Destination(endpoints=(endpoint(first), endpoint(second)), queue="perf"),
+                      Recorder(), SETTINGS, mqi=emulated_ibmmq, get_wait_ms=50)
+    driver.start()
+    role = driver.call(lambda: SenderRole(1, 200, PayloadBuilder(50), driver.recorder))
+    driver.add_sender(role, endpoint(first))
+    until(lambda: counted(driver, "sent") >= 5)
+    driver.call(lambda: role.pause(True))
+    time.sleep(0.2)
+    before = counted(driver, "sent")
+    first.stop()  # the next put: MQRC_CONNECTION_BROKEN; the driver moves to the next endpoint
+    driver.call(lambda: role.pause(False))
+    until(lambda: depth(second, "perf") >= 5)
+    driver.stop(3)
+    recorder = driver.recorder
+    assert (recorder.reconnects, recorder.errors, recorder.connections) == (1, 1, 0)
+    assert "2009" in recorder.last_error or "CONNECTION_BROKEN" in recorder.last_error
+    seqs = [decode(body)[1] for body in drain(emulated_ibmmq, second, "perf")]
+    assert seqs == list(range(before, recorder.sent))
