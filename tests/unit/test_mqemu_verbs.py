@@ -393,3 +393,19 @@ def test_a_unit_of_work_lost_in_a_reconnect_is_backed_out_at_commit(
     qm.commit()
     assert queue.inquire(C.MQIA_CURRENT_Q_DEPTH) == 1
     qm.disconnect()
+
+
+@pytest.mark.parametrize("layout, structure", [
+    ("MD", "MD"), ("OD", "OD"), ("PMO", "PMO"), ("GMO", "GMO"), ("CNO", "CNO"), ("CD", "CD"),
+    ("SD", "SD")])
+def test_the_emulators_layouts_are_where_ibmmq_packs_the_fields(emulated_ibmmq, layout,
+                                                                structure):
+    fields = getattr(mqi, layout)
+    values = {}
+    for number, (name, (_, fmt)) in enumerate(fields.items()):
+        values[name] = (b"%02d" % number * 200)[:int(fmt[:-1])] if fmt.endswith("s") \
+            else 1000 + number
+    values.pop("Version", None)  # ibmmq keeps its own
+    packed = getattr(emulated_ibmmq, structure)(**values).pack()
+    for name, value in values.items():
+        assert mqi.get(fields, packed, name) == value, name
