@@ -409,3 +409,36 @@ def test_the_emulators_layouts_are_where_ibmmq_packs_the_fields(emulated_ibmmq, 
     packed = getattr(emulated_ibmmq, structure)(**values).pack()
     for name, value in values.items():
         assert mqi.get(fields, packed, name) == value, name
+
+
+def test_a_managed_non_durable_subscription_lives_as_long_as_its_handle(emulated_ibmmq, qm1):
+    ibmmq, C = emulated_ibmmq, emulated_ibmmq.CMQC
+    qm = connect(ibmmq, qm1)
+    sub = ibmmq.Subscription(qm)
+    sub.sub(topic_string="news/+")  # ibmmq: MQSO_CREATE + MQSO_NON_DURABLE + MQSO_MANAGED
+    topic = ibmmq.Topic(qm, topic_string="news/today")
+    topic.open(open_opts=C.MQOO_OUTPUT)
+    topic.pub(b"headline")
+    assert sub.get(None, ibmmq.MD(), get_wait(ibmmq, 1000)) == b"headline"
+    assert [line for line in qm1.admin("DISPLAY SUB(*)")[0] if "TOPICSTR(news/+)" in line]
+    sub.close()
+    assert qm1.admin("DISPLAY SUB(*)") == [[]]
+    assert qm1.admin("DISPLAY QLOCAL(SYSTEM.MANAGED.*)")[0][0].startswith("AMQ8147E")
+    topic.pub(b"nobody listens")  # no subscription matches: the put still completes
+    topic.close()
+    qm.disconnect()
+
+
+def test_mqconn_finds_its_queue_manager_through_mqserver(emulated_ibmmq, qmgrs, qm1,
+                                                         monkeypatch):
+    ibmmq = emulated_ibmmq
+    open_qmgr = qmgrs.start("QM5")  # started without --user: any or no credentials
+    monkeypatch.setenv("MQSERVER", f"DEV.APP.SVRCONN/TCP/{open_qmgr.conname}")
+    qm = ibmmq.QueueManager("QM5")  # MQCONN
+    assert qm.is_connected and qm.inquire(ibmmq.CMQC.MQCA_Q_MGR_NAME).startswith(b"QM5")
+    qm.disconnect()
+    monkeypatch.setenv("MQSERVER", f"DEV.APP.SVRCONN/TCP/{qm1.conname}")
+    assert reason(ibmmq, lambda: ibmmq.QueueManager("QM1")) == \
+        ibmmq.CMQC.MQRC_NOT_AUTHORIZED  # MQCONN carries no MQCSP; QM1 checks users
+    monkeypatch.delenv("MQSERVER")
+    assert reason(ibmmq, lambda: ibmmq.QueueManager("QM1")) == ibmmq.CMQC.MQRC_Q_MGR_NAME_ERROR
