@@ -8,6 +8,7 @@ Run: ``python tests/mqemu/qmgr.py --name QM1 --port 9401 --data DIR [--user U --
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
 import re
@@ -124,6 +125,7 @@ class Connection:
     uow_puts: list[tuple[Queue, Message]] = field(default_factory=list)
     uow_gets: list[tuple[Queue, Message]] = field(default_factory=list)
     events: bool = False
+    sock: socket.socket | None = None  # for STOP CONN
 
 
 def topic_matches(pattern: str, topic: str) -> bool:
@@ -596,7 +598,22 @@ class QueueManager:
                 return [f"AMQ8095I: IBM MQ subscription deleted: {name}."]
             if verb in ("DISPLAY", "DIS"):
                 return self._display(obj, name or "*")
+            if verb == "STOP" and obj == "CONN":
+                return self._stop_conns(name or "")
         return [f"AMQ8405E: syntax error or unsupported command: {line.strip()}"]
+
+    def _stop_conns(self, name: str) -> list[str]:
+        """STOP CONN(id): break the connection (its unit of work is backed out); '*': all."""
+        stopped = [c for c in self.conns.values()
+                   if name == "*" or name.upper() == f"{c.number:016X}"]
+        if not stopped:
+            return [f"AMQ8147E: IBM MQ object {name} not found."]
+        for conn in stopped:
+            self._settle(conn, commit=False)
+            if conn.sock is not None:
+                with contextlib.suppress(OSError):
+                    conn.sock.shutdown(socket.SHUT_RDWR)
+        return [f"AMQ8458I: Connection {c.number:016X} stopped." for c in stopped]
 
     def _display(self, obj: str, name: str) -> list[str]:
         def wanted(candidate: str) -> bool:
@@ -691,6 +708,7 @@ class Handler(socketserver.BaseRequestHandler):
                     sock.sendall(mqi.pack_reply(*reply))
                     if conn is None:
                         break
+                    conn.sock = sock
                 elif verb == "DISC":
                     qm.disconnect(conn, commit=True)
                     clean = True

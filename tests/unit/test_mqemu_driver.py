@@ -294,3 +294,23 @@ def test_a_broken_connection_is_reconnected_by_the_driver_to_the_next_endpoint(e
     assert "2009" in recorder.last_error or "CONNECTION_BROKEN" in recorder.last_error
     seqs = [decode(body)[1] for body in drain(emulated_ibmmq, second, "perf")]
     assert seqs == list(range(before, recorder.sent))
+
+
+def test_uncommitted_gets_come_back_after_a_break_and_are_counted_as_redelivered(
+        emulated_ibmmq, qm1):
+    seeder = make(emulated_ibmmq, qm1)
+    seeder.add_sender(seeder.call(lambda: SenderRole(9, 0, PayloadBuilder(100), seeder.recorder,
+                                                     limit=6)), endpoint(qm1))
+    until(lambda: counted(seeder, "sent") == 6)
+    seeder.stop(3)
+    driver = make(emulated_ibmmq, qm1, manual_ack=True, prefetch=400)  # commit every 0.1 s
+    driver.set_consumer_delay(0.3)  # the first get is still uncommitted when the break comes
+    driver.add_receiver(ReceiverRole(driver.recorder, 1), endpoint(qm1))
+    until(lambda: counted(driver, "received") >= 1)
+    stopped = qm1.admin("STOP CONN(*)")[0]
+    assert len(stopped) == 1 and stopped[0].startswith("AMQ8458I")
+    until(lambda: driver.call(lambda: driver.recorder.tracker.unique) == 6)
+    driver.stop(3)
+    recorder = driver.recorder
+    assert recorder.redelivered >= 1 and recorder.tracker.duplicates == recorder.redelivered
+    assert recorder.reconnects >= 1 and depth(qm1, "perf") == 0
