@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 RABBIT := /usr/lib/rabbitmq/bin/rabbitmq-server
 SSHD   := /usr/sbin/sshd
 
-.PHONY: demo test deps java openssl chromium prometheus kubectl ssh lint docs bench bench-deps clean
+.PHONY: demo test deps java openssl chromium prometheus kubectl ssh mqemu lint docs bench bench-deps clean
 
 demo: deps  ## run the quickstart on a local 3-member RabbitMQ cluster, print the step table
 	$(BIN)/surge run scenarios/quickstart.yaml
@@ -38,7 +38,7 @@ bench: deps bench-deps  ## every benchmark, about 80 min; each keeps its output 
 bench-deps:  ## the C client of bench/generators.py is compiled against librabbitmq
 	$(call apt,/usr/include/amqp.h,librabbitmq-dev gcc)
 
-deps: $(RABBIT) ssh java openssl chromium prometheus kubectl $(BIN)/surge
+deps: $(RABBIT) ssh java openssl chromium prometheus kubectl mqemu $(BIN)/surge
 
 # $(call apt,COMMAND-OR-FILE,PACKAGES): install Debian PACKAGES unless COMMAND-OR-FILE is there.
 # apt runs under a policy-rc.d that refuses every service start (ours only if none exists): the
@@ -51,6 +51,9 @@ define apt
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive \
 			apt-get install -y -q --no-install-recommends $(2); }
 endef
+
+mqemu:  ## the MQI emulator's libmqm_r.so (tests/mqemu) is compiled by the tests with gcc
+	$(call apt,/usr/include/pthread.h,gcc libc6-dev)
 
 chromium:  ## the live page's tests open it in Debian's headless Chromium (surge never needs it)
 	$(call apt,chromium,chromium)

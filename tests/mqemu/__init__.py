@@ -1,0 +1,138 @@
+"""The MQI emulator for tests (NOT IBM MQ): IBM's real ``ibmmq`` package over our own
+``libmqm_r.so`` (libmqm.c) talking to emulated queue managers (qmgr.py). See README.md.
+
+Helpers: :func:`build_library` compiles the library, :func:`load_ibmmq` imports ``ibmmq``
+with it preloaded (once per process), :class:`EmulatedQmgr` runs one queue manager process,
+:func:`admin` sends it MQSC-like commands. Fixtures using them: tests/mqemu/fixtures.py.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+HERE = Path(__file__).resolve().parent
+SOURCE = HERE / "libmqm.c"
+QMGR = HERE / "qmgr.py"
+PORTS = range(9400, 9500)  # this emulator's listeners
+START_TIMEOUT_S = 10.0
+_loaded: dict[str, object] = {}
+
+
+def build_library(directory: Path) -> Path:
+    """Compile libmqm.c into ``directory``/libmqm_r.so (SONAME libmqm_r.so) with gcc."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        raise FileNotFoundError("gcc is not installed (make deps installs it)")
+    target = directory / "libmqm_r.so"
+    subprocess.run([gcc, "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+                    "-Wl,-soname,libmqm_r.so", "-pthread", "-o", str(target), str(SOURCE)],
+                   check=True, capture_output=True, text=True, timeout=120)
+    return target
+
+
+def load_ibmmq(library: Path) -> ModuleType:
+    """IBM's ``ibmmq`` bound to ``library``: preloaded with ctypes before the first import (the
+    extension finds ``libmqm_r.so`` by SONAME among loaded libraries). A process can bind
+    ``ibmmq`` to one library only; asking for another is an error."""
+    first = _loaded.setdefault("library", str(library))
+    if first != str(library):
+        raise RuntimeError(f"ibmmq is already bound to {first}, not {library}")
+    if "ibmmq" in sys.modules and "handle" not in _loaded:
+        raise RuntimeError("ibmmq was imported before the emulator library was loaded")
+    os.environ.setdefault("MQIPY_NOOTEL", "1")  # no OpenTelemetry hooks (extra MQI verbs)
+    _loaded.setdefault("handle", ctypes.CDLL(str(library)))
+    return importlib.import_module("ibmmq")
+
+
+def free_port(taken: set[int]) -> int:
+    """A loopback port of :data:`PORTS` nobody listens on."""
+    for port in PORTS:
+        if port in taken:
+            continue
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {PORTS.start}-{PORTS.stop - 1}")
+
+
+class EmulatedQmgr:
+    """One emulated queue manager process (``qmgr.py``), started at construction."""
+
+    def __init__(self, name: str, port: int, data: Path, user: str = "", password: str = "",
+                 mqsc: list[str] = ()):
+        self.name, self.port, self.data = name, port, data
+        data.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, str(QMGR), "--name", name, "--port", str(port),
+                   "--data", str(data)]
+        if user:
+            command += ["--user", user, "--password", password]
+        if mqsc:
+            script = data / "start.mqsc"
+            script.write_text("\n".join(mqsc) + "\n", encoding="utf-8")
+            command += ["--mqsc", str(script)]
+        self.log = open(data / "qmgr.log", "w", encoding="utf-8")  # noqa: SIM115 - closed in stop
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self.log,
+                                        text=True)
+        line = ""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not line.startswith("READY") and time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line and self.process.poll() is not None:
+                break
+        if not line.startswith("READY"):
+            self.stop()
+            raise RuntimeError(f"queue manager {name} did not start on port {port}: "
+                               f"{(data / 'qmgr.log').read_text()[-2000:]}")
+
+    @property
+    def conname(self) -> str:
+        """Its CONNAME, ``127.0.0.1(port)``."""
+        return f"127.0.0.1({self.port})"
+
+    def admin(self, *commands: str) -> list[list[str]]:
+        """Run MQSC-like commands; each one's output lines."""
+        return admin(self.port, *commands)
+
+    def stop(self) -> None:
+        """Stop the process by its PID (SIGTERM, then SIGKILL) and wait for it."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+        if self.process.stdout:
+            self.process.stdout.close()
+        self.log.close()
+
+
+def admin(port: int, *commands: str, timeout_s: float = 10.0) -> list[list[str]]:
+    """Send MQSC-like ``commands`` to the queue manager on ``port``; each one's output lines."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+        sock.sendall(b"MQSC")
+        stream = sock.makefile("rw", encoding="utf-8", newline="\n")
+        results = []
+        for command in commands:
+            stream.write(command.replace("\n", " ") + "\n")
+            stream.flush()
+            lines = []
+            for line in stream:
+                if line.rstrip("\n") == ".":
+                    break
+                lines.append(line.rstrip("\n"))
+            results.append(lines)
+        return results

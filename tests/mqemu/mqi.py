@@ -1,0 +1,145 @@
+"""MQI facts the emulated queue manager needs: constants (values of IBM's cmqc.h, as the MQ
+reference lists them; tests/unit/test_mqemu_basics.py checks them against ``ibmmq.CMQC``),
+the x86_64 byte layouts of the structures it reads and writes, and the wire format shared with
+libmqm.c. Tests only; NOT IBM MQ."""
+
+from __future__ import annotations
+
+import struct
+
+# -- wire format (libmqm.c) ---------------------------------------------------------------------
+
+VERBS = {1: "CONNX", 2: "DISC", 3: "OPEN", 4: "CLOSE", 5: "PUT", 6: "PUT1", 7: "GET", 8: "INQ",
+         9: "SET", 10: "BEGIN", 11: "CMIT", 12: "BACK", 13: "SUB", 14: "SUBRQ", 15: "CB",
+         16: "CTL", 17: "STAT"}
+ADMIN_MAGIC = b"MQSC"  # a connection starting with these 4 bytes speaks the admin line protocol
+
+
+def pack_reply(cc: int, rc: int, fields: list[bytes]) -> bytes:
+    """A reply frame: length, CompCode, Reason, then the fields."""
+    body = struct.pack("<iiI", cc, rc, len(fields)) + b"".join(
+        struct.pack("<I", len(f)) + f for f in fields)
+    return struct.pack("<I", len(body)) + body
+
+
+def unpack_request(payload: bytes) -> tuple[int, list[bytes]]:
+    """The verb number and fields of a request frame's payload."""
+    verb, count = struct.unpack_from("<II", payload)
+    fields, at = [], 8
+    for _ in range(count):
+        (length,) = struct.unpack_from("<I", payload, at)
+        at += 4
+        fields.append(payload[at:at + length])
+        at += length
+    return verb, fields
+
+
+# -- constants ----------------------------------------------------------------------------------
+
+MQCC_OK, MQCC_WARNING, MQCC_FAILED = 0, 1, 2
+
+MQRC_NONE = 0
+MQRC_BACKED_OUT = 2003
+MQRC_HCONN_ERROR = 2018
+MQRC_HOBJ_ERROR = 2019
+MQRC_NO_MSG_AVAILABLE = 2033
+MQRC_NOT_AUTHORIZED = 2035
+MQRC_NOT_OPEN_FOR_INPUT = 2037
+MQRC_NOT_OPEN_FOR_INQUIRE = 2038
+MQRC_NOT_OPEN_FOR_OUTPUT = 2039
+MQRC_OBJECT_TYPE_ERROR = 2043
+MQRC_OPTIONS_ERROR = 2046
+MQRC_Q_MGR_NAME_ERROR = 2058
+MQRC_SELECTOR_ERROR = 2067
+MQRC_TRUNCATED_MSG_ACCEPTED = 2079
+MQRC_TRUNCATED_MSG_FAILED = 2080
+MQRC_UNKNOWN_OBJECT_NAME = 2085
+MQRC_UNKNOWN_OBJECT_Q_MGR = 2086
+MQRC_INT_ATTR_COUNT_TOO_SMALL = 2022
+MQRC_CHAR_ATTRS_TOO_SHORT = 2008
+MQRC_FUNCTION_NOT_SUPPORTED = 2298
+MQRC_NO_SUBSCRIPTION = 2428
+MQRC_SUB_ALREADY_EXISTS = 2432
+MQRC_SUB_NAME_ERROR = 2440
+MQRC_TOPIC_STRING_ERROR = 2425
+MQRC_SUBSCRIPTION_IN_USE = 2429
+
+MQOO_INPUT_AS_Q_DEF, MQOO_INPUT_SHARED, MQOO_INPUT_EXCLUSIVE = 0x1, 0x2, 0x4
+MQOO_BROWSE, MQOO_OUTPUT, MQOO_INQUIRE, MQOO_SET = 0x8, 0x10, 0x20, 0x40
+MQOO_INPUT = MQOO_INPUT_AS_Q_DEF | MQOO_INPUT_SHARED | MQOO_INPUT_EXCLUSIVE
+MQOT_Q, MQOT_Q_MGR, MQOT_TOPIC = 1, 5, 8
+MQCO_DELETE, MQCO_DELETE_PURGE, MQCO_KEEP_SUB, MQCO_REMOVE_SUB = 1, 2, 4, 8
+
+MQPMO_SYNCPOINT, MQPMO_NO_SYNCPOINT, MQPMO_NEW_MSG_ID, MQPMO_NEW_CORREL_ID = 0x2, 0x4, 0x40, 0x80
+MQGMO_WAIT, MQGMO_SYNCPOINT, MQGMO_NO_SYNCPOINT = 0x1, 0x2, 0x4
+MQGMO_BROWSE_FIRST, MQGMO_BROWSE_NEXT, MQGMO_ACCEPT_TRUNCATED_MSG = 0x10, 0x20, 0x40
+MQGMO_SYNCPOINT_IF_PERSISTENT = 0x1000
+MQGMO_LOCK, MQGMO_UNLOCK, MQGMO_BROWSE_MSG_UNDER_CURSOR, MQGMO_MSG_UNDER_CURSOR = (
+    0x200, 0x400, 0x800, 0x100)
+MQGMO_UNSUPPORTED = (MQGMO_BROWSE_FIRST | MQGMO_BROWSE_NEXT | MQGMO_LOCK | MQGMO_UNLOCK
+                     | MQGMO_BROWSE_MSG_UNDER_CURSOR | MQGMO_MSG_UNDER_CURSOR)
+MQWI_UNLIMITED = -1
+MQMO_MATCH_MSG_ID, MQMO_MATCH_CORREL_ID = 0x1, 0x2
+MQPER_PERSISTENT, MQPER_PERSISTENCE_AS_Q_DEF = 1, 2
+MQPRI_PRIORITY_AS_Q_DEF = -1
+MQEI_UNLIMITED = -1
+
+MQSO_CREATE, MQSO_RESUME, MQSO_DURABLE, MQSO_MANAGED = 0x2, 0x4, 0x8, 0x20
+MQSO_ALTER = 0x1
+MQSO_WILDCARD_CHAR = 0x100000
+MQHO_NONE = 0
+
+MQCSP_AUTH_USER_ID_AND_PWD = 1
+MQCBT_EVENT_HANDLER = 2
+MQOP_REGISTER, MQOP_DEREGISTER = 0x100, 0x200
+
+MQIA_CURRENT_Q_DEPTH, MQIA_MAX_Q_DEPTH, MQIA_Q_TYPE = 3, 15, 20
+MQIA_OPEN_INPUT_COUNT, MQIA_OPEN_OUTPUT_COUNT = 17, 18
+MQCA_Q_MGR_NAME, MQCA_Q_NAME = 2015, 2016
+MQQT_LOCAL, MQQT_MODEL = 1, 2
+
+MQ_Q_NAME_LENGTH = 48
+MQMI_NONE = bytes(24)
+
+# -- structure layouts: (offset, struct format) of the fields the emulator uses ------------------
+
+MD = {"Report": (8, "i"), "MsgType": (12, "i"), "Expiry": (16, "i"), "Feedback": (20, "i"),
+      "Encoding": (24, "i"), "CodedCharSetId": (28, "i"), "Format": (32, "8s"),
+      "Priority": (40, "i"), "Persistence": (44, "i"), "MsgId": (48, "24s"),
+      "CorrelId": (72, "24s"), "BackoutCount": (96, "i"), "ReplyToQ": (100, "48s"),
+      "ReplyToQMgr": (148, "48s"), "UserIdentifier": (196, "12s"), "PutApplType": (272, "i"),
+      "PutApplName": (276, "28s"), "PutDate": (304, "8s"), "PutTime": (312, "8s")}
+MD_LENGTH = 364
+OD = {"Version": (4, "i"), "ObjectType": (8, "i"), "ObjectName": (12, "48s"),
+      "ObjectQMgrName": (60, "48s"), "DynamicQName": (108, "48s"),
+      "ResolvedQName": (248, "48s"), "ResolvedQMgrName": (296, "48s"),
+      "ResolvedType": (416, "i")}
+PMO = {"Options": (8, "i"), "ResolvedQName": (32, "48s"), "ResolvedQMgrName": (80, "48s")}
+GMO = {"Version": (4, "i"), "Options": (8, "i"), "WaitInterval": (12, "i"),
+       "ResolvedQName": (24, "48s"), "MatchOptions": (72, "i"), "ReturnedLength": (96, "i")}
+CNO = {"Version": (4, "i"), "Options": (8, "i"), "ApplName": (224, "28s")}
+CD = {"ChannelName": (0, "20s"), "ChannelType": (24, "i"), "ConnectionName": (1024, "264s")}
+SD = {"Options": (8, "i"), "ObjectName": (12, "48s")}
+
+
+def get(layout: dict[str, tuple[int, str]], buf: bytes | bytearray, name: str):
+    """Field ``name`` of structure bytes ``buf``; None where ``buf`` is too short for it."""
+    offset, fmt = layout[name]
+    if offset + struct.calcsize(fmt) > len(buf):
+        return None
+    return struct.unpack_from("<" + fmt, buf, offset)[0]
+
+
+def put(layout: dict[str, tuple[int, str]], buf: bytearray, name: str, value) -> None:
+    """Set field ``name`` of ``buf`` (strings blank-padded, as MQ pads MQCHAR fields; ignored
+    where ``buf`` is short)."""
+    offset, fmt = layout[name]
+    if isinstance(value, bytes):
+        value = value.ljust(struct.calcsize(fmt), b" ")
+    if offset + struct.calcsize(fmt) <= len(buf):
+        struct.pack_into("<" + fmt, buf, offset, value)
+
+
+def text(value: bytes | None) -> str:
+    """An MQCHAR field as text, blank and NUL padding removed."""
+    return (value or b"").split(b"\0", 1)[0].decode("latin-1").rstrip(" ")

@@ -1,0 +1,773 @@
+"""An EMULATED queue manager for tests (NOT IBM MQ): one process, listening on a loopback port,
+serving the MQI verbs libmqm.c forwards and an admin line protocol (a small MQSC subset).
+
+Run: ``python tests/mqemu/qmgr.py --name QM1 --port 9401 --data DIR [--user U --password P]
+[--mqsc FILE]``. What it does and where it differs from MQ: tests/mqemu/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import os
+import re
+import signal
+import socket
+import socketserver
+import struct
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mqi  # noqa: E402  (run as a script: the module beside this file)
+from mqi import CD, CNO, GMO, MD, OD, PMO, SD, get, put, text  # noqa: E402
+
+MAX_DEPTH = 5000  # MQ's default MAXDEPTH
+FAILED = mqi.MQCC_FAILED
+Reply = tuple[int, int, list[bytes]]
+
+
+def fail(reason: int) -> Reply:
+    """A failed call with ``reason``."""
+    return FAILED, reason, []
+
+
+@dataclass
+class Message:
+    """One message: its MQMD (always Version 2, 364 bytes), body and expiry."""
+
+    md: bytearray
+    body: bytes
+    expires: float | None  # time.monotonic() deadline, None = unlimited
+
+    @property
+    def priority(self) -> int:
+        return get(MD, self.md, "Priority")
+
+    def expired(self, now: float) -> bool:
+        return self.expires is not None and now >= self.expires
+
+
+@dataclass
+class Queue:
+    """A local (or temporary dynamic) queue: per-priority FIFO lists of committed messages."""
+
+    name: str
+    maxdepth: int = MAX_DEPTH
+    model: bool = False
+    temporary_of: int = 0  # the connection that created this temporary dynamic queue
+    levels: dict[int, deque[Message]] = field(default_factory=dict)
+    uncommitted: int = 0  # put or got under syncpoint, not yet committed (counted in CURDEPTH)
+    opens_in: int = 0
+    opens_out: int = 0
+
+    def depth(self) -> int:
+        return sum(len(level) for level in self.levels.values()) + self.uncommitted
+
+    def add(self, message: Message, front: bool = False) -> None:
+        level = self.levels.setdefault(message.priority, deque())
+        (level.appendleft if front else level.append)(message)
+
+    def take(self, match: Callable[[Message], bool] | None) -> Message | None:
+        """The first matching message of the highest priority (expired ones are dropped)."""
+        now = time.monotonic()
+        for priority in sorted(self.levels, reverse=True):
+            level = self.levels[priority]
+            for message in list(level) if match else level:
+                if message.expired(now):
+                    level.remove(message)
+                    continue
+                if match is None or match(message):
+                    return message
+        return None
+
+    def remove(self, message: Message) -> None:
+        self.levels[message.priority].remove(message)
+
+
+@dataclass
+class Subscription:
+    """A subscription: topic string (with '#'/'+' wildcards) and where publications go."""
+
+    name: str
+    topic: str
+    dest: str
+    durable: bool = True
+    managed: bool = False
+    correl_id: bytes = bytes(24)
+    owner: int = 0  # connection of a non-durable subscription
+
+
+@dataclass
+class Handle:
+    """What an hobj names: a queue, a topic (for publishing), the queue manager, or an hsub."""
+
+    kind: str  # "queue" | "topic" | "qmgr" | "sub"
+    name: str
+    options: int = 0
+
+
+@dataclass
+class Connection:
+    """One client connection: its handles and its unit of work."""
+
+    number: int
+    appl: str
+    user: str
+    conname: str
+    handles: dict[int, Handle] = field(default_factory=dict)
+    next_handle: itertools.count = field(default_factory=lambda: itertools.count(101))
+    uow_puts: list[tuple[Queue, Message]] = field(default_factory=list)
+    uow_gets: list[tuple[Queue, Message]] = field(default_factory=list)
+    events: bool = False
+    sock: socket.socket | None = None  # for STOP CONN
+
+
+def topic_matches(pattern: str, topic: str) -> bool:
+    """MQ's topic-based wildcards: '+' one level, '#' any number of levels (including none)."""
+    def match(p: list[str], t: list[str]) -> bool:
+        if not p:
+            return not t
+        if p[0] == "#":
+            return any(match(p[1:], t[i:]) for i in range(len(t) + 1))
+        if not t:
+            return False
+        return (p[0] == "+" or p[0] == t[0]) and match(p[1:], t[1:])
+    return match(pattern.split("/"), topic.split("/"))
+
+
+class QueueManager:
+    """The emulated queue manager's state; every verb runs under one condition's lock."""
+
+    def __init__(self, name: str, user: str = "", password: str = ""):
+        self.name = name
+        self.user, self.password = user, password
+        self.cond = threading.Condition()
+        self.queues: dict[str, Queue] = {}
+        self.subs: dict[str, Subscription] = {}
+        self.conns: dict[int, Connection] = {}
+        self.numbers = itertools.count(1)
+        self.ids = itertools.count(1)
+        self.boot = struct.pack(">I", int(time.time()) & 0xFFFFFFFF)
+        self.queues["SYSTEM.DEFAULT.LOCAL.QUEUE"] = Queue("SYSTEM.DEFAULT.LOCAL.QUEUE")
+        self.queues["SYSTEM.DEFAULT.MODEL.QUEUE"] = Queue("SYSTEM.DEFAULT.MODEL.QUEUE", model=True)
+
+    # -- ids and names -----------------------------------------------------------------------
+
+    def new_id(self) -> bytes:
+        """A 24-byte MsgId/CorrelId unique in this queue manager: 'AMQ ', name, boot, counter."""
+        return (b"AMQ " + self.name.encode()[:12].ljust(12, b"\0") + self.boot
+                + struct.pack(">I", next(self.ids)))
+
+    def dynamic_name(self, template: str) -> str:
+        prefix = template[:-1] if template.endswith("*") else template
+        if template.endswith("*") or not template:
+            return (prefix or "AMQ.") + f"{int(time.time()):08X}{next(self.ids):08X}"
+        return template
+
+    # -- connections -------------------------------------------------------------------------
+
+    def connx(self, conn_number: int, f: list[bytes]) -> tuple[Reply, Connection | None]:
+        name, cno, cd, user, password, _ccdt, conname = f[:7]
+        wanted = name.decode("latin-1").rstrip(" \0")
+        if wanted and not wanted.startswith("*") and wanted != self.name:
+            return fail(mqi.MQRC_Q_MGR_NAME_ERROR), None
+        if self.user and (user.decode() != self.user or password.decode() != self.password):
+            return fail(mqi.MQRC_NOT_AUTHORIZED), None
+        appl = text(get(CNO, cno, "ApplName")) if (get(CNO, cno, "Version") or 0) >= 7 else ""
+        conn = Connection(conn_number, appl or "python", user.decode() or "emulated",
+                          conname.decode())
+        if cd and get(CD, cd, "ChannelType") not in (None, 6):
+            return fail(2277), None  # MQRC_CD_ERROR: not a client-connection channel
+        with self.cond:
+            self.conns[conn.number] = conn
+        return (mqi.MQCC_OK, 0, [self.name.encode()]), conn
+
+    def disconnect(self, conn: Connection, commit: bool) -> None:
+        """MQDISC (commit, as MQ on Multiplatforms does) or a lost connection (back out)."""
+        with self.cond:
+            self._settle(conn, commit)
+            for hobj in list(conn.handles):
+                self._close(conn, hobj, 0)
+            for sub in [s for s in self.subs.values() if not s.durable and s.owner == conn.number]:
+                self._drop_sub(sub)
+            self.conns.pop(conn.number, None)
+
+    # -- dispatch ----------------------------------------------------------------------------
+
+    def call(self, conn: Connection, verb: str, f: list[bytes]) -> Reply:
+        handler = getattr(self, "verb_" + verb.lower(), None)
+        if handler is None:
+            return fail(mqi.MQRC_FUNCTION_NOT_SUPPORTED)
+        with self.cond:
+            return handler(conn, f)
+
+    def _handle(self, conn: Connection, hobj: int) -> Handle | None:
+        return conn.handles.get(hobj)
+
+    # -- open / close ------------------------------------------------------------------------
+
+    def verb_open(self, conn: Connection, f: list[bytes]) -> Reply:
+        od, objstring, (options,) = bytearray(f[0]), f[1], struct.unpack("<i", f[2])
+        # A reconnecting client reopens its handles under their old numbers (4th field).
+        wanted = struct.unpack("<i", f[3])[0] if len(f) > 3 else 0
+        if wanted in conn.handles:
+            return fail(mqi.MQRC_HOBJ_ERROR)
+        kind = get(OD, od, "ObjectType")
+        if kind == mqi.MQOT_TOPIC:
+            topic = objstring.decode("utf-8")
+            if not topic or text(get(OD, od, "ObjectName")):
+                return fail(mqi.MQRC_FUNCTION_NOT_SUPPORTED if topic else
+                            mqi.MQRC_UNKNOWN_OBJECT_NAME)  # topic objects are not emulated
+            if options & (mqi.MQOO_INPUT | mqi.MQOO_BROWSE):
+                return fail(mqi.MQRC_FUNCTION_NOT_SUPPORTED)  # managed subscription via MQOPEN
+            return self._new_handle(conn, Handle("topic", topic, options), od, wanted)
+        if kind == mqi.MQOT_Q_MGR:
+            return self._new_handle(conn, Handle("qmgr", self.name, options), od, wanted)
+        if kind != mqi.MQOT_Q:
+            return fail(mqi.MQRC_OBJECT_TYPE_ERROR)
+        qmgr = text(get(OD, od, "ObjectQMgrName"))
+        if qmgr and qmgr != self.name:
+            return fail(mqi.MQRC_UNKNOWN_OBJECT_Q_MGR)  # no remote queue managers
+        name = text(get(OD, od, "ObjectName"))
+        queue = self.queues.get(name)
+        if queue is None:
+            return fail(mqi.MQRC_UNKNOWN_OBJECT_NAME)
+        if queue.model:
+            dynamic = self.dynamic_name(text(get(OD, od, "DynamicQName")))
+            queue = self.queues[dynamic] = Queue(dynamic, temporary_of=conn.number)
+            put(OD, od, "ObjectName", dynamic.encode())
+        if options & mqi.MQOO_INPUT:
+            queue.opens_in += 1
+        if options & mqi.MQOO_OUTPUT:
+            queue.opens_out += 1
+        return self._new_handle(conn, Handle("queue", queue.name, options), od, wanted)
+
+    def _new_handle(self, conn: Connection, handle: Handle, od: bytearray,
+                    wanted: int = 0) -> Reply:
+        hobj = wanted or next(conn.next_handle)
+        while not wanted and hobj in conn.handles:
+            hobj = next(conn.next_handle)
+        conn.handles[hobj] = handle
+        if handle.kind == "queue":
+            put(OD, od, "ResolvedQName", handle.name.encode())
+            put(OD, od, "ResolvedQMgrName", self.name.encode())
+        put(OD, od, "ResolvedType", {"queue": mqi.MQOT_Q, "topic": mqi.MQOT_TOPIC,
+                                     "qmgr": mqi.MQOT_Q_MGR}[handle.kind])
+        return mqi.MQCC_OK, 0, [struct.pack("<i", hobj), bytes(od)]
+
+    def verb_close(self, conn: Connection, f: list[bytes]) -> Reply:
+        (hobj,), (options,) = struct.unpack("<i", f[0]), struct.unpack("<i", f[1])
+        if hobj not in conn.handles:
+            return fail(mqi.MQRC_HOBJ_ERROR)
+        self._close(conn, hobj, options)
+        return mqi.MQCC_OK, 0, []
+
+    def _close(self, conn: Connection, hobj: int, options: int) -> None:
+        handle = conn.handles.pop(hobj)
+        if handle.kind == "sub":
+            sub = self.subs.get(handle.name)
+            if sub and (not sub.durable or options & mqi.MQCO_REMOVE_SUB):
+                self._drop_sub(sub)
+            return
+        queue = self.queues.get(handle.name) if handle.kind == "queue" else None
+        if queue is None:
+            return
+        if handle.options & mqi.MQOO_INPUT:
+            queue.opens_in -= 1
+        if handle.options & mqi.MQOO_OUTPUT:
+            queue.opens_out -= 1
+        if queue.temporary_of == conn.number and not any(
+                h.kind == "queue" and h.name == queue.name for h in conn.handles.values()):
+            self.queues.pop(queue.name, None)  # a temporary dynamic queue ends with its creator
+
+    def _drop_sub(self, sub: Subscription) -> None:
+        self.subs.pop(sub.name, None)
+        if sub.managed:
+            self.queues.pop(sub.dest, None)
+
+    # -- put ---------------------------------------------------------------------------------
+
+    def _message(self, conn: Connection, md_in: bytes, pmo: bytes, body: bytes) -> Message:
+        md = bytearray(md_in.ljust(mqi.MD_LENGTH, b"\0"))
+        options = get(PMO, pmo, "Options")
+        if options & mqi.MQPMO_NEW_MSG_ID or get(MD, md, "MsgId") == mqi.MQMI_NONE:
+            put(MD, md, "MsgId", self.new_id())
+        if options & mqi.MQPMO_NEW_CORREL_ID:
+            put(MD, md, "CorrelId", self.new_id())
+        if get(MD, md, "Priority") == mqi.MQPRI_PRIORITY_AS_Q_DEF:
+            put(MD, md, "Priority", 0)
+        if get(MD, md, "Persistence") == mqi.MQPER_PERSISTENCE_AS_Q_DEF:
+            put(MD, md, "Persistence", 0)
+        if text(get(MD, md, "ReplyToQ")) and not text(get(MD, md, "ReplyToQMgr")):
+            put(MD, md, "ReplyToQMgr", self.name.encode())
+        now = time.time()
+        put(MD, md, "PutDate", time.strftime("%Y%m%d", time.gmtime(now)).encode())
+        put(MD, md, "PutTime", (time.strftime("%H%M%S", time.gmtime(now))
+                                + f"{int(now * 100) % 100:02d}").encode())
+        put(MD, md, "PutApplName", conn.appl.encode()[:28])
+        put(MD, md, "PutApplType", 6)  # MQAT_UNIX
+        put(MD, md, "UserIdentifier", conn.user.encode()[:12])
+        put(MD, md, "BackoutCount", 0)
+        expiry = get(MD, md, "Expiry")
+        expires = None if expiry == mqi.MQEI_UNLIMITED else time.monotonic() + expiry / 10
+        return Message(md, body, expires)
+
+    def _enqueue(self, conn: Connection, queue: Queue, message: Message, syncpoint: bool) -> int:
+        if queue.depth() >= queue.maxdepth:
+            return 2053  # MQRC_Q_FULL
+        if syncpoint:
+            queue.uncommitted += 1
+            conn.uow_puts.append((queue, message))
+        else:
+            queue.add(message)
+            self.cond.notify_all()
+        return 0
+
+    def _put(self, conn: Connection, handle: Handle, md_in: bytes, pmo_in: bytes,
+             body: bytes) -> Reply:
+        pmo = bytearray(pmo_in)
+        options = get(PMO, pmo, "Options")
+        syncpoint = bool(options & mqi.MQPMO_SYNCPOINT)
+        message = self._message(conn, md_in, pmo, body)
+        if handle.kind == "topic":
+            for sub in [s for s in self.subs.values() if topic_matches(s.topic, handle.name)]:
+                queue = self.queues.get(sub.dest)
+                if queue is None:
+                    continue
+                copy = Message(bytearray(message.md), body, message.expires)
+                put(MD, copy.md, "MsgId", self.new_id())
+                put(MD, copy.md, "CorrelId", sub.correl_id)
+                self._enqueue(conn, queue, copy, syncpoint)
+        else:
+            queue = self.queues.get(handle.name)
+            if queue is None:
+                return fail(mqi.MQRC_UNKNOWN_OBJECT_NAME)
+            reason = self._enqueue(conn, queue, message, syncpoint)
+            if reason:
+                return fail(reason)
+            put(PMO, pmo, "ResolvedQName", queue.name.encode())
+            put(PMO, pmo, "ResolvedQMgrName", self.name.encode())
+        return mqi.MQCC_OK, 0, [bytes(message.md[:len(md_in)]), bytes(pmo)]
+
+    def verb_put(self, conn: Connection, f: list[bytes]) -> Reply:
+        (hobj,) = struct.unpack("<i", f[0])
+        handle = self._handle(conn, hobj)
+        if handle is None or handle.kind not in ("queue", "topic"):
+            return fail(mqi.MQRC_HOBJ_ERROR)
+        if not handle.options & mqi.MQOO_OUTPUT:
+            return fail(mqi.MQRC_NOT_OPEN_FOR_OUTPUT)
+        return self._put(conn, handle, f[1], f[2], f[3])
+
+    def verb_put1(self, conn: Connection, f: list[bytes]) -> Reply:
+        cc, rc, fields = self.verb_open(conn, [f[0], f[1], struct.pack("<i", mqi.MQOO_OUTPUT)])
+        if cc == FAILED:
+            return cc, rc, fields
+        (hobj,) = struct.unpack("<i", fields[0])
+        try:
+            return self._put(conn, conn.handles[hobj], f[2], f[3], f[4])
+        finally:
+            self._close(conn, hobj, 0)
+
+    # -- get ---------------------------------------------------------------------------------
+
+    def verb_get(self, conn: Connection, f: list[bytes]) -> Reply:
+        (hobj,), md_in, gmo, (buflen,) = struct.unpack("<i", f[0]), f[1], bytearray(f[2]), \
+            struct.unpack("<i", f[3])
+        handle = self._handle(conn, hobj)
+        if handle is None or handle.kind != "queue":
+            return fail(mqi.MQRC_HOBJ_ERROR)
+        if not handle.options & mqi.MQOO_INPUT:
+            return fail(mqi.MQRC_NOT_OPEN_FOR_INPUT)
+        options = get(GMO, gmo, "Options")
+        if options & mqi.MQGMO_UNSUPPORTED:
+            return fail(mqi.MQRC_FUNCTION_NOT_SUPPORTED)
+        match = self._matcher(md_in, gmo)
+        wait_ms = get(GMO, gmo, "WaitInterval") if options & mqi.MQGMO_WAIT else 0
+        deadline = None if wait_ms == mqi.MQWI_UNLIMITED else time.monotonic() + wait_ms / 1000
+        while True:
+            queue = self.queues.get(handle.name)
+            if queue is None:
+                return fail(mqi.MQRC_HOBJ_ERROR)  # a deleted dynamic queue
+            message = queue.take(match)
+            if message is not None:
+                return self._got(conn, queue, message, md_in, gmo, buflen, options)
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return fail(mqi.MQRC_NO_MSG_AVAILABLE)
+            self.cond.wait(left)
+
+    @staticmethod
+    def _matcher(md_in: bytes, gmo: bytes) -> Callable[[Message], bool] | None:
+        msg_id, correl_id = get(MD, md_in, "MsgId"), get(MD, md_in, "CorrelId")
+        if (get(GMO, gmo, "Version") or 1) >= 2:
+            match_options = get(GMO, gmo, "MatchOptions")
+            by_msg = bool(match_options & mqi.MQMO_MATCH_MSG_ID) and msg_id != mqi.MQMI_NONE
+            by_correl = bool(match_options & mqi.MQMO_MATCH_CORREL_ID) and \
+                correl_id != mqi.MQMI_NONE
+        else:  # GMO Version 1: the MD's non-null ids select
+            by_msg, by_correl = msg_id != mqi.MQMI_NONE, correl_id != mqi.MQMI_NONE
+        if not (by_msg or by_correl):
+            return None
+        return lambda m: ((not by_msg or get(MD, m.md, "MsgId") == msg_id)
+                          and (not by_correl or get(MD, m.md, "CorrelId") == correl_id))
+
+    def _got(self, conn: Connection, queue: Queue, message: Message, md_in: bytes,
+             gmo: bytearray, buflen: int, options: int) -> Reply:
+        md = bytearray(message.md)
+        if message.expires is not None:
+            put(MD, md, "Expiry", max(0, int((message.expires - time.monotonic()) * 10)))
+        put(GMO, gmo, "ResolvedQName", queue.name.encode())
+        length = len(message.body)
+        cc, rc = mqi.MQCC_OK, 0
+        if length > buflen:
+            if not options & mqi.MQGMO_ACCEPT_TRUNCATED_MSG:
+                return (FAILED, mqi.MQRC_TRUNCATED_MSG_FAILED,
+                        [bytes(md[:len(md_in)]), bytes(gmo), b"", struct.pack("<i", length)])
+            cc, rc = mqi.MQCC_WARNING, mqi.MQRC_TRUNCATED_MSG_ACCEPTED
+        queue.remove(message)
+        persistent = get(MD, md, "Persistence") == mqi.MQPER_PERSISTENT
+        if options & mqi.MQGMO_SYNCPOINT or (
+                options & mqi.MQGMO_SYNCPOINT_IF_PERSISTENT and persistent):
+            queue.uncommitted += 1
+            conn.uow_gets.append((queue, message))
+        data = message.body[:max(0, buflen)]
+        put(GMO, gmo, "ReturnedLength", len(data))
+        return cc, rc, [bytes(md[:len(md_in)]), bytes(gmo), data, struct.pack("<i", length)]
+
+    # -- units of work -----------------------------------------------------------------------
+
+    def verb_cmit(self, conn: Connection, f: list[bytes]) -> Reply:
+        self._settle(conn, commit=True)
+        return mqi.MQCC_OK, 0, []
+
+    def verb_back(self, conn: Connection, f: list[bytes]) -> Reply:
+        self._settle(conn, commit=False)
+        return mqi.MQCC_OK, 0, []
+
+    def _settle(self, conn: Connection, commit: bool) -> None:
+        for queue, message in conn.uow_puts:
+            queue.uncommitted -= 1
+            if commit and self.queues.get(queue.name) is queue:
+                queue.add(message)
+        for queue, message in reversed(conn.uow_gets):
+            queue.uncommitted -= 1
+            if not commit and self.queues.get(queue.name) is queue:
+                put(MD, message.md, "BackoutCount", get(MD, message.md, "BackoutCount") + 1)
+                queue.add(message, front=True)
+        if conn.uow_puts or conn.uow_gets:
+            self.cond.notify_all()
+        conn.uow_puts.clear()
+        conn.uow_gets.clear()
+
+    # -- inquire -----------------------------------------------------------------------------
+
+    def verb_inq(self, conn: Connection, f: list[bytes]) -> Reply:
+        (hobj,) = struct.unpack("<i", f[0])
+        selectors = list(struct.unpack(f"<{len(f[1]) // 4}i", f[1]))
+        int_count, char_length = struct.unpack("<ii", f[2])
+        handle = self._handle(conn, hobj)
+        if handle is None or handle.kind not in ("queue", "qmgr"):
+            return fail(mqi.MQRC_HOBJ_ERROR)
+        if not handle.options & mqi.MQOO_INQUIRE:
+            return fail(mqi.MQRC_NOT_OPEN_FOR_INQUIRE)
+        queue = self.queues.get(handle.name)
+        ints: list[int] = []
+        chars = b""
+        for selector in selectors:
+            if selector == mqi.MQCA_Q_MGR_NAME:
+                chars += self.name.encode().ljust(48)
+            elif selector == mqi.MQCA_Q_NAME and queue:
+                chars += queue.name.encode().ljust(48)
+            elif queue and selector in (mqi.MQIA_CURRENT_Q_DEPTH, mqi.MQIA_MAX_Q_DEPTH,
+                                        mqi.MQIA_Q_TYPE, mqi.MQIA_OPEN_INPUT_COUNT,
+                                        mqi.MQIA_OPEN_OUTPUT_COUNT):
+                ints.append({mqi.MQIA_CURRENT_Q_DEPTH: queue.depth(),
+                             mqi.MQIA_MAX_Q_DEPTH: queue.maxdepth,
+                             mqi.MQIA_Q_TYPE: mqi.MQQT_LOCAL,
+                             mqi.MQIA_OPEN_INPUT_COUNT: queue.opens_in,
+                             mqi.MQIA_OPEN_OUTPUT_COUNT: queue.opens_out}[selector])
+            else:
+                return fail(mqi.MQRC_SELECTOR_ERROR)
+        if len(ints) > int_count:
+            return fail(mqi.MQRC_INT_ATTR_COUNT_TOO_SMALL)
+        if len(chars) > char_length:
+            return fail(mqi.MQRC_CHAR_ATTRS_TOO_SHORT)
+        return mqi.MQCC_OK, 0, [struct.pack(f"<{len(ints)}i", *ints), chars]
+
+    # -- subscribe ---------------------------------------------------------------------------
+
+    def verb_sub(self, conn: Connection, f: list[bytes]) -> Reply:
+        sd, topic, name = bytearray(f[0]), f[1].decode("utf-8"), f[2].decode("utf-8")
+        (hobj,) = struct.unpack("<i", f[4])
+        options = get(SD, sd, "Options")
+        durable, managed = bool(options & mqi.MQSO_DURABLE), bool(options & mqi.MQSO_MANAGED)
+        if text(get(SD, sd, "ObjectName")) or options & (mqi.MQSO_WILDCARD_CHAR | mqi.MQSO_ALTER):
+            return fail(mqi.MQRC_FUNCTION_NOT_SUPPORTED)  # topic objects, character wildcards
+        if durable and not name:
+            return fail(mqi.MQRC_SUB_NAME_ERROR)
+        key = name or f"NDURABLE.{conn.number}.{next(self.ids)}"
+        sub = self.subs.get(key)
+        if sub is not None:
+            if not options & mqi.MQSO_RESUME:
+                return fail(mqi.MQRC_SUB_ALREADY_EXISTS)
+            if any(h.kind == "sub" and h.name == key for c in self.conns.values()
+                   for h in c.handles.values()):
+                return fail(mqi.MQRC_SUBSCRIPTION_IN_USE)
+        else:
+            if not options & mqi.MQSO_CREATE:
+                return fail(mqi.MQRC_NO_SUBSCRIPTION)
+            if not topic:
+                return fail(mqi.MQRC_TOPIC_STRING_ERROR)
+            if managed:
+                kind = "DURABLE" if durable else "NDURABLE"
+                dest = self.dynamic_name(f"SYSTEM.MANAGED.{kind}.*")
+                self.queues[dest] = Queue(dest)
+            else:
+                handle = self._handle(conn, hobj)
+                if handle is None or handle.kind != "queue":
+                    return fail(mqi.MQRC_HOBJ_ERROR)
+                dest = handle.name
+            sub = Subscription(key, topic, dest, durable, managed, self.new_id(),
+                               0 if durable else conn.number)
+            self.subs[key] = sub
+        if sub.managed:
+            reply = self._new_handle(conn, Handle("queue", sub.dest, mqi.MQOO_INPUT_SHARED),
+                                     bytearray(424))
+            (hobj,) = struct.unpack("<i", reply[2][0])
+            self.queues[sub.dest].opens_in += 1
+        hsub = next(conn.next_handle)
+        conn.handles[hsub] = Handle("sub", key)
+        return mqi.MQCC_OK, 0, [bytes(sd), struct.pack("<i", hobj), struct.pack("<i", hsub)]
+
+    # -- callbacks ---------------------------------------------------------------------------
+
+    def verb_cb(self, conn: Connection, f: list[bytes]) -> Reply:
+        operation, kind, hobj = (struct.unpack("<i", x)[0] for x in f[:3])
+        if kind != mqi.MQCBT_EVENT_HANDLER or hobj != mqi.MQHO_NONE or operation not in (
+                mqi.MQOP_REGISTER, mqi.MQOP_DEREGISTER):
+            return fail(mqi.MQRC_FUNCTION_NOT_SUPPORTED)  # message consumers are not emulated
+        conn.events = operation == mqi.MQOP_REGISTER
+        return mqi.MQCC_OK, 0, []
+
+    # -- admin (a small MQSC subset) ---------------------------------------------------------
+
+    def admin(self, line: str) -> list[str]:
+        """Run one MQSC-like command; the output lines (errors start with 'AMQ')."""
+        words = mqsc_words(line)
+        if not words:
+            return []
+        verb = words[0][0].upper()
+        obj, name = (words[1][0].upper(), words[1][1]) if len(words) > 1 else ("", None)
+        attrs = {k.upper(): v for k, v in words[2:]}
+        with self.cond:
+            if verb == "DEFINE" and obj in ("QLOCAL", "QMODEL"):
+                if name in self.queues and "REPLACE" not in attrs:
+                    return [f"AMQ8150E: object {name} already exists."]
+                old = self.queues.get(name)
+                queue = Queue(name, int(attrs.get("MAXDEPTH") or MAX_DEPTH), obj == "QMODEL")
+                if old is not None:
+                    queue.levels, queue.uncommitted = old.levels, old.uncommitted
+                    queue.opens_in, queue.opens_out = old.opens_in, old.opens_out
+                self.queues[name] = queue
+                return [f"AMQ8006I: IBM MQ queue created: {name}."]
+            if verb == "DELETE" and obj in ("QLOCAL", "QMODEL"):
+                queue = self.queues.get(name)
+                if queue is None:
+                    return [f"AMQ8147E: IBM MQ object {name} not found."]
+                if queue.depth() and "PURGE" not in attrs:
+                    return [f"AMQ8143E: IBM MQ queue {name} not empty."]
+                del self.queues[name]
+                return [f"AMQ8007I: IBM MQ queue deleted: {name}."]
+            if verb == "DEFINE" and obj == "SUB":
+                topic, dest = attrs.get("TOPICSTR"), attrs.get("DEST")
+                if not topic or not dest:
+                    return ["AMQ8405E: TOPICSTR and DEST are required."]
+                if name in self.subs and "REPLACE" not in attrs:
+                    return [f"AMQ8150E: object {name} already exists."]
+                self.subs[name] = Subscription(name, topic, dest, True, False, self.new_id())
+                return [f"AMQ8094I: IBM MQ subscription created: {name}."]
+            if verb == "DELETE" and obj == "SUB":
+                if self.subs.pop(name, None) is None:
+                    return [f"AMQ8147E: IBM MQ object {name} not found."]
+                return [f"AMQ8095I: IBM MQ subscription deleted: {name}."]
+            if verb in ("DISPLAY", "DIS"):
+                return self._display(obj, name or "*")
+            if verb == "STOP" and obj == "CONN":
+                return self._stop_conns(name or "")
+        return [f"AMQ8405E: syntax error or unsupported command: {line.strip()}"]
+
+    def _stop_conns(self, name: str) -> list[str]:
+        """STOP CONN(id): break the connection (its unit of work is backed out); '*': all."""
+        stopped = [c for c in self.conns.values()
+                   if name == "*" or name.upper() == f"{c.number:016X}"]
+        if not stopped:
+            return [f"AMQ8147E: IBM MQ object {name} not found."]
+        for conn in stopped:
+            self._settle(conn, commit=False)
+            if conn.sock is not None:
+                with contextlib.suppress(OSError):
+                    conn.sock.shutdown(socket.SHUT_RDWR)
+        return [f"AMQ8458I: Connection {c.number:016X} stopped." for c in stopped]
+
+    def _display(self, obj: str, name: str) -> list[str]:
+        def wanted(candidate: str) -> bool:
+            return name == "*" or candidate == name or (
+                name.endswith("*") and candidate.startswith(name[:-1]))
+        if obj in ("QLOCAL", "QUEUE", "Q", "QL"):
+            found = [q for q in self.queues.values() if not q.model and wanted(q.name)]
+            if not found:
+                return [f"AMQ8147E: IBM MQ object {name} not found."]
+            return [f"QUEUE({q.name}) TYPE(QLOCAL) CURDEPTH({q.depth()}) MAXDEPTH({q.maxdepth}) "
+                    f"IPPROCS({q.opens_in}) OPPROCS({q.opens_out})" for q in found]
+        if obj == "SUB":
+            return [f"SUB({s.name}) TOPICSTR({s.topic}) DEST({s.dest}) "
+                    f"DURABLE({'YES' if s.durable else 'NO'})"
+                    for s in self.subs.values() if wanted(s.name)]
+        if obj == "CONN":
+            return [f"CONN({c.number:016X}) APPLTAG({c.appl}) USERID({c.user}) "
+                    f"CONNAME({c.conname}) UOW({len(c.uow_puts) + len(c.uow_gets)})"
+                    for c in self.conns.values()]
+        if obj == "QMSTATUS":
+            return [f"QMNAME({self.name}) STATUS(RUNNING) CONNS({len(self.conns)})"]
+        return [f"AMQ8405E: unsupported DISPLAY {obj}"]
+
+
+def mqsc_words(line: str) -> list[tuple[str, str | None]]:
+    """``DEFINE QLOCAL(Q1) MAXDEPTH(10) REPLACE`` -> [(DEFINE, None), (QLOCAL, Q1), ...];
+    values may be quoted with '' (MQSC's quoting)."""
+    words = []
+    for token in re.finditer(r"([A-Za-z*]+)(?:\(\s*('(?:[^']|'')*'|[^)]*?)\s*\))?", line):
+        key, value = token.group(1), token.group(2)
+        if value is not None and value.startswith("'"):
+            value = value[1:-1].replace("''", "'")
+        words.append((key, value))
+    return words
+
+
+# -- the network side -------------------------------------------------------------------------
+
+
+def read_exact(sock: socket.socket, n: int) -> bytes | None:
+    chunks, left = [], n
+    while left:
+        chunk = sock.recv(left)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+class Server(socketserver.ThreadingTCPServer):
+    """The listener: MQI frames from libmqm.c, or admin lines after the MQSC magic."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, qm: QueueManager, port: int):
+        self.qm = qm
+        self.numbers = itertools.count(1)
+        super().__init__(("127.0.0.1", port), Handler)
+
+
+class Handler(socketserver.BaseRequestHandler):
+    """One client or admin connection."""
+
+    def handle(self) -> None:
+        sock: socket.socket = self.request
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        head = read_exact(sock, 4)
+        if head is None:
+            return
+        if head == mqi.ADMIN_MAGIC:
+            self._admin(sock)
+            return
+        self._mqi(sock, head)
+
+    def _mqi(self, sock: socket.socket, head: bytes) -> None:
+        qm: QueueManager = self.server.qm
+        conn: Connection | None = None
+        clean = False
+        try:
+            while head is not None:
+                payload = read_exact(sock, struct.unpack("<I", head)[0])
+                if payload is None:
+                    break
+                verb_number, fields = mqi.unpack_request(payload)
+                verb = mqi.VERBS.get(verb_number, "?")
+                if conn is None:
+                    if verb != "CONNX":
+                        break
+                    reply, conn = qm.connx(next(self.server.numbers), fields)
+                    sock.sendall(mqi.pack_reply(*reply))
+                    if conn is None:
+                        break
+                    conn.sock = sock
+                elif verb == "DISC":
+                    qm.disconnect(conn, commit=True)
+                    clean = True
+                    sock.sendall(mqi.pack_reply(mqi.MQCC_OK, 0, []))
+                    break
+                else:
+                    sock.sendall(mqi.pack_reply(*qm.call(conn, verb, fields)))
+                head = read_exact(sock, 4)
+        except OSError:
+            pass
+        finally:
+            if conn is not None and not clean:
+                qm.disconnect(conn, commit=False)  # a broken connection backs out
+
+    def _admin(self, sock: socket.socket) -> None:
+        qm: QueueManager = self.server.qm
+        stream = sock.makefile("rw", encoding="utf-8", newline="\n")
+        for line in stream:
+            command = line.strip()
+            if command.upper() in ("END", "ENDMQM"):
+                stream.write(f"AMQ8004I: queue manager {qm.name} ending.\n.\n")
+                stream.flush()
+                threading.Thread(target=self.server.shutdown, daemon=True).start()
+                return
+            for out in qm.admin(command):
+                stream.write(out + "\n")
+            stream.write(".\n")
+            stream.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start one emulated queue manager and serve until END or SIGTERM."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--name", required=True, help="queue manager name, e.g. QM1")
+    parser.add_argument("--port", type=int, required=True, help="loopback port to listen on")
+    parser.add_argument("--data", required=True, help="directory for qmgr.pid and qmgr.log")
+    parser.add_argument("--user", default="", help="the one MQCSP user accepted (none: any)")
+    parser.add_argument("--password", default="", help="that user's password")
+    parser.add_argument("--mqsc", default="", help="file of admin commands run at start")
+    args = parser.parse_args(argv)
+    os.makedirs(args.data, exist_ok=True)
+    qm = QueueManager(args.name, args.user, args.password)
+    if args.mqsc:
+        with open(args.mqsc, encoding="utf-8") as commands:
+            for line in commands:
+                if line.strip() and not line.lstrip().startswith("*"):
+                    qm.admin(line)
+    server = Server(qm, args.port)
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    with open(os.path.join(args.data, "qmgr.pid"), "w", encoding="utf-8") as pid:
+        pid.write(f"{os.getpid()}\n")
+    print(f"READY {args.name} {args.port}", flush=True)
+    try:
+        server.serve_forever(poll_interval=0.1)
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
