@@ -20,6 +20,7 @@ Headers exchanges, exchange-to-exchange bindings and binding arguments have no m
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from orchestrator.specs.topology import TopologySpec
 
 SUB_PREFIX = "SURGE"
+_UNQUOTED = re.compile(r"[A-Z0-9._/%]+")  # what MQSC reads unquoted and unchanged
 
 
 @dataclass(frozen=True)
@@ -38,9 +40,9 @@ class Subscription:
     queue: str
 
     def mqsc(self) -> str:
-        """``DEFINE SUB`` of it (the queue unquoted, as the queues' own DEFINE QLOCAL)."""
-        return (f"define sub({_quoted(self.name)}) topicstr({_quoted(self.topic)}) "
-                f"dest({self.queue}) replace")
+        """``DEFINE SUB`` of it, every name quoted (:func:`mqsc_name`)."""
+        return (f"define sub({mqsc_string(self.name)}) topicstr({mqsc_string(self.topic)}) "
+                f"dest({mqsc_name(self.queue)}) replace")
 
 
 def topic_string(exchange: str, routing_key: str) -> str:
@@ -79,5 +81,14 @@ def mqsc_lines(topology: TopologySpec) -> list[str]:
     return ["* Subscriptions: the topology's bindings", *(s.mqsc() for s in subs)] if subs else []
 
 
-def _quoted(text: str) -> str:
+def mqsc_string(text: str) -> str:
+    """A string for MQSC, quoted (a quote inside doubled)."""
     return "'" + text.replace("'", "''") + "'"
+
+
+def mqsc_name(name: str) -> str:
+    """An object name for MQSC: as it is where MQSC would read it unchanged (upper case, no
+    character that needs quoting), else quoted. MQSC folds an unquoted name to upper case and
+    the MQI opens names exactly as given, so a queue ``request`` defined unquoted would be
+    ``REQUEST``, never found by a worker opening ``request``."""
+    return name if _UNQUOTED.fullmatch(name) else mqsc_string(name)

@@ -95,5 +95,5 @@ def test_surge_plan_for_native_ha_prints_the_manifests():
     assert result.exit_code == 0, result.output
     out = result.output
     assert "kind: QueueManager" in out and "type: NativeHA" in out
-    assert "  queues.mqsc: |\n    define qlocal(queue) maxdepth(5000) replace" in out
+    assert "  queues.mqsc: |\n    define qlocal('queue') maxdepth(5000) replace" in out
     assert "senders: [1, 2, 4" not in out and "   9 " in out  # nine requester counts

@@ -90,17 +90,17 @@ def test_every_binding_and_bound_queue_is_a_durable_subscription_in_the_mqsc():
         ("all/#", "audit"), ("exact/eu/new", "audit")]
     assert subs[0].name == "SURGE.shop.1.orders1"
     mqsc = uniform.mqsc_text(topology).splitlines()
-    define = "define sub('SURGE.shop.1.orders1') topicstr('shop/eu/+') dest(orders1) replace"
+    define = "define sub('SURGE.shop.1.orders1') topicstr('shop/eu/+') dest('orders1') replace"
     assert define in mqsc
-    assert mqsc.index(define) > mqsc.index("define qlocal(orders1) replace")
+    assert mqsc.index(define) > mqsc.index("define qlocal('orders1') replace")
     ha = topology_with(base="mq-native-ha.yaml")
-    assert "define sub('SURGE.all.4.audit') topicstr('all/#') dest(audit) replace" in \
+    assert "define sub('SURGE.all.4.audit') topicstr('all/#') dest('audit') replace" in \
         manifests.queue_definitions(ha).splitlines()
 
 
 def test_a_quote_in_a_topic_is_doubled_in_mqsc():
     sub = Subscription("SURGE.o'k.1.q", "o'k/a", "q")
-    assert sub.mqsc() == "define sub('SURGE.o''k.1.q') topicstr('o''k/a') dest(q) replace"
+    assert sub.mqsc() == "define sub('SURGE.o''k.1.q') topicstr('o''k/a') dest('q') replace"
 
 
 EXISTING = """\

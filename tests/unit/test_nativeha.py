@@ -95,7 +95,7 @@ def test_configmap_defines_every_queue_of_the_topology_and_the_ini_stanzas():
     names = [name for queue in spec.queues for name in queue.names]
     assert len(names) == 43
     assert data["queues.mqsc"].splitlines() == [
-        f"define qlocal({name}) maxdepth(5000) replace" for name in names]
+        f"define qlocal('{name}') maxdepth(5000) replace" for name in names]
     assert data["nha.mqsc"] == "alter qmgr IMGLOGLN(25000)\n"
     assert data["fastpath.ini"].startswith("Channels:\n   MQIBindType=FASTPATH\n")
     assert "Log:\n   LogPrimaryFiles=16\n   LogSecondaryFiles=2\n   LogBufferPages=4096\n" \
@@ -109,7 +109,7 @@ def test_topology_values_reach_the_files():
                     "ibmmq.native_ha.max_message_length=4194304", "ibmmq.channel=PERF.CHL",
                     "ibmmq.sharecnv=10", "ibmmq.ini={Channels: {MQIBindType: STANDARD}}")
     data = manifests.render(spec)[0]["data"]
-    assert "define qlocal(reply20) maxdepth(100) replace\n" in data["queues.mqsc"]
+    assert "define qlocal('reply20') maxdepth(100) replace\n" in data["queues.mqsc"]
     assert data["nha.mqsc"] == "alter qmgr IMGLOGLN(0)\n"
     assert "alter channel(PERF.CHL) chltype(SVRCONN) sharecnv(10) mcauser('mqm') " \
            "maxmsgl(4194304) SSLCAUTH(OPTIONAL) SSLCIPH('')\n" in data["disable.mqsc"]

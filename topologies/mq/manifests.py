@@ -13,7 +13,7 @@ from typing import Any
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.mq import MqSpec, NativeHaSpec
-from orchestrator.specs.mqtopics import mqsc_lines
+from orchestrator.specs.mqtopics import mqsc_lines, mqsc_name
 from orchestrator.specs.topology import TopologySpec
 from topologies.assets import asset
 from topologies.templates import render_file
@@ -76,7 +76,7 @@ def queue_definitions(topology: TopologySpec) -> str:
     """``queues.mqsc``: one ``define qlocal`` per queue name of the topology (patterns
     expanded), each with the topology's MAXDEPTH."""
     depth = native_ha_of(topology).max_depth
-    lines = [f"define qlocal({name}) maxdepth({depth}) replace"
+    lines = [f"define qlocal({mqsc_name(name)}) maxdepth({depth}) replace"
              for queue in topology.queues for name in queue.names]
     return "".join(line + "\n" for line in lines + mqsc_lines(topology))
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.errors import ProvisionError
+from orchestrator.specs.mqtopics import mqsc_name
 from orchestrator.specs.topology import TopologySpec
 from topologies.base import BrokerSample, Member, MemberSample, Provisioner
 from topologies.mq import metrics, uniform
@@ -169,7 +170,7 @@ class UniformClusterProvisioner(Provisioner):
         cluster's instances of each queue)."""
         names = [name for queue in self.topology.queues for name in queue.names]
         depths = dict.fromkeys(names, 0)
-        script = "\n".join(f"DISPLAY QLOCAL({name}) CURDEPTH" for name in names) + "\n"
+        script = "\n".join(f"DISPLAY QLOCAL({mqsc_name(name)}) CURDEPTH" for name in names) + "\n"
         for qm in self.qms:
             if self._state(qm) != "Running":
                 continue

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.specs.mq import MqHostSpec, MqSpec
-from orchestrator.specs.mqtopics import mqsc_lines
+from orchestrator.specs.mqtopics import mqsc_lines, mqsc_name
 from orchestrator.specs.topology import TopologySpec
 
 
@@ -97,7 +97,8 @@ def mqsc_text(topology: TopologySpec) -> str:
         f"alter channel({mq.channel}) chltype(SVRCONN) sharecnv({mq.sharecnv})",
         "* Queues",
     ]
-    lines += [f"define qlocal({name}) replace" for queue in topology.queues for name in queue.names]
+    lines += [f"define qlocal({mqsc_name(name)}) replace"
+              for queue in topology.queues for name in queue.names]
     return "\n".join(lines + mqsc_lines(topology)) + "\n"
 
 
