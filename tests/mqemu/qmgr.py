@@ -639,13 +639,15 @@ class QueueManager:
 
 
 def mqsc_words(line: str) -> list[tuple[str, str | None]]:
-    """``DEFINE QLOCAL(Q1) MAXDEPTH(10) REPLACE`` -> [(DEFINE, None), (QLOCAL, Q1), ...];
-    values may be quoted with '' (MQSC's quoting)."""
+    """``DEFINE QLOCAL(Q1) MAXDEPTH(10) REPLACE`` -> [(DEFINE, None), (QLOCAL, Q1), ...]; a
+    value in quotes is taken as written (``''`` is a quote), an unquoted one folded to upper
+    case, as MQSC does ("Rules for using MQSC commands": "Generic values ... are folded to
+    upper case" unless enclosed in single quotation marks)."""
     words = []
     for token in re.finditer(r"([A-Za-z*]+)(?:\(\s*('(?:[^']|'')*'|[^)]*?)\s*\))?", line):
         key, value = token.group(1), token.group(2)
-        if value is not None and value.startswith("'"):
-            value = value[1:-1].replace("''", "'")
+        if value is not None:
+            value = value[1:-1].replace("''", "'") if value.startswith("'") else value.upper()
         words.append((key, value))
     return words
 

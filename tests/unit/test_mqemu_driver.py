@@ -30,7 +30,7 @@ SETTINGS = MqSettings(user=USER, password=PASSWORD, channel="PERF.APP.CHL")
 @pytest.fixture
 def qm1(qmgrs):
     return qmgrs.start("QM1", USER, PASSWORD, [
-        "DEFINE QLOCAL(perf)", "DEFINE QLOCAL(request1)", "DEFINE QLOCAL(reply1)"])
+        "DEFINE QLOCAL('perf')", "DEFINE QLOCAL('request1')", "DEFINE QLOCAL('reply1')"])
 
 
 def endpoint(qmgr) -> str:
@@ -56,7 +56,7 @@ def counted(driver: MqDriver, name: str) -> int:
 
 
 def depth(qmgr, queue: str) -> int:
-    line = qmgr.admin(f"DISPLAY QLOCAL({queue})")[0][0]
+    line = qmgr.admin(f"DISPLAY QLOCAL('{queue}')")[0][0]
     return int(line.split("CURDEPTH(")[1].split(")")[0])
 
 
@@ -131,7 +131,7 @@ def test_requests_and_replies_match_exactly_through_a_shared_reply_queue(emulate
 
 
 def test_wrong_credentials_make_the_workers_retry_and_count_errors(emulated_ibmmq, qmgrs):
-    qmgr = qmgrs.start("QM1", USER, "another", ["DEFINE QLOCAL(perf)"])
+    qmgr = qmgrs.start("QM1", USER, "another", ["DEFINE QLOCAL('perf')"])
     driver = make(emulated_ibmmq, qmgr)
     driver.add_sender(driver.call(lambda: SenderRole(1, 0, PayloadBuilder(50), driver.recorder,
                                                      limit=5)), endpoint(qmgr))
@@ -183,7 +183,7 @@ def write_ccdt(path, entries) -> str:
 
 
 def test_a_queue_manager_group_is_reached_through_the_ccdt(emulated_ibmmq, qmgrs, tmp_path):
-    first, second = (qmgrs.start(name, USER, PASSWORD, ["DEFINE QLOCAL(perf)"])
+    first, second = (qmgrs.start(name, USER, PASSWORD, ["DEFINE QLOCAL('perf')"])
                      for name in ("UC01QM01", "UC01QM02"))
     url = write_ccdt(tmp_path / "ccdt.json", [("PERF.APP.CHL", "UC01QM", first, 0),
                                               ("PERF.APP.CHL", "UC01QM", second, 0)])
@@ -247,7 +247,7 @@ def drain(ibmmq, qmgr, queue: str) -> list[bytes]:
 def test_a_reconnectable_client_moves_on_by_itself_and_its_reconnects_are_counted(
         emulated_ibmmq, qmgrs, tmp_path, monkeypatch):
     monkeypatch.setenv("MQEMU_RECONNECT_TIMEOUT_S", "10")
-    first, second = (qmgrs.start(name, USER, PASSWORD, ["DEFINE QLOCAL(perf)"])
+    first, second = (qmgrs.start(name, USER, PASSWORD, ["DEFINE QLOCAL('perf')"])
                      for name in ("UC01QM01", "UC01QM02"))
     url = write_ccdt(tmp_path / "ccdt.json", [("PERF.APP.CHL", "UC01QM", first, 0),
                                               ("PERF.APP.CHL", "UC01QM", second, 0)])
@@ -274,7 +274,7 @@ def test_a_reconnectable_client_moves_on_by_itself_and_its_reconnects_are_counte
 
 def test_a_broken_connection_is_reconnected_by_the_driver_to_the_next_endpoint(emulated_ibmmq,
                                                                              qmgrs):
-    first, second = (qmgrs.start(name, USER, PASSWORD, ["DEFINE QLOCAL(perf)"])
+    first, second = (qmgrs.start(name, USER, PASSWORD, ["DEFINE QLOCAL('perf')"])
                      for name in ("QM1", "QM2"))
     driver = MqDriver(Destination(endpoints=(endpoint(first), endpoint(second)), queue="perf"),
                       Recorder(), SETTINGS, mqi=emulated_ibmmq, get_wait_ms=50)

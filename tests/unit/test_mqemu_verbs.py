@@ -322,6 +322,21 @@ def test_nothing_is_left_running(qmgrs):
         Path(f"/proc/{pid}/status").read_text().find("zombie") >= 0
 
 
+def test_mqsc_folds_an_unquoted_name_and_the_mqi_opens_names_exactly(emulated_ibmmq, qm1):
+    ibmmq, C = emulated_ibmmq, emulated_ibmmq.CMQC
+    assert qm1.admin("DEFINE QLOCAL(orders)", "DEFINE QLOCAL('orders')") == [
+        ["AMQ8006I: IBM MQ queue created: ORDERS."], ["AMQ8006I: IBM MQ queue created: orders."]]
+    qm = connect(ibmmq, qm1)
+    for name in ("ORDERS", "orders"):
+        ibmmq.Queue(qm, name, C.MQOO_OUTPUT).put(name.encode())
+    exact, folded = (qm1.admin(f"DISPLAY QLOCAL({name})")[0][0] for name in ("'orders'", "orders"))
+    assert exact.startswith("QUEUE(orders) ") and folded.startswith("QUEUE(ORDERS) ")
+    assert "CURDEPTH(1)" in exact and "CURDEPTH(1)" in folded
+    assert reason(ibmmq, lambda: ibmmq.Queue(qm, "Orders", C.MQOO_OUTPUT)) == \
+        C.MQRC_UNKNOWN_OBJECT_NAME
+    qm.disconnect()
+
+
 def test_mqsc_commands_define_display_and_end_the_queue_manager(qmgrs):
     qmgr = qmgrs.start("QM4")
     script = Path(__file__).resolve().parents[1] / "mqemu" / "runmqsc.py"
