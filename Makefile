@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 RABBIT := /usr/lib/rabbitmq/bin/rabbitmq-server
 SSHD   := /usr/sbin/sshd
 
-.PHONY: demo test deps java openssl chromium prometheus kubectl ssh mqemu lint docs bench bench-deps clean
+.PHONY: demo test deps java openssl chromium prometheus kubectl ssh mqemu lint docs bench bench-deps images clean
 
 demo: deps  ## run the quickstart on a local 3-member RabbitMQ cluster, print the step table
 	$(BIN)/surge run scenarios/quickstart.yaml
@@ -37,6 +37,12 @@ bench: deps bench-deps  ## every benchmark, about 80 min; each keeps its output 
 
 bench-deps:  ## the C client of bench/generators.py is compiled against librabbitmq
 	$(call apt,/usr/include/amqp.h,librabbitmq-dev gcc)
+
+images:  ## build and check both Containerfile targets with podman, 8 to 10 min (not part of test)
+	$(call apt,podman,podman)
+	$(call apt,buildah,buildah)
+	$(call apt,/usr/sbin/debootstrap,debootstrap)
+	tests/images/build.sh
 
 deps: $(RABBIT) ssh java openssl chromium prometheus kubectl mqemu $(BIN)/surge
 
