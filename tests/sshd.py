@@ -103,9 +103,10 @@ def keygen(path: Path) -> None:
 
 @contextmanager
 def running_sshd(directory: Path, start_timeout_s: float = 10.0,
-                 address: str = "127.0.0.1") -> Iterator[Sshd]:
+                 address: str = "127.0.0.1", also: tuple[str, ...] = ()) -> Iterator[Sshd]:
     """Start sshd on a free port of a loopback ``address`` (127.0.0.1, or e.g. 127.0.1.2 to
-    stand for another host) with keys in ``directory``; stop it afterwards."""
+    stand for another host), and on the same port of the loopback addresses ``also`` (more
+    hosts behind one server), with keys in ``directory``; stop it afterwards."""
     directory.mkdir(parents=True, exist_ok=True)
     host_key, client_key = directory / "host_ed25519", directory / "client_ed25519"
     keygen(host_key)
@@ -116,13 +117,14 @@ def running_sshd(directory: Path, start_timeout_s: float = 10.0,
     key_type, key_data = host_key.with_suffix(".pub").read_text().split()[:2]
     host_key_line = f"[{address}]:{port} {key_type} {key_data}"
     known_hosts = directory / "known_hosts"
-    known_hosts.write_text(host_key_line + "\n")
+    known_hosts.write_text("".join(f"[{host}]:{port} {key_type} {key_data}\n"
+                                   for host in (address, *also)))
     config = directory / "sshd_config"
     token = secrets.token_hex(8)
+    listen = "".join(f"ListenAddress {host}\n" for host in (address, *also))
     config.write_text(f"""\
 Port {port}
-ListenAddress {address}
-HostKey {host_key}
+{listen}HostKey {host_key}
 PidFile {directory / "sshd.pid"}
 AuthorizedKeysFile {authorized}
 StrictModes no

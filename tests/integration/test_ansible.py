@@ -27,6 +27,7 @@ from typer.testing import CliRunner
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.topology import TopologySpec
+from tests.mqemu import end_all, install_standins
 from tests.sshd import free_port, missing, running_sshd
 from topologies import ansible_up
 from topologies.mq import uniform
@@ -39,7 +40,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE = ROOT / "ansible"
 BIN = Path(sys.executable).parent
-STANDINS = Path(__file__).parent / "mq_standin_bin"
+MQ_PORT_BASE = 9480  # the emulated queue managers' listeners (tests/mqemu's range)
 needs_ansible = pytest.mark.skipif(not (BIN / "ansible-playbook").exists(),
                                    reason="ansible-core is not installed (pip install -e .[dev])")
 needs_sshd = pytest.mark.skipif(missing() is not None, reason=str(missing()))
@@ -260,12 +261,21 @@ def ssh_settings(sshd) -> dict:
 @needs_ansible
 @needs_sshd
 def test_mq_playbook_creates_the_rendered_cluster_over_ssh(sshd, over_ssh, tmp_path):
-    shutil.copytree(STANDINS, tmp_path / "bin")
+    install_standins(tmp_path / "bin")
+    try:
+        playbook_creates_the_rendered_cluster(sshd, over_ssh, tmp_path)
+    finally:
+        started = end_all(tmp_path / "bin")
+    assert started == ["UC01QM01"]  # the one the playbook started, emulated, left running
+
+
+def playbook_creates_the_rendered_cluster(sshd, over_ssh, tmp_path) -> None:
     topology = TopologySpec.model_validate({
         "name": "mq-ansible-it", "broker": "ibmmq", "placement": "ssh", "members": 4,
         "start": 1, "queues": [{"name": "REQUEST"}],
         "ibmmq": {"hosts": [{"name": "QMHostA", "address": "127.0.0.1", "members": 2},
                             {"name": "QMHostB", "address": "127.0.0.1", "members": 2}],
+                  "port_base": MQ_PORT_BASE,
                   "bin_dir": str(tmp_path / "bin"), "files_dir": str(tmp_path / "nfs1"),
                   "ssh": ssh_settings(sshd)}})
     calls = tmp_path / "bin" / "state" / "calls.log"
@@ -292,18 +302,21 @@ def test_mq_playbook_creates_the_rendered_cluster_over_ssh(sshd, over_ssh, tmp_p
 @needs_ansible
 @needs_sshd
 def test_mq_playbook_failure_names_host_task_and_message(sshd, over_ssh, tmp_path):
-    shutil.copytree(STANDINS, tmp_path / "bin")
+    install_standins(tmp_path / "bin")
     (tmp_path / "bin" / "state").mkdir()
     (tmp_path / "bin" / "state" / "fail-crtmqm").write_text("PERF1\n")
     topology = TopologySpec.model_validate({
         "name": "mq-ansible-fail", "broker": "ibmmq", "placement": "ssh", "members": 2,
         "start": 1, "ibmmq": {"qm_prefix": "PERF", "qm_digits": 1, "qm_first": 0,
                               "hosts": [{"name": "QMHostA", "address": "127.0.0.1",
-                                         "members": 2}],
+                                         "members": 2}], "port_base": MQ_PORT_BASE,
                               "bin_dir": str(tmp_path / "bin"),
                               "files_dir": str(tmp_path / "nfs1"), "ssh": ssh_settings(sshd)}})
-    with pytest.raises(ProvisionError) as raised:
-        ansible_up.up(topology, state_root=tmp_path / "state", **over_ssh)
+    try:
+        with pytest.raises(ProvisionError) as raised:
+            ansible_up.up(topology, state_root=tmp_path / "state", **over_ssh)
+    finally:
+        assert end_all(tmp_path / "bin") == []  # the failure came before any strmqm
     message = str(raised.value)
     assert message.startswith("ansible: mq-uniform-cluster.yml failed on QMHostA: task 'Create "
                               "the queue managers dspmq does not know")

@@ -8,10 +8,14 @@ with it preloaded (once per process), :class:`EmulatedQmgr` runs one queue manag
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
+import json
 import os
+import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +26,7 @@ from types import ModuleType
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "libmqm.c"
 QMGR = HERE / "qmgr.py"
+STANDINS = HERE.parent / "integration" / "mq_standin_bin"  # crtmqm, strmqm, ... driving qmgr.py
 PORTS = range(9400, 9500)  # this emulator's listeners
 START_TIMEOUT_S = 10.0
 _loaded: dict[str, object] = {}
@@ -120,9 +125,11 @@ class EmulatedQmgr:
         self.log.close()
 
 
-def admin(port: int, *commands: str, timeout_s: float = 10.0) -> list[list[str]]:
-    """Send MQSC-like ``commands`` to the queue manager on ``port``; each one's output lines."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+def admin(port: int, *commands: str, timeout_s: float = 10.0,
+          host: str = "127.0.0.1") -> list[list[str]]:
+    """Send MQSC-like ``commands`` to the queue manager on ``host:port``; each one's output
+    lines."""
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
         sock.sendall(b"MQSC")
         stream = sock.makefile("rw", encoding="utf-8", newline="\n")
         results = []
@@ -136,3 +143,31 @@ def admin(port: int, *commands: str, timeout_s: float = 10.0) -> list[list[str]]
                 lines.append(line.rstrip("\n"))
             results.append(lines)
         return results
+
+
+def install_standins(directory: Path) -> Path:
+    """MQ's control commands as stand-ins (tests/integration/mq_standin_bin) copied into
+    ``directory``, set to start this emulator with this Python; ``directory``."""
+    shutil.copytree(STANDINS, directory)
+    (directory / "mqemu.env").write_text(f"MQEMU={shlex.quote(str(HERE))}\n"
+                                         f"MQEMU_PYTHON={shlex.quote(sys.executable)}\n")
+    return directory
+
+
+def end_all(standins: Path, timeout_s: float = 10.0) -> list[str]:
+    """Stop (by PID) every emulated queue manager the stand-ins in ``standins`` started and
+    left running; their names."""
+    ended = []
+    for record in sorted((standins / "state").glob("*.json")):
+        pid = json.loads(record.read_text()).get("pid")
+        if not pid or not Path(f"/proc/{pid}").exists():
+            continue
+        ended.append(record.stem)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout_s
+            while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if Path(f"/proc/{pid}").exists():
+                os.kill(pid, signal.SIGKILL)
+    return ended

@@ -596,6 +596,8 @@ class QueueManager:
                 if self.subs.pop(name, None) is None:
                     return [f"AMQ8147E: IBM MQ object {name} not found."]
                 return [f"AMQ8095I: IBM MQ subscription deleted: {name}."]
+            if obj in ("CHANNEL", "LISTENER", "QMGR") and verb in ("DEFINE", "ALTER"):
+                return [ACCEPTED[obj, verb]]  # one listener, any SVRCONN name: nothing to keep
             if verb in ("DISPLAY", "DIS"):
                 return self._display(obj, name or "*")
             if verb == "STOP" and obj == "CONN":
@@ -638,6 +640,13 @@ class QueueManager:
         return [f"AMQ8405E: unsupported DISPLAY {obj}"]
 
 
+ACCEPTED = {("CHANNEL", "DEFINE"): "AMQ8014I: IBM MQ channel created.",
+            ("CHANNEL", "ALTER"): "AMQ8016I: IBM MQ channel changed.",
+            ("LISTENER", "ALTER"): "AMQ8623I: IBM MQ listener changed.",
+            ("QMGR", "ALTER"): "AMQ8005I: IBM MQ queue manager changed."}
+"""MQSC the -ic files of surge's provisioners hold that the emulator accepts and ignores."""
+
+
 def mqsc_words(line: str) -> list[tuple[str, str | None]]:
     """``DEFINE QLOCAL(Q1) MAXDEPTH(10) REPLACE`` -> [(DEFINE, None), (QLOCAL, Q1), ...]; a
     value in quotes is taken as written (``''`` is a quote), an unquoted one folded to upper
@@ -672,10 +681,10 @@ class Server(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, qm: QueueManager, port: int):
+    def __init__(self, qm: QueueManager, port: int, host: str = "127.0.0.1"):
         self.qm = qm
         self.numbers = itertools.count(1)
-        super().__init__(("127.0.0.1", port), Handler)
+        super().__init__((host, port), Handler)
 
 
 class Handler(socketserver.BaseRequestHandler):
@@ -746,6 +755,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--name", required=True, help="queue manager name, e.g. QM1")
     parser.add_argument("--port", type=int, required=True, help="loopback port to listen on")
+    parser.add_argument("--host", default="127.0.0.1", help="loopback address to listen on")
     parser.add_argument("--data", required=True, help="directory for qmgr.pid and qmgr.log")
     parser.add_argument("--user", default="", help="the one MQCSP user accepted (none: any)")
     parser.add_argument("--password", default="", help="that user's password")
@@ -758,7 +768,7 @@ def main(argv: list[str] | None = None) -> int:
             for line in commands:
                 if line.strip() and not line.lstrip().startswith("*"):
                     qm.admin(line)
-    server = Server(qm, args.port)
+    server = Server(qm, args.port, args.host)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     with open(os.path.join(args.data, "qmgr.pid"), "w", encoding="utf-8") as pid:
         pid.write(f"{os.getpid()}\n")

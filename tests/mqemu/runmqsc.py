@@ -24,11 +24,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run stdin's commands against the queue manager on ``--port``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True, help="the queue manager's port")
+    parser.add_argument("--host", default="127.0.0.1", help="the loopback address it is on")
     args = parser.parse_args(argv)
     commands = [line.strip() for line in sys.stdin
                 if line.strip() and not line.lstrip().startswith("*")]
     try:
-        results = admin(args.port, *commands)
+        results = admin(args.port, *commands, host=args.host)
     except OSError:
         print("AMQ8146E: IBM MQ queue manager not available.")
         return 20
