@@ -78,9 +78,20 @@ def _address(record: dict) -> tuple[str, int]:
     return host, port
 
 
-def _fail(message: str, code: int) -> int:
-    print(message, file=sys.stderr)
-    return code
+class Refused(Exception):
+    """A command refused: MQ's message (on stderr) and exit status."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+
+def _known(name: str) -> dict:
+    """What crtmqm recorded of ``name``; refused as MQ refuses an unknown queue manager."""
+    record = _record(name)
+    if record is None:
+        raise Refused(UNKNOWN, 72)
+    return record
 
 
 def crtmqm(args: list[str]) -> int:
@@ -101,9 +112,9 @@ def crtmqm(args: list[str]) -> int:
             record["inserts"][key] = value
     failing = STATE / "fail-crtmqm"
     if failing.exists() and name in failing.read_text().split():
-        return _fail("AMQ8101S: IBM MQ error (893) has occurred: no space left on device.", 71)
+        raise Refused("AMQ8101S: IBM MQ error (893) has occurred: no space left on device.", 71)
     if _record(name) is not None:
-        return _fail(f"AMQ8110E: IBM MQ queue manager '{name}' already exists.", 8)
+        raise Refused(f"AMQ8110E: IBM MQ queue manager '{name}' already exists.", 8)
     _save(name, record)
     print(f"IBM MQ queue manager '{name}' created.")
     return 0
@@ -132,11 +143,9 @@ def _start_script(name: str, record: dict) -> Path | None:
 def strmqm(args: list[str]) -> int:
     """Start the emulated queue manager and wait until it listens."""
     name = args[-1]
-    record = _record(name)
-    if record is None:
-        return _fail(UNKNOWN, 72)
+    record = _known(name)
     if _alive(record):
-        return _fail(f"IBM MQ queue manager '{name}' running.", 5)
+        raise Refused(f"IBM MQ queue manager '{name}' running.", 5)
     host, port = _address(record)
     data = STATE / f"{name}.data"
     command = [sys.executable, str(HERE / "qmgr.py"), "--name", name, "--host", host,
@@ -156,8 +165,8 @@ def strmqm(args: list[str]) -> int:
         except OSError:
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
-                return _fail(f"AMQ7017S: Log not available (the emulated queue manager did not "
-                             f"listen on {host}({port}); see {data / 'qmgr.log'}).", 71)
+                raise Refused(f"AMQ7017S: Log not available (the emulated queue manager did not "
+                              f"listen on {host}({port}); see {data / 'qmgr.log'}).", 71) from None
             time.sleep(0.05)
     record.update(pid=process.pid, status="Running", listen=[host, port])
     _save(name, record)
@@ -168,11 +177,9 @@ def strmqm(args: list[str]) -> int:
 def endmqm(args: list[str]) -> int:
     """End the queue manager: its clients lose their connections."""
     name, flags = args[-1], args[:-1]
-    record = _record(name)
-    if record is None:
-        return _fail(UNKNOWN, 72)
+    record = _known(name)
     if not _alive(record):
-        return _fail(f"AMQ8146E: IBM MQ queue manager '{name}' not available.", 40)
+        raise Refused(f"AMQ8146E: IBM MQ queue manager '{name}' not available.", 40)
     host, port = _address(record)
     if "-p" not in flags:
         with contextlib.suppress(OSError):  # it may be going already
@@ -194,9 +201,7 @@ def dspmq(args: list[str]) -> int:
     names = [args[args.index("-m") + 1]] if "-m" in args else \
         sorted(p.stem for p in STATE.glob("*.json"))
     for name in names:
-        record = _record(name)
-        if record is None:
-            return _fail(UNKNOWN, 72)
+        record = _known(name)
         status = "Running" if _alive(record) else (
             "Ended unexpectedly" if record["status"] == "Running" else record["status"])
         print(f"QMNAME({name})".ljust(60) + f"STATUS({status})")
@@ -218,11 +223,8 @@ def runmqsc(args: list[str]) -> int:
 def dltmqm(args: list[str]) -> int:
     """Delete an ended queue manager and what it kept."""
     name = args[-1]
-    record = _record(name)
-    if record is None:
-        return _fail(UNKNOWN, 72)
-    if _alive(record):
-        return _fail(f"AMQ8041E: The queue manager '{name}' cannot be deleted: it is running.", 5)
+    if _alive(_known(name)):
+        raise Refused(f"AMQ8041E: The queue manager '{name}' cannot be deleted: it is running.", 5)
     (STATE / f"{name}.json").unlink()
     (STATE / f"{name}.start.mqsc").unlink(missing_ok=True)
     shutil.rmtree(STATE / f"{name}.data", ignore_errors=True)
@@ -237,7 +239,11 @@ COMMANDS = {"crtmqm": crtmqm, "strmqm": strmqm, "endmqm": endmqm, "dspmq": dspmq
 def main(argv: list[str]) -> int:
     """Run one control command."""
     STATE.mkdir(parents=True, exist_ok=True)
-    return COMMANDS[argv[0]](argv[1:])
+    try:
+        return COMMANDS[argv[0]](argv[1:])
+    except Refused as refused:
+        print(refused, file=sys.stderr)
+        return refused.code
 
 
 if __name__ == "__main__":

@@ -188,23 +188,22 @@ def test_a_queue_manager_group_is_reached_through_the_ccdt(emulated_ibmmq, qmgrs
     url = write_ccdt(tmp_path / "ccdt.json", [("PERF.APP.CHL", "UC01QM", first, 0),
                                               ("PERF.APP.CHL", "UC01QM", second, 0)])
     settings = dataclasses.replace(SETTINGS, ccdt_url=url)
-    driver = MqDriver(Destination(endpoints=("*UC01QM",), queue="perf"), Recorder(), settings,
-                      mqi=emulated_ibmmq, get_wait_ms=50)
-    driver.start()
-    send = driver.call(lambda: SenderRole(1, 0, PayloadBuilder(50), driver.recorder, limit=20))
-    driver.add_sender(send, "*UC01QM")
-    until(lambda: counted(driver, "sent") == 20)
-    driver.stop(3)
+
+    def send_twenty() -> MqDriver:
+        driver = MqDriver(Destination(endpoints=("*UC01QM",), queue="perf"), Recorder(),
+                          settings, mqi=emulated_ibmmq, get_wait_ms=50)
+        driver.start()
+        send = driver.call(lambda: SenderRole(1, 0, PayloadBuilder(50), driver.recorder,
+                                              limit=20))
+        driver.add_sender(send, "*UC01QM")
+        until(lambda: counted(driver, "sent") == 20)
+        driver.stop(3)
+        return driver
+
+    send_twenty()
     assert (depth(first, "perf"), depth(second, "perf")) == (20, 0)  # CLNTWGHT(0): in order
     first.stop()
-    driver = MqDriver(Destination(endpoints=("*UC01QM",), queue="perf"), Recorder(), settings,
-                      mqi=emulated_ibmmq, get_wait_ms=50)
-    driver.start()
-    send = driver.call(lambda: SenderRole(1, 0, PayloadBuilder(50), driver.recorder, limit=20))
-    driver.add_sender(send, "*UC01QM")
-    until(lambda: counted(driver, "sent") == 20)
-    driver.stop(3)
-    assert depth(second, "perf") == 20 and driver.recorder.errors == 0
+    assert send_twenty().recorder.errors == 0 and depth(second, "perf") == 20
 
 
 def test_weighted_ccdt_channels_share_the_connections(emulated_ibmmq, qmgrs, tmp_path,
