@@ -58,9 +58,9 @@ CCDT_URL = os.environ.get("SURGE_MQ_CCDT_URL", "")
 GROUP = os.environ.get("SURGE_MQ_GROUP", "") or f"*{QMGR.lstrip('*')}"
 
 
-def driver(queue: str, **fields) -> MqDriver:
+def driver(queue: str, settings: MqSettings | None = None, **fields) -> MqDriver:
     mq = MqDriver(Destination(endpoints=(ENDPOINT,), queue=queue, **fields), Recorder(),
-                  mqi=MQI)
+                  settings or MqSettings(), mqi=MQI)
     mq.start()
     return mq
 
@@ -108,7 +108,7 @@ def test_put_and_get_through_the_real_library():
 
 def test_request_reply_through_the_real_library():
     empty(REQUESTS, REPLIES)
-    mq = driver(REQUESTS, reply_queue=REPLIES, unit_of_work=True, reply_size=2048)
+    mq = driver(REQUESTS, MqSettings(reply_queue=REPLIES), unit_of_work=True, reply_size=2048)
     recorder = mq.recorder
     mq.add_receiver(ResponderRole(recorder, 1), ENDPOINT)
     mq.add_sender(mq.call(lambda: RequesterRole(2, 0, PayloadBuilder(2048), recorder,
@@ -123,11 +123,11 @@ def test_request_reply_through_the_real_library():
                                          "the queue manager group; see the docstring)")
 def test_through_the_ccdt_and_the_group_reconnectable_with_mqcsp_from_the_settings(
         monkeypatch):
+    empty(QUEUE)  # with the environment's credentials, as the other tests
     user, password = os.environ.get("SURGE_MQ_USER", ""), os.environ.get("SURGE_MQ_PASSWORD", "")
     monkeypatch.delenv("SURGE_MQ_USER", raising=False)  # only the settings carry them now
     monkeypatch.delenv("SURGE_MQ_PASSWORD", raising=False)
     monkeypatch.delenv("MQCCDTURL", raising=False)
-    empty(QUEUE)
     settings = MqSettings(queue_manager=GROUP, ccdt_url=CCDT_URL, reconnect="yes", user=user,
                           password=password)
     mq = MqDriver(Destination(endpoints=(GROUP,), queue=QUEUE, manual_ack=True), Recorder(),
