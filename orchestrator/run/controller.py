@@ -181,7 +181,8 @@ class Controller:
                                                      str(self.run_dir)))
             settled = lease.settle_previous(held.previous) if held.previous else None
             reused = holding.members_running(self.provisioner, self.topology.name, self.reuse)
-            self._event.writer = self.writer = open_run_dir(self.runs_dir, self.run_dir)
+            self.writer = open_run_dir(self.runs_dir, self.run_dir)
+            self._event.open(self.writer)
             setup.callback(self.writer.close)
             run_lock, _ = FileLock.take(self.run_dir / CONTROLLER_LOCK, {"kind": "run",
                                                                          "id": self.run_id})
