@@ -94,3 +94,35 @@ def test_a_uniform_cluster_run_on_emulated_queue_managers_accounts_for_every_mes
     assert any("dspmq -m UC01QM01" in c for c in commands[:4])  # asked before the run dir
     assert any("strmqm UC01QM01" in c for c in commands)
     assert any("endmqm -i UC01QM01" in c for c in commands)  # taken down at the end
+
+
+def test_scale_out_starts_queue_managers_over_ssh_and_every_message_is_accounted_for(
+        sshd, standins, mqemu_library, tmp_path):
+    """A step beyond what one emulated queue manager carries: surge starts more (strmqm over
+    SSH, in the run), and the accounting stays exact."""
+    scenario = {"name": "mq-emu-scale",
+                "topology": str(uniform_topology(sshd, standins, tmp_path)),
+                "agents": 1,
+                "workload": {"pattern": "point-to-point", "queue": "REQUEST", "senders": 8,
+                             "receivers": 8, "message": {"size": "1KiB"}},
+                "plan": [{"rate_per_sender": 50, "hold": "6s"},
+                         {"rate_per_sender": 1500, "hold": "25s"}],
+                "scaling": {"pool": 4, "scale_out": {
+                    "when_any": [{"shortfall": "3%", "for": "4s"}], "cooldown": "8s"}},
+                "measure": {"settle": "1s", "drain": "30s"}}
+    document = surge_run(scenario, tmp_path, mqemu_library)
+    accounting = document["accounting"]
+    assert document["outcome"] == "completed"
+    assert accounting["balanced"] and accounting["lost"] == 0, accounting
+    assert (accounting["received"], accounting["still_queued"]) == (accounting["sent"], 0)
+    events = [json.loads(line) for line in
+              (Path(document["run_dir"]) / "events.jsonl").read_text().splitlines()]
+    started = [e["explain"].split()[0] for e in events if e["kind"] == "member_started"]
+    assert started and started == ["UC01QM02", "UC01QM03", "UC01QM04"][:len(started)]
+    assert [e for e in events if e["kind"] == "scale_decision"]
+    commands = [e["command"] for e in events if e["kind"] == "remote_command"]
+    assert any(c.endswith("strmqm UC01QM02") for c in commands)  # over SSH, in the run
+    # the 12,000 msg/s step is more than one emulated queue manager carries: rows per member
+    # count, and the members counted go up as they start
+    members = [row["members"] for row in document["steps"] if row["target_rate"] == 12000]
+    assert members == sorted(members) and members[-1] == 1 + len(started)
