@@ -15,7 +15,7 @@ from orchestrator.errors import SurgeError
 from results import lake
 from results.rundir.manifest import MANIFEST_FILE, read_manifest
 from results.rundir.steps import StepRow, fixed_width
-from results.rundir.tables import read_table
+from results.rundir.tables import read_rows
 
 
 def final_step(run_dir: Path) -> tuple[str, StepRow, str]:
@@ -59,10 +59,8 @@ def plot_runs(run_dirs: list[Path]) -> dict[str, dict]:
     runs = {}
     for run_dir in run_dirs:
         steps = read_manifest(run_dir).steps
-        runs[run_dir.name] = {
-            "steps": steps, **{table: sorted(read_table(run_dir, table).to_pylist(),
-                                             key=lambda row: row["elapsed_s"])
-                               for table in ("ticks", "members")}}
+        runs[run_dir.name] = {"steps": steps, **{table: read_rows(run_dir, table)
+                                                 for table in ("ticks", "members")}}
     return runs
 
 

@@ -21,7 +21,7 @@ from results.rundir.figures import CONFIRM, INTENDED, LATENCY, histogram_columns
 from results.rundir.histogram import LatencyHistogram
 from results.rundir.hlog import MAX_UNIT_RATIO, Interval, write_log
 from results.rundir.manifest import RunManifest, read_manifest
-from results.rundir.tables import read_table
+from results.rundir.tables import read_rows
 
 KINDS = {LATENCY: "from each message's actual send time",
          INTENDED: "from each message's intended send time (rate-limited senders only)",
@@ -37,7 +37,7 @@ def run_intervals(run_dir: Path, kinds: list[str] | None = None
     time then kind: of ``kinds``, or of every kind the run recorded a latency of. A kind asked
     for that the run did not record, or a run with none, is a :class:`SurgeError`."""
     manifest = read_manifest(run_dir)
-    ticks = sorted(read_table(run_dir, "ticks").to_pylist(), key=lambda row: row["elapsed_s"])
+    ticks = read_rows(run_dir, "ticks")
     where = run_dir / "metrics" / "ticks"
     if not ticks:
         raise SurgeError(f"{where}: no ticks recorded; nothing to export")

@@ -169,9 +169,9 @@ def mean_cpu_per_second(members: list[dict]) -> tuple[list[float], list[float]]:
     (NaN where none was read)."""
     by_second: dict[float, list[float]] = defaultdict(list)
     for row in members:
-        by_second.setdefault(row["elapsed_s"], [])
+        read = by_second[row["elapsed_s"]]  # every second has its entry, read or not
         if row["running"] and row.get("cpu_percent") is not None:
-            by_second[row["elapsed_s"]].append(row["cpu_percent"])
+            read.append(row["cpu_percent"])
     seconds = sorted(by_second)
     return seconds, [fmean(by_second[s]) if by_second[s] else math.nan for s in seconds]
 

@@ -34,7 +34,7 @@ from results.rundir.tables import (
     CONTROLLER_HOST,
     RunWriter,
     latency_columns,
-    read_table,
+    read_rows,
     table_files,
 )
 
@@ -145,8 +145,7 @@ def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member
 def _close(run_dir: Path, sent: int, received: int) -> None:
     """Record the step table (the controller's rule) and the accounting in ``run.json``."""
     manifest = read_manifest(run_dir)
-    tables = {name: sorted(read_table(run_dir, name).to_pylist(), key=lambda r: r["elapsed_s"])
-              for name in ("ticks", "members")}
+    tables = {name: read_rows(run_dir, name) for name in ("ticks", "members")}
     steps = step_rows(manifest.phases, tables["ticks"], tables["members"], manifest.settle_s)
     queued, duplicates = max(sent - received, 0), max(received - sent, 0)
     accounting = Accounting(sent=sent, received=received, duplicates=duplicates,

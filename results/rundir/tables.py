@@ -373,3 +373,9 @@ def read_table(root: Path, table: str) -> pa.Table:
     """All of one metric table of a run (empty table if none), skipping unreadable files."""
     found = read_files(root, table)
     return found if found is not None else SCHEMAS[table].empty_table()
+
+
+def read_rows(root: Path, table: str) -> list[dict[str, Any]]:
+    """The rows of one metric table of a run (:func:`read_table`) in time order
+    (``elapsed_s``)."""
+    return sorted(read_table(root, table).to_pylist(), key=lambda row: row["elapsed_s"])
