@@ -74,14 +74,17 @@ def free_port(taken: set[int]) -> int:
 
 
 class EmulatedQmgr:
-    """One emulated queue manager process (``qmgr.py``), started at construction."""
+    """One emulated queue manager process (``qmgr.py``), started at construction; with
+    ``peers``, announced in that directory to the others (clusters: tests/mqemu/peers.py)."""
 
     def __init__(self, name: str, port: int, data: Path, user: str = "", password: str = "",
-                 mqsc: list[str] = ()):
+                 mqsc: list[str] = (), peers: Path | None = None):
         self.name, self.port, self.data = name, port, data
         data.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, str(QMGR), "--name", name, "--port", str(port),
                    "--data", str(data)]
+        if peers is not None:
+            command += ["--peers", str(peers)]
         if user:
             command += ["--user", user, "--password", password]
         if mqsc:

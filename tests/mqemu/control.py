@@ -149,7 +149,7 @@ def strmqm(args: list[str]) -> int:
     host, port = _address(record)
     data = STATE / f"{name}.data"
     command = [sys.executable, str(HERE / "qmgr.py"), "--name", name, "--host", host,
-               "--port", str(port), "--data", str(data)]
+               "--port", str(port), "--data", str(data), "--peers", str(STATE / "peers")]
     script = _start_script(name, record)
     if script is not None:
         command += ["--mqsc", str(script)]

@@ -42,9 +42,11 @@ class Qmgrs:
 
     def start(self, name: str, user: str = "", password: str = "",
               mqsc: list[str] = ()) -> EmulatedQmgr:
-        """Queue manager ``name`` on a free port, with ``mqsc`` commands run at start."""
+        """Queue manager ``name`` on a free port, with ``mqsc`` commands run at start; the
+        queue managers of one test see each other (``peers``)."""
         port = free_port({q.port for q in self.running})
-        qmgr = EmulatedQmgr(name, port, self.root / f"{name}-{port}", user, password, mqsc)
+        qmgr = EmulatedQmgr(name, port, self.root / f"{name}-{port}", user, password, mqsc,
+                            self.root / "peers")
         self.running.append(qmgr)
         return qmgr
 

@@ -8,10 +8,8 @@ Run: ``python tests/mqemu/qmgr.py --name QM1 --port 9401 --data DIR [--user U --
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import os
-import re
 import signal
 import socket
 import socketserver
@@ -19,133 +17,35 @@ import struct
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 import mqi  # noqa: E402  (run as a script: the module beside this file)
 from mqi import CD, CNO, GMO, MD, OD, PMO, SD, get, put, text  # noqa: E402
-
-MAX_DEPTH = 5000  # MQ's default MAXDEPTH
-FAILED = mqi.MQCC_FAILED
-Reply = tuple[int, int, list[bytes]]
-
-
-def fail(reason: int) -> Reply:
-    """A failed call with ``reason``."""
-    return FAILED, reason, []
-
-
-@dataclass
-class Message:
-    """One message: its MQMD (always Version 2, 364 bytes), body and expiry."""
-
-    md: bytearray
-    body: bytes
-    expires: float | None  # time.monotonic() deadline, None = unlimited
-
-    @property
-    def priority(self) -> int:
-        return get(MD, self.md, "Priority")
-
-    def expired(self, now: float) -> bool:
-        return self.expires is not None and now >= self.expires
+from mqsc import Mqsc  # noqa: E402
+from objects import (  # noqa: E402
+    FAILED,
+    Connection,
+    Handle,
+    Message,
+    Queue,
+    Reply,
+    Subscription,
+    fail,
+    topic_matches,
+)
+from peers import Peer, Peers  # noqa: E402
 
 
-@dataclass
-class Queue:
-    """A local (or temporary dynamic) queue: per-priority FIFO lists of committed messages."""
+class QueueManager(Mqsc):
+    """The emulated queue manager's state; every verb runs under one condition's lock. Its
+    MQSC commands: :class:`mqsc.Mqsc`."""
 
-    name: str
-    maxdepth: int = MAX_DEPTH
-    model: bool = False
-    temporary_of: int = 0  # the connection that created this temporary dynamic queue
-    levels: dict[int, deque[Message]] = field(default_factory=dict)
-    uncommitted: int = 0  # put or got under syncpoint, not yet committed (counted in CURDEPTH)
-    opens_in: int = 0
-    opens_out: int = 0
-
-    def depth(self) -> int:
-        return sum(len(level) for level in self.levels.values()) + self.uncommitted
-
-    def add(self, message: Message, front: bool = False) -> None:
-        level = self.levels.setdefault(message.priority, deque())
-        (level.appendleft if front else level.append)(message)
-
-    def take(self, match: Callable[[Message], bool] | None) -> Message | None:
-        """The first matching message of the highest priority (expired ones are dropped)."""
-        now = time.monotonic()
-        for priority in sorted(self.levels, reverse=True):
-            level = self.levels[priority]
-            for message in list(level) if match else level:
-                if message.expired(now):
-                    level.remove(message)
-                    continue
-                if match is None or match(message):
-                    return message
-        return None
-
-    def remove(self, message: Message) -> None:
-        self.levels[message.priority].remove(message)
-
-
-@dataclass
-class Subscription:
-    """A subscription: topic string (with '#'/'+' wildcards) and where publications go."""
-
-    name: str
-    topic: str
-    dest: str
-    durable: bool = True
-    managed: bool = False
-    correl_id: bytes = bytes(24)
-    owner: int = 0  # connection of a non-durable subscription
-
-
-@dataclass
-class Handle:
-    """What an hobj names: a queue, a topic (for publishing), the queue manager, or an hsub."""
-
-    kind: str  # "queue" | "topic" | "qmgr" | "sub"
-    name: str
-    options: int = 0
-
-
-@dataclass
-class Connection:
-    """One client connection: its handles and its unit of work."""
-
-    number: int
-    appl: str
-    user: str
-    conname: str
-    handles: dict[int, Handle] = field(default_factory=dict)
-    next_handle: itertools.count = field(default_factory=lambda: itertools.count(101))
-    uow_puts: list[tuple[Queue, Message]] = field(default_factory=list)
-    uow_gets: list[tuple[Queue, Message]] = field(default_factory=list)
-    events: bool = False
-    sock: socket.socket | None = None  # for STOP CONN
-
-
-def topic_matches(pattern: str, topic: str) -> bool:
-    """MQ's topic-based wildcards: '+' one level, '#' any number of levels (including none)."""
-    def match(p: list[str], t: list[str]) -> bool:
-        if not p:
-            return not t
-        if p[0] == "#":
-            return any(match(p[1:], t[i:]) for i in range(len(t) + 1))
-        if not t:
-            return False
-        return (p[0] == "+" or p[0] == t[0]) and match(p[1:], t[1:])
-    return match(pattern.split("/"), topic.split("/"))
-
-
-class QueueManager:
-    """The emulated queue manager's state; every verb runs under one condition's lock."""
-
-    def __init__(self, name: str, user: str = "", password: str = ""):
+    def __init__(self, name: str, user: str = "", password: str = "",
+                 peers: Peers | None = None):
         self.name = name
+        self.peers = peers or Peers("", Peer(name, "127.0.0.1", 0, os.getpid()))
         self.user, self.password = user, password
         self.cond = threading.Condition()
         self.queues: dict[str, Queue] = {}
@@ -555,111 +455,6 @@ class QueueManager:
         conn.events = operation == mqi.MQOP_REGISTER
         return mqi.MQCC_OK, 0, []
 
-    # -- admin (a small MQSC subset) ---------------------------------------------------------
-
-    def admin(self, line: str) -> list[str]:
-        """Run one MQSC-like command; the output lines (errors start with 'AMQ')."""
-        words = mqsc_words(line)
-        if not words:
-            return []
-        verb = words[0][0].upper()
-        obj, name = (words[1][0].upper(), words[1][1]) if len(words) > 1 else ("", None)
-        attrs = {k.upper(): v for k, v in words[2:]}
-        with self.cond:
-            if verb == "DEFINE" and obj in ("QLOCAL", "QMODEL"):
-                if name in self.queues and "REPLACE" not in attrs:
-                    return [f"AMQ8150E: object {name} already exists."]
-                old = self.queues.get(name)
-                queue = Queue(name, int(attrs.get("MAXDEPTH") or MAX_DEPTH), obj == "QMODEL")
-                if old is not None:
-                    queue.levels, queue.uncommitted = old.levels, old.uncommitted
-                    queue.opens_in, queue.opens_out = old.opens_in, old.opens_out
-                self.queues[name] = queue
-                return [f"AMQ8006I: IBM MQ queue created: {name}."]
-            if verb == "DELETE" and obj in ("QLOCAL", "QMODEL"):
-                queue = self.queues.get(name)
-                if queue is None:
-                    return [f"AMQ8147E: IBM MQ object {name} not found."]
-                if queue.depth() and "PURGE" not in attrs:
-                    return [f"AMQ8143E: IBM MQ queue {name} not empty."]
-                del self.queues[name]
-                return [f"AMQ8007I: IBM MQ queue deleted: {name}."]
-            if verb == "DEFINE" and obj == "SUB":
-                topic, dest = attrs.get("TOPICSTR"), attrs.get("DEST")
-                if not topic or not dest:
-                    return ["AMQ8405E: TOPICSTR and DEST are required."]
-                if name in self.subs and "REPLACE" not in attrs:
-                    return [f"AMQ8150E: object {name} already exists."]
-                self.subs[name] = Subscription(name, topic, dest, True, False, self.new_id())
-                return [f"AMQ8094I: IBM MQ subscription created: {name}."]
-            if verb == "DELETE" and obj == "SUB":
-                if self.subs.pop(name, None) is None:
-                    return [f"AMQ8147E: IBM MQ object {name} not found."]
-                return [f"AMQ8095I: IBM MQ subscription deleted: {name}."]
-            if obj in ("CHANNEL", "LISTENER", "QMGR") and verb in ("DEFINE", "ALTER"):
-                return [ACCEPTED[obj, verb]]  # one listener, any SVRCONN name: nothing to keep
-            if verb in ("DISPLAY", "DIS"):
-                return self._display(obj, name or "*")
-            if verb == "STOP" and obj == "CONN":
-                return self._stop_conns(name or "")
-        return [f"AMQ8405E: syntax error or unsupported command: {line.strip()}"]
-
-    def _stop_conns(self, name: str) -> list[str]:
-        """STOP CONN(id): break the connection (its unit of work is backed out); '*': all."""
-        stopped = [c for c in self.conns.values()
-                   if name == "*" or name.upper() == f"{c.number:016X}"]
-        if not stopped:
-            return [f"AMQ8147E: IBM MQ object {name} not found."]
-        for conn in stopped:
-            self._settle(conn, commit=False)
-            if conn.sock is not None:
-                with contextlib.suppress(OSError):
-                    conn.sock.shutdown(socket.SHUT_RDWR)
-        return [f"AMQ8458I: Connection {c.number:016X} stopped." for c in stopped]
-
-    def _display(self, obj: str, name: str) -> list[str]:
-        def wanted(candidate: str) -> bool:
-            return name == "*" or candidate == name or (
-                name.endswith("*") and candidate.startswith(name[:-1]))
-        if obj in ("QLOCAL", "QUEUE", "Q", "QL"):
-            found = [q for q in self.queues.values() if not q.model and wanted(q.name)]
-            if not found:
-                return [f"AMQ8147E: IBM MQ object {name} not found."]
-            return [f"QUEUE({q.name}) TYPE(QLOCAL) CURDEPTH({q.depth()}) MAXDEPTH({q.maxdepth}) "
-                    f"IPPROCS({q.opens_in}) OPPROCS({q.opens_out})" for q in found]
-        if obj == "SUB":
-            return [f"SUB({s.name}) TOPICSTR({s.topic}) DEST({s.dest}) "
-                    f"DURABLE({'YES' if s.durable else 'NO'})"
-                    for s in self.subs.values() if wanted(s.name)]
-        if obj == "CONN":
-            return [f"CONN({c.number:016X}) APPLTAG({c.appl}) USERID({c.user}) "
-                    f"CONNAME({c.conname}) UOW({len(c.uow_puts) + len(c.uow_gets)})"
-                    for c in self.conns.values()]
-        if obj == "QMSTATUS":
-            return [f"QMNAME({self.name}) STATUS(RUNNING) CONNS({len(self.conns)})"]
-        return [f"AMQ8405E: unsupported DISPLAY {obj}"]
-
-
-ACCEPTED = {("CHANNEL", "DEFINE"): "AMQ8014I: IBM MQ channel created.",
-            ("CHANNEL", "ALTER"): "AMQ8016I: IBM MQ channel changed.",
-            ("LISTENER", "ALTER"): "AMQ8623I: IBM MQ listener changed.",
-            ("QMGR", "ALTER"): "AMQ8005I: IBM MQ queue manager changed."}
-"""MQSC the -ic files of surge's provisioners hold that the emulator accepts and ignores."""
-
-
-def mqsc_words(line: str) -> list[tuple[str, str | None]]:
-    """``DEFINE QLOCAL(Q1) MAXDEPTH(10) REPLACE`` -> [(DEFINE, None), (QLOCAL, Q1), ...]; a
-    value in quotes is taken as written (``''`` is a quote), an unquoted one folded to upper
-    case, as MQSC does ("Rules for using MQSC commands": "Generic values ... are folded to
-    upper case" unless enclosed in single quotation marks)."""
-    words = []
-    for token in re.finditer(r"([A-Za-z*]+)(?:\(\s*('(?:[^']|'')*'|[^)]*?)\s*\))?", line):
-        key, value = token.group(1), token.group(2)
-        if value is not None:
-            value = value[1:-1].replace("''", "'") if value.startswith("'") else value.upper()
-        words.append((key, value))
-    return words
-
 
 # -- the network side -------------------------------------------------------------------------
 
@@ -760,9 +555,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--user", default="", help="the one MQCSP user accepted (none: any)")
     parser.add_argument("--password", default="", help="that user's password")
     parser.add_argument("--mqsc", default="", help="file of admin commands run at start")
+    parser.add_argument("--peers", default="", help="directory where running queue managers "
+                                                    "announce themselves (clusters)")
     args = parser.parse_args(argv)
     os.makedirs(args.data, exist_ok=True)
-    qm = QueueManager(args.name, args.user, args.password)
+    peers = Peers(args.peers, Peer(args.name, args.host, args.port, os.getpid()))
+    qm = QueueManager(args.name, args.user, args.password, peers)
     if args.mqsc:
         with open(args.mqsc, encoding="utf-8") as commands:
             for line in commands:
@@ -772,10 +570,12 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     with open(os.path.join(args.data, "qmgr.pid"), "w", encoding="utf-8") as pid:
         pid.write(f"{os.getpid()}\n")
+    qm.peers.announce()
     print(f"READY {args.name} {args.port}", flush=True)
     try:
         server.serve_forever(poll_interval=0.1)
     finally:
+        qm.peers.withdraw()
         server.server_close()
     return 0
 

@@ -1,0 +1,127 @@
+"""What an EMULATED queue manager holds (tests only; NOT IBM MQ): messages, queues,
+subscriptions, handles and connections, and MQ's topic wildcard matching."""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import mqi
+from mqi import MD, get
+
+MAX_DEPTH = 5000  # MQ's default MAXDEPTH
+FAILED = mqi.MQCC_FAILED
+Reply = tuple[int, int, list[bytes]]
+
+
+def fail(reason: int) -> Reply:
+    """A failed call with ``reason``."""
+    return FAILED, reason, []
+
+
+@dataclass
+class Message:
+    """One message: its MQMD (always Version 2, 364 bytes), body and expiry."""
+
+    md: bytearray
+    body: bytes
+    expires: float | None  # time.monotonic() deadline, None = unlimited
+
+    @property
+    def priority(self) -> int:
+        return get(MD, self.md, "Priority")
+
+    def expired(self, now: float) -> bool:
+        return self.expires is not None and now >= self.expires
+
+
+@dataclass
+class Queue:
+    """A local (or temporary dynamic) queue: per-priority FIFO lists of committed messages."""
+
+    name: str
+    maxdepth: int = MAX_DEPTH
+    model: bool = False
+    temporary_of: int = 0  # the connection that created this temporary dynamic queue
+    levels: dict[int, deque[Message]] = field(default_factory=dict)
+    uncommitted: int = 0  # put or got under syncpoint, not yet committed (counted in CURDEPTH)
+    opens_in: int = 0
+    opens_out: int = 0
+
+    def depth(self) -> int:
+        return sum(len(level) for level in self.levels.values()) + self.uncommitted
+
+    def add(self, message: Message, front: bool = False) -> None:
+        level = self.levels.setdefault(message.priority, deque())
+        (level.appendleft if front else level.append)(message)
+
+    def take(self, match: Callable[[Message], bool] | None) -> Message | None:
+        """The first matching message of the highest priority (expired ones are dropped)."""
+        now = time.monotonic()
+        for priority in sorted(self.levels, reverse=True):
+            level = self.levels[priority]
+            for message in list(level) if match else level:
+                if message.expired(now):
+                    level.remove(message)
+                    continue
+                if match is None or match(message):
+                    return message
+        return None
+
+    def remove(self, message: Message) -> None:
+        self.levels[message.priority].remove(message)
+
+
+@dataclass
+class Subscription:
+    """A subscription: topic string (with '#'/'+' wildcards) and where publications go."""
+
+    name: str
+    topic: str
+    dest: str
+    durable: bool = True
+    managed: bool = False
+    correl_id: bytes = bytes(24)
+    owner: int = 0  # connection of a non-durable subscription
+
+
+@dataclass
+class Handle:
+    """What an hobj names: a queue, a topic (for publishing), the queue manager, or an hsub."""
+
+    kind: str  # "queue" | "topic" | "qmgr" | "sub"
+    name: str
+    options: int = 0
+
+
+@dataclass
+class Connection:
+    """One client connection: its handles and its unit of work."""
+
+    number: int
+    appl: str
+    user: str
+    conname: str
+    handles: dict[int, Handle] = field(default_factory=dict)
+    next_handle: itertools.count = field(default_factory=lambda: itertools.count(101))
+    uow_puts: list[tuple[Queue, Message]] = field(default_factory=list)
+    uow_gets: list[tuple[Queue, Message]] = field(default_factory=list)
+    events: bool = False
+    sock: socket.socket | None = None  # for STOP CONN
+
+
+def topic_matches(pattern: str, topic: str) -> bool:
+    """MQ's topic-based wildcards: '+' one level, '#' any number of levels (including none)."""
+    def match(p: list[str], t: list[str]) -> bool:
+        if not p:
+            return not t
+        if p[0] == "#":
+            return any(match(p[1:], t[i:]) for i in range(len(t) + 1))
+        if not t:
+            return False
+        return (p[0] == "+" or p[0] == t[0]) and match(p[1:], t[1:])
+    return match(pattern.split("/"), topic.split("/"))
