@@ -27,6 +27,15 @@ class SizeCheck(Protocol):
         (:class:`drivers.base.MessageTooLarge` otherwise)."""
 
 
+class Identifies(Protocol):
+    """A preflight that also learns what the broker says it is (IBM MQ's
+    :meth:`drivers.mq.preflight.MqPreflight.identify`)."""
+
+    def identify(self) -> dict[str, Any] | None:
+        """After :meth:`Preflight.check`: ``product``, ``version``, ``description`` and
+        ``emulated`` (a test emulator), or ``None`` if not learnt."""
+
+
 class DepthProbe(Preflight, Protocol):
     """Reads the messages ready in each queue from the queues themselves."""
 

@@ -158,10 +158,10 @@ def backlog_tests_text(manifest: RunManifest) -> list[str]:
     return lines
 
 
-def fast_path_text(manifest: RunManifest) -> list[str]:
-    """The step table's first line: whether the agents ran the AMQP fast path (nothing for runs
-    that did not record it: MQ runs, runs of an earlier surge)."""
-    return [manifest.fast_path.line() + ".", ""] if manifest.fast_path else []
+def headings_text(manifest: RunManifest) -> list[str]:
+    """The step table's first lines (:meth:`RunManifest.headings`: the broker, an emulator
+    above all, and whether the agents ran the AMQP fast path), as paragraphs."""
+    return [line for heading in manifest.headings() for line in (heading + ".", "")]
 
 
 def caveats_text(manifest: RunManifest) -> list[str]:
@@ -189,7 +189,7 @@ def _markdown(analysis: RunAnalysis, derived: dict[str, Any], plots: list[str]) 
     cost = analysis.cost
     lines = [f"# {analysis.scenario}: {analysis.run_dir.name}", "",
              *caveats_text(analysis.manifest),
-             "## Steps", "", *fast_path_text(analysis.manifest),
+             "## Steps", "", *headings_text(analysis.manifest),
              "```", step_table_text(analysis.rows), "```", "",
              coverage_text(analysis), "", INTENDED_TEXT, "",
              "CPU% is of one core; host CPU% is the controller's host, others are broker "

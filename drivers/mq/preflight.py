@@ -71,6 +71,7 @@ class MqPreflight:
         self.queues = list(queues)
         self.settings = settings
         self.load = load
+        self.identity: dict[str, Any] | None = None
 
     def check(self) -> None:
         """Connect to every endpoint and open every queue for inquire (see the module
@@ -125,10 +126,19 @@ class MqPreflight:
             with contextlib.suppress(Exception):
                 qm.disconnect()
 
+    def identify(self) -> dict[str, Any] | None:
+        """What the first queue manager :meth:`check` reached said it is (None: not asked):
+        ``product``, ``version`` (V.R.M.F), ``description`` (its DESCR) and ``emulated``: a
+        queue manager whose description begins with ``EMULATED`` is taken at its word for a
+        test emulator (tests/mqemu), and the run is labelled as one."""
+        return self.identity
+
     def _check_endpoint(self, mqi: ModuleType, endpoint: str) -> list[str]:
         """Connect to ``endpoint`` and open each queue; the queues it does not have."""
         error_type = getattr(mqi, "Error", mqi.MQMIError)
         with self._connected(mqi, endpoint) as qm:
+            if self.identity is None:
+                self.identity = _identity(mqi, qm, error_type)
             return [queue for queue in self.queues
                     if not self._opens(mqi, qm, endpoint, queue, error_type)]
 
@@ -172,6 +182,26 @@ class MqPreflight:
 
     def close(self) -> None:
         """Nothing to let go of: :meth:`check` disconnects from each endpoint as it goes."""
+
+
+def _identity(mqi: ModuleType, qm: Any, error_type: type) -> dict[str, Any]:
+    """The queue manager's MQINQ of its description and version (MQCA_Q_MGR_DESC,
+    MQCA_VERSION; a level without MQCA_VERSION or a refused inquiry leaves it blank)."""
+    C = mqi.CMQC
+
+    def inquire(selector: int) -> str:
+        try:
+            value = qm.inquire(selector)
+        except error_type:
+            return ""
+        return (value.decode("utf-8", "replace") if isinstance(value, bytes)
+                else str(value)).strip(" \0")
+
+    description, vrmf = inquire(C.MQCA_Q_MGR_DESC), inquire(C.MQCA_VERSION)
+    version = ".".join(str(int(vrmf[i:i + 2])) for i in range(0, 8, 2)) \
+        if len(vrmf) == 8 and vrmf.isdigit() else vrmf
+    return {"product": "IBM MQ", "version": version, "description": description,
+            "emulated": description.upper().startswith("EMULATED")}
 
 
 def reason_name(mqi: ModuleType, reason: int | None) -> str | None:

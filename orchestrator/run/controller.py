@@ -239,7 +239,8 @@ class Controller:
         self.manifest = holding.note_unmeasured(self.provisioner, self.manifest, self._event)
         setup.callback(self.crew.stop)
         with self.view.waiting(self.state, "checking queues, starting agents"):
-            holding.check_queues(self.depth, running, self.scenario.workload, self._event)
+            self.manifest = holding.check_queues(self.depth, running, self.scenario.workload,
+                                                 self.manifest, self._event)
             self._start_agents(running)
         setup.callback(remove_service_discovery, self.sd_dir, self.run_id)
         self.manifest = self.manifest.replace(prometheus=announce(

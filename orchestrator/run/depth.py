@@ -43,6 +43,7 @@ class QueueDepth:
         self.probe: Any = None
         self.reading: DepthReading | None = None
         self.member_stats: dict[str, MemberStats] = {}  # each member's latest own figures
+        self.identity: dict[str, Any] | None = None  # what the broker said it is, if asked
 
     def open(self, members: int) -> Callable[[], DepthReading] | None:
         """Open the probe over every member's endpoint; the collector's source for it, or
@@ -85,6 +86,8 @@ class QueueDepth:
             return None
         try:
             probe.check()
+            if hasattr(probe, "identify"):
+                self.identity = probe.identify()
             if subscriptions:
                 probe.subscribe(subscriptions)
             if workload is not None and hasattr(probe, "check_size"):

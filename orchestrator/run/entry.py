@@ -53,9 +53,9 @@ def run_file(scenario: Path, overrides: list[str], options: RunOptions, lines: L
     unit = rate_unit(spec)
     if result.steps:
         rows = result.steps + ([result.drain] if result.drain else [])
-        fast_path = controller.manifest.fast_path
+        headings = controller.manifest.headings()
         lines.say(as_text(rows, unit, settle_s=spec.measure.settle,
-                          heading=fast_path.line() if fast_path else None))
+                          heading="\n".join(headings) if headings else None))
     if result.accounting:
         (lines.good if result.accounting.balanced else lines.caution)(
             result.accounting.explain())

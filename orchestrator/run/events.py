@@ -17,7 +17,7 @@ SHOWN_EVENTS = frozenset((
     "provision", "members_up", "agents_up", "step", "accounting", "teardown", "scale_decision",
     "scale_failed", "member_started", "rebalanced", "member_draining", "member_stopped",
     "error", "clocks", "queues_unchecked", "probe", "capacity", "web", "agent_lost",
-    "member_lost", "member_back", "receivers_not_ready"))
+    "member_lost", "member_back", "receivers_not_ready", "broker"))
 
 
 class RunEvents:

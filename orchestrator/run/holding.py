@@ -11,7 +11,7 @@ from orchestrator.errors import SurgeError
 from orchestrator.run.depth import QueueDepth
 from orchestrator.specs.topology import QueueSpec
 from orchestrator.specs.workload import WorkloadSpec
-from results.rundir.manifest import Clocks, Reuse, RunManifest
+from results.rundir.manifest import BrokerRecord, Clocks, Reuse, RunManifest
 from topologies import lease
 from topologies.base import Member, Provisioner
 from topologies.rabbitmq.queues import placements
@@ -95,14 +95,22 @@ def note_unmeasured(provisioner: Provisioner, manifest: RunManifest, event: Even
 
 
 def check_queues(depth: QueueDepth, running: list[Member], workload: WorkloadSpec,
-                 event: Event) -> None:
+                 manifest: RunManifest, event: Event) -> RunManifest:
     """Before any load, check the clients' connections and the workload's queues; where
-    that cannot be done from here, say so (a shown event) rather than pass in silence."""
+    that cannot be done from here, say so (a shown event) rather than pass in silence. What
+    the broker said it is goes into run.json and an event (``broker``), which says it
+    loudly for an emulator."""
     why = depth.check(running, workload)
     if why:
         event("queues_unchecked", reason=why,
               explain=f"the workload's queues and the clients' connections were NOT "
                       f"checked before the load: {why}")
+    if depth.identity is None:
+        return manifest
+    broker = BrokerRecord.model_validate(depth.identity)
+    event("broker", **broker.model_dump(), label=broker.line().removeprefix("Broker: "),
+          explain=broker.line())
+    return manifest.replace(broker=broker)
 
 
 def record_clocks(clocks: dict[str, Any], manifest: RunManifest, event: Event) -> RunManifest:

@@ -61,9 +61,10 @@ _BARS = "▁▂▃▄▅▆▇█"
 
 
 ALWAYS_SAID = frozenset(("web", "scale_failed", "queues_unchecked", "agent_lost",
-                         "member_lost", "receivers_not_ready"))
-"""Events said even without the view: where the live page is, and what went wrong while the run
-went on (an error that ends the run is the command's own last line, not said twice)."""
+                         "member_lost", "receivers_not_ready", "broker"))
+"""Events said even without the view: where the live page is, what broker (an emulator above
+all) the figures are of, and what went wrong while the run went on (an error that ends the run
+is the command's own last line, not said twice)."""
 
 
 class LiveView:

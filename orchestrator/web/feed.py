@@ -48,9 +48,13 @@ class RunFeed:
     label: str = "starting"
     run_dir: Path | None = None
     analysis: list[str] = field(default_factory=list)  # plots of a finished run
+    broker: str = ""  # what the broker said it is (the ``broker`` event's label)
+    emulated: bool = False  # ... a test emulator: its CPU and rates are not the product's
 
     def event(self, record: dict[str, Any]) -> None:
-        """Keep an event the page marks or lists."""
+        """Keep an event the page marks or lists; the ``broker`` event names the broker."""
+        if record.get("kind") == "broker":
+            self.broker, self.emulated = record.get("label", ""), bool(record.get("emulated"))
         if record.get("kind") in MARKED_EVENTS:
             self.events.append(record)
 
@@ -63,7 +67,8 @@ class RunFeed:
         return {
             "run": {"run_id": self.run_id, "scenario": self.scenario,
                     "planned_s": self.planned_s, "outcome": self.outcome, "label": self.label,
-                    "analysis": self.analysis},
+                    "analysis": self.analysis, "broker": self.broker,
+                    "emulated": self.emulated},
             "ticks": [[_json(row.get(c)) for c in TICK_COLUMNS] for row in tick_rows],
             "tick_columns": TICK_COLUMNS,
             "members": [[_json(row.get(c)) for c in MEMBER_COLUMNS] for row in member_rows],

@@ -182,6 +182,26 @@ class FastPathRecord(Record):
         return fast_path_line(self.on, self.why)
 
 
+class BrokerRecord(Record):
+    """What the broker said it is when the run's clients were checked before the load: its
+    product, version and description, and whether it is an emulator for tests (whose CPU and
+    rates are the emulator's, not the product's)."""
+
+    product: str
+    version: str = ""
+    description: str = ""
+    emulated: bool = False
+
+    def line(self) -> str:
+        """``Broker: IBM MQ 9.4.0.0``, or for an emulator ``Broker: emulated MQ (...)``:
+        a first line of the step table and report."""
+        if self.emulated:
+            short = "emulated MQ" if self.product == "IBM MQ" else f"emulated {self.product}"
+            return (f"Broker: {short} ({self.description or 'an emulator'}): its CPU and "
+                    f"rates are the emulator's, not {self.product}'s")
+        return f"Broker: {self.product} {self.version}".rstrip()
+
+
 class Reuse(Record):
     """Members that were already running when the run began, and who had started them."""
 
@@ -329,6 +349,7 @@ class RunManifest(Record):
     # what they had sent, received, confirmed and nacked by their last reading
     agents_lost: list[dict[str, Any]] = []
     fast_path: FastPathRecord | None = None  # AMQP runs only, as the agents' snapshots said
+    broker: BrokerRecord | None = None  # as the check before the load found it (IBM MQ)
 
     @classmethod
     def begin(cls, run_id: str, started_at: datetime, scenario: ScenarioSpec,
@@ -352,6 +373,11 @@ class RunManifest(Record):
     @field_serializer("drain")
     def _drain_json(self, drain: StepRow | None) -> dict[str, Any] | None:
         return None if drain is None else drain.as_json()
+
+    def headings(self) -> list[str]:
+        """What a reader of the step table must know first, one line each: the broker when
+        it is an emulator or said its version, the AMQP fast path when recorded."""
+        return [record.line() for record in (self.broker, self.fast_path) if record]
 
     @property
     def scenario_name(self) -> str:

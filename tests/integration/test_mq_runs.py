@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from orchestrator.web.recorded import recorded_feed
+from results.rundir.manifest import read_manifest
 from tests.mqemu import end_all, install_standins
 from tests.sshd import missing, running_sshd
 
@@ -94,6 +96,9 @@ def test_a_uniform_cluster_run_on_emulated_queue_managers_accounts_for_every_mes
     assert any("dspmq -m UC01QM01" in c for c in commands[:4])  # asked before the run dir
     assert any("strmqm UC01QM01" in c for c in commands)
     assert any("endmqm -i UC01QM01" in c for c in commands)  # taken down at the end
+    manifest = read_manifest(Path(document["run_dir"]))
+    assert manifest.broker.emulated and manifest.headings()[0].startswith("Broker: emulated MQ")
+    assert recorded_feed(Path(document["run_dir"])).since()["run"]["emulated"] is True
 
 
 def test_scale_out_starts_queue_managers_over_ssh_and_every_message_is_accounted_for(

@@ -37,6 +37,10 @@ from objects import (  # noqa: E402
 )
 from peers import Peer, Peers  # noqa: E402
 
+DESCRIPTION = "EMULATED queue manager for tests, NOT IBM MQ"
+"""Its DESCR (MQCA_Q_MGR_DESC): how surge tells a run on the emulator from one on MQ."""
+VERSION, COMMAND_LEVEL = "09040000", 940  # the MQ level whose behaviour it follows
+
 
 class QueueManager(Mqsc):
     """The emulated queue manager's state; every verb runs under one condition's lock. Its
@@ -376,29 +380,39 @@ class QueueManager(Mqsc):
             return fail(mqi.MQRC_HOBJ_ERROR)
         if not handle.options & mqi.MQOO_INQUIRE:
             return fail(mqi.MQRC_NOT_OPEN_FOR_INQUIRE)
-        queue = self.queues.get(handle.name)
+        known = self._inquirable(handle)
         ints: list[int] = []
         chars = b""
         for selector in selectors:
-            if selector == mqi.MQCA_Q_MGR_NAME:
-                chars += self.name.encode().ljust(48)
-            elif selector == mqi.MQCA_Q_NAME and queue:
-                chars += queue.name.encode().ljust(48)
-            elif queue and selector in (mqi.MQIA_CURRENT_Q_DEPTH, mqi.MQIA_MAX_Q_DEPTH,
-                                        mqi.MQIA_Q_TYPE, mqi.MQIA_OPEN_INPUT_COUNT,
-                                        mqi.MQIA_OPEN_OUTPUT_COUNT):
-                ints.append({mqi.MQIA_CURRENT_Q_DEPTH: queue.depth(),
-                             mqi.MQIA_MAX_Q_DEPTH: queue.maxdepth,
-                             mqi.MQIA_Q_TYPE: mqi.MQQT_LOCAL,
-                             mqi.MQIA_OPEN_INPUT_COUNT: queue.opens_in,
-                             mqi.MQIA_OPEN_OUTPUT_COUNT: queue.opens_out}[selector])
-            else:
+            if selector not in known:
                 return fail(mqi.MQRC_SELECTOR_ERROR)
+            value = known[selector]
+            if isinstance(value, int):
+                ints.append(value)
+            else:
+                chars += value
         if len(ints) > int_count:
             return fail(mqi.MQRC_INT_ATTR_COUNT_TOO_SMALL)
         if len(chars) > char_length:
             return fail(mqi.MQRC_CHAR_ATTRS_TOO_SHORT)
         return mqi.MQCC_OK, 0, [struct.pack(f"<{len(ints)}i", *ints), chars]
+
+    def _inquirable(self, handle: Handle) -> dict[int, int | bytes]:
+        """What MQINQ answers for the queue manager or a queue: integer attributes, and
+        character ones blank-padded to their MQ lengths."""
+        queue = self.queues.get(handle.name)
+        if handle.kind == "qmgr":
+            return {mqi.MQCA_Q_MGR_NAME: self.name.encode().ljust(48),
+                    mqi.MQCA_Q_MGR_DESC: DESCRIPTION.encode().ljust(64),
+                    mqi.MQCA_VERSION: VERSION.encode(),
+                    mqi.MQIA_COMMAND_LEVEL: COMMAND_LEVEL, mqi.MQIA_PLATFORM: mqi.MQPL_UNIX}
+        if queue is None:
+            return {}
+        return {mqi.MQCA_Q_MGR_NAME: self.name.encode().ljust(48),
+                mqi.MQCA_Q_NAME: queue.name.encode().ljust(48),
+                mqi.MQIA_CURRENT_Q_DEPTH: queue.depth(), mqi.MQIA_MAX_Q_DEPTH: queue.maxdepth,
+                mqi.MQIA_Q_TYPE: mqi.MQQT_LOCAL, mqi.MQIA_OPEN_INPUT_COUNT: queue.opens_in,
+                mqi.MQIA_OPEN_OUTPUT_COUNT: queue.opens_out}
 
     # -- subscribe ---------------------------------------------------------------------------
 

@@ -75,6 +75,7 @@ class CMQC:
     MQRC_TRUNCATED_MSG_FAILED = 2080
     MQRC_UNKNOWN_OBJECT_NAME = 2085
     MQRC_HOBJ_ERROR = 2019
+    MQRC_SELECTOR_ERROR = 2067
     MQRC_Q_MGR_QUIESCING = 2161
     MQRC_Q_MGR_STOPPING = 2162
     MQRC_CONNECTION_QUIESCING = 2202
@@ -100,6 +101,8 @@ class CMQC:
     MQCNO_RECONNECT = 0x01000000
     MQCNO_RECONNECT_DISABLED = 0x02000000
     MQCNO_RECONNECT_Q_MGR = 0x04000000
+
+    MQCA_Q_MGR_DESC, MQCA_VERSION = 2014, 2120
 
     MQOO_INPUT_AS_Q_DEF = 0x00000001
     MQOO_INPUT_SHARED = 0x00000002
@@ -583,6 +586,18 @@ class _QueueManager:
             if not shared:
                 standin._unshared[thread] = self.hconn
             standin._record("MQCONNX", self.hconn, reason=0, resolved=manager.name, **details)
+
+    def inquire(self, selector: int) -> bytes:
+        """MQINQ of the queue manager: its description and version only."""
+        standin = self._standin
+        with standin.cond:
+            standin._record("MQINQ", self.hconn, selector=selector)
+            standin._live(self.hconn)
+        answers = {CMQC.MQCA_Q_MGR_DESC: b"stand-in queue manager".ljust(64),
+                   CMQC.MQCA_VERSION: b"09030000"}
+        if selector not in answers:
+            raise _fail(CMQC.MQRC_SELECTOR_ERROR)
+        return answers[selector]
 
     def commit(self) -> None:
         """MQCMIT."""

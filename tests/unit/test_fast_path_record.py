@@ -9,7 +9,7 @@ import pytest
 
 from drivers.protocol import FastPath, Snapshot
 from orchestrator.run.fastpath import fast_path_fields
-from results.report import fast_path_text
+from results.report import headings_text
 from results.rundir.manifest import FastPathRecord, read_manifest
 from results.rundir.steps import as_text, fast_path_line
 from tests.fakes import FakeClock, MemoryLauncher
@@ -52,7 +52,7 @@ def test_a_run_records_its_agents_fast_path_and_the_report_and_step_table_show_i
     assert recorded["fast_path"] == {"on": False, "why": why}
     manifest = read_manifest(result.run_dir)
     assert manifest.fast_path == FastPathRecord(on=False, why=why)
-    assert fast_path_text(manifest) == [f"AMQP fast path: off ({why}).", ""]
+    assert headings_text(manifest) == [f"AMQP fast path: off ({why}).", ""]
     table = as_text(result.steps, heading=controller.manifest.fast_path.line())
     assert table.splitlines()[0] == f"AMQP fast path: off ({why})"
     assert table.splitlines()[1].split()[0] == "step"
@@ -62,7 +62,7 @@ def test_a_run_without_fast_path_states_records_none(tmp_path):
     result, _, *_, recorded = run(scenario([{"rate_per_sender": 100, "hold": "3s"}]), topology(),
                                   tmp_path)
     assert "fast_path" not in recorded
-    assert fast_path_text(read_manifest(result.run_dir)) == []
+    assert headings_text(read_manifest(result.run_dir)) == []
     assert as_text(result.steps).splitlines()[0].split()[0] == "step"
 
 
@@ -72,3 +72,4 @@ def test_a_later_surge_s_extra_key_in_it_is_ignored(tmp_path):
     data["fast_path"] = {"on": True, "why": "", "agents": 3}  # a later surge's extra key
     (result.run_dir / "run.json").write_text(json.dumps(data))
     assert read_manifest(result.run_dir).fast_path == FastPathRecord(on=True)
+

@@ -46,7 +46,7 @@ def test_all_fine_one_connection_per_distinct_endpoint_each_queue_opened_for_inq
     assert [o.details["queue"] for o in opens] == ["perf1", "perf2"]
     assert {o.details["options"] for o in opens} == {C.MQOO_INQUIRE | C.MQOO_FAIL_IF_QUIESCING}
     assert [c.name for c in standin.calls if c.name != "MQCONNX"] == \
-        ["MQOPEN", "MQCLOSE", "MQOPEN", "MQCLOSE", "MQDISC"]
+        ["MQINQ", "MQINQ", "MQOPEN", "MQCLOSE", "MQOPEN", "MQCLOSE", "MQDISC"]
     assert not standin.named("MQPUT", "MQGET")  # nothing sent, nothing taken
 
 

@@ -152,6 +152,14 @@ def test_the_preflight_finds_missing_queues_and_refused_credentials(emulated_ibm
     assert "wrong" not in str(refused.value) and target in str(refused.value)
 
 
+def test_the_preflight_learns_the_queue_manager_is_an_emulator(emulated_ibmmq, qm1):
+    probe = MqPreflight([endpoint(qm1)], ["perf"], SETTINGS, load=lambda: emulated_ibmmq)
+    assert probe.identify() is None  # not asked yet
+    probe.check()
+    assert probe.identify() == {"product": "IBM MQ", "version": "9.4.0.0", "emulated": True,
+                                "description": "EMULATED queue manager for tests, NOT IBM MQ"}
+
+
 def test_durable_subscriptions_made_by_surge_receive_publications(emulated_ibmmq, qm1):
     ibmmq = emulated_ibmmq
     qm1.admin("DEFINE QLOCAL(EU)", "DEFINE QLOCAL(ALL)")

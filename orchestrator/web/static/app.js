@@ -52,6 +52,15 @@ const fmt = (v, digits = 0) => v === null || v === undefined || Number.isNaN(v) 
   : Number(v).toLocaleString("en", {maximumFractionDigits: digits, minimumFractionDigits: digits});
 const text = (id, value) => { document.getElementById(id).textContent = value; };
 
+// What the broker said it is, beside the title; an emulator in warning colours, since its CPU
+// and rates are the emulator's, not the product's.
+function brokerBadge(run) {
+  const badge = document.getElementById("broker");
+  badge.hidden = !run.broker;
+  badge.textContent = run.broker || "";
+  badge.classList.toggle("emulated", Boolean(run.emulated));
+}
+
 function markersPlugin() {
   return {hooks: {draw: [u => {
     const ctx = u.ctx, {left, top, width, height} = u.bbox;
@@ -352,6 +361,7 @@ async function poll() {
       figures(doc);
       if (view.ticks.elapsed_s && view.ticks.elapsed_s.length) redraw();
       text("title", `surge ${doc.run.scenario}`);
+      brokerBadge(doc.run);
       live = doc.run.outcome === "running";
     }
     if (doc.campaign) live = live || doc.campaign.left + doc.campaign.running > 0;
