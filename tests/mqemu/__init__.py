@@ -148,12 +148,16 @@ def admin(port: int, *commands: str, timeout_s: float = 10.0,
         return results
 
 
-def install_standins(directory: Path) -> Path:
+def install_standins(directory: Path, exporter_offset: int | None = None) -> Path:
     """MQ's control commands as stand-ins (tests/integration/mq_standin_bin) copied into
-    ``directory``, set to start this emulator with this Python; ``directory``."""
+    ``directory``, set to start this emulator with this Python; ``directory``. With
+    ``exporter_offset``, ``strmqm`` also starts IBM's exporter stand-in (exporter.py) for each
+    queue manager on its listener port plus the offset."""
     shutil.copytree(STANDINS, directory)
-    (directory / "mqemu.env").write_text(f"MQEMU={shlex.quote(str(HERE))}\n"
-                                         f"MQEMU_PYTHON={shlex.quote(sys.executable)}\n")
+    lines = [f"MQEMU={shlex.quote(str(HERE))}", f"MQEMU_PYTHON={shlex.quote(sys.executable)}"]
+    if exporter_offset is not None:
+        lines.append(f"export MQEMU_EXPORTER_OFFSET={exporter_offset}")
+    (directory / "mqemu.env").write_text("\n".join(lines) + "\n")
     return directory
 
 
@@ -162,15 +166,26 @@ def end_all(standins: Path, timeout_s: float = 10.0) -> list[str]:
     left running; their names."""
     ended = []
     for record in sorted((standins / "state").glob("*.json")):
-        pid = json.loads(record.read_text()).get("pid")
-        if not pid or not Path(f"/proc/{pid}").exists():
-            continue
-        ended.append(record.stem)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + timeout_s
-            while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if Path(f"/proc/{pid}").exists():
-                os.kill(pid, signal.SIGKILL)
+        entry = json.loads(record.read_text())
+        if entry.get("pid") and Path(f"/proc/{entry['pid']}").exists():
+            ended.append(record.stem)
+        stop_pid(entry.get("exporter_pid"), "exporter.py", timeout_s)
+        stop_pid(entry.get("pid"), "qmgr.py", timeout_s)
     return ended
+
+
+def stop_pid(pid: int | None, program: str, timeout_s: float = 5.0) -> None:
+    """Stop a process of ours by its PID if it still runs ``program`` (a PID recorded earlier
+    may have been reused): SIGTERM, then SIGKILL after ``timeout_s``."""
+    try:
+        if not pid or program not in Path(f"/proc/{pid}/cmdline").read_text():
+            return
+    except OSError:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if Path(f"/proc/{pid}").exists():
+            os.kill(pid, signal.SIGKILL)

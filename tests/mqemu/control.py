@@ -33,7 +33,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
-from tests.mqemu import admin  # noqa: E402  (run as a script)
+from tests.mqemu import admin, stop_pid  # noqa: E402  (run as a script)
 
 STATE = Path(os.environ.get("MQ_STANDIN_STATE", HERE / "state"))
 START_TIMEOUT_S = 20.0
@@ -127,6 +127,32 @@ def _cluster_name(ini: str | None) -> str:
     return found.group(1) if found else ""
 
 
+def _publish_interval(ini: str | None) -> float:
+    """``TuningParameters: MonitorPublishHeartBeat`` of the -ii file (MQ's default: 10 s)."""
+    if ini and Path(ini).exists():
+        found = re.search(r"^\s*MonitorPublishHeartBeat=(\d+(?:\.\d+)?)", Path(ini).read_text(),
+                          re.MULTILINE)
+        if found:
+            return float(found.group(1))
+    return 10.0
+
+
+def _start_exporter(name: str, record: dict, host: str, port: int, pid: int) -> int | None:
+    """IBM's exporter over the queue manager (tests/mqemu/exporter.py), on its listener port
+    plus ``MQEMU_EXPORTER_OFFSET`` (unset: no exporter); its PID."""
+    offset = os.environ.get("MQEMU_EXPORTER_OFFSET")
+    if not offset:
+        return None
+    data = STATE / f"{name}.data"
+    command = [sys.executable, str(HERE / "exporter.py"), "--qmgr", name, "--qmgr-port",
+               str(port), "--pid", str(pid), "--host", host, "--port", str(port + int(offset)),
+               "--interval", f"{_publish_interval(record['ini']):g}"]
+    with (data / "exporter.log").open("ab") as log:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    return process.pid
+
+
 def _start_script(name: str, record: dict) -> Path | None:
     """The -ic file with the inserts a queue manager replaces in it."""
     if not record["mqsc"] or not Path(record["mqsc"]).exists():
@@ -168,7 +194,9 @@ def strmqm(args: list[str]) -> int:
                 raise Refused(f"AMQ7017S: Log not available (the emulated queue manager did not "
                               f"listen on {host}({port}); see {data / 'qmgr.log'}).", 71) from None
             time.sleep(0.05)
-    record.update(pid=process.pid, status="Running", listen=[host, port])
+    stop_pid(record.get("exporter_pid"), "exporter.py")  # one left by a queue manager that died
+    record.update(pid=process.pid, status="Running", listen=[host, port],
+                  exporter_pid=_start_exporter(name, record, host, port, process.pid))
     _save(name, record)
     print(f"IBM MQ queue manager '{name}' started (emulated, NOT IBM MQ).")
     return 0
@@ -189,8 +217,9 @@ def endmqm(args: list[str]) -> int:
         time.sleep(0.05)
     if _alive(record):
         os.kill(record["pid"], signal.SIGKILL)
-    record.update(pid=None, listen=None, status="Ended immediately" if {"-i", "-p"} & set(flags)
-                  else "Ended normally")
+    stop_pid(record.get("exporter_pid"), "exporter.py")
+    ended = "Ended immediately" if {"-i", "-p"} & set(flags) else "Ended normally"
+    record.update(pid=None, listen=None, exporter_pid=None, status=ended)
     _save(name, record)
     print(f"IBM MQ queue manager '{name}' ended.")
     return 0

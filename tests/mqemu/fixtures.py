@@ -44,11 +44,18 @@ class Qmgrs:
               mqsc: list[str] = ()) -> EmulatedQmgr:
         """Queue manager ``name`` on a free port, with ``mqsc`` commands run at start; the
         queue managers of one test see each other (``peers``)."""
-        port = free_port({q.port for q in self.running})
-        qmgr = EmulatedQmgr(name, port, self.root / f"{name}-{port}", user, password, mqsc,
-                            self.root / "peers")
-        self.running.append(qmgr)
-        return qmgr
+        for _ in range(5):  # another test run may take the free port first
+            port = free_port({q.port for q in self.running})
+            try:
+                qmgr = EmulatedQmgr(name, port, self.root / f"{name}-{port}", user, password,
+                                    mqsc, self.root / "peers")
+            except RuntimeError as error:
+                if "Address already in use" in str(error):
+                    continue
+                raise
+            self.running.append(qmgr)
+            return qmgr
+        raise RuntimeError(f"queue manager {name}: every free port was taken before it listened")
 
     def stop_all(self) -> None:
         for qmgr in self.running:

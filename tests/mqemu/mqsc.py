@@ -188,6 +188,20 @@ class Mqsc:
         return [f"QUEUE({q.name}) TYPE(QLOCAL) CURDEPTH({q.depth()}) MAXDEPTH({q.maxdepth}) "
                 f"IPPROCS({q.opens_in}) OPPROCS({q.opens_out})" for q in found]
 
+    @command("RESET", "QSTATS")
+    def _reset_qstats(self, cmd: Command) -> list[str]:
+        """Messages put to and got from each queue since the previous reset, and reset them
+        (MQ also shows HIGHQDPTH and the time since the reset: not kept here)."""
+        found = [q for q in self.queues.values() if not q.model and wanted(cmd.name, q.name)]
+        if not found:
+            return not_found(cmd.name)
+        lines = []
+        for queue in found:
+            lines.append(f"QSTATS({queue.name}) QUEUE({queue.name}) MSGSIN({queue.msgs_in}) "
+                         f"MSGSOUT({queue.msgs_out})")
+            queue.msgs_in = queue.msgs_out = 0
+        return lines
+
     @command("DISPLAY", "SUB")
     def _display_subs(self, cmd: Command) -> list[str]:
         return [f"SUB({s.name}) TOPICSTR({s.topic}) DEST({s.dest}) "

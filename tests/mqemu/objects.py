@@ -51,13 +51,21 @@ class Queue:
     uncommitted: int = 0  # put or got under syncpoint, not yet committed (counted in CURDEPTH)
     opens_in: int = 0
     opens_out: int = 0
+    msgs_in: int = 0  # put (committed) since the last RESET QSTATS
+    msgs_out: int = 0  # taken by destructive gets (not backed out) since then
 
     def depth(self) -> int:
         return sum(len(level) for level in self.levels.values()) + self.uncommitted
 
     def add(self, message: Message, front: bool = False) -> None:
+        """A message put (at the back), or one a backed-out get returns (at the front)."""
         level = self.levels.setdefault(message.priority, deque())
-        (level.appendleft if front else level.append)(message)
+        if front:
+            level.appendleft(message)
+            self.msgs_out -= 1
+        else:
+            level.append(message)
+            self.msgs_in += 1
 
     def take(self, match: Callable[[Message], bool] | None) -> Message | None:
         """The first matching message of the highest priority (expired ones are dropped)."""
@@ -73,7 +81,9 @@ class Queue:
         return None
 
     def remove(self, message: Message) -> None:
+        """A destructive get of ``message``."""
         self.levels[message.priority].remove(message)
+        self.msgs_out += 1
 
 
 @dataclass
