@@ -42,9 +42,19 @@ class Qmgrs:
 
     def start(self, name: str, user: str = "", password: str = "",
               mqsc: list[str] = ()) -> EmulatedQmgr:
-        """Queue manager ``name`` on a free port, with ``mqsc`` commands run at start."""
-        port = free_port({q.port for q in self.running})
-        qmgr = EmulatedQmgr(name, port, self.root / f"{name}-{port}", user, password, mqsc)
+        """Queue manager ``name`` on a free port, with ``mqsc`` commands run at start (another
+        port when someone else binds the one probed free first, up to 5 tries)."""
+        tried: set[int] = {q.port for q in self.running}
+        for attempt in range(5):
+            port = free_port(tried)
+            tried.add(port)
+            try:
+                qmgr = EmulatedQmgr(name, port, self.root / f"{name}-{port}", user, password,
+                                    mqsc)
+                break
+            except RuntimeError as error:
+                if "Address already in use" not in str(error) or attempt == 4:
+                    raise
         self.running.append(qmgr)
         return qmgr
 

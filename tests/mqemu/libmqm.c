@@ -43,7 +43,8 @@ enum {
 /* Verb numbers shared with qmgr.py (VERBS there). */
 enum {
     V_CONNX = 1, V_DISC, V_OPEN, V_CLOSE, V_PUT, V_PUT1, V_GET, V_INQ, V_SET, V_BEGIN,
-    V_CMIT, V_BACK, V_SUB, V_SUBRQ, V_CB, V_CTL, V_STAT
+    V_CMIT, V_BACK, V_SUB, V_SUBRQ, V_CB, V_CTL, V_STAT, V_CRTMH, V_DLTMH, V_SETMP, V_INQMP,
+    V_DLTMP
 };
 
 #define MAX_FIELDS 16
@@ -1016,35 +1017,85 @@ void MQSTAT(MQHCONN Hconn, MQLONG Type, PMQVOID pStatus, PMQLONG pCC, PMQLONG pR
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* message handles and properties: not emulated                                              */
+/* message handles and properties: the handle's properties live in the queue manager          */
+
+static const uint32_t CMHO_LEN = 12, DMHO_LEN = 12, DMPO_LEN = 12, SMPO_LEN = 20, PD_LEN = 24,
+                      IMPO_LEN = 64;
+#define TYPE_STRING 0x400 /* MQTYPE_STRING */
+#define VL_NULL_TERMINATED (-1)
+
+static field_t opt(const void *p, uint32_t len) { return (field_t){p ? p : "", p ? len : 0}; }
 
 void MQCRTMH(MQHCONN Hconn, PMQVOID pCrtMsgHOpts, PMQHMSG pHmsg, PMQLONG pCC, PMQLONG pRC) {
-    (void)Hconn; (void)pCrtMsgHOpts; (void)pHmsg;
-    unsupported(pCC, pRC);
+    field_t in[] = {opt(pCrtMsgHOpts, CMHO_LEN)};
+    reply_field_t out[MAX_FIELDS];
+    int nout;
+    char *payload = call(Hconn, V_CRTMH, in, 1, out, &nout, pCC, pRC);
+    if (payload && nout >= 1 && out[0].len == sizeof *pHmsg) memcpy(pHmsg, out[0].data, 8);
+    free(payload);
 }
 
 void MQDLTMH(MQHCONN Hconn, PMQHMSG pHmsg, PMQVOID pDltMsgHOpts, PMQLONG pCC, PMQLONG pRC) {
-    (void)Hconn; (void)pHmsg; (void)pDltMsgHOpts;
-    unsupported(pCC, pRC);
+    field_t in[] = {{pHmsg, 8}, opt(pDltMsgHOpts, DMHO_LEN)};
+    reply_field_t out[MAX_FIELDS];
+    int nout;
+    free(call(Hconn, V_DLTMH, in, 2, out, &nout, pCC, pRC));
+    if (*pCC != CC_FAILED) *pHmsg = -1; /* MQHM_UNUSABLE_HMSG */
 }
 
+/* MQSETMP: the name (an MQCHARV) and ValueLength bytes of the value (MQVL_NULL_TERMINATED
+ * strings: up to their NUL) travel; the queue manager checks the rest. */
 void MQSETMP(MQHCONN Hconn, MQHMSG Hmsg, PMQVOID pSetPropOpts, PMQVOID pName, PMQVOID pPropDesc,
              MQLONG Type, MQLONG ValueLength, PMQVOID pValue, PMQLONG pCC, PMQLONG pRC) {
-    (void)Hconn; (void)Hmsg; (void)pSetPropOpts; (void)pName; (void)pPropDesc; (void)Type;
-    (void)ValueLength; (void)pValue;
-    unsupported(pCC, pRC);
+    uint32_t value_len = 0;
+    if (pValue && ValueLength > 0) value_len = (uint32_t)ValueLength;
+    else if (pValue && ValueLength == VL_NULL_TERMINATED && Type == TYPE_STRING)
+        value_len = (uint32_t)strlen((const char *)pValue);
+    field_t in[] = {{&Hmsg, 8}, opt(pSetPropOpts, SMPO_LEN),
+                    pName ? charv(pName, 0) : (field_t){"", 0}, opt(pPropDesc, PD_LEN),
+                    {&Type, 4}, {&ValueLength, 4}, {pValue ? pValue : "", value_len}};
+    reply_field_t out[MAX_FIELDS];
+    int nout;
+    free(call(Hconn, V_SETMP, in, 7, out, &nout, pCC, pRC));
 }
 
+/* MQINQMP: the reply holds the MQIMPO (copied back except its ReturnedName MQCHARV, whose
+ * buffer gets the name), the property's name, MQPD, type, value and full length. */
 void MQINQMP(MQHCONN Hconn, MQHMSG Hmsg, PMQVOID pInqPropOpts, PMQVOID pName, PMQVOID pPropDesc,
              PMQLONG pType, MQLONG ValueLength, PMQVOID pValue, PMQLONG pDataLength,
              PMQLONG pCC, PMQLONG pRC) {
-    (void)Hconn; (void)Hmsg; (void)pInqPropOpts; (void)pName; (void)pPropDesc; (void)pType;
-    (void)ValueLength; (void)pValue; (void)pDataLength;
-    unsupported(pCC, pRC);
+    MQLONG type = pType ? *pType : 0;
+    field_t in[] = {{&Hmsg, 8}, opt(pInqPropOpts, IMPO_LEN),
+                    pName ? charv(pName, 0) : (field_t){"", 0}, opt(pPropDesc, PD_LEN),
+                    {&type, 4}, {&ValueLength, 4}};
+    reply_field_t out[MAX_FIELDS];
+    int nout;
+    char *payload = call(Hconn, V_INQMP, in, 6, out, &nout, pCC, pRC);
+    if (payload && nout >= 6) {
+        char *impo = pInqPropOpts;
+        if (impo && out[0].len >= IMPO_LEN) {
+            memcpy(impo + 20, out[0].data + 20, 12); /* ReturnedEncoding, ReturnedCCSID */
+            memcpy(impo + 56, out[0].data + 56, 8);  /* TypeString */
+            char *name_buf = (char *)ptr_at(impo, 32);
+            MQLONG room = long_at(impo, 44), got = long_at(out[0].data, 48);
+            if (name_buf && room > 0 && out[1].len && got > 0) {
+                copy_out(name_buf, (uint32_t)room, &out[1]);
+                memcpy(impo + 48, &got, 4);
+            }
+        }
+        copy_out(pPropDesc, PD_LEN, &out[2]);
+        if (pType) *pType = int_of(&out[3]);
+        copy_out(pValue, ValueLength > 0 ? (uint32_t)ValueLength : 0, &out[4]);
+        if (pDataLength) *pDataLength = int_of(&out[5]);
+    }
+    free(payload);
 }
 
 void MQDLTMP(MQHCONN Hconn, MQHMSG Hmsg, PMQVOID pDltPropOpts, PMQVOID pName, PMQLONG pCC,
              PMQLONG pRC) {
-    (void)Hconn; (void)Hmsg; (void)pDltPropOpts; (void)pName;
-    unsupported(pCC, pRC);
+    field_t in[] = {{&Hmsg, 8}, opt(pDltPropOpts, DMPO_LEN),
+                    pName ? charv(pName, 0) : (field_t){"", 0}};
+    reply_field_t out[MAX_FIELDS];
+    int nout;
+    free(call(Hconn, V_DLTMP, in, 3, out, &nout, pCC, pRC));
 }

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mqi  # noqa: E402  (run as a script: the module beside this file)
 from mqi import CD, CNO, GMO, MD, OD, PMO, SD, get, put, text  # noqa: E402
+from properties import Property, PropertyVerbs  # noqa: E402
 
 MAX_DEPTH = 5000  # MQ's default MAXDEPTH
 FAILED = mqi.MQCC_FAILED
@@ -39,11 +40,12 @@ def fail(reason: int) -> Reply:
 
 @dataclass
 class Message:
-    """One message: its MQMD (always Version 2, 364 bytes), body and expiry."""
+    """One message: its MQMD (always Version 2, 364 bytes), body, expiry and properties."""
 
     md: bytearray
     body: bytes
     expires: float | None  # time.monotonic() deadline, None = unlimited
+    properties: dict[str, Property] = field(default_factory=dict)
 
     @property
     def priority(self) -> int:
@@ -126,6 +128,7 @@ class Connection:
     uow_gets: list[tuple[Queue, Message]] = field(default_factory=list)
     events: bool = False
     sock: socket.socket | None = None  # for STOP CONN
+    msg_handles: dict = field(default_factory=dict)  # hmsg -> properties.MessageHandle
 
 
 def topic_matches(pattern: str, topic: str) -> bool:
@@ -141,7 +144,7 @@ def topic_matches(pattern: str, topic: str) -> bool:
     return match(pattern.split("/"), topic.split("/"))
 
 
-class QueueManager:
+class QueueManager(PropertyVerbs):
     """The emulated queue manager's state; every verb runs under one condition's lock."""
 
     def __init__(self, name: str, user: str = "", password: str = ""):
@@ -335,12 +338,15 @@ class QueueManager:
         options = get(PMO, pmo, "Options")
         syncpoint = bool(options & mqi.MQPMO_SYNCPOINT)
         message = self._message(conn, md_in, pmo, body)
+        message.properties, reason = self.properties_to_put(conn, pmo)
+        if reason:
+            return fail(reason)
         if handle.kind == "topic":
             for sub in [s for s in self.subs.values() if topic_matches(s.topic, handle.name)]:
                 queue = self.queues.get(sub.dest)
                 if queue is None:
                     continue
-                copy = Message(bytearray(message.md), body, message.expires)
+                copy = Message(bytearray(message.md), body, message.expires, message.properties)
                 put(MD, copy.md, "MsgId", self.new_id())
                 put(MD, copy.md, "CorrelId", sub.correl_id)
                 self._enqueue(conn, queue, copy, syncpoint)
@@ -353,6 +359,7 @@ class QueueManager:
                 return fail(reason)
             put(PMO, pmo, "ResolvedQName", queue.name.encode())
             put(PMO, pmo, "ResolvedQMgrName", self.name.encode())
+        self.after_put(conn, pmo, message.properties)
         return mqi.MQCC_OK, 0, [bytes(message.md[:len(md_in)]), bytes(pmo)]
 
     def verb_put(self, conn: Connection, f: list[bytes]) -> Reply:
@@ -387,6 +394,9 @@ class QueueManager:
         options = get(GMO, gmo, "Options")
         if options & mqi.MQGMO_UNSUPPORTED:
             return fail(mqi.MQRC_FUNCTION_NOT_SUPPORTED)
+        msg_handle, reason = self.get_handle(conn, gmo)
+        if reason:
+            return fail(reason)
         match = self._matcher(md_in, gmo)
         wait_ms = get(GMO, gmo, "WaitInterval") if options & mqi.MQGMO_WAIT else 0
         deadline = None if wait_ms == mqi.MQWI_UNLIMITED else time.monotonic() + wait_ms / 1000
@@ -396,7 +406,10 @@ class QueueManager:
                 return fail(mqi.MQRC_HOBJ_ERROR)  # a deleted dynamic queue
             message = queue.take(match)
             if message is not None:
-                return self._got(conn, queue, message, md_in, gmo, buflen, options)
+                reply = self._got(conn, queue, message, md_in, gmo, buflen, options)
+                if reply[0] != FAILED:
+                    self.deliver_properties(msg_handle, message.properties)
+                return reply
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return fail(mqi.MQRC_NO_MSG_AVAILABLE)
