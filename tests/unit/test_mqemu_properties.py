@@ -5,6 +5,10 @@ them."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from tests.mqemu import mqi
@@ -260,3 +264,38 @@ def test_a_handle_ends_with_its_connection(emulated_ibmmq, qm1):
     first.disconnect()
     assert reason(ibmmq, lambda: handle.properties.get("k")) == C.MQRC_HCONN_ERROR
     second.disconnect()
+
+
+OTEL_CHECK = """
+import sys
+import ibmmq
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+assert ibmmq.otel_enabled
+trace.set_tracer_provider(TracerProvider())
+tracer, C = trace.get_tracer("check"), ibmmq.CMQC
+qm = ibmmq.QueueManager(None)
+qm.connect_with_options("QM1", cd=ibmmq.CD(ChannelName=b"C", ConnectionName=sys.argv[1].encode()),
+                        user="app", password="s3cret")
+queue = ibmmq.Queue(qm, "Q1", C.MQOO_OUTPUT | C.MQOO_INPUT_SHARED)
+with tracer.start_as_current_span("producer") as producer:
+    queue.put(b"traced")
+with tracer.start_as_current_span("consumer") as consumer:
+    queue.get(None, ibmmq.MD(), ibmmq.GMO(Options=C.MQGMO_NO_WAIT | C.MQGMO_NO_PROPERTIES))
+print(format(producer.get_span_context().trace_id, "032x"),
+      [format(link.context.trace_id, "032x") for link in consumer.links])
+"""
+
+
+def test_ibmmqs_opentelemetry_hooks_propagate_the_trace_over_properties(qm1, mqemu_library):
+    """ibmmq's mqotel (active without MQIPY_NOOTEL when opentelemetry is importable) puts a
+    traceparent property in its own message handle and links the getter's span to it."""
+    pytest.importorskip("opentelemetry.sdk.trace",
+                        reason="opentelemetry-sdk is not installed: ibmmq's hooks stay off")
+    env = {k: v for k, v in os.environ.items() if k != "MQIPY_NOOTEL"}
+    env["LD_LIBRARY_PATH"] = str(mqemu_library.parent)
+    done = subprocess.run([sys.executable, "-c", OTEL_CHECK, qm1.conname], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    trace_id, links = done.stdout.split(maxsplit=1)
+    assert links.strip() == f"['{trace_id}']"
