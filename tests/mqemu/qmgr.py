@@ -243,6 +243,8 @@ class QueueManager(PropertyVerbs):
             return fail(mqi.MQRC_UNKNOWN_OBJECT_NAME)
         if queue.model:
             dynamic = self.dynamic_name(text(get(OD, od, "DynamicQName")))
+            if dynamic in self.queues:
+                return fail(2100)  # MQRC_OBJECT_ALREADY_EXISTS
             queue = self.queues[dynamic] = Queue(dynamic, temporary_of=conn.number)
             put(OD, od, "ObjectName", dynamic.encode())
         if options & mqi.MQOO_INPUT:
@@ -518,8 +520,13 @@ class QueueManager(PropertyVerbs):
     def verb_sub(self, conn: Connection, f: list[bytes]) -> Reply:
         sd, topic, name = bytearray(f[0]), f[1].decode("utf-8"), f[2].decode("utf-8")
         (hobj,) = struct.unpack("<i", f[4])
+        # A reconnecting client makes its subscriptions again under their old hsub (and
+        # managed queue hobj) numbers (6th and 7th fields).
+        wanted_hsub, wanted_hobj = (struct.unpack("<i", x)[0] for x in (f[5:7] or [bytes(4)] * 2))
         options = get(SD, sd, "Options")
         durable, managed = bool(options & mqi.MQSO_DURABLE), bool(options & mqi.MQSO_MANAGED)
+        if wanted_hsub in conn.handles or (managed and wanted_hobj in conn.handles):
+            return fail(mqi.MQRC_HOBJ_ERROR)
         if text(get(SD, sd, "ObjectName")) or options & (mqi.MQSO_WILDCARD_CHAR | mqi.MQSO_ALTER):
             return fail(mqi.MQRC_FUNCTION_NOT_SUPPORTED)  # topic objects, character wildcards
         if durable and not name:
@@ -551,10 +558,12 @@ class QueueManager(PropertyVerbs):
             self.subs[key] = sub
         if sub.managed:
             reply = self._new_handle(conn, Handle("queue", sub.dest, mqi.MQOO_INPUT_SHARED),
-                                     bytearray(424))
+                                     bytearray(424), wanted_hobj)
             (hobj,) = struct.unpack("<i", reply[2][0])
             self.queues[sub.dest].opens_in += 1
-        hsub = next(conn.next_handle)
+        hsub = wanted_hsub or next(conn.next_handle)
+        while not wanted_hsub and hsub in conn.handles:
+            hsub = next(conn.next_handle)
         conn.handles[hsub] = Handle("sub", key)
         return mqi.MQCC_OK, 0, [bytes(sd), struct.pack("<i", hobj), struct.pack("<i", hsub)]
 
