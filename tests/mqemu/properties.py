@@ -130,14 +130,15 @@ def unpack_hmsg(data: bytes) -> int:
 
 class PropertyVerbs:
     """The message-handle verbs and the property side of MQPUT/MQGET, for ``QueueManager``
-    (whose ``Connection`` keeps its handles in ``msg_handles``, hmsg -> :class:`MessageHandle`)."""
+    (whose ``Connection`` keeps its handles in ``msg_handles``, hmsg -> :class:`MessageHandle`,
+    numbered from its ``ids`` counter)."""
 
     # -- MQCRTMH / MQDLTMH -----------------------------------------------------------------
 
     def verb_crtmh(self, conn, f: list[bytes]) -> Reply:
         cmho = f[0]
         options = get(mqi.CMHO, cmho, "Options") or 0
-        hmsg = max(conn.msg_handles, default=0) + 1
+        hmsg = next(self.ids)  # unique in the queue manager: a deleted handle is never reused
         conn.msg_handles[hmsg] = MessageHandle(validate=not options & mqi.MQCMHO_NO_VALIDATION)
         return mqi.MQCC_OK, 0, [struct.pack("<q", hmsg)]
 
