@@ -42,20 +42,22 @@ class Qmgrs:
 
     def start(self, name: str, user: str = "", password: str = "",
               mqsc: list[str] = ()) -> EmulatedQmgr:
-        """Queue manager ``name`` on a free port, with ``mqsc`` commands run at start; the
-        queue managers of one test see each other (``peers``)."""
-        for _ in range(5):  # another test run may take the free port first
-            port = free_port({q.port for q in self.running})
+        """Queue manager ``name`` on a free port, with ``mqsc`` commands run at start (another
+        port when someone else binds the one probed free first, up to 5 tries); the queue
+        managers of one test see each other (``peers``)."""
+        tried: set[int] = {q.port for q in self.running}
+        for attempt in range(5):
+            port = free_port(tried)
+            tried.add(port)
             try:
                 qmgr = EmulatedQmgr(name, port, self.root / f"{name}-{port}", user, password,
                                     mqsc, self.root / "peers")
+                break
             except RuntimeError as error:
-                if "Address already in use" in str(error):
-                    continue
-                raise
-            self.running.append(qmgr)
-            return qmgr
-        raise RuntimeError(f"queue manager {name}: every free port was taken before it listened")
+                if "Address already in use" not in str(error) or attempt == 4:
+                    raise
+        self.running.append(qmgr)
+        return qmgr
 
     def stop_all(self) -> None:
         for qmgr in self.running:

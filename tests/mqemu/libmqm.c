@@ -43,7 +43,8 @@ enum {
 /* Verb numbers shared with qmgr.py (VERBS there). */
 enum {
     V_CONNX = 1, V_DISC, V_OPEN, V_CLOSE, V_PUT, V_PUT1, V_GET, V_INQ, V_SET, V_BEGIN,
-    V_CMIT, V_BACK, V_SUB, V_SUBRQ, V_CB, V_CTL, V_STAT
+    V_CMIT, V_BACK, V_SUB, V_SUBRQ, V_CB, V_CTL, V_STAT, V_CRTMH, V_DLTMH, V_SETMP, V_INQMP,
+    V_DLTMP
 };
 
 #define MAX_FIELDS 16
@@ -52,13 +53,16 @@ enum {
 typedef struct { const void *ptr; uint32_t len; } field_t;
 typedef struct { char *data; uint32_t len; } reply_field_t;
 
+/* An MQOPEN or MQSUB a reconnect replays: its request fields (copied) and the handles it
+ * returned, which the replay asks for again (the application keeps using them). */
+#define KEPT_FIELDS 5
 typedef struct {
-    MQHOBJ hobj;
-    MQLONG options;
-    char od[424];
-    uint32_t od_len, objstr_len;
-    char *objstr;
-} open_t;
+    uint32_t verb;
+    MQHOBJ handle, handle2; /* MQOPEN: hobj; MQSUB: hsub, hobj */
+    int nfields;
+    char *data[KEPT_FIELDS];
+    uint32_t len[KEPT_FIELDS];
+} kept_t;
 
 /* What a reconnectable connection (MQCNO_RECONNECT, _Q_MGR) needs to connect again. */
 typedef struct {
@@ -66,8 +70,8 @@ typedef struct {
     char name[49], qmgr[49]; /* asked for; reached */
     char cno[272], cd[2000], user[256], password[256], ccdt[1024];
     uint32_t cno_len, cd_len, user_len, password_len, ccdt_len;
-    open_t *opens;
-    int nopens;
+    kept_t *kept;
+    int nkept;
 } recon_t;
 
 typedef void (*callback_t)(MQHCONN, PMQVOID, PMQVOID, PMQVOID, PMQVOID);
@@ -219,6 +223,42 @@ static MQLONG int_of_field(const reply_field_t *f) {
     return v;
 }
 
+static void free_kept(kept_t *k) {
+    for (int i = 0; i < k->nfields; i++) free(k->data[i]);
+}
+
+/* Remember a successful MQOPEN/MQSUB for replay. A model queue's MQOPEN is replayed with the
+ * temporary dynamic queue's name as DynamicQName, so the queue comes back under that name. */
+static void keep(recon_t *r, uint32_t verb, const field_t *in, int nin, MQHOBJ handle,
+                 MQHOBJ handle2, const reply_field_t *od_out) {
+    kept_t *grown = realloc(r->kept, (size_t)(r->nkept + 1) * sizeof *grown);
+    if (!grown) return;
+    r->kept = grown;
+    kept_t *k = &r->kept[r->nkept++];
+    memset(k, 0, sizeof *k);
+    k->verb = verb; k->handle = handle; k->handle2 = handle2;
+    for (int i = 0; i < nin && i < KEPT_FIELDS; i++) {
+        k->data[i] = malloc(in[i].len ? in[i].len : 1);
+        if (k->data[i] && in[i].len) memcpy(k->data[i], in[i].ptr, in[i].len);
+        k->len[i] = k->data[i] ? in[i].len : 0;
+        k->nfields = i + 1;
+    }
+    if (od_out && k->len[0] >= 156 && od_out->len >= 60 && long_at(k->data[0], 8) == 1
+        && memcmp(k->data[0] + 12, od_out->data + 12, 48))
+        memcpy(k->data[0] + 108, od_out->data + 12, 48); /* ObjectName -> DynamicQName */
+}
+
+/* MQCLOSE of hobj or hsub `h`: no longer replayed (order kept: an MQSUB follows its queue). */
+static void forget(recon_t *r, MQHOBJ h) {
+    for (int i = 0; i < r->nkept; i++)
+        if (r->kept[i].handle == h) {
+            free_kept(&r->kept[i]);
+            memmove(&r->kept[i], &r->kept[i + 1], (size_t)(r->nkept - i - 1) * sizeof *r->kept);
+            r->nkept--;
+            return;
+        }
+}
+
 static conn_t *find(MQHCONN hconn) {
     if (hconn <= 0) return NULL;
     conn_t *c = &conns[hconn % SLOTS];
@@ -269,32 +309,14 @@ static char *call(MQHCONN hconn, uint32_t verb, const field_t *in, int nin,
             || (verb == V_PUT1 && long_at(in[3].ptr, 8) & 0x2)
             || (verb == V_GET && long_at(in[2].ptr, 8) & (0x2 | 0x1000)))
             c->uow = 1; /* MQPMO_SYNCPOINT, MQGMO_SYNCPOINT(_IF_PERSISTENT) */
-        if (verb == V_OPEN && c->recon && *nout >= 1) {
-            recon_t *r = c->recon;
-            open_t *grown = realloc(r->opens, (size_t)(r->nopens + 1) * sizeof *grown);
-            if (grown) {
-                r->opens = grown;
-                open_t *o = &r->opens[r->nopens++];
-                o->hobj = int_of_field(&out[0]);
-                o->od_len = in[0].len < sizeof o->od ? in[0].len : sizeof o->od;
-                memcpy(o->od, in[0].ptr, o->od_len);
-                if (*nout >= 2) memcpy(o->od, out[1].data, out[1].len < o->od_len ? out[1].len : o->od_len);
-                o->objstr_len = in[1].len;
-                o->objstr = malloc(in[1].len + 1);
-                if (o->objstr) memcpy(o->objstr, in[1].ptr, in[1].len);
-                memcpy(&o->options, in[2].ptr, 4);
-            }
-        }
-        if (verb == V_CLOSE && c->recon) {
+        if (c->recon && verb == V_OPEN && *nout >= 2)
+            keep(c->recon, verb, in, 3, int_of_field(&out[0]), 0, &out[1]);
+        if (c->recon && verb == V_SUB && *nout >= 3)
+            keep(c->recon, verb, in, 5, int_of_field(&out[2]), int_of_field(&out[1]), NULL);
+        if (c->recon && verb == V_CLOSE) {
             MQHOBJ h;
             memcpy(&h, in[0].ptr, 4);
-            recon_t *r = c->recon;
-            for (int i = 0; i < r->nopens; i++)
-                if (r->opens[i].hobj == h) {
-                    free(r->opens[i].objstr);
-                    r->opens[i] = r->opens[--r->nopens];
-                    break;
-                }
+            forget(c->recon, h);
         }
     }
     pthread_mutex_unlock(&c->lock);
@@ -649,12 +671,21 @@ static int reconnect_once(conn_t *c) {
         return -1;
     }
     free(payload);
-    for (int i = 0; i < r->nopens; i++) {
-        open_t *o = &r->opens[i];
-        field_t again[] = {{o->od, o->od_len}, {o->objstr ? o->objstr : "", o->objstr_len},
-                           {&o->options, 4}, {&o->hobj, 4}};
+    for (int i = 0; i < r->nkept; i++) {
+        kept_t *k = &r->kept[i];
+        field_t again[KEPT_FIELDS + 2];
+        int n = 0;
+        for (; n < k->nfields; n++) again[n] = (field_t){k->data[n] ? k->data[n] : "", k->len[n]};
+        again[n++] = (field_t){&k->handle, 4};
+        if (k->verb == V_SUB) {
+            again[n++] = (field_t){&k->handle2, 4};
+            /* a durable subscription is resumed; a non-durable one made again */
+            MQLONG options = long_at(k->data[0], 8);
+            if (options & 0x8) options = (options & ~0x2) | 0x4; /* DURABLE: -CREATE +RESUME */
+            memcpy(k->data[0] + 8, &options, 4);
+        }
         payload = NULL;
-        if (exchange(fd, V_OPEN, again, 4, &payload, &cc, &rc, out, &nout) || cc == CC_FAILED) {
+        if (exchange(fd, k->verb, again, n, &payload, &cc, &rc, out, &nout) || cc == CC_FAILED) {
             free(payload);
             close(fd);
             return -1;
@@ -713,8 +744,8 @@ static void drop_conn(conn_t *c) {
     stop_dispatcher(c);
     pthread_mutex_lock(&c->lock);
     if (c->recon) {
-        for (int i = 0; i < c->recon->nopens; i++) free(c->recon->opens[i].objstr);
-        free(c->recon->opens);
+        for (int i = 0; i < c->recon->nkept; i++) free_kept(&c->recon->kept[i]);
+        free(c->recon->kept);
         free(c->recon);
         c->recon = NULL;
     }
@@ -957,6 +988,12 @@ void MQBACK(MQHCONN Hconn, PMQLONG pCC, PMQLONG pRC) {
 
 void MQSUB(MQHCONN Hconn, PMQVOID pSubDesc, PMQHOBJ pHobj, PMQHOBJ pHsub, PMQLONG pCC,
            PMQLONG pRC) {
+    conn_t *c = find(Hconn);
+    if (c && c->recon && c->recon->mode == 0x1000000 && long_at(pSubDesc, 8) & 0x8) {
+        /* MQCNO_RECONNECT and MQSO_DURABLE: MQRC_RECONNECT_Q_MGR_REQD */
+        *pCC = CC_FAILED; *pRC = 2555;
+        return;
+    }
     field_t in[] = {{pSubDesc, VLEN(pSubDesc, SD_LEN)}, charv(pSubDesc, 120),
                     charv(pSubDesc, 144), charv(pSubDesc, 168), {pHobj, 4}};
     reply_field_t out[MAX_FIELDS];
@@ -1016,35 +1053,85 @@ void MQSTAT(MQHCONN Hconn, MQLONG Type, PMQVOID pStatus, PMQLONG pCC, PMQLONG pR
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* message handles and properties: not emulated                                              */
+/* message handles and properties: the handle's properties live in the queue manager          */
+
+static const uint32_t CMHO_LEN = 12, DMHO_LEN = 12, DMPO_LEN = 12, SMPO_LEN = 20, PD_LEN = 24,
+                      IMPO_LEN = 64;
+#define TYPE_STRING 0x400 /* MQTYPE_STRING */
+#define VL_NULL_TERMINATED (-1)
+
+static field_t opt(const void *p, uint32_t len) { return (field_t){p ? p : "", p ? len : 0}; }
 
 void MQCRTMH(MQHCONN Hconn, PMQVOID pCrtMsgHOpts, PMQHMSG pHmsg, PMQLONG pCC, PMQLONG pRC) {
-    (void)Hconn; (void)pCrtMsgHOpts; (void)pHmsg;
-    unsupported(pCC, pRC);
+    field_t in[] = {opt(pCrtMsgHOpts, CMHO_LEN)};
+    reply_field_t out[MAX_FIELDS];
+    int nout;
+    char *payload = call(Hconn, V_CRTMH, in, 1, out, &nout, pCC, pRC);
+    if (payload && nout >= 1 && out[0].len == sizeof *pHmsg) memcpy(pHmsg, out[0].data, 8);
+    free(payload);
 }
 
 void MQDLTMH(MQHCONN Hconn, PMQHMSG pHmsg, PMQVOID pDltMsgHOpts, PMQLONG pCC, PMQLONG pRC) {
-    (void)Hconn; (void)pHmsg; (void)pDltMsgHOpts;
-    unsupported(pCC, pRC);
+    field_t in[] = {{pHmsg, 8}, opt(pDltMsgHOpts, DMHO_LEN)};
+    reply_field_t out[MAX_FIELDS];
+    int nout;
+    free(call(Hconn, V_DLTMH, in, 2, out, &nout, pCC, pRC));
+    if (*pCC != CC_FAILED) *pHmsg = -1; /* MQHM_UNUSABLE_HMSG */
 }
 
+/* MQSETMP: the name (an MQCHARV) and ValueLength bytes of the value (MQVL_NULL_TERMINATED
+ * strings: up to their NUL) travel; the queue manager checks the rest. */
 void MQSETMP(MQHCONN Hconn, MQHMSG Hmsg, PMQVOID pSetPropOpts, PMQVOID pName, PMQVOID pPropDesc,
              MQLONG Type, MQLONG ValueLength, PMQVOID pValue, PMQLONG pCC, PMQLONG pRC) {
-    (void)Hconn; (void)Hmsg; (void)pSetPropOpts; (void)pName; (void)pPropDesc; (void)Type;
-    (void)ValueLength; (void)pValue;
-    unsupported(pCC, pRC);
+    uint32_t value_len = 0;
+    if (pValue && ValueLength > 0) value_len = (uint32_t)ValueLength;
+    else if (pValue && ValueLength == VL_NULL_TERMINATED && Type == TYPE_STRING)
+        value_len = (uint32_t)strlen((const char *)pValue);
+    field_t in[] = {{&Hmsg, 8}, opt(pSetPropOpts, SMPO_LEN),
+                    pName ? charv(pName, 0) : (field_t){"", 0}, opt(pPropDesc, PD_LEN),
+                    {&Type, 4}, {&ValueLength, 4}, {pValue ? pValue : "", value_len}};
+    reply_field_t out[MAX_FIELDS];
+    int nout;
+    free(call(Hconn, V_SETMP, in, 7, out, &nout, pCC, pRC));
 }
 
+/* MQINQMP: the reply holds the MQIMPO (copied back except its ReturnedName MQCHARV, whose
+ * buffer gets the name), the property's name, MQPD, type, value and full length. */
 void MQINQMP(MQHCONN Hconn, MQHMSG Hmsg, PMQVOID pInqPropOpts, PMQVOID pName, PMQVOID pPropDesc,
              PMQLONG pType, MQLONG ValueLength, PMQVOID pValue, PMQLONG pDataLength,
              PMQLONG pCC, PMQLONG pRC) {
-    (void)Hconn; (void)Hmsg; (void)pInqPropOpts; (void)pName; (void)pPropDesc; (void)pType;
-    (void)ValueLength; (void)pValue; (void)pDataLength;
-    unsupported(pCC, pRC);
+    MQLONG type = pType ? *pType : 0;
+    field_t in[] = {{&Hmsg, 8}, opt(pInqPropOpts, IMPO_LEN),
+                    pName ? charv(pName, 0) : (field_t){"", 0}, opt(pPropDesc, PD_LEN),
+                    {&type, 4}, {&ValueLength, 4}};
+    reply_field_t out[MAX_FIELDS];
+    int nout;
+    char *payload = call(Hconn, V_INQMP, in, 6, out, &nout, pCC, pRC);
+    if (payload && nout >= 6) {
+        char *impo = pInqPropOpts;
+        if (impo && out[0].len >= IMPO_LEN) {
+            memcpy(impo + 20, out[0].data + 20, 12); /* ReturnedEncoding, ReturnedCCSID */
+            memcpy(impo + 56, out[0].data + 56, 8);  /* TypeString */
+            char *name_buf = (char *)ptr_at(impo, 32);
+            MQLONG room = long_at(impo, 44), got = long_at(out[0].data, 48);
+            if (name_buf && room > 0 && out[1].len && got > 0) {
+                copy_out(name_buf, (uint32_t)room, &out[1]);
+                memcpy(impo + 48, &got, 4);
+            }
+        }
+        copy_out(pPropDesc, PD_LEN, &out[2]);
+        if (pType) *pType = int_of(&out[3]);
+        copy_out(pValue, ValueLength > 0 ? (uint32_t)ValueLength : 0, &out[4]);
+        if (pDataLength) *pDataLength = int_of(&out[5]);
+    }
+    free(payload);
 }
 
 void MQDLTMP(MQHCONN Hconn, MQHMSG Hmsg, PMQVOID pDltPropOpts, PMQVOID pName, PMQLONG pCC,
              PMQLONG pRC) {
-    (void)Hconn; (void)Hmsg; (void)pDltPropOpts; (void)pName;
-    unsupported(pCC, pRC);
+    field_t in[] = {{&Hmsg, 8}, opt(pDltPropOpts, DMPO_LEN),
+                    pName ? charv(pName, 0) : (field_t){"", 0}};
+    reply_field_t out[MAX_FIELDS];
+    int nout;
+    free(call(Hconn, V_DLTMP, in, 3, out, &nout, pCC, pRC));
 }

@@ -11,7 +11,7 @@ import struct
 
 VERBS = {1: "CONNX", 2: "DISC", 3: "OPEN", 4: "CLOSE", 5: "PUT", 6: "PUT1", 7: "GET", 8: "INQ",
          9: "SET", 10: "BEGIN", 11: "CMIT", 12: "BACK", 13: "SUB", 14: "SUBRQ", 15: "CB",
-         16: "CTL", 17: "STAT"}
+         16: "CTL", 17: "STAT", 18: "CRTMH", 19: "DLTMH", 20: "SETMP", 21: "INQMP", 22: "DLTMP"}
 ADMIN_MAGIC = b"MQSC"  # a connection starting with these 4 bytes speaks the admin line protocol
 
 
@@ -63,6 +63,17 @@ MQRC_SUB_ALREADY_EXISTS = 2432
 MQRC_SUB_NAME_ERROR = 2440
 MQRC_TOPIC_STRING_ERROR = 2425
 MQRC_SUBSCRIPTION_IN_USE = 2429
+MQRC_BUFFER_LENGTH_ERROR = 2005
+MQRC_PROPERTY_NAME_ERROR = 2442
+MQRC_HMSG_ERROR = 2460
+MQRC_PROPERTY_NAME_TOO_BIG = 2465
+MQRC_PROP_VALUE_NOT_CONVERTED = 2466
+MQRC_PROPERTY_VALUE_TOO_BIG = 2469
+MQRC_PROPERTY_NOT_AVAILABLE = 2471
+MQRC_PROP_NUMBER_FORMAT_ERROR = 2472
+MQRC_PROPERTY_TYPE_ERROR = 2473
+MQRC_PROPERTY_NAME_LENGTH_ERR = 2513
+MQRC_ACTION_ERROR = 2535
 
 MQOO_INPUT_AS_Q_DEF, MQOO_INPUT_SHARED, MQOO_INPUT_EXCLUSIVE = 0x1, 0x2, 0x4
 MQOO_BROWSE, MQOO_OUTPUT, MQOO_INQUIRE, MQOO_SET = 0x8, 0x10, 0x20, 0x40
@@ -76,6 +87,8 @@ MQGMO_BROWSE_FIRST, MQGMO_BROWSE_NEXT, MQGMO_ACCEPT_TRUNCATED_MSG = 0x10, 0x20, 
 MQGMO_SYNCPOINT_IF_PERSISTENT = 0x1000
 MQGMO_LOCK, MQGMO_UNLOCK, MQGMO_BROWSE_MSG_UNDER_CURSOR, MQGMO_MSG_UNDER_CURSOR = (
     0x200, 0x400, 0x800, 0x100)
+MQGMO_PROPERTIES_FORCE_MQRFH2, MQGMO_NO_PROPERTIES = 0x02000000, 0x04000000
+MQGMO_PROPERTIES_IN_HANDLE, MQGMO_PROPERTIES_COMPATIBILITY = 0x08000000, 0x10000000
 MQGMO_UNSUPPORTED = (MQGMO_BROWSE_FIRST | MQGMO_BROWSE_NEXT | MQGMO_LOCK | MQGMO_UNLOCK
                      | MQGMO_BROWSE_MSG_UNDER_CURSOR | MQGMO_MSG_UNDER_CURSOR)
 MQWI_UNLIMITED = -1
@@ -88,6 +101,20 @@ MQSO_CREATE, MQSO_RESUME, MQSO_DURABLE, MQSO_MANAGED = 0x2, 0x4, 0x8, 0x20
 MQSO_ALTER = 0x1
 MQSO_WILDCARD_CHAR = 0x100000
 MQHO_NONE = 0
+
+MQHM_NONE, MQHM_UNUSABLE_HMSG = 0, -1
+MQACTP_NEW, MQACTP_FORWARD, MQACTP_REPLY, MQACTP_REPORT = 0, 1, 2, 3
+MQCMHO_NO_VALIDATION = 0x1
+MQTYPE_AS_SET, MQTYPE_NULL, MQTYPE_BOOLEAN, MQTYPE_BYTE_STRING = 0x0, 0x2, 0x4, 0x8
+MQTYPE_INT8, MQTYPE_INT16, MQTYPE_INT32, MQTYPE_INT64 = 0x10, 0x20, 0x40, 0x80
+MQTYPE_FLOAT32, MQTYPE_FLOAT64, MQTYPE_STRING = 0x100, 0x200, 0x400
+MQVL_NULL_TERMINATED = -1
+MQIMPO_CONVERT_TYPE, MQIMPO_QUERY_LENGTH, MQIMPO_INQ_FIRST, MQIMPO_INQ_NEXT = 0x2, 0x4, 0x0, 0x8
+MQIMPO_INQ_PROP_UNDER_CURSOR, MQIMPO_CONVERT_VALUE = 0x10, 0x20
+MQSMPO_SET_FIRST = 0x0
+MQDMPO_DEL_FIRST, MQDMPO_DEL_PROP_UNDER_CURSOR = 0x0, 0x1
+UTF8_CCSID = 1208  # the CCSID (UTF-8) property strings are kept and returned in
+MQ_MAX_PROPERTY_NAME_LENGTH = 4095
 
 MQCSP_AUTH_USER_ID_AND_PWD = 1
 MQCBT_EVENT_HANDLER = 2
@@ -116,12 +143,23 @@ OD = {"Version": (4, "i"), "ObjectType": (8, "i"), "ObjectName": (12, "48s"),
       "ObjectQMgrName": (60, "48s"), "DynamicQName": (108, "48s"),
       "ResolvedQName": (248, "48s"), "ResolvedQMgrName": (296, "48s"),
       "ResolvedType": (416, "i")}
-PMO = {"Options": (8, "i"), "ResolvedQName": (32, "48s"), "ResolvedQMgrName": (80, "48s")}
+PMO = {"Version": (4, "i"), "Options": (8, "i"), "ResolvedQName": (32, "48s"),
+       "ResolvedQMgrName": (80, "48s"), "OriginalMsgHandle": (160, "q"),
+       "NewMsgHandle": (168, "q"), "Action": (176, "i")}  # the last three: Version >= 3
 GMO = {"Version": (4, "i"), "Options": (8, "i"), "WaitInterval": (12, "i"),
-       "ResolvedQName": (24, "48s"), "MatchOptions": (72, "i"), "ReturnedLength": (96, "i")}
+       "ResolvedQName": (24, "48s"), "MatchOptions": (72, "i"), "ReturnedLength": (96, "i"),
+       "MsgHandle": (104, "q")}  # MsgHandle: Version >= 4
 CNO = {"Version": (4, "i"), "Options": (8, "i"), "ApplName": (224, "28s")}
 CD = {"ChannelName": (0, "20s"), "ChannelType": (24, "i"), "ConnectionName": (1024, "264s")}
 SD = {"Options": (8, "i"), "ObjectName": (12, "48s")}
+CMHO = {"Options": (8, "i")}
+DMPO = {"Options": (8, "i")}
+SMPO = {"Options": (8, "i"), "ValueEncoding": (12, "i"), "ValueCCSID": (16, "i")}
+PD = {"Options": (8, "i"), "Support": (12, "i"), "Context": (16, "i"), "CopyOptions": (20, "i")}
+IMPO = {"Options": (8, "i"), "RequestedEncoding": (12, "i"), "RequestedCCSID": (16, "i"),
+        "ReturnedEncoding": (20, "i"), "ReturnedCCSID": (24, "i"),
+        "ReturnedNameVSPtr": (32, "Q"), "ReturnedNameVSBufSize": (44, "i"),
+        "ReturnedNameVSLength": (48, "i"), "TypeString": (56, "8s")}
 
 
 def get(layout: dict[str, tuple[int, str]], buf: bytes | bytearray, name: str):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import mqi
 from mqi import MD, get
+from properties import Property
 
 MAX_DEPTH = 5000  # MQ's default MAXDEPTH
 FAILED = mqi.MQCC_FAILED
@@ -25,11 +26,12 @@ def fail(reason: int) -> Reply:
 
 @dataclass
 class Message:
-    """One message: its MQMD (always Version 2, 364 bytes), body and expiry."""
+    """One message: its MQMD (always Version 2, 364 bytes), body, expiry and properties."""
 
     md: bytearray
     body: bytes
     expires: float | None  # time.monotonic() deadline, None = unlimited
+    properties: dict[str, Property] = field(default_factory=dict)
 
     @property
     def priority(self) -> int:
@@ -122,6 +124,7 @@ class Connection:
     uow_gets: list[tuple[Queue, Message]] = field(default_factory=list)
     events: bool = False
     sock: socket.socket | None = None  # for STOP CONN
+    msg_handles: dict = field(default_factory=dict)  # hmsg -> properties.MessageHandle
 
 
 def topic_matches(pattern: str, topic: str) -> bool:

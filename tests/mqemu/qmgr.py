@@ -36,15 +36,17 @@ from objects import (  # noqa: E402
     topic_matches,
 )
 from peers import Peer, Peers  # noqa: E402
+from properties import PropertyVerbs  # noqa: E402
 
 DESCRIPTION = "EMULATED queue manager for tests, NOT IBM MQ"
 """Its DESCR (MQCA_Q_MGR_DESC): how surge tells a run on the emulator from one on MQ."""
 VERSION, COMMAND_LEVEL = "09040000", 940  # the MQ level whose behaviour it follows
 
 
-class QueueManager(Mqsc):
+class QueueManager(Mqsc, PropertyVerbs):
     """The emulated queue manager's state; every verb runs under one condition's lock. Its
-    MQSC commands: :class:`mqsc.Mqsc`."""
+    MQSC commands: :class:`mqsc.Mqsc`; message handles and properties:
+    :class:`properties.PropertyVerbs`."""
 
     def __init__(self, name: str, user: str = "", password: str = "",
                  peers: Peers | None = None):
@@ -144,6 +146,8 @@ class QueueManager(Mqsc):
             return fail(mqi.MQRC_UNKNOWN_OBJECT_NAME)
         if queue.model:
             dynamic = self.dynamic_name(text(get(OD, od, "DynamicQName")))
+            if dynamic in self.queues:
+                return fail(2100)  # MQRC_OBJECT_ALREADY_EXISTS
             queue = self.queues[dynamic] = Queue(dynamic, temporary_of=conn.number)
             put(OD, od, "ObjectName", dynamic.encode())
         if options & mqi.MQOO_INPUT:
@@ -239,12 +243,15 @@ class QueueManager(Mqsc):
         options = get(PMO, pmo, "Options")
         syncpoint = bool(options & mqi.MQPMO_SYNCPOINT)
         message = self._message(conn, md_in, pmo, body)
+        message.properties, reason = self.properties_to_put(conn, pmo)
+        if reason:
+            return fail(reason)
         if handle.kind == "topic":
             for sub in [s for s in self.subs.values() if topic_matches(s.topic, handle.name)]:
                 queue = self.queues.get(sub.dest)
                 if queue is None:
                     continue
-                copy = Message(bytearray(message.md), body, message.expires)
+                copy = Message(bytearray(message.md), body, message.expires, message.properties)
                 put(MD, copy.md, "MsgId", self.new_id())
                 put(MD, copy.md, "CorrelId", sub.correl_id)
                 self._enqueue(conn, queue, copy, syncpoint)
@@ -257,6 +264,7 @@ class QueueManager(Mqsc):
                 return fail(reason)
             put(PMO, pmo, "ResolvedQName", queue.name.encode())
             put(PMO, pmo, "ResolvedQMgrName", self.name.encode())
+        self.after_put(conn, pmo, message.properties)
         return mqi.MQCC_OK, 0, [bytes(message.md[:len(md_in)]), bytes(pmo)]
 
     def verb_put(self, conn: Connection, f: list[bytes]) -> Reply:
@@ -291,6 +299,9 @@ class QueueManager(Mqsc):
         options = get(GMO, gmo, "Options")
         if options & mqi.MQGMO_UNSUPPORTED:
             return fail(mqi.MQRC_FUNCTION_NOT_SUPPORTED)
+        msg_handle, reason = self.get_handle(conn, gmo)
+        if reason:
+            return fail(reason)
         match = self._matcher(md_in, gmo)
         wait_ms = get(GMO, gmo, "WaitInterval") if options & mqi.MQGMO_WAIT else 0
         deadline = None if wait_ms == mqi.MQWI_UNLIMITED else time.monotonic() + wait_ms / 1000
@@ -300,7 +311,10 @@ class QueueManager(Mqsc):
                 return fail(mqi.MQRC_HOBJ_ERROR)  # a deleted dynamic queue
             message = queue.take(match)
             if message is not None:
-                return self._got(conn, queue, message, md_in, gmo, buflen, options)
+                reply = self._got(conn, queue, message, md_in, gmo, buflen, options)
+                if reply[0] != FAILED:
+                    self.deliver_properties(msg_handle, message.properties)
+                return reply
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return fail(mqi.MQRC_NO_MSG_AVAILABLE)
@@ -419,8 +433,13 @@ class QueueManager(Mqsc):
     def verb_sub(self, conn: Connection, f: list[bytes]) -> Reply:
         sd, topic, name = bytearray(f[0]), f[1].decode("utf-8"), f[2].decode("utf-8")
         (hobj,) = struct.unpack("<i", f[4])
+        # A reconnecting client makes its subscriptions again under their old hsub (and
+        # managed queue hobj) numbers (6th and 7th fields).
+        wanted_hsub, wanted_hobj = (struct.unpack("<i", x)[0] for x in (f[5:7] or [bytes(4)] * 2))
         options = get(SD, sd, "Options")
         durable, managed = bool(options & mqi.MQSO_DURABLE), bool(options & mqi.MQSO_MANAGED)
+        if wanted_hsub in conn.handles or (managed and wanted_hobj in conn.handles):
+            return fail(mqi.MQRC_HOBJ_ERROR)
         if text(get(SD, sd, "ObjectName")) or options & (mqi.MQSO_WILDCARD_CHAR | mqi.MQSO_ALTER):
             return fail(mqi.MQRC_FUNCTION_NOT_SUPPORTED)  # topic objects, character wildcards
         if durable and not name:
@@ -452,10 +471,12 @@ class QueueManager(Mqsc):
             self.subs[key] = sub
         if sub.managed:
             reply = self._new_handle(conn, Handle("queue", sub.dest, mqi.MQOO_INPUT_SHARED),
-                                     bytearray(424))
+                                     bytearray(424), wanted_hobj)
             (hobj,) = struct.unpack("<i", reply[2][0])
             self.queues[sub.dest].opens_in += 1
-        hsub = next(conn.next_handle)
+        hsub = wanted_hsub or next(conn.next_handle)
+        while not wanted_hsub and hsub in conn.handles:
+            hsub = next(conn.next_handle)
         conn.handles[hsub] = Handle("sub", key)
         return mqi.MQCC_OK, 0, [bytes(sd), struct.pack("<i", hobj), struct.pack("<i", hsub)]
 

@@ -267,7 +267,6 @@ def test_an_unsupported_verb_says_so(emulated_ibmmq, qm1):
     ibmmq, C = emulated_ibmmq, emulated_ibmmq.CMQC
     qm = connect(ibmmq, qm1)
     assert reason(ibmmq, lambda: qm.begin()) == C.MQRC_FUNCTION_NOT_SUPPORTED
-    assert reason(ibmmq, lambda: ibmmq.MessageHandle(qm)) == C.MQRC_FUNCTION_NOT_SUPPORTED
     queue = ibmmq.Queue(qm, "Q1", C.MQOO_INPUT_SHARED | C.MQOO_BROWSE)
     gmo = ibmmq.GMO(Options=C.MQGMO_BROWSE_FIRST)
     assert reason(ibmmq, lambda: queue.get(None, ibmmq.MD(), gmo)) == \
