@@ -108,16 +108,22 @@ def connected(ibmmq: ModuleType, qmgr: Any, user: str = USER,
         qm.disconnect()
 
 
+def put_messages(ibmmq: ModuleType, qmgr: Any, queue: str,
+                 messages: list[tuple[bytes, Any]]) -> None:
+    """Put (body, MQMD) pairs on ``queue`` with the test's own connection (ids as given)."""
+    with connected(ibmmq, qmgr) as qm:
+        out = ibmmq.Queue(qm, queue, ibmmq.CMQC.MQOO_OUTPUT)
+        for body, md in messages:
+            out.put(body, md)
+        out.close()
+
+
 def seed(ibmmq: ModuleType, qmgr: Any, queue: str, n: int, size: int = 100,
          producer: int = 9) -> None:
     """Put ``n`` surge messages of ``producer`` (sequence 0..n-1) on ``queue``."""
-    C = ibmmq.CMQC
     builder = PayloadBuilder(size)
-    with connected(ibmmq, qmgr) as qm:
-        out = ibmmq.Queue(qm, queue, C.MQOO_OUTPUT)
-        for seq in range(n):
-            out.put(builder.build(producer, seq, time.time_ns()))
-        out.close()
+    put_messages(ibmmq, qmgr, queue, [(builder.build(producer, seq, time.time_ns()), ibmmq.MD())
+                                      for seq in range(n)])
 
 
 def drain_with_md(ibmmq: ModuleType, qmgr: Any, queue: str) -> list[tuple[bytes, Any]]:
