@@ -42,11 +42,21 @@ class Qmgrs:
 
     def start(self, name: str, user: str = "", password: str = "",
               mqsc: list[str] = ()) -> EmulatedQmgr:
-        """Queue manager ``name`` on a free port, with ``mqsc`` commands run at start."""
-        port = free_port({q.port for q in self.running})
-        qmgr = EmulatedQmgr(name, port, self.root / f"{name}-{port}", user, password, mqsc)
-        self.running.append(qmgr)
-        return qmgr
+        """Queue manager ``name`` on a free port, with ``mqsc`` commands run at start; another
+        port if a process outside this test took the one found free before it could listen."""
+        tried: set[int] = set()
+        while True:
+            port = free_port({q.port for q in self.running} | tried)
+            try:
+                qmgr = EmulatedQmgr(name, port, self.root / f"{name}-{port}", user, password,
+                                    mqsc)
+            except RuntimeError as error:
+                if "Address already in use" not in str(error) or len(tried) >= 4:
+                    raise
+                tried.add(port)
+                continue
+            self.running.append(qmgr)
+            return qmgr
 
     def stop_all(self) -> None:
         for qmgr in self.running:

@@ -88,7 +88,7 @@ def depth(qmgr: Any, queue: str) -> int:
 def connections(qmgr: Any) -> list[dict[str, str]]:
     """``DISPLAY CONN(*)``: one dict of attributes (APPLTAG, USERID, CONNAME, UOW) per
     connection."""
-    return [dict(re.findall(r"(\w+)\(([^)]*)\)", line))
+    return [dict(re.findall(r"(\w+)\(((?:[^()]|\([^()]*\))*)\)", line))
             for line in qmgr.admin("DISPLAY CONN(*)")[0]]
 
 
@@ -126,11 +126,12 @@ def seed(ibmmq: ModuleType, qmgr: Any, queue: str, n: int, size: int = 100,
                                       for seq in range(n)])
 
 
-def drain_with_md(ibmmq: ModuleType, qmgr: Any, queue: str) -> list[tuple[bytes, Any]]:
+def drain_with_md(ibmmq: ModuleType, qmgr: Any, queue: str, user: str = USER,
+                  password: str = PASSWORD) -> list[tuple[bytes, Any]]:
     """Get every message on ``queue`` with the test's own connection: (body, MQMD) pairs."""
     C = ibmmq.CMQC
     got = []
-    with connected(ibmmq, qmgr) as qm:
+    with connected(ibmmq, qmgr, user, password) as qm:
         handle = ibmmq.Queue(qm, queue, C.MQOO_INPUT_SHARED)
         try:
             while True:

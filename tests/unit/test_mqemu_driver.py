@@ -23,6 +23,7 @@ from tests.unit.mqemu_helpers import (  # noqa: F401 (no_mq_threads_left: an aut
     PASSWORD,
     SETTINGS,
     USER,
+    connections,
     counted,
     depth,
     drain,
@@ -191,7 +192,8 @@ def test_a_reconnectable_client_moves_on_by_itself_and_its_reconnects_are_counte
                      for name in ("UC01QM01", "UC01QM02"))
     url = write_ccdt(tmp_path / "ccdt.json", [("PERF.APP.CHL", "UC01QM", first, 0),
                                               ("PERF.APP.CHL", "UC01QM", second, 0)])
-    settings = dataclasses.replace(SETTINGS, ccdt_url=url, reconnect="yes")
+    settings = dataclasses.replace(SETTINGS, ccdt_url=url, reconnect="yes",
+                                   appltag_sender="mqperf.senders")
     driver = MqDriver(Destination(endpoints=("*UC01QM",), queue="perf"), Recorder(), settings,
                       mqi=emulated_ibmmq, get_wait_ms=50)
     driver.start()
@@ -205,6 +207,7 @@ def test_a_reconnectable_client_moves_on_by_itself_and_its_reconnects_are_counte
     first.stop()
     driver.call(lambda: role.pause(False))
     until(lambda: depth(second, "perf") >= 5)
+    assert [c["APPLTAG"] for c in connections(second)] == ["mqperf.senders"]
     driver.stop(3)
     recorder = driver.recorder
     assert (recorder.reconnects, recorder.republished, recorder.errors) == (1, 1, 2)
