@@ -14,7 +14,6 @@ from drivers.header import decode
 from drivers.message import PayloadBuilder
 from drivers.mq.driver import MqDriver
 from drivers.mq.preflight import MqPreflight
-from drivers.mq.settings import MqSettings
 from drivers.mq.topics import subscribe
 from drivers.protocol import Destination
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
@@ -111,17 +110,6 @@ def test_wrong_credentials_make_the_workers_retry_and_count_errors(emulated_ibmm
     driver.stop(3)
     assert counted(driver, "sent") == 0 and "2035" in driver.recorder.last_error
     assert depth(qmgr, "perf") == 0
-
-
-def test_the_preflight_finds_missing_queues_and_refused_credentials(emulated_ibmmq, qm1):
-    target = endpoint(qm1)
-    MqPreflight([target], ["perf", "request1"], SETTINGS, load=lambda: emulated_ibmmq).check()
-    with pytest.raises(LookupError, match="nope"):
-        MqPreflight([target], ["perf", "nope"], SETTINGS, load=lambda: emulated_ibmmq).check()
-    wrong = MqSettings(user=USER, password="wrong", channel="PERF.APP.CHL")
-    with pytest.raises(ConnectionError) as refused:
-        MqPreflight([target], ["perf"], wrong, load=lambda: emulated_ibmmq).check()
-    assert "wrong" not in str(refused.value) and target in str(refused.value)
 
 
 def test_durable_subscriptions_made_by_surge_receive_publications(emulated_ibmmq, qm1):
