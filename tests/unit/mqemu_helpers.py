@@ -95,13 +95,16 @@ def connections(qmgr: Any) -> list[dict[str, str]]:
 @contextlib.contextmanager
 def connected(ibmmq: ModuleType, qmgr: Any, user: str = USER,
               password: str = PASSWORD) -> Iterator[Any]:
-    """The test's own client connection to ``qmgr`` (disconnected on leaving)."""
+    """The test's own client connection to ``qmgr`` (disconnected on leaving); an MQCSP with
+    ``user`` and ``password`` unless ``user`` is empty."""
     C = ibmmq.CMQC
+    credentials = {"csp": ibmmq.CSP(CSPUserId=user, CSPPassword=password,
+                                    AuthenticationType=C.MQCSP_AUTH_USER_ID_AND_PWD)} \
+        if user else {}
     qm = ibmmq.QueueManager(None)
     qm.connect_with_options(qmgr.name, cd=ibmmq.CD(ChannelName=b"TEST.CHL",
                                                    ConnectionName=qmgr.conname.encode()),
-                            csp=ibmmq.CSP(CSPUserId=user, CSPPassword=password,
-                                          AuthenticationType=C.MQCSP_AUTH_USER_ID_AND_PWD))
+                            **credentials)
     try:
         yield qm
     finally:
