@@ -1,10 +1,13 @@
 """A STAND-IN for the MQI library (``pymqi`` / IBM's ``ibmmq``) in unit tests. It is NOT IBM MQ.
 
-IBM's client library cannot be installed here, so ``drivers/mq.py`` is tested against this:
-the same Python API (``QueueManager``, ``Queue``, ``MD``/``GMO``/``PMO``/``OD``/``CD``/``SCO``,
-``CNO``/``CBD`` in the ``ibmmq`` flavour, ``CMQC``/``CMQXC`` with the real constant values,
-``MQMIError`` with ``comp``/``reason``), backed by in-memory queues, recording every MQI call
-in :attr:`StandIn.calls` so tests can assert call sequences and options.
+It records every MQI call in :attr:`StandIn.calls`, for the tests that are about the call
+sequence itself (which options, in which order: test_mq_driver.py, test_mq_connect.py,
+test_mq_preflight.py) and for the ``pymqi`` flavour, which cannot be installed here. What the
+client and the queue manager do is tested over IBM's real ``ibmmq`` and the MQI emulator
+(tests/mqemu, the test_mqemu_*.py files). The same Python API as the libraries
+(``QueueManager``, ``Queue``, ``MD``/``GMO``/``PMO``/``OD``/``CD``/``SCO``, ``CNO``/``CBD`` in
+the ``ibmmq`` flavour, ``MQMIError`` with ``comp``/``reason``), ``CMQC``/``CMQXC`` being IBM's
+own constant modules from the installed ``ibmmq`` package, backed by in-memory queues.
 
 It imitates only behaviour documented for MQ, and only what the driver uses:
 
@@ -49,134 +52,33 @@ beyond the user check above, channels, clustering beyond the delivery above.
 from __future__ import annotations
 
 import bisect
+import importlib.util
 import itertools
 import os
 import threading
 import time
+from pathlib import Path
+from types import ModuleType
 from typing import Any, NamedTuple
 
 
-class CMQC:
-    """The constants the driver and the stand-in use, with the values of IBM's cmqc.h."""
-
-    MQCC_OK, MQCC_WARNING, MQCC_FAILED = 0, 1, 2
-    MQRC_NONE = 0
-    MQRC_ALREADY_CONNECTED = 2002
-    MQRC_BACKED_OUT = 2003
-    MQRC_CONNECTION_BROKEN = 2009
-    MQRC_HCONN_ERROR = 2018
-    MQRC_NO_MSG_AVAILABLE = 2033
-    MQRC_NOT_AUTHORIZED = 2035
-    MQRC_NOT_OPEN_FOR_INPUT = 2037
-    MQRC_NOT_OPEN_FOR_OUTPUT = 2039
-    MQRC_Q_FULL = 2053
-    MQRC_Q_MGR_NAME_ERROR = 2058
-    MQRC_Q_MGR_NOT_AVAILABLE = 2059
-    MQRC_TRUNCATED_MSG_FAILED = 2080
-    MQRC_UNKNOWN_OBJECT_NAME = 2085
-    MQRC_HOBJ_ERROR = 2019
-    MQRC_Q_MGR_QUIESCING = 2161
-    MQRC_Q_MGR_STOPPING = 2162
-    MQRC_CONNECTION_QUIESCING = 2202
-    MQRC_CONNECTION_STOPPING = 2203
-    MQRC_HOST_NOT_AVAILABLE = 2538
-    MQRC_RECONNECTING = 2544
-    MQRC_RECONNECTED = 2545
-    MQRC_RECONNECT_QMID_MISMATCH = 2546
-    MQRC_RECONNECT_INCOMPATIBLE = 2547
-    MQRC_RECONNECT_FAILED = 2548
-    MQRC_CALL_INTERRUPTED = 2549
-    MQRC_RECONNECT_TIMED_OUT = 2556
-    MQRC_CONNECTION_NOT_AVAILABLE = 2568
-
-    MQCNO_VERSION_5, MQCNO_VERSION_6, MQCNO_VERSION_7 = 5, 6, 7
-    MQCNO_NONE = 0x00000000
-    MQCNO_STANDARD_BINDING = 0x00000000
-    MQCNO_HANDLE_SHARE_NONE = 0x00000020
-    MQCNO_HANDLE_SHARE_BLOCK = 0x00000040
-    MQCNO_HANDLE_SHARE_NO_BLOCK = 0x00000080
-    MQCNO_CLIENT_BINDING = 0x00000800
-    MQCNO_RECONNECT_AS_DEF = 0x00000000
-    MQCNO_RECONNECT = 0x01000000
-    MQCNO_RECONNECT_DISABLED = 0x02000000
-    MQCNO_RECONNECT_Q_MGR = 0x04000000
-
-    MQOO_INPUT_AS_Q_DEF = 0x00000001
-    MQOO_INPUT_SHARED = 0x00000002
-    MQOO_INPUT_EXCLUSIVE = 0x00000004
-    MQOO_OUTPUT = 0x00000010
-    MQOO_INQUIRE = 0x00000020
-    MQOO_FAIL_IF_QUIESCING = 0x00002000
-    MQCO_NONE = 0x00000000
-
-    MQPMO_VERSION_1 = 1
-    MQPMO_NONE = 0x00000000
-    MQPMO_SYNCPOINT = 0x00000002
-    MQPMO_NO_SYNCPOINT = 0x00000004
-    MQPMO_NEW_MSG_ID = 0x00000040
-    MQPMO_NEW_CORREL_ID = 0x00000080
-    MQPMO_FAIL_IF_QUIESCING = 0x00002000
-
-    MQGMO_VERSION_1, MQGMO_VERSION_2 = 1, 2
-    MQGMO_NONE = MQGMO_NO_WAIT = 0x00000000
-    MQGMO_WAIT = 0x00000001
-    MQGMO_SYNCPOINT = 0x00000002
-    MQGMO_NO_SYNCPOINT = 0x00000004
-    MQGMO_ACCEPT_TRUNCATED_MSG = 0x00000040
-    MQGMO_FAIL_IF_QUIESCING = 0x00002000
-    MQGMO_CONVERT = 0x00004000
-    MQWI_UNLIMITED = -1
-    MQMO_NONE = 0x00000000
-    MQMO_MATCH_MSG_ID = 0x00000001
-    MQMO_MATCH_CORREL_ID = 0x00000002
-
-    MQMD_VERSION_1 = 1
-    MQMI_NONE = b"\0" * 24
-    MQCI_NONE = b"\0" * 24
-    MQPER_NOT_PERSISTENT, MQPER_PERSISTENT, MQPER_PERSISTENCE_AS_Q_DEF = 0, 1, 2
-    MQMT_REQUEST, MQMT_REPLY, MQMT_DATAGRAM = 1, 2, 8
-    MQRO_NONE = 0x00000000
-    MQRO_COPY_MSG_ID_TO_CORREL_ID = 0x00000000
-    MQRO_PASS_CORREL_ID = 0x00000040
-    MQEI_UNLIMITED = -1
-    MQFMT_NONE = b"        "
-    MQENC_NATIVE = 0x00000222
-    MQPRI_PRIORITY_AS_Q_DEF = -1
-
-    MQCSP_AUTH_NONE = 0
-    MQCSP_AUTH_USER_ID_AND_PWD = 1
-    MQCSP_VERSION_1 = 1
-    MQSCO_VERSION_5, MQSCO_VERSION_6 = 5, 6
-
-    MQOT_TOPIC = 8
-    MQOD_VERSION_4 = 4
-    MQSO_NON_DURABLE = 0x00000000
-    MQSO_ALTER = 0x00000001
-    MQSO_CREATE = 0x00000002
-    MQSO_RESUME = 0x00000004
-    MQSO_DURABLE = 0x00000008
-    MQSO_MANAGED = 0x00000020
-    MQSO_FAIL_IF_QUIESCING = 0x00002000
-    MQCO_KEEP_SUB = 0x00000004
-    MQCO_REMOVE_SUB = 0x00000008
-    MQRC_NO_SUBSCRIPTION = 2428
-    MQRC_SUB_ALREADY_EXISTS = 2432
-
-    MQOP_REGISTER = 0x00000100
-    MQOP_DEREGISTER = 0x00000200
-    MQCBT_MESSAGE_CONSUMER = 0x00000001
-    MQCBT_EVENT_HANDLER = 0x00000002
-    MQCBCT_EVENT_CALL = 5
-    MQHO_NONE = 0
+def _ibm_constants(name: str) -> ModuleType:
+    """IBM's own constants module ``ibmmq.<name>`` (CMQC, CMQXC), read from the installed
+    ``ibmmq`` package's file without importing the package (whose C extension needs an MQ
+    client library): one table of MQI constants, IBM's, for the stand-in and its tests."""
+    spec = importlib.util.find_spec("ibmmq")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the MQI stand-in takes its constants from IBM's ibmmq package: "
+                          "pip install 'ibmmq>=2.1'")
+    path = Path(spec.submodule_search_locations[0]) / f"{name}.py"
+    loaded = importlib.util.spec_from_file_location(f"_ibmmq_{name}", path)
+    module = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(module)
+    return module
 
 
-class CMQXC:
-    """Channel constants (cmqxc.h)."""
-
-    MQCHT_CLNTCONN = 6
-    MQXPT_TCP = 2
-
-
+CMQC = _ibm_constants("CMQC")
+CMQXC = _ibm_constants("CMQXC")
 _REASONS = {v: k for k, v in vars(CMQC).items() if k.startswith("MQRC_")}
 
 

@@ -24,7 +24,8 @@ from drivers.protocol import Destination
 from drivers.workers import Recorder
 from tests.unit.mqi_standin import CMQC, StandIn
 
-C = CMQC
+C = CMQC  # IBM's constants (ibmmq.CMQC), as the stand-in uses them
+pytestmark = pytest.mark.timeout(60)
 DIRECT = "mq://qm1.example.com(1414)/QM1?channel=PERF.TLS.CHL"
 TLS = {"tls_cipher_spec": "ANY_TLS12_OR_HIGHER", "tls_key_repository": "/var/mqm/ssl/client",
        "tls_certificate_label": "perfclient"}

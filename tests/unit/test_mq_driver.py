@@ -31,7 +31,8 @@ from tests.unit.mqi_standin import CMQC, StandIn
 MQ_FIELDS = {f.name for f in dataclasses.fields(MqSettings)}
 QM1 = "mq://127.0.0.1(1414)/QM1?channel=PERF.APP.CHL"
 QM2 = "mq://127.0.0.2(1415)/QM2?channel=PERF.APP.CHL"
-C = CMQC
+C = CMQC  # IBM's constants (ibmmq.CMQC), as the stand-in uses them
+pytestmark = pytest.mark.timeout(60)
 
 
 def make(standin: StandIn, endpoints: tuple[str, ...] = (QM1,), **fields) -> MqDriver:

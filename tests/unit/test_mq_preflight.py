@@ -21,7 +21,8 @@ from drivers.mq.preflight import MqPreflight
 from drivers.mq.settings import MqSettings
 from tests.unit.mqi_standin import CMQC, StandIn
 
-C = CMQC
+C = CMQC  # IBM's constants (ibmmq.CMQC), as the stand-in uses them
+pytestmark = pytest.mark.timeout(60)
 GROUP = "*UC01QM"
 DIRECT = "mq://qm1.example.com(1414)/QM1?channel=PERF.CHL"
 

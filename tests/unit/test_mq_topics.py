@@ -23,6 +23,7 @@ from topologies.mq import manifests, uniform
 from topologies.mq.existing import ExistingQueueManagers
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(60)
 ROUTING = """
 queues: [{name: 'orders%d', count: 3}, {name: audit}]
 exchanges: [{name: shop, type: topic}, {name: all, type: fanout}, {name: exact, type: direct}]
