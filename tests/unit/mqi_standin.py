@@ -1,17 +1,20 @@
 """A STAND-IN for the MQI library (``pymqi`` / IBM's ``ibmmq``) in unit tests. It is NOT IBM MQ.
 
-IBM's client library cannot be installed here, so ``drivers/mq.py`` is tested against this:
-the same Python API (``QueueManager``, ``Queue``, ``MD``/``GMO``/``PMO``/``OD``/``CD``/``SCO``,
-``CNO``/``CBD`` in the ``ibmmq`` flavour, ``CMQC``/``CMQXC`` with the real constant values,
-``MQMIError`` with ``comp``/``reason``), backed by in-memory queues, recording every MQI call
-in :attr:`StandIn.calls` so tests can assert call sequences and options.
+It records every MQI call in :attr:`StandIn.calls`, for the tests that are about the call
+sequence itself (which options, in which order: test_mq_driver.py, test_mq_connect.py,
+test_mq_preflight.py) and for the ``pymqi`` flavour, which cannot be installed here. What the
+client and the queue manager do is tested over IBM's real ``ibmmq`` and the MQI emulator
+(tests/mqemu, the test_mqemu_*.py files). The same Python API as the libraries
+(``QueueManager``, ``Queue``, ``MD``/``GMO``/``PMO``/``OD``/``CD``/``SCO``, ``CNO``/``CBD`` in
+the ``ibmmq`` flavour, ``MQMIError`` with ``comp``/``reason``), ``CMQC``/``CMQXC`` being IBM's
+own constant modules from the installed ``ibmmq`` package, backed by in-memory queues.
 
 It imitates only behaviour documented for MQ, and only what the driver uses:
 
 - MQCONNX: a client finds its channel in an MQCD, else a CCDT (``MQCNO.CCDTUrl`` - honoured
   from CNO Version 6 - or the ``MQCCDTURL`` environment variable at connect time), else fails
   with MQRC_Q_MGR_NAME_ERROR. The CCDT file is recorded, not read. ``*GROUP`` or "" connect
-  to any running queue manager (the stand-in does not model group membership), a name to
+  to the first queue manager (the stand-in does not model group membership), a name to
   that one. The application name comes from ``MQCNO.ApplName`` (CNO Version 7), else the
   ``MQAPPLNAME`` environment variable, and shows in ``PutApplName``. A thread with a
   connection that is not shared (no MQCNO_HANDLE_SHARE_*) gets MQRC_ALREADY_CONNECTED.
@@ -27,159 +30,47 @@ It imitates only behaviour documented for MQ, and only what the driver uses:
   ids; Version 2 and later: MatchOptions); MQGMO_WAIT waits WaitInterval ms, then
   MQRC_NO_MSG_AVAILABLE; a message longer than the buffer fails with
   MQRC_TRUNCATED_MSG_FAILED and stays; syncpoint gets are held until MQCMIT and come back
-  where they were, BackoutCount + 1, after MQBACK or a broken connection.
-- Publish/subscribe: MQOPEN of a topic string (``Topic``) for output; an MQPUT to it puts one
-  copy on the queue of each subscription of that queue manager whose topic string matches
-  (topic-based wildcards: ``+`` one level, ``#`` zero or more). Subscriptions are defined by
-  the test (DEFINE SUB: :meth:`StandIn.subscribe`) or made with MQSUB (durable only, with
-  MQSO_CREATE/MQSO_RESUME and a queue opened for output; MQCO_REMOVE_SUB deletes one).
+  where they were, BackoutCount + 1, after MQBACK.
+- MQCB registers (records) an event handler; no event is ever delivered.
 - MQDISC commits a unit of work (MQ on Multiplatforms does).
-- :meth:`StandIn.stop_qmgr` breaks its connections: the next call fails with
-  MQRC_CONNECTION_BROKEN; a reconnectable one (MQCNO_RECONNECT*) is reconnected to a running
-  queue manager it may use (any for ``*GROUP`` with MQCNO_RECONNECT, else the same name; none:
-  MQRC_RECONNECT_FAILED), its open queues with it, its MQCB event handler sees
-  MQRC_RECONNECTING then MQRC_RECONNECTED, and a unit of work it had is backed out, so the next
-  MQCMIT fails with MQRC_BACKED_OUT.
 
 Not imitated (options for them raise NotImplementedError): browsing, truncated-message
 acceptance, data conversion, message groups, expiry, priorities, persistence to disk, security
-beyond the user check above, channels, clustering beyond the delivery above.
+beyond the user check above, channels, clustering beyond the delivery above, topics and
+subscriptions, broken connections and reconnection (all of these but the first five are
+tested on the MQI emulator).
 """
 
 from __future__ import annotations
 
 import bisect
+import importlib.util
 import itertools
 import os
 import threading
 import time
+from pathlib import Path
+from types import ModuleType
 from typing import Any, NamedTuple
 
 
-class CMQC:
-    """The constants the driver and the stand-in use, with the values of IBM's cmqc.h."""
-
-    MQCC_OK, MQCC_WARNING, MQCC_FAILED = 0, 1, 2
-    MQRC_NONE = 0
-    MQRC_ALREADY_CONNECTED = 2002
-    MQRC_BACKED_OUT = 2003
-    MQRC_CONNECTION_BROKEN = 2009
-    MQRC_HCONN_ERROR = 2018
-    MQRC_NO_MSG_AVAILABLE = 2033
-    MQRC_NOT_AUTHORIZED = 2035
-    MQRC_NOT_OPEN_FOR_INPUT = 2037
-    MQRC_NOT_OPEN_FOR_OUTPUT = 2039
-    MQRC_Q_FULL = 2053
-    MQRC_Q_MGR_NAME_ERROR = 2058
-    MQRC_Q_MGR_NOT_AVAILABLE = 2059
-    MQRC_TRUNCATED_MSG_FAILED = 2080
-    MQRC_UNKNOWN_OBJECT_NAME = 2085
-    MQRC_HOBJ_ERROR = 2019
-    MQRC_SELECTOR_ERROR = 2067
-    MQRC_Q_MGR_QUIESCING = 2161
-    MQRC_Q_MGR_STOPPING = 2162
-    MQRC_CONNECTION_QUIESCING = 2202
-    MQRC_CONNECTION_STOPPING = 2203
-    MQRC_HOST_NOT_AVAILABLE = 2538
-    MQRC_RECONNECTING = 2544
-    MQRC_RECONNECTED = 2545
-    MQRC_RECONNECT_QMID_MISMATCH = 2546
-    MQRC_RECONNECT_INCOMPATIBLE = 2547
-    MQRC_RECONNECT_FAILED = 2548
-    MQRC_CALL_INTERRUPTED = 2549
-    MQRC_RECONNECT_TIMED_OUT = 2556
-    MQRC_CONNECTION_NOT_AVAILABLE = 2568
-
-    MQCNO_VERSION_5, MQCNO_VERSION_6, MQCNO_VERSION_7 = 5, 6, 7
-    MQCNO_NONE = 0x00000000
-    MQCNO_STANDARD_BINDING = 0x00000000
-    MQCNO_HANDLE_SHARE_NONE = 0x00000020
-    MQCNO_HANDLE_SHARE_BLOCK = 0x00000040
-    MQCNO_HANDLE_SHARE_NO_BLOCK = 0x00000080
-    MQCNO_CLIENT_BINDING = 0x00000800
-    MQCNO_RECONNECT_AS_DEF = 0x00000000
-    MQCNO_RECONNECT = 0x01000000
-    MQCNO_RECONNECT_DISABLED = 0x02000000
-    MQCNO_RECONNECT_Q_MGR = 0x04000000
-
-    MQCA_Q_MGR_DESC, MQCA_VERSION = 2014, 2120
-
-    MQOO_INPUT_AS_Q_DEF = 0x00000001
-    MQOO_INPUT_SHARED = 0x00000002
-    MQOO_INPUT_EXCLUSIVE = 0x00000004
-    MQOO_OUTPUT = 0x00000010
-    MQOO_INQUIRE = 0x00000020
-    MQOO_FAIL_IF_QUIESCING = 0x00002000
-    MQCO_NONE = 0x00000000
-
-    MQPMO_VERSION_1 = 1
-    MQPMO_NONE = 0x00000000
-    MQPMO_SYNCPOINT = 0x00000002
-    MQPMO_NO_SYNCPOINT = 0x00000004
-    MQPMO_NEW_MSG_ID = 0x00000040
-    MQPMO_NEW_CORREL_ID = 0x00000080
-    MQPMO_FAIL_IF_QUIESCING = 0x00002000
-
-    MQGMO_VERSION_1, MQGMO_VERSION_2 = 1, 2
-    MQGMO_NONE = MQGMO_NO_WAIT = 0x00000000
-    MQGMO_WAIT = 0x00000001
-    MQGMO_SYNCPOINT = 0x00000002
-    MQGMO_NO_SYNCPOINT = 0x00000004
-    MQGMO_ACCEPT_TRUNCATED_MSG = 0x00000040
-    MQGMO_FAIL_IF_QUIESCING = 0x00002000
-    MQGMO_CONVERT = 0x00004000
-    MQWI_UNLIMITED = -1
-    MQMO_NONE = 0x00000000
-    MQMO_MATCH_MSG_ID = 0x00000001
-    MQMO_MATCH_CORREL_ID = 0x00000002
-
-    MQMD_VERSION_1 = 1
-    MQMI_NONE = b"\0" * 24
-    MQCI_NONE = b"\0" * 24
-    MQPER_NOT_PERSISTENT, MQPER_PERSISTENT, MQPER_PERSISTENCE_AS_Q_DEF = 0, 1, 2
-    MQMT_REQUEST, MQMT_REPLY, MQMT_DATAGRAM = 1, 2, 8
-    MQRO_NONE = 0x00000000
-    MQRO_COPY_MSG_ID_TO_CORREL_ID = 0x00000000
-    MQRO_PASS_CORREL_ID = 0x00000040
-    MQEI_UNLIMITED = -1
-    MQFMT_NONE = b"        "
-    MQENC_NATIVE = 0x00000222
-    MQPRI_PRIORITY_AS_Q_DEF = -1
-
-    MQCSP_AUTH_NONE = 0
-    MQCSP_AUTH_USER_ID_AND_PWD = 1
-    MQCSP_VERSION_1 = 1
-    MQSCO_VERSION_5, MQSCO_VERSION_6 = 5, 6
-
-    MQOT_TOPIC = 8
-    MQOD_VERSION_4 = 4
-    MQSO_NON_DURABLE = 0x00000000
-    MQSO_ALTER = 0x00000001
-    MQSO_CREATE = 0x00000002
-    MQSO_RESUME = 0x00000004
-    MQSO_DURABLE = 0x00000008
-    MQSO_MANAGED = 0x00000020
-    MQSO_FAIL_IF_QUIESCING = 0x00002000
-    MQCO_KEEP_SUB = 0x00000004
-    MQCO_REMOVE_SUB = 0x00000008
-    MQRC_NO_SUBSCRIPTION = 2428
-    MQRC_SUB_ALREADY_EXISTS = 2432
-
-    MQOP_REGISTER = 0x00000100
-    MQOP_DEREGISTER = 0x00000200
-    MQCBT_MESSAGE_CONSUMER = 0x00000001
-    MQCBT_EVENT_HANDLER = 0x00000002
-    MQCBCT_EVENT_CALL = 5
-    MQHO_NONE = 0
+def _ibm_constants(name: str) -> ModuleType:
+    """IBM's own constants module ``ibmmq.<name>`` (CMQC, CMQXC), read from the installed
+    ``ibmmq`` package's file without importing the package (whose C extension needs an MQ
+    client library): one table of MQI constants, IBM's, for the stand-in and its tests."""
+    spec = importlib.util.find_spec("ibmmq")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the MQI stand-in takes its constants from IBM's ibmmq package: "
+                          "pip install 'ibmmq>=2.1'")
+    path = Path(spec.submodule_search_locations[0]) / f"{name}.py"
+    loaded = importlib.util.spec_from_file_location(f"_ibmmq_{name}", path)
+    module = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(module)
+    return module
 
 
-class CMQXC:
-    """Channel constants (cmqxc.h)."""
-
-    MQCHT_CLNTCONN = 6
-    MQXPT_TCP = 2
-
-
+CMQC = _ibm_constants("CMQC")
+CMQXC = _ibm_constants("CMQXC")
 _REASONS = {v: k for k, v in vars(CMQC).items() if k.startswith("MQRC_")}
 
 
@@ -286,10 +177,6 @@ def _structures(strict: bool) -> dict[str, type]:
                               "CCDTUrl": 0, "ApplName": b""}),
         "CBD": struct("CBD", {"CallbackType": CMQC.MQCBT_MESSAGE_CONSUMER, "Options": 0,
                               "CallbackFunction": None, "CallbackArea": None}),
-        "SD": struct("SD", {"Version": 1, "Options": 0, "ObjectName": b"",
-                            "ObjectString": b"", "SubName": b""}),
-        "CBC": struct("CBC", {"CallType": CMQC.MQCBCT_EVENT_CALL, "CompCode": 0,
-                              "Reason": 0}),
     }
 
 
@@ -325,37 +212,17 @@ class _LocalQueue:
 
 class _QMgr:
     def __init__(self, name: str):
-        self.name, self.running = name, True
+        self.name = name
         self.queues: dict[str, _LocalQueue] = {}
-        self.subscriptions: dict[str, tuple[str, str]] = {}  # name -> (topic string, queue)
-
-
-def topic_matches(pattern: str, topic: str) -> bool:
-    """MQ's topic-based wildcards (WSCHEMA(TOPIC)): ``+`` is one level, ``#`` zero or more,
-    each only as a whole level; levels are separated by ``/``."""
-    def match(p: list[str], t: list[str]) -> bool:
-        if not p:
-            return not t
-        if p[0] == "#":
-            return any(match(p[1:], t[i:]) for i in range(len(t) + 1))
-        return bool(t) and p[0] in ("+", t[0]) and match(p[1:], t[1:])
-    return match(pattern.split("/"), topic.split("/"))
 
 
 class _Connection:
     def __init__(self, hconn: int, qmgr: _QMgr, requested: str, options: int, appl: str):
         self.hconn, self.qmgr, self.requested = hconn, qmgr, requested
         self.options, self.appl_name = options, appl
-        self.broken = 0  # reason every call fails with
         self.gets: list[tuple[_LocalQueue, _Message]] = []  # the unit of work
         self.puts: list[tuple[_LocalQueue, _Message]] = []
-        self.backed_out = False  # a unit of work lost in a reconnect: MQCMIT says so
         self.handler: Any = None
-        self.qm_object: Any = None
-
-    @property
-    def reconnectable(self) -> bool:
-        return bool(self.options & (CMQC.MQCNO_RECONNECT | CMQC.MQCNO_RECONNECT_Q_MGR))
 
     def backout(self) -> bool:
         had = bool(self.gets or self.puts)
@@ -391,17 +258,14 @@ class StandIn:
         self.CMQC, self.CMQXC = CMQC, CMQXC
         self.Error, self.MQMIError, self.PYIFError = Error, MQMIError, PYIFError
         structures = _structures(strict=flavour == "pymqi")
-        for name in ("MD", "GMO", "PMO", "OD", "CD", "SCO", "SD"):
+        for name in ("MD", "GMO", "PMO", "OD", "CD", "SCO"):
             setattr(self, name, structures[name])
         if flavour == "ibmmq":  # pymqi's CSP has only C pointer fields: user= / password=
             self.CNO, self.CBD, self.CSP = structures["CNO"], structures["CBD"], structures["CSP"]
-        self._cbc = structures["CBC"]
         standin = self
         base = _IbmmqQueueManager if flavour == "ibmmq" else _QueueManager
         self.QueueManager = type("QueueManager", (base,), {"_standin": standin})
         self.Queue = type("Queue", (_Queue,), {"_standin": standin})
-        self.Topic = type("Topic", (_Topic,), {"_standin": standin})
-        self.Subscription = type("Subscription", (_Subscription,), {"_standin": standin})
 
     # -- set-up and inspection for tests -----------------------------------------------------
 
@@ -409,11 +273,6 @@ class StandIn:
         """DEFINE QLOCAL on ``qmgr`` (default: every queue manager, as the -ic file does)."""
         for manager in [self.qmgrs[qmgr]] if qmgr else self.qmgrs.values():
             manager.queues[queue] = _LocalQueue(queue, max_depth)
-
-    def subscribe(self, name: str, topic: str, queue: str, qmgr: str | None = None) -> None:
-        """DEFINE SUB(name) TOPICSTR(topic) DEST(queue) on ``qmgr`` (default: every one)."""
-        for manager in [self.qmgrs[qmgr]] if qmgr else self.qmgrs.values():
-            manager.subscriptions[name] = (topic, queue)
 
     def require_user(self, user: str, password: str) -> None:
         """Authenticate clients (CHCKCLNT(REQUIRED)): only this user with this password may
@@ -431,69 +290,24 @@ class StandIn:
         with self.cond:
             return [c for c in self.calls if c.name in names]
 
-    def stop_qmgr(self, name: str) -> None:
-        """endmqm: break the queue manager's connections (see the module docstring)."""
-        events = []
-        with self.cond:
-            self.qmgrs[name].running = False
-            for conn in self.connections.values():
-                if conn.qmgr.name != name or conn.broken:
-                    continue
-                had = conn.backout()
-                target = self._reconnect_target(conn) if conn.reconnectable else None
-                if target is None:
-                    conn.broken = (CMQC.MQRC_RECONNECT_FAILED if conn.reconnectable
-                                   else CMQC.MQRC_CONNECTION_BROKEN)
-                    continue
-                conn.qmgr = target
-                conn.backed_out = conn.backed_out or had
-                if conn.handler is not None:
-                    events.append(conn)
-            self.cond.notify_all()
-        for conn in events:  # on another thread than the application's, as MQ does
-            for reason in (CMQC.MQRC_RECONNECTING, CMQC.MQRC_RECONNECTED):
-                conn.handler(queue_manager=conn.qm_object, queue=None, md=None, gmo=None,
-                             msg=b"", cbc=self._cbc(Reason=reason, CompCode=CMQC.MQCC_WARNING))
-
-    def start_qmgr(self, name: str) -> None:
-        """strmqm."""
-        with self.cond:
-            self.qmgrs[name].running = True
-
     # -- internals -------------------------------------------------------------------------
 
     def _record(self, name: str, hconn: int, **details: Any) -> None:
         self.calls.append(Call(name, hconn, threading.current_thread().name, time.monotonic(),
                                details))
 
-    def _reconnect_target(self, conn: _Connection) -> _QMgr | None:
-        for manager in self.qmgrs.values():
-            if not manager.running:
-                continue
-            if manager.name == conn.requested or (
-                    conn.options & CMQC.MQCNO_RECONNECT and conn.requested[:1] in ("*", "")):
-                return manager
-        return None
-
     def _resolve(self, requested: str) -> _QMgr:
         if requested[:1] in ("*", ""):
-            for manager in self.qmgrs.values():
-                if manager.running:
-                    return manager
-            raise _fail(CMQC.MQRC_Q_MGR_NOT_AVAILABLE)
+            return next(iter(self.qmgrs.values()))
         manager = self.qmgrs.get(requested)
         if manager is None:
             raise _fail(CMQC.MQRC_Q_MGR_NAME_ERROR)
-        if not manager.running:
-            raise _fail(CMQC.MQRC_Q_MGR_NOT_AVAILABLE)
         return manager
 
     def _live(self, hconn: int) -> _Connection:
         conn = self.connections.get(hconn)
         if conn is None:
             raise _fail(CMQC.MQRC_HCONN_ERROR)
-        if conn.broken:
-            raise _fail(conn.broken)
         return conn
 
 
@@ -581,7 +395,6 @@ class _QueueManager:
                 raise
             self.hconn = next(standin._hconns)
             conn = _Connection(self.hconn, manager, requested, options, appl)
-            conn.qm_object = self
             standin.connections[self.hconn] = conn
             if not shared:
                 standin._unshared[thread] = self.hconn
@@ -604,11 +417,7 @@ class _QueueManager:
         standin = self._standin
         with standin.cond:
             standin._record("MQCMIT", self.hconn)
-            conn = standin._live(self.hconn)
-            if conn.backed_out:
-                conn.backed_out = False
-                raise _fail(CMQC.MQRC_BACKED_OUT)
-            _commit(conn)
+            _commit(standin._live(self.hconn))
             standin.cond.notify_all()
 
     def backout(self) -> None:
@@ -616,9 +425,7 @@ class _QueueManager:
         standin = self._standin
         with standin.cond:
             standin._record("MQBACK", self.hconn)
-            conn = standin._live(self.hconn)
-            conn.backed_out = False
-            conn.backout()
+            standin._live(self.hconn).backout()
             standin.cond.notify_all()
 
     def disconnect(self) -> None:
@@ -632,8 +439,6 @@ class _QueueManager:
                     del standin._unshared[thread]
             if conn is None:
                 raise PYIFError("not connected")
-            if conn.broken:
-                raise _fail(conn.broken)
             _commit(conn)
             standin.cond.notify_all()
 
@@ -711,8 +516,7 @@ class _Queue:
         return queue
 
     def put(self, msg: bytes, md: Any = None, pmo: Any = None) -> None:
-        """MQPUT (to a topic: one copy to each subscription's queue whose topic string
-        matches)."""
+        """MQPUT."""
         standin = self._standin
         md = md if md is not None else standin.MD()
         pmo = pmo if pmo is not None else standin.PMO()
@@ -730,8 +534,8 @@ class _Queue:
             conn = standin._live(self.hconn)
             if not self.options & CMQC.MQOO_OUTPUT:
                 raise _fail(CMQC.MQRC_NOT_OPEN_FOR_OUTPUT)
-            queues = self._targets(conn)
-            if any(len(queue.messages) >= queue.max_depth for queue in queues):
+            queue = self._resolve(conn)
+            if len(queue.messages) >= queue.max_depth:
                 raise _fail(CMQC.MQRC_Q_FULL)
             if pmo.Options & CMQC.MQPMO_NEW_MSG_ID or msg_id == CMQC.MQMI_NONE:
                 msg_id = next(standin._ids).to_bytes(24, "big")
@@ -744,18 +548,14 @@ class _Queue:
                       "MsgType": md.MsgType, "Report": md.Report, "Expiry": md.Expiry,
                       "Format": md._field("Format"), "BackoutCount": 0,
                       "PutApplName": conn.appl_name.encode().ljust(28, b"\0")}
-            for queue in queues:  # a publication: one copy per matching subscription
-                message = _Message(next(standin._orders), msg, dict(fields))
-                if pmo.Options & CMQC.MQPMO_SYNCPOINT:  # default on Multiplatforms: none
-                    conn.puts.append((queue, message))
-                else:
-                    queue.messages.append(message)
+            message = _Message(next(standin._orders), msg, dict(fields))
+            if pmo.Options & CMQC.MQPMO_SYNCPOINT:  # default on Multiplatforms: none
+                conn.puts.append((queue, message))
+            else:
+                queue.messages.append(message)
             standin.cond.notify_all()
         for key in ("MsgId", "CorrelId", "ReplyToQMgr", "PutApplName"):
             setattr(md, key, fields[key])
-
-    def _targets(self, conn: _Connection) -> list[_LocalQueue]:
-        return [self._resolve(conn)]
 
     def get(self, max_length: int | None = None, md: Any = None, gmo: Any = None) -> bytes:
         """MQGET."""
@@ -815,73 +615,3 @@ class _Queue:
                 raise PYIFError("not open")
             self.open = False
             standin._live(self.hconn)
-
-
-class _Topic(_Queue):
-    """``Topic(qm, topic_string=..., open_opts=...)``: MQOPEN of a topic string (MQOT_TOPIC,
-    MQOD version 4) for output; ``pub`` is MQPUT to it."""
-
-    def __init__(self, qm: _QueueManager, topic_name: Any = None, topic_string: Any = None,
-                 topic_desc: Any = None, open_opts: int | None = None):
-        if topic_desc is not None or topic_name or not open_opts:
-            raise NotImplementedError("stand-in: topics are opened by topic string at once")
-        standin = self._standin
-        self.name = topic_string.decode() if isinstance(topic_string, bytes) else topic_string
-        _check_options("MQOO", open_opts, CMQC.MQOO_OUTPUT | CMQC.MQOO_FAIL_IF_QUIESCING)
-        self.hconn, self.qmgr, self.options = qm.hconn, "", open_opts
-        with standin.cond:
-            standin._record("MQOPEN", self.hconn, topic=self.name, options=open_opts)
-            standin._live(self.hconn)
-        self.open = True
-
-    def _targets(self, conn: _Connection) -> list[_LocalQueue]:
-        manager = conn.qmgr
-        return [manager.queues[queue] for topic, queue in manager.subscriptions.values()
-                if topic_matches(topic, self.name) and queue in manager.queues]
-
-    def pub(self, msg: bytes, md: Any = None, pmo: Any = None) -> None:
-        """MQPUT to the topic."""
-        self.put(msg, md, pmo)
-
-
-class _Subscription:
-    """``Subscription(qm)``; ``sub(sub_desc=SD, sub_queue=Queue)`` is MQSUB of a durable
-    subscription to that queue (MQSO_CREATE and/or MQSO_RESUME); ``close`` keeps it unless
-    MQCO_REMOVE_SUB."""
-
-    _standin: StandIn
-
-    def __init__(self, qm: _QueueManager):
-        self.hconn, self.name = qm.hconn, ""
-
-    def sub(self, sub_desc: Any, sub_queue: Any) -> None:
-        standin, options = self._standin, sub_desc.Options
-        _check_options("MQSO", options, CMQC.MQSO_CREATE | CMQC.MQSO_RESUME
-                       | CMQC.MQSO_DURABLE | CMQC.MQSO_FAIL_IF_QUIESCING)
-        if not options & CMQC.MQSO_DURABLE:
-            raise NotImplementedError("stand-in: only durable subscriptions are imitated")
-        name, topic = _text(sub_desc.SubName), _text(sub_desc.ObjectString)
-        with standin.cond:
-            standin._record("MQSUB", self.hconn, sub_name=name, topic=topic, options=options,
-                            queue=sub_queue.name)
-            manager = standin._live(self.hconn).qmgr
-            if sub_queue.hconn != self.hconn or not sub_queue.open \
-                    or not sub_queue.options & CMQC.MQOO_OUTPUT:
-                raise _fail(CMQC.MQRC_HOBJ_ERROR)
-            known = manager.subscriptions.get(name)
-            if known is None and not options & CMQC.MQSO_CREATE:
-                raise _fail(CMQC.MQRC_NO_SUBSCRIPTION)
-            if known is not None and not options & CMQC.MQSO_RESUME:
-                raise _fail(CMQC.MQRC_SUB_ALREADY_EXISTS)
-            if known is None:
-                manager.subscriptions[name] = (topic, sub_queue.name)
-        self.name = name
-
-    def close(self, sub_close_options: int = CMQC.MQCO_NONE, **_: Any) -> None:
-        standin = self._standin
-        with standin.cond:
-            standin._record("MQCLOSE", self.hconn, subscription=self.name,
-                            options=sub_close_options)
-            manager = standin._live(self.hconn).qmgr
-            if sub_close_options & CMQC.MQCO_REMOVE_SUB:
-                manager.subscriptions.pop(self.name, None)

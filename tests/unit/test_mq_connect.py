@@ -1,6 +1,14 @@
 """The MQCONNX arguments the MQ driver builds (drivers/mq/connect.py), as the MQI stand-in
-(tests/unit/mqi_standin.py, not IBM MQ) receives them: MQCSP credentials, MQSCO key repository,
-MQCD channel, connection name and cipher spec, MQCNO reconnect and the CCDT with ``*GROUP``."""
+(tests/unit/mqi_standin.py, not IBM MQ) records them.
+
+Why these stay on the stand-in: they assert the arguments themselves where nothing downstream
+can observe them: the MQCD's channel name and cipher spec and the MQSCO's key repository and
+certificate label (the MQI emulator checks neither TLS nor channel names), and the ``pymqi``
+flavour (no ``pymqi`` can be installed here): ``user=``/``password=``, ``opts=``, MQCCDTURL and
+MQKEYRPWD. What the client and the queue manager do with IBM's ``ibmmq`` structures (MQCSP
+checked, USERID and APPLTAG shown, MQSCO version 6 packed, a ``*GROUP`` through the CCDT
+reconnected by the client) is tested over the real ``ibmmq`` and the emulator in
+test_mqemu_connect.py."""
 
 from __future__ import annotations
 
@@ -16,7 +24,8 @@ from drivers.protocol import Destination
 from drivers.workers import Recorder
 from tests.unit.mqi_standin import CMQC, StandIn
 
-C = CMQC
+C = CMQC  # IBM's constants (ibmmq.CMQC), as the stand-in uses them
+pytestmark = pytest.mark.timeout(60)
 DIRECT = "mq://qm1.example.com(1414)/QM1?channel=PERF.TLS.CHL"
 TLS = {"tls_cipher_spec": "ANY_TLS12_OR_HIGHER", "tls_key_repository": "/var/mqm/ssl/client",
        "tls_certificate_label": "perfclient"}
@@ -48,51 +57,30 @@ def test_a_direct_channel_with_tls_and_credentials(flavour):
                     "authentication": C.MQCSP_AUTH_USER_ID_AND_PWD}
 
 
-def test_ibmmq_gets_an_mqcsp_of_its_own_and_pymqi_user_and_password():
-    ibmmq = connect_args(StandIn("ibmmq"), MqSettings(user="perf", password="s3cret"),
-                         MqEndpoint("QM1", "h(1414)", "CHL"), "tag", C.MQCNO_CLIENT_BINDING)
-    csp = ibmmq.kwargs["csp"]
-    assert (csp.CSPUserId, csp.CSPPassword, csp.AuthenticationType) == \
-        ("perf", "s3cret", C.MQCSP_AUTH_USER_ID_AND_PWD)
-    assert "user" not in ibmmq.kwargs and "password" not in ibmmq.kwargs
+def test_pymqi_gets_user_and_password_not_an_mqcsp():
     pymqi = connect_args(StandIn("pymqi"), MqSettings(user="perf", password="s3cret"),
                          MqEndpoint("QM1", "h(1414)", "CHL"), "tag", C.MQCNO_CLIENT_BINDING)
     assert (pymqi.kwargs["user"], pymqi.kwargs["password"]) == ("perf", "s3cret")
-    assert "csp" not in pymqi.kwargs
-    assert "s3cret" not in repr(ibmmq) and "s3cret" not in repr(pymqi)
+    assert "csp" not in pymqi.kwargs and "s3cret" not in repr(pymqi)
 
 
-@pytest.mark.parametrize("flavour", ["ibmmq", "pymqi"])
-def test_the_group_through_the_ccdt_reconnectable(flavour):
-    seen = connect(flavour, "*UC01QM", qmgrs=("UC01QM01", "UC01QM02"),
+def test_with_pymqi_the_group_through_mqccdturl_reconnectable():
+    seen = connect("pymqi", "*UC01QM", qmgrs=("UC01QM01", "UC01QM02"),
                    ccdt_url="file:///nfs1/UC01.json", reconnect="yes")
     assert (seen["qmgr"], seen["conname"], seen["channel"], seen["ccdt_url"]) == \
         ("*UC01QM", "", "", "file:///nfs1/UC01.json")
     assert seen["options"] & C.MQCNO_RECONNECT and seen["options"] & C.MQCNO_CLIENT_BINDING
     assert seen["user"] == "" and seen["password"] is None  # no credentials asked for
-    assert "MQCCDTURL" not in os.environ  # set only around the connect (pymqi)
+    assert "MQCCDTURL" not in os.environ  # set only around the connect
 
 
-@pytest.mark.parametrize("flavour, where", [("ibmmq", "sco"), ("pymqi", "environment")])
-def test_a_key_repository_password_goes_where_the_library_takes_it(flavour, where):
-    seen = connect(flavour, DIRECT, tls_key_repository_password="kdb-pass", **TLS)
+def test_with_pymqi_a_key_repository_password_goes_in_mqkeyrpwd_around_the_connect():
+    seen = connect("pymqi", DIRECT, tls_key_repository_password="kdb-pass", **TLS)
     assert seen["key_repository_password"] == "kdb-pass"
-    args = connect_args(StandIn(flavour), MqSettings(tls_key_repository_password="kdb-pass",
+    args = connect_args(StandIn("pymqi"), MqSettings(tls_key_repository_password="kdb-pass",
                                                      **TLS),
                         MqEndpoint("QM1", "h(1414)", "CHL"), "", 0)
-    if where == "sco":
-        assert args.kwargs["sco"].KeyRepoPassword == "kdb-pass" and not args.env
-        assert args.kwargs["sco"].Version == C.MQSCO_VERSION_6
-    else:
-        assert args.env == {"MQKEYRPWD": "kdb-pass"}
-    assert "MQKEYRPWD" not in os.environ
-
-
-def test_the_topologys_credentials_win_over_the_agents_environment(monkeypatch):
-    monkeypatch.setenv("SURGE_MQ_USER", "fromenv")
-    monkeypatch.setenv("SURGE_MQ_PASSWORD", "envpass")
-    assert connect("ibmmq", DIRECT, user="perf", password="s3cret")["user"] == "perf"
-    assert connect("ibmmq", DIRECT)["user"] == "fromenv"
+    assert args.env == {"MQKEYRPWD": "kdb-pass"} and "MQKEYRPWD" not in os.environ
 
 
 def test_the_password_never_shows_in_the_settings_repr():

@@ -6,8 +6,6 @@ durable subscriptions."""
 from __future__ import annotations
 
 import dataclasses
-import json
-import threading
 import time
 
 import pytest
@@ -16,55 +14,34 @@ from drivers.header import decode
 from drivers.message import PayloadBuilder
 from drivers.mq.driver import MqDriver
 from drivers.mq.preflight import MqPreflight
-from drivers.mq.settings import MqSettings
 from drivers.mq.topics import subscribe
 from drivers.protocol import Destination
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
 from orchestrator.specs.mqtopics import Subscription
+from tests.unit.mqemu_helpers import (  # noqa: F401 (no_mq_threads_left: an autouse fixture)
+    PASSWORD,
+    SETTINGS,
+    USER,
+    connections,
+    counted,
+    depth,
+    drain,
+    drain_with_md,
+    endpoint,
+    make,
+    no_mq_threads_left,
+    sender,
+    until,
+    write_ccdt,
+)
 
 pytestmark = pytest.mark.timeout(90)
-USER, PASSWORD = "perf", "perf-secret"
-SETTINGS = MqSettings(user=USER, password=PASSWORD, channel="PERF.APP.CHL")
 
 
 @pytest.fixture
 def qm1(qmgrs):
     return qmgrs.start("QM1", USER, PASSWORD, [
         "DEFINE QLOCAL('perf')", "DEFINE QLOCAL('request1')", "DEFINE QLOCAL('reply1')"])
-
-
-def endpoint(qmgr) -> str:
-    return f"mq://{qmgr.conname}/{qmgr.name}"
-
-
-def make(ibmmq, qmgr, **fields) -> MqDriver:
-    driver = MqDriver(Destination(endpoints=(endpoint(qmgr),), queue=fields.pop("queue", "perf"),
-                                  **fields), Recorder(), SETTINGS, mqi=ibmmq, get_wait_ms=50)
-    driver.start()
-    return driver
-
-
-def until(condition, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
-def counted(driver: MqDriver, name: str) -> int:
-    return driver.call(lambda: getattr(driver.recorder, name))
-
-
-def depth(qmgr, queue: str) -> int:
-    line = qmgr.admin(f"DISPLAY QLOCAL('{queue}')")[0][0]
-    return int(line.split("CURDEPTH(")[1].split(")")[0])
-
-
-@pytest.fixture(autouse=True)
-def no_threads_left():
-    yield
-    until(lambda: not [t for t in threading.enumerate()
-                       if t.name.startswith("mq-") and t.is_alive()], timeout_s=5)
 
 
 @pytest.mark.parametrize("manual_ack", [True, False])
@@ -87,30 +64,24 @@ def test_senders_and_receivers_move_every_message_once(emulated_ibmmq, qm1, manu
     assert recorder.connections == 0
 
 
-def test_a_sender_puts_messages_with_the_surge_header_and_its_appltag(emulated_ibmmq, qm1):
-    ibmmq, C = emulated_ibmmq, emulated_ibmmq.CMQC
-    driver = make(ibmmq, qm1, persistent=True)
-    driver.add_sender(driver.call(lambda: SenderRole(7, 0, PayloadBuilder(120), driver.recorder,
-                                                     limit=25)), endpoint(qm1))
+@pytest.mark.parametrize("persistent", [True, False])
+def test_a_sender_puts_messages_with_the_surge_header_its_appltag_and_the_persistence_asked(
+        emulated_ibmmq, qm1, persistent):
+    C = emulated_ibmmq.CMQC
+    driver = make(emulated_ibmmq, qm1, persistent=persistent, confirms=True)
+    driver.add_sender(sender(driver, 0, limit=25, producer_id=7, size=120), endpoint(qm1))
     until(lambda: counted(driver, "sent") == 25)
+    assert depth(qm1, "perf") == 25  # outside syncpoint: there before any commit or MQDISC
     driver.stop(3)
-    assert depth(qm1, "perf") == 25
-    qm = ibmmq.QueueManager(None)
-    qm.connect_with_options("QM1", cd=ibmmq.CD(ChannelName=b"X",
-                                               ConnectionName=qm1.conname.encode()),
-                            csp=ibmmq.CSP(CSPUserId=USER, CSPPassword=PASSWORD,
-                                          AuthenticationType=C.MQCSP_AUTH_USER_ID_AND_PWD))
-    queue = ibmmq.Queue(qm, "perf", C.MQOO_INPUT_SHARED)
-    seqs = []
-    for _ in range(25):
-        md = ibmmq.MD()
-        body = queue.get(None, md, ibmmq.GMO(Options=C.MQGMO_NO_WAIT))
+    assert counted(driver, "confirmed") == 25
+    got = drain_with_md(emulated_ibmmq, qm1, "perf")
+    for body, md in got:
         assert len(body) == 120 and md.PutApplName.rstrip() == b"mqperf.sender"
         assert md.UserIdentifier.rstrip() == USER.encode()  # the MQCSP user
-        assert md.Persistence == C.MQPER_PERSISTENT and md.Format == C.MQFMT_NONE
-        seqs.append(decode(body)[:2])
-    assert seqs == [(7, seq) for seq in range(25)]
-    qm.disconnect()
+        assert md.Persistence == (C.MQPER_PERSISTENT if persistent else C.MQPER_NOT_PERSISTENT)
+        assert md.Format == C.MQFMT_NONE and md.MsgType == C.MQMT_DATAGRAM
+    assert [decode(body)[:2] for body, _ in got] == [(7, seq) for seq in range(25)]
+    assert len({md.MsgId for _, md in got}) == 25  # a new MsgId each
 
 
 def test_requests_and_replies_match_exactly_through_a_shared_reply_queue(emulated_ibmmq, qm1):
@@ -141,25 +112,6 @@ def test_wrong_credentials_make_the_workers_retry_and_count_errors(emulated_ibmm
     assert depth(qmgr, "perf") == 0
 
 
-def test_the_preflight_finds_missing_queues_and_refused_credentials(emulated_ibmmq, qm1):
-    target = endpoint(qm1)
-    MqPreflight([target], ["perf", "request1"], SETTINGS, load=lambda: emulated_ibmmq).check()
-    with pytest.raises(LookupError, match="nope"):
-        MqPreflight([target], ["perf", "nope"], SETTINGS, load=lambda: emulated_ibmmq).check()
-    wrong = MqSettings(user=USER, password="wrong", channel="PERF.APP.CHL")
-    with pytest.raises(ConnectionError) as refused:
-        MqPreflight([target], ["perf"], wrong, load=lambda: emulated_ibmmq).check()
-    assert "wrong" not in str(refused.value) and target in str(refused.value)
-
-
-def test_the_preflight_learns_the_queue_manager_is_an_emulator(emulated_ibmmq, qm1):
-    probe = MqPreflight([endpoint(qm1)], ["perf"], SETTINGS, load=lambda: emulated_ibmmq)
-    assert probe.identify() is None  # not asked yet
-    probe.check()
-    assert probe.identify() == {"product": "IBM MQ", "version": "9.4.0.0", "emulated": True,
-                                "description": "EMULATED queue manager for tests, NOT IBM MQ"}
-
-
 def test_durable_subscriptions_made_by_surge_receive_publications(emulated_ibmmq, qm1):
     ibmmq = emulated_ibmmq
     qm1.admin("DEFINE QLOCAL(EU)", "DEFINE QLOCAL(ALL)")
@@ -177,17 +129,6 @@ def test_durable_subscriptions_made_by_surge_receive_publications(emulated_ibmmq
     driver.stop(3)
     assert depth(qm1, "ALL") == 10
     assert 0 < depth(qm1, "EU") < 10
-
-
-def write_ccdt(path, entries) -> str:
-    """A JSON CCDT of (channel, group, qmgr, weight) entries; its file:// URL."""
-    path.write_text(json.dumps({"channel": [{
-        "name": channel, "type": "clientConnection",
-        "clientConnection": {"connection": [{"host": "127.0.0.1", "port": qmgr.port}],
-                             "queueManager": group},
-        "connectionManagement": {"clientWeight": weight, "affinity": "none"},
-    } for channel, group, qmgr, weight in entries]}), encoding="utf-8")
-    return f"file://{path}"
 
 
 def test_a_queue_manager_group_is_reached_through_the_ccdt(emulated_ibmmq, qmgrs, tmp_path):
@@ -232,25 +173,6 @@ def test_weighted_ccdt_channels_share_the_connections(emulated_ibmmq, qmgrs, tmp
     assert raised.value.reason == C.MQRC_Q_MGR_NAME_ERROR
 
 
-def drain(ibmmq, qmgr, queue: str) -> list[bytes]:
-    """Every message on ``queue`` of ``qmgr``, got with a connection of the test's own."""
-    C = ibmmq.CMQC
-    qm = ibmmq.QueueManager(None)
-    qm.connect_with_options(qmgr.name, cd=ibmmq.CD(ChannelName=b"X",
-                                                   ConnectionName=qmgr.conname.encode()),
-                            csp=ibmmq.CSP(CSPUserId=USER, CSPPassword=PASSWORD,
-                                          AuthenticationType=C.MQCSP_AUTH_USER_ID_AND_PWD))
-    handle = ibmmq.Queue(qm, queue, C.MQOO_INPUT_SHARED)
-    bodies = []
-    try:
-        while True:
-            bodies.append(handle.get(None, ibmmq.MD(), ibmmq.GMO(Options=C.MQGMO_NO_WAIT)))
-    except ibmmq.MQMIError as error:
-        assert error.reason == C.MQRC_NO_MSG_AVAILABLE
-    qm.disconnect()
-    return bodies
-
-
 def test_a_reconnectable_client_moves_on_by_itself_and_its_reconnects_are_counted(
         emulated_ibmmq, qmgrs, tmp_path, monkeypatch):
     monkeypatch.setenv("MQEMU_RECONNECT_TIMEOUT_S", "10")
@@ -258,7 +180,8 @@ def test_a_reconnectable_client_moves_on_by_itself_and_its_reconnects_are_counte
                      for name in ("UC01QM01", "UC01QM02"))
     url = write_ccdt(tmp_path / "ccdt.json", [("PERF.APP.CHL", "UC01QM", first, 0),
                                               ("PERF.APP.CHL", "UC01QM", second, 0)])
-    settings = dataclasses.replace(SETTINGS, ccdt_url=url, reconnect="yes")
+    settings = dataclasses.replace(SETTINGS, ccdt_url=url, reconnect="yes",
+                                   appltag_sender="mqperf.senders")
     driver = MqDriver(Destination(endpoints=("*UC01QM",), queue="perf"), Recorder(), settings,
                       mqi=emulated_ibmmq, get_wait_ms=50)
     driver.start()
@@ -272,6 +195,7 @@ def test_a_reconnectable_client_moves_on_by_itself_and_its_reconnects_are_counte
     first.stop()
     driver.call(lambda: role.pause(False))
     until(lambda: depth(second, "perf") >= 5)
+    assert [c["APPLTAG"] for c in connections(second)] == ["mqperf.senders"]
     driver.stop(3)
     recorder = driver.recorder
     assert (recorder.reconnects, recorder.republished, recorder.errors) == (1, 1, 2)

@@ -17,16 +17,27 @@ pytestmark = pytest.mark.timeout(60)
 INTERVAL_S = 0.5
 
 
+def start_exporter(qmgr, taken: set[int]) -> tuple[subprocess.Popen, int]:
+    """The exporter over ``qmgr`` on a free port (another if someone binds it first)."""
+    for _ in range(5):
+        port = free_port(taken)
+        taken.add(port)
+        process = subprocess.Popen(
+            [sys.executable, str(HERE / "exporter.py"), "--qmgr", "QM1", "--qmgr-port",
+             str(qmgr.port), "--pid", str(qmgr.process.pid), "--port", str(port), "--interval",
+             str(INTERVAL_S)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        if process.stdout.readline().startswith("READY"):
+            return process, port
+        process.wait(timeout=5)
+        process.stdout.close()
+    raise RuntimeError("the exporter found no free port")
+
+
 @pytest.fixture
 def exporter(qmgrs):
     qmgr = qmgrs.start("QM1", mqsc=["DEFINE QLOCAL('perf')"])
-    port = free_port({q.port for q in qmgrs.running})
-    process = subprocess.Popen(
-        [sys.executable, str(HERE / "exporter.py"), "--qmgr", "QM1", "--qmgr-port",
-         str(qmgr.port), "--pid", str(qmgr.process.pid), "--port", str(port), "--interval",
-         str(INTERVAL_S)], stdout=subprocess.PIPE, text=True)
+    process, port = start_exporter(qmgr, {q.port for q in qmgrs.running})
     try:
-        assert process.stdout.readline().startswith("READY")
         yield qmgr, f"http://127.0.0.1:{port}/metrics", process
     finally:
         stop_pid(process.pid, "exporter.py")
