@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from types import ModuleType
 
+from tests.mqemu.slices import remove_all as remove_slices
+
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "libmqm.c"
 QMGR = HERE / "qmgr.py"
@@ -162,8 +164,9 @@ def install_standins(directory: Path, exporter_offset: int | None = None) -> Pat
 
 
 def end_all(standins: Path, timeout_s: float = 10.0) -> list[str]:
-    """Stop (by PID) every emulated queue manager the stand-ins in ``standins`` started and
-    left running; their names."""
+    """Stop (by PID) every emulated queue manager (and exporter) the stand-ins in ``standins``
+    started and left running, and remove the cgroups of their slices; the queue managers'
+    names."""
     ended = []
     for record in sorted((standins / "state").glob("*.json")):
         entry = json.loads(record.read_text())
@@ -171,6 +174,7 @@ def end_all(standins: Path, timeout_s: float = 10.0) -> list[str]:
             ended.append(record.stem)
         stop_pid(entry.get("exporter_pid"), "exporter.py", timeout_s)
         stop_pid(entry.get("pid"), "qmgr.py", timeout_s)
+    remove_slices(standins / "state")
     return ended
 
 

@@ -3,7 +3,8 @@ stand-ins of tests/integration/mq_standin_bin run, ``control.py COMMAND ARGS...`
 
 - ``crtmqm [-lc] -p PORT [-ii INI] [-ic MQSC] [-iv KEY=VALUE]... QM`` records the queue manager
   (its listener port, its -ic file and -iv inserts) in ``$MQ_STANDIN_STATE/QM.json``.
-- ``strmqm QM`` starts qmgr.py for it, listening on the host and port of its ``CONNAME``
+- ``strmqm QM`` starts qmgr.py for it (in the cgroup of the slice ``systemd-run --slice``
+  named, tests/mqemu/slices.py), listening on the host and port of its ``CONNAME``
   insert (else 127.0.0.1 and ``-p``), running the -ic file with MQ's inserts replaced
   (``+QMNAME+``, ``+CONNAME+``, ``+AUTOCL+`` from the -ii file's ``ClusterName``), as a queue
   manager runs its -ic file at every start.
@@ -34,6 +35,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 from tests.mqemu import admin, stop_pid  # noqa: E402  (run as a script)
+from tests.mqemu.slices import joining  # noqa: E402
 
 STATE = Path(os.environ.get("MQ_STANDIN_STATE", HERE / "state"))
 START_TIMEOUT_S = 20.0
@@ -180,9 +182,10 @@ def strmqm(args: list[str]) -> int:
     if script is not None:
         command += ["--mqsc", str(script)]
     data.mkdir(exist_ok=True)
-    with (data / "qmgr.log").open("ab") as log:
+    with (data / "qmgr.log").open("ab") as log:  # in its slice's cgroup, if systemd-run said
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+                                   stderr=subprocess.STDOUT, start_new_session=True,
+                                   preexec_fn=joining(STATE, os.environ.get("MQEMU_SLICE")))
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         try:
