@@ -37,16 +37,17 @@ from objects import (  # noqa: E402
 )
 from peers import Peer, Peers  # noqa: E402
 from properties import PropertyVerbs  # noqa: E402
+from topics import TopicObjects  # noqa: E402
 
 DESCRIPTION = "EMULATED queue manager for tests, NOT IBM MQ"
 """Its DESCR (MQCA_Q_MGR_DESC): how surge tells a run on the emulator from one on MQ."""
 VERSION, COMMAND_LEVEL = "09040000", 940  # the MQ level whose behaviour it follows
 
 
-class QueueManager(Mqsc, PropertyVerbs):
+class QueueManager(Mqsc, PropertyVerbs, TopicObjects):
     """The emulated queue manager's state; every verb runs under one condition's lock. Its
     MQSC commands: :class:`mqsc.Mqsc`; message handles and properties:
-    :class:`properties.PropertyVerbs`."""
+    :class:`properties.PropertyVerbs`; topic objects: :class:`topics.TopicObjects`."""
 
     def __init__(self, name: str, user: str = "", password: str = "",
                  peers: Peers | None = None):
@@ -56,6 +57,7 @@ class QueueManager(Mqsc, PropertyVerbs):
         self.cond = threading.Condition()
         self.queues: dict[str, Queue] = {}
         self.subs: dict[str, Subscription] = {}
+        self.topic_objects: dict[str, str] = {"SYSTEM.BASE.TOPIC": ""}
         self.conns: dict[int, Connection] = {}
         self.numbers = itertools.count(1)
         self.ids = itertools.count(1)
@@ -126,10 +128,10 @@ class QueueManager(Mqsc, PropertyVerbs):
             return fail(mqi.MQRC_HOBJ_ERROR)
         kind = get(OD, od, "ObjectType")
         if kind == mqi.MQOT_TOPIC:
-            topic = objstring.decode("utf-8")
-            if not topic or text(get(OD, od, "ObjectName")):
-                return fail(mqi.MQRC_FUNCTION_NOT_SUPPORTED if topic else
-                            mqi.MQRC_UNKNOWN_OBJECT_NAME)  # topic objects are not emulated
+            topic, reason = self.topic_string(text(get(OD, od, "ObjectName")),
+                                              objstring.decode("utf-8"))
+            if topic is None:
+                return fail(reason)
             if options & (mqi.MQOO_INPUT | mqi.MQOO_BROWSE):
                 return fail(mqi.MQRC_FUNCTION_NOT_SUPPORTED)  # managed subscription via MQOPEN
             return self._new_handle(conn, Handle("topic", topic, options), od, wanted)
@@ -440,8 +442,13 @@ class QueueManager(Mqsc, PropertyVerbs):
         durable, managed = bool(options & mqi.MQSO_DURABLE), bool(options & mqi.MQSO_MANAGED)
         if wanted_hsub in conn.handles or (managed and wanted_hobj in conn.handles):
             return fail(mqi.MQRC_HOBJ_ERROR)
-        if text(get(SD, sd, "ObjectName")) or options & (mqi.MQSO_WILDCARD_CHAR | mqi.MQSO_ALTER):
-            return fail(mqi.MQRC_FUNCTION_NOT_SUPPORTED)  # topic objects, character wildcards
+        if options & (mqi.MQSO_WILDCARD_CHAR | mqi.MQSO_ALTER):
+            return fail(mqi.MQRC_FUNCTION_NOT_SUPPORTED)  # character wildcards, altering
+        object_name = text(get(SD, sd, "ObjectName"))
+        if object_name or topic:
+            topic, reason = self.topic_string(object_name, topic)
+            if topic is None:
+                return fail(reason)
         if durable and not name:
             return fail(mqi.MQRC_SUB_NAME_ERROR)
         key = name or f"NDURABLE.{conn.number}.{next(self.ids)}"

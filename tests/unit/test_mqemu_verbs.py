@@ -263,6 +263,33 @@ def test_a_publication_reaches_the_matching_subscriptions_only(emulated_ibmmq, q
     qm.disconnect()
 
 
+def test_topic_objects_name_the_start_of_topic_strings(emulated_ibmmq, qm1):
+    ibmmq, C = emulated_ibmmq, emulated_ibmmq.CMQC
+    assert qm1.admin("DEFINE TOPIC(PRICES) TOPICSTR('prices')", "DEFINE QLOCAL(EU)",
+                     "DISPLAY TOPIC(PRICES)")[2] == ["TOPIC(PRICES) TYPE(LOCAL) TOPICSTR(prices)"]
+    qm = connect(ibmmq, qm1)
+    sd = ibmmq.SD(Options=C.MQSO_CREATE | C.MQSO_DURABLE)
+    sd.set_vs("SubName", "SUB.EU")
+    sd.ObjectName = b"PRICES"
+    sd.set_vs("ObjectString", "+/eu")  # prices/+/eu
+    sub = ibmmq.Subscription(qm)
+    sub.sub(sub_desc=sd, sub_queue=ibmmq.Queue(qm, "EU", C.MQOO_OUTPUT))
+    assert "TOPICSTR(prices/+/eu)" in qm1.admin("DISPLAY SUB(SUB.EU)")[0][0]
+    od = ibmmq.OD(ObjectType=C.MQOT_TOPIC, Version=C.MQOD_VERSION_4, ObjectName=b"PRICES")
+    od.set_vs("ObjectString", "fruit/eu")  # (ibmmq's Topic cannot take a name and a string)
+    by_object = ibmmq.Topic(qm)
+    by_object.open(topic_desc=od, open_opts=C.MQOO_OUTPUT)
+    by_object.pub(b"apple 1 EUR")  # to prices/fruit/eu
+    by_object.close()
+    eu = ibmmq.Queue(qm, "EU", C.MQOO_INPUT_SHARED)
+    assert eu.get(None, ibmmq.MD(), get_wait(ibmmq)) == b"apple 1 EUR"
+    missing = ibmmq.Topic(qm, topic_name="NOPE")
+    assert reason(ibmmq, lambda: missing.open(open_opts=C.MQOO_OUTPUT)) == \
+        C.MQRC_UNKNOWN_OBJECT_NAME
+    sub.close(sub_close_options=C.MQCO_REMOVE_SUB)
+    qm.disconnect()
+
+
 def test_an_unsupported_verb_says_so(emulated_ibmmq, qm1):
     ibmmq, C = emulated_ibmmq, emulated_ibmmq.CMQC
     qm = connect(ibmmq, qm1)
