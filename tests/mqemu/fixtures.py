@@ -20,6 +20,8 @@ import pytest
 
 from tests.mqemu import EmulatedQmgr, build_library, free_port, load_ibmmq
 
+START_ATTEMPTS = 5
+
 
 @pytest.fixture(scope="session")
 def mqemu_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -44,11 +46,20 @@ class Qmgrs:
               mqsc: list[str] = ()) -> EmulatedQmgr:
         """Queue manager ``name`` on a free port, with ``mqsc`` commands run at start; the
         queue managers of one test see each other (``peers``)."""
-        port = free_port({q.port for q in self.running})
-        qmgr = EmulatedQmgr(name, port, self.root / f"{name}-{port}", user, password, mqsc,
-                            self.root / "peers")
-        self.running.append(qmgr)
-        return qmgr
+        taken = {q.port for q in self.running}
+        for _ in range(START_ATTEMPTS):  # another test session may take a port first
+            port = free_port(taken)
+            try:
+                qmgr = EmulatedQmgr(name, port, self.root / f"{name}-{port}", user, password,
+                                    mqsc, self.root / "peers")
+            except RuntimeError as error:
+                if "Address already in use" not in str(error):
+                    raise
+                taken.add(port)
+                continue
+            self.running.append(qmgr)
+            return qmgr
+        raise RuntimeError(f"queue manager {name}: every free port was taken first")
 
     def stop_all(self) -> None:
         for qmgr in self.running:
