@@ -187,7 +187,12 @@ class Cluster:
         if not bind:
             defbind = next((i.defbind for i in instances if i.peer is None), instances[0].defbind)
             bind = MQOO_BIND_NOT_FIXED if defbind == MQBND_BIND_NOT_FIXED else MQOO_BIND_ON_OPEN
-        bound = None if bind == MQOO_BIND_NOT_FIXED else self._choose(instances)
+        if not options & mqi.MQOO_OUTPUT:  # inquire only: no destination to choose
+            if local:
+                return None
+            bind, bound = MQOO_BIND_ON_OPEN, instances[0]
+        else:
+            bound = None if bind == MQOO_BIND_NOT_FIXED else self._choose(instances)
         if local and options & mqi.MQOO_OUTPUT:
             self.queues[name].opens_out += 1  # MQCLOSE takes it back
         reply = self._new_handle(conn, ClusterHandle(name, options, bind, bound), od,

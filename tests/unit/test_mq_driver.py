@@ -97,7 +97,7 @@ def test_a_sender_puts_at_its_rate_with_the_header_and_the_persistence_asked(per
     assert [decode(body)[:2] for body, _ in messages] == [(1, seq) for seq in range(30)]
     assert len({md["MsgId"] for _, md in messages}) == 30
     assert standin.named("MQOPEN")[0].details["options"] == C.MQOO_OUTPUT | \
-        C.MQOO_FAIL_IF_QUIESCING
+        C.MQOO_FAIL_IF_QUIESCING | C.MQOO_BIND_ON_OPEN  # workload.bind's default
 
 
 def test_a_sender_puts_each_message_at_its_picked_size_and_held_receivers_take_nothing():

@@ -247,3 +247,29 @@ def test_inquiring_a_cluster_queue_resolved_to_a_remote_instance(emulated_ibmmq,
     assert queue.inquire(C.MQIA_Q_TYPE) == C.MQQT_LOCAL
     assert queue.inquire(C.MQIA_CURRENT_Q_DEPTH) == 0
     qm.disconnect()
+
+
+@pytest.mark.parametrize(("bind", "spread"),
+                         [("on-open", [0, 90, 90]), ("not-fixed", [60, 60, 60])])
+def test_surges_mq_senders_open_bound_as_the_workload_says(emulated_ibmmq, qmgrs, bind, spread):
+    """surge's MQ driver (workload.bind -> MQOO_BIND_ON_OPEN / MQOO_BIND_NOT_FIXED) over a
+    uniform cluster's queue instances treated alike (CLWLUSEQ(ANY)): two senders bound on open
+    fill two of three instances, not fixed every instance gets a third."""
+    from drivers.message import PayloadBuilder
+    from drivers.mq.driver import MqDriver
+    from drivers.mq.settings import MqSettings
+    from drivers.protocol import Destination
+    from drivers.workers import Recorder, SenderRole
+    members = [cluster_qmgr(qmgrs, name, "CLWLUSEQ(ANY)") for name in ("QM1", "QM2", "QM3")]
+    target = f"mq://{members[0].conname}/QM1"
+    driver = MqDriver(Destination(endpoints=(target,), queue="PERF", bind=bind), Recorder(),
+                      MqSettings(channel="PERF.APP.CHL"), mqi=emulated_ibmmq, get_wait_ms=50)
+    driver.start()
+    try:
+        for producer in (1, 2):
+            role = driver.call(lambda p=producer: SenderRole(p, 0, PayloadBuilder(100),
+                                                             driver.recorder, limit=90))
+            driver.add_sender(role, target)
+        assert sorted(depths_once_delivered(members, 180)) == spread
+    finally:
+        driver.stop()
