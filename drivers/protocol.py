@@ -38,7 +38,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-PROTOCOL_VERSION = 8
+PROTOCOL_VERSION = 9
 """Bumped whenever a message or path changes meaning; controller and agent must agree."""
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -131,6 +131,7 @@ class Destination:
     receiver_limit: int | None = None  # each receiver stops after this many messages
     reconnect_s: float | None = None  # a fixed reconnect interval instead of the backoff
     reconnect: bool = True  # False: a worker whose connection is lost stops (PerfTest's -dcr)
+    bind: str = "on-open"  # IBM MQ senders: MQOO_BIND_ON_OPEN, or "not-fixed" (per message)
     tcp_options: dict[str, int] = field(default_factory=dict)  # TCP_KEEPIDLE, ...
     senders_per_connection: int = 1  # an agent's senders share connections, a channel each
     receivers_per_connection: int = 1

@@ -258,13 +258,18 @@ class SenderWorker(Worker):
 
     def _open(self, session: Session, queue: Any) -> None:
         """Open a topic per routing key (publishing to an exchange), else the queue or, for
-        several, each (put to in turn)."""
-        options = self.C.MQOO_OUTPUT | self.C.MQOO_FAIL_IF_QUIESCING
+        several, each (put to in turn). Queues are opened bound as ``workload.bind`` says: on
+        a cluster queue MQ then picks an instance once for the handle (MQOO_BIND_ON_OPEN) or
+        for every message (MQOO_BIND_NOT_FIXED); other queues ignore it."""
+        C = self.C
+        options = C.MQOO_OUTPUT | C.MQOO_FAIL_IF_QUIESCING
         if self.topics:
             session.outs = [session.open_topic(topic, options) for topic in self.topics]
             session.sends = [topic.pub for topic in session.outs]
             return
         routes = queue if isinstance(queue, list) else [queue]
+        options |= C.MQOO_BIND_NOT_FIXED if self.driver.destination.bind == "not-fixed" \
+            else C.MQOO_BIND_ON_OPEN
         session.outs = [session.open(r, options) for r in routes]
         session.sends = [out.put for out in session.outs]
         self.picker = KeyPicker(len(routes), "sequential")  # the queue may change in a move

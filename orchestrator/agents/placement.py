@@ -67,7 +67,7 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
         polling_s=workload.polling_interval if workload.polling else None,
         consumer_rate=None if workload.consumer_rate is None else float(workload.consumer_rate),
         receiver_limit=scenario.exit.messages_per_receiver,
-        reconnect_s=workload.reconnect_interval, reconnect=workload.reconnect,
+        reconnect_s=workload.reconnect_interval, reconnect=workload.reconnect, bind=workload.bind,
         tcp_options=dict(workload.tcp_options),
         senders_per_connection=workload.senders_per_connection,
         receivers_per_connection=workload.receivers_per_connection)

@@ -91,6 +91,12 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None,
         unfit = next((key for key in scenario.workload.keys if not mq_key_fits(key)), None)
         if unfit is not None:
             problems.append(at("workload", field, message=mq_key_problem(unfit)))
+    if topology.broker == "ibmmq" and topology.placement == "ssh" and queue.count == 1 and \
+            scenario.workload.bind == "not-fixed" and not topology.ibmmq.cluster_queues:
+        problems.append(at("workload", "bind", message=f"not-fixed spreads messages over the "
+                           f"instances of a cluster queue: set ibmmq.cluster_queues: true in "
+                           f"topology {topology.name} (else each message stays on its "
+                           f"sender's queue manager)"))
     load_hosts = {h.name for h in topology.hosts if "load" in h.roles}
     for role in ("senders", "receivers"):
         problems += [at("agents_on", role, i, message=f"{name!r} is not a host with role load "

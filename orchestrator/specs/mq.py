@@ -148,6 +148,13 @@ class MqSpec(Spec):
         description="SHARECNV of the client channel: conversations that share one TCP "
                     "connection")
     listener_backlog: int = Field(5000, ge=1, description="connection requests a listener queues")
+    cluster_queues: bool = Field(
+        False, description="define the topology's queues as cluster queues of the uniform "
+                           "cluster, an instance on every queue manager treated alike "
+                           "(CLUSTER(<cluster>) CLWLUSEQ(ANY)): MQ's cluster workload balancing "
+                           "then picks the instance of each sender's handle (workload.bind "
+                           "on-open) or of each message (not-fixed), document 002; without it "
+                           "a message stays on the queue manager its sender is connected to")
     client_weight: int = Field(1, ge=0, le=99, description="CCDT connectionManagement")
     affinity: Literal["preferred", "none"] = Field(
         "none",

@@ -76,7 +76,10 @@ class WorkloadSpec(Spec):
     bind: Literal["on-open", "not-fixed"] = Field(
         "on-open", description="on-open: a sender puts every message to one queue instance "
                                "(its member's, or its slot of a pattern); not-fixed: each "
-                               "message goes to the next instance in turn (document 002)")
+                               "message goes to the next instance in turn (document 002). On "
+                               "IBM MQ senders open the queue with MQOO_BIND_ON_OPEN or "
+                               "MQOO_BIND_NOT_FIXED and MQ's cluster workload balancing picks "
+                               "the instance (ibmmq.cluster_queues)")
     start_delay: Seconds = Field(0.0, ge=0, description="each sender starts after a random "
                                                         "delay up to this (PerfTest's "
                                                         "--producer-random-start-delay)")

@@ -20,6 +20,8 @@ import pytest
 
 from tests.mqemu import EmulatedQmgr, build_library, free_port, load_ibmmq
 
+START_ATTEMPTS = 5
+
 
 @pytest.fixture(scope="session")
 def mqemu_library(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 import mqi  # noqa: E402  (run as a script: the module beside this file)
+from cluster import Cluster, ClusterHandle, ClusterState  # noqa: E402
 from mqi import CD, CNO, GMO, MD, OD, PMO, SD, get, put, text  # noqa: E402
 from mqsc import Mqsc  # noqa: E402
 from objects import (  # noqa: E402
@@ -44,10 +45,11 @@ DESCRIPTION = "EMULATED queue manager for tests, NOT IBM MQ"
 VERSION, COMMAND_LEVEL = "09040000", 940  # the MQ level whose behaviour it follows
 
 
-class QueueManager(Mqsc, PropertyVerbs, TopicObjects):
+class QueueManager(Cluster, Mqsc, PropertyVerbs, TopicObjects):
     """The emulated queue manager's state; every verb runs under one condition's lock. Its
-    MQSC commands: :class:`mqsc.Mqsc`; message handles and properties:
-    :class:`properties.PropertyVerbs`; topic objects: :class:`topics.TopicObjects`."""
+    MQSC commands: :class:`mqsc.Mqsc`; cluster queues: :class:`cluster.Cluster`; message
+    handles and properties: :class:`properties.PropertyVerbs`; topic objects:
+    :class:`topics.TopicObjects`."""
 
     def __init__(self, name: str, user: str = "", password: str = "",
                  peers: Peers | None = None):
@@ -59,6 +61,7 @@ class QueueManager(Mqsc, PropertyVerbs, TopicObjects):
         self.subs: dict[str, Subscription] = {}
         self.topic_objects: dict[str, str] = {"SYSTEM.BASE.TOPIC": ""}
         self.conns: dict[int, Connection] = {}
+        self.cluster = ClusterState()
         self.numbers = itertools.count(1)
         self.ids = itertools.count(1)
         self.boot = struct.pack(">I", int(time.time()) & 0xFFFFFFFF)
@@ -143,6 +146,9 @@ class QueueManager(Mqsc, PropertyVerbs, TopicObjects):
         if qmgr and qmgr != self.name:
             return fail(mqi.MQRC_UNKNOWN_OBJECT_Q_MGR)  # no remote queue managers
         name = text(get(OD, od, "ObjectName"))
+        routed = self.open_cluster(conn, od, name, options, wanted)
+        if routed is not None:
+            return routed
         queue = self.queues.get(name)
         if queue is None:
             return fail(mqi.MQRC_UNKNOWN_OBJECT_NAME)
@@ -241,6 +247,8 @@ class QueueManager(Mqsc, PropertyVerbs, TopicObjects):
 
     def _put(self, conn: Connection, handle: Handle, md_in: bytes, pmo_in: bytes,
              body: bytes) -> Reply:
+        if isinstance(handle, ClusterHandle):
+            return self.put_cluster(conn, handle, md_in, pmo_in, body)
         pmo = bytearray(pmo_in)
         options = get(PMO, pmo, "Options")
         syncpoint = bool(options & mqi.MQPMO_SYNCPOINT)
@@ -396,6 +404,9 @@ class QueueManager(Mqsc, PropertyVerbs, TopicObjects):
             return fail(mqi.MQRC_HOBJ_ERROR)
         if not handle.options & mqi.MQOO_INQUIRE:
             return fail(mqi.MQRC_NOT_OPEN_FOR_INQUIRE)
+        clustered = self.inquire_cluster(handle, selectors, int_count, char_length)
+        if clustered is not None:
+            return clustered
         known = self._inquirable(handle)
         ints: list[int] = []
         chars = b""
@@ -573,8 +584,9 @@ class Handler(socketserver.BaseRequestHandler):
 
     def _admin(self, sock: socket.socket) -> None:
         qm: QueueManager = self.server.qm
-        stream = sock.makefile("rw", encoding="utf-8", newline="\n")
-        for line in stream:
+        # apart: a text stream's write drops the lines it read ahead (pipelined commands)
+        stream = sock.makefile("w", encoding="utf-8", newline="\n")
+        for line in sock.makefile("r", encoding="utf-8", newline="\n"):
             command = line.strip()
             if command.upper() in ("END", "ENDMQM"):
                 stream.write(f"AMQ8004I: queue manager {qm.name} ending.\n.\n")

@@ -19,7 +19,8 @@ It imitates only behaviour documented for MQ, and only what the driver uses:
   ``MQAPPLNAME`` environment variable, and shows in ``PutApplName``. A thread with a
   connection that is not shared (no MQCNO_HANDLE_SHARE_*) gets MQRC_ALREADY_CONNECTED.
 - MQOPEN of defined local queues only (else MQRC_UNKNOWN_OBJECT_NAME); MQPUT/MQGET check
-  the open options; MQOO_INQUIRE is accepted (MQINQ itself is not imitated).
+  the open options; MQOO_INQUIRE is accepted (MQINQ itself is not imitated), and so are
+  MQOO_BIND_ON_OPEN and MQOO_BIND_NOT_FIXED (no cluster queues: MQ ignores them too).
 - Connection authentication as CHCKCLNT(REQUIRED) does it, once a test calls
   :meth:`StandIn.require_user`: an MQCONNX without that user and password fails with
   MQRC_NOT_AUTHORIZED. A queue named with another stand-in queue manager's name is delivered to
@@ -322,7 +323,8 @@ _CNO_SUPPORTED = (CMQC.MQCNO_CLIENT_BINDING | CMQC.MQCNO_HANDLE_SHARE_NONE
                   | CMQC.MQCNO_RECONNECT | CMQC.MQCNO_RECONNECT_DISABLED
                   | CMQC.MQCNO_RECONNECT_Q_MGR)
 _OO_SUPPORTED = (CMQC.MQOO_INPUT_AS_Q_DEF | CMQC.MQOO_INPUT_SHARED | CMQC.MQOO_INPUT_EXCLUSIVE
-                 | CMQC.MQOO_OUTPUT | CMQC.MQOO_INQUIRE | CMQC.MQOO_FAIL_IF_QUIESCING)
+                 | CMQC.MQOO_OUTPUT | CMQC.MQOO_INQUIRE | CMQC.MQOO_FAIL_IF_QUIESCING
+                 | CMQC.MQOO_BIND_ON_OPEN | CMQC.MQOO_BIND_NOT_FIXED)  # no clusters: no effect
 _PMO_SUPPORTED = (CMQC.MQPMO_SYNCPOINT | CMQC.MQPMO_NO_SYNCPOINT | CMQC.MQPMO_NEW_MSG_ID
                   | CMQC.MQPMO_NEW_CORREL_ID | CMQC.MQPMO_FAIL_IF_QUIESCING)
 _GMO_SUPPORTED = (CMQC.MQGMO_WAIT | CMQC.MQGMO_SYNCPOINT | CMQC.MQGMO_NO_SYNCPOINT

@@ -95,6 +95,19 @@ def test_topology_rules(spec_dir):
     assert "unknown field" in errors_of(path, loader=load_topology)[0]
 
 
+def test_bind_not_fixed_on_mq_queues_outside_a_cluster_is_refused(tmp_path):
+    """On IBM MQ only a cluster queue's instances spread the messages of a not-fixed sender."""
+    root = Path(__file__).resolve().parents[2]
+    path = tmp_path / "s.yaml"
+    path.write_text((root / "scenarios" / "mq-uniform-cluster-scaling.yaml").read_text()
+                    .replace("../topologies", str(root / "topologies")))
+    (line,) = errors_of(path, ["workload.bind=not-fixed"])
+    assert "workload.bind" in line and "ibmmq.cluster_queues: true" in line
+    scenario, topology = load_scenario(path, ["workload.bind=not-fixed",
+                                              "topology.ibmmq.cluster_queues=true"])
+    assert (scenario.workload.bind, topology.ibmmq.cluster_queues) == ("not-fixed", True)
+
+
 def test_yaml_syntax_and_missing_file(spec_dir):
     path = spec_dir / "broken.yaml"
     path.write_text("name: [unclosed\n")

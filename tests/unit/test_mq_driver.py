@@ -99,7 +99,7 @@ def test_a_sender_paces_its_puts_outside_syncpoint_with_a_new_msgid_each():
     assert {c.details["options"] for c in puts} == {
         C.MQPMO_NO_SYNCPOINT | C.MQPMO_NEW_MSG_ID | C.MQPMO_FAIL_IF_QUIESCING}
     assert standin.named("MQOPEN")[0].details["options"] == C.MQOO_OUTPUT | \
-        C.MQOO_FAIL_IF_QUIESCING
+        C.MQOO_FAIL_IF_QUIESCING | C.MQOO_BIND_ON_OPEN  # workload.bind's default
 
 
 def test_a_receiver_gets_with_wait_under_syncpoint_and_commits_in_batches():

@@ -72,6 +72,15 @@ def test_mqsc_file_is_the_documents(topology):
                if not line.startswith(("define", "alter")))  # MQSC comments
 
 
+def test_cluster_queues_are_instances_of_one_queue_treated_alike():
+    """Document 002: with ibmmq.cluster_queues every queue manager's definition is an instance
+    of the cluster queue, the local one no better than the others (CLWLUSEQ(ANY))."""
+    spec = load_topology(ROOT / "topologies" / "mq-uc01-uniform.yaml",
+                         ["queues=[{name: 'request%d', count: 2}]", "ibmmq.cluster_queues=true"])
+    assert [line for line in commands(uniform.mqsc_text(spec)) if "qlocal" in line] == [
+        f"define qlocal('request{n}') cluster(UC01) clwluseq(any) replace" for n in (1, 2)]
+
+
 def test_start_stop_and_status_lines(topology):
     qm = uniform.queue_managers(topology)[7]
     assert (qm.name, qm.host.name, qm.port, qm.conname) == ("UC01QM08", "MQHost2", 1415,

@@ -84,7 +84,18 @@ def statistics_interval(mq: MqSpec) -> float:
 def mqsc_text(topology: TopologySpec) -> str:
     """The ``-ic`` file, run by every queue manager at each start: its cluster receiver channel
     (from the built-in ``+AUTOCL+``/``+QMNAME+`` and the ``-iv`` ``+CONNAME+``), the listener
-    backlog, the SVRCONN channel with its conversation sharing, and the queues."""
+    backlog, the SVRCONN channel with its conversation sharing, and the queues.
+
+    Every queue manager defines every queue. By default each definition is a queue of its own
+    (document 000: applications balanced over the members by the uniform cluster, each
+    message staying on the member its sender is connected to). With ``ibmmq.cluster_queues``
+    each is an instance of one cluster queue (document 002), and ``CLWLUSEQ(ANY)`` makes the
+    local instance one candidate among equals: left at MQ's default (LOCAL) a sender's messages
+    would never leave its own member, since every member has an instance, and the senders'
+    bind (MQOO_BIND_ON_OPEN or MQOO_BIND_NOT_FIXED, from ``workload.bind``) would change
+    nothing. MQ, not surge, then spreads the messages; surge measures the spread: each
+    member's messages got from its instance (its exporter's MQGET count: the steps'
+    ``delivered_per_member`` and balance index) and, at the end, its depth (``runmqsc``)."""
     mq = _mq(topology)
     lines = [
         "* Uniform cluster receiver channel",
@@ -97,7 +108,8 @@ def mqsc_text(topology: TopologySpec) -> str:
         f"alter channel({mq.channel}) chltype(SVRCONN) sharecnv({mq.sharecnv})",
         "* Queues",
     ]
-    lines += [f"define qlocal({mqsc_name(name)}) replace"
+    clustered = f" cluster({mq.cluster}) clwluseq(any)" if mq.cluster_queues else ""
+    lines += [f"define qlocal({mqsc_name(name)}){clustered} replace"
               for queue in topology.queues for name in queue.names]
     return "\n".join(lines + mqsc_lines(topology)) + "\n"
 
