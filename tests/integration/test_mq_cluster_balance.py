@@ -18,7 +18,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.integration.test_mq_runs import sshd, standins, surge_run, uniform_topology
+from tests.integration.test_mq_runs import (
+    EXPORTER_OFFSET,
+    sshd,
+    standins,
+    surge_run,
+    uniform_topology,
+)
 from tests.sshd import missing
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600),
@@ -26,7 +32,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600),
 
 __all__ = ["sshd", "standins"]  # the fixtures of test_mq_runs.py, used here as they are
 PORT_BASE = 9650  # this test's queue managers listen on 9650, 9651 (host 1) and 9650 (host 2)
-EXPORTERS = 9690  # where their exporters would be (none: the emulator has none)
+EXPORTERS = PORT_BASE + EXPORTER_OFFSET  # their exporters (the stand-ins start them)
 SENDERS, RATE, HOLD_S = 4, 50, 4
 
 
