@@ -14,8 +14,8 @@ A mixin of ``qmgr.QueueManager`` with its MQSC commands:
   manager's, LOCAL, for QMGR) is LOCAL; otherwise every instance of a running member is a
   candidate and the least recently chosen destination wins (a sequence number per destination
   queue manager, raised at each choice whatever the queue, as document 002's 8.4.3 describes;
-  ties by name). MQOO_BIND_ON_OPEN (and GROUP: no message groups here) chooses once at
-  MQOPEN, MQOO_BIND_NOT_FIXED at every MQPUT, MQOO_BIND_AS_Q_DEF as DEFBIND says.
+  ties by name). mqi.MQOO_BIND_ON_OPEN (and GROUP: no message groups here) chooses once at
+  MQOPEN, mqi.MQOO_BIND_NOT_FIXED at every MQPUT, MQOO_BIND_AS_Q_DEF as DEFBIND says.
 - A message for another member's instance goes onto that member's transmission queue and the
   MQPUT completes (MQCC_OK, the remote queue manager in the PMO's ResolvedQMgrName); a
   channel thread per member delivers it, MQMD unchanged (MsgId and all), through the member's
@@ -47,17 +47,9 @@ from mqsc import COMMANDS, Command, command, not_found, wanted
 from objects import Handle, Message, Reply, fail
 from peers import Peer
 
-# MQI values (cmqc.h; tests/unit/test_mqemu_cluster.py checks them against ibmmq.CMQC)
-MQOO_BIND_ON_OPEN, MQOO_BIND_NOT_FIXED, MQOO_BIND_ON_GROUP = 0x4000, 0x8000, 0x400000
-MQBND_BIND_ON_OPEN, MQBND_BIND_NOT_FIXED, MQBND_BIND_ON_GROUP = 0, 1, 2
-MQQT_CLUSTER = 7
-MQIA_DEF_BIND = 61
-MQIAV_NOT_APPLICABLE = -1
-MQRC_SELECTOR_NOT_FOR_TYPE = 2068
-
-DEFBINDS = {"OPEN": MQBND_BIND_ON_OPEN, "NOTFIXED": MQBND_BIND_NOT_FIXED,
-            "GROUP": MQBND_BIND_ON_GROUP}
-REMOTE_SELECTORS = (mqi.MQIA_Q_TYPE, MQIA_DEF_BIND, mqi.MQCA_Q_NAME, mqi.MQCA_Q_MGR_NAME)
+DEFBINDS = {"OPEN": mqi.MQBND_BIND_ON_OPEN, "NOTFIXED": mqi.MQBND_BIND_NOT_FIXED,
+            "GROUP": mqi.MQBND_BIND_ON_GROUP}
+REMOTE_SELECTORS = (mqi.MQIA_Q_TYPE, mqi.MQIA_DEF_BIND, mqi.MQCA_Q_NAME, mqi.MQCA_Q_MGR_NAME)
 LOCAL = "LOCAL"  # this queue manager's own instance, as a destination
 REFRESH_S = 1.0  # how long a lookup of the other members' instances is reused
 RETRY_S = 0.5  # a channel that could not deliver tries again after this
@@ -129,7 +121,8 @@ class Cluster:
         out = []
         for line in lines:
             name = line[6:line.find(")")] if line.startswith("QUEUE(") else ""
-            cluster, bind, useq = self.cluster.queues.get(name, ("", MQBND_BIND_ON_OPEN, "QMGR"))
+            cluster, bind, useq = self.cluster.queues.get(
+                name, ("", mqi.MQBND_BIND_ON_OPEN, "QMGR"))
             if name and (asked or cluster):
                 line += (f" CLUSTER({cluster}) DEFBIND({_bind_name(bind)}) CLWLUSEQ({useq})")
             out.append(line)
@@ -183,16 +176,17 @@ class Cluster:
         instances = self._instances(name, fresh=True)
         if not instances:
             return None
-        bind = options & (MQOO_BIND_ON_OPEN | MQOO_BIND_NOT_FIXED | MQOO_BIND_ON_GROUP)
+        bind = options & (mqi.MQOO_BIND_ON_OPEN | mqi.MQOO_BIND_NOT_FIXED | mqi.MQOO_BIND_ON_GROUP)
         if not bind:
             defbind = next((i.defbind for i in instances if i.peer is None), instances[0].defbind)
-            bind = MQOO_BIND_NOT_FIXED if defbind == MQBND_BIND_NOT_FIXED else MQOO_BIND_ON_OPEN
+            bind = mqi.MQOO_BIND_NOT_FIXED if defbind == mqi.MQBND_BIND_NOT_FIXED \
+                else mqi.MQOO_BIND_ON_OPEN
         if not options & mqi.MQOO_OUTPUT:  # inquire only: no destination to choose
             if local:
                 return None
-            bind, bound = MQOO_BIND_ON_OPEN, instances[0]
+            bind, bound = mqi.MQOO_BIND_ON_OPEN, instances[0]
         else:
-            bound = None if bind == MQOO_BIND_NOT_FIXED else self._choose(instances)
+            bound = None if bind == mqi.MQOO_BIND_NOT_FIXED else self._choose(instances)
         if local and options & mqi.MQOO_OUTPUT:
             self.queues[name].opens_out += 1  # MQCLOSE takes it back
         reply = self._new_handle(conn, ClusterHandle(name, options, bind, bound), od,
@@ -236,7 +230,7 @@ class Cluster:
         if not isinstance(handle, ClusterHandle) or handle.name in self.queues:
             return None
         instances = self._instances(handle.name)
-        defbind = instances[0].defbind if instances else MQBND_BIND_ON_OPEN
+        defbind = instances[0].defbind if instances else mqi.MQBND_BIND_ON_OPEN
         ints, chars, cc, rc = [], b"", mqi.MQCC_OK, 0
         for selector in selectors:
             if selector == mqi.MQCA_Q_NAME:
@@ -244,13 +238,13 @@ class Cluster:
             elif selector == mqi.MQCA_Q_MGR_NAME:
                 chars += self.name.encode().ljust(48)
             elif selector == mqi.MQIA_Q_TYPE:
-                ints.append(MQQT_CLUSTER)
-            elif selector == MQIA_DEF_BIND:
+                ints.append(mqi.MQQT_CLUSTER)
+            elif selector == mqi.MQIA_DEF_BIND:
                 ints.append(defbind)
             elif selector in (mqi.MQIA_CURRENT_Q_DEPTH, mqi.MQIA_MAX_Q_DEPTH,
                               mqi.MQIA_OPEN_INPUT_COUNT, mqi.MQIA_OPEN_OUTPUT_COUNT):
-                ints.append(MQIAV_NOT_APPLICABLE)
-                cc, rc = mqi.MQCC_WARNING, MQRC_SELECTOR_NOT_FOR_TYPE
+                ints.append(mqi.MQIAV_NOT_APPLICABLE)
+                cc, rc = mqi.MQCC_WARNING, mqi.MQRC_SELECTOR_NOT_FOR_TYPE
             else:
                 return fail(mqi.MQRC_SELECTOR_ERROR)
         if len(ints) > int_count:

@@ -38,6 +38,7 @@ from objects import (  # noqa: E402
 )
 from peers import Peer, Peers  # noqa: E402
 from properties import PropertyVerbs  # noqa: E402
+from remote import RemoteHandle, RemoteQueues  # noqa: E402
 from topics import TopicObjects  # noqa: E402
 
 DESCRIPTION = "EMULATED queue manager for tests, NOT IBM MQ"
@@ -45,11 +46,11 @@ DESCRIPTION = "EMULATED queue manager for tests, NOT IBM MQ"
 VERSION, COMMAND_LEVEL = "09040000", 940  # the MQ level whose behaviour it follows
 
 
-class QueueManager(Cluster, Mqsc, PropertyVerbs, TopicObjects):
+class QueueManager(Cluster, RemoteQueues, Mqsc, PropertyVerbs, TopicObjects):
     """The emulated queue manager's state; every verb runs under one condition's lock. Its
-    MQSC commands: :class:`mqsc.Mqsc`; cluster queues: :class:`cluster.Cluster`; message
-    handles and properties: :class:`properties.PropertyVerbs`; topic objects:
-    :class:`topics.TopicObjects`."""
+    MQSC commands: :class:`mqsc.Mqsc`; cluster queues: :class:`cluster.Cluster`; other
+    queue managers' queues: :class:`remote.RemoteQueues`; message handles and properties:
+    :class:`properties.PropertyVerbs`; topic objects: :class:`topics.TopicObjects`."""
 
     def __init__(self, name: str, user: str = "", password: str = "",
                  peers: Peers | None = None):
@@ -60,6 +61,7 @@ class QueueManager(Cluster, Mqsc, PropertyVerbs, TopicObjects):
         self.queues: dict[str, Queue] = {}
         self.subs: dict[str, Subscription] = {}
         self.topic_objects: dict[str, str] = {"SYSTEM.BASE.TOPIC": ""}
+        self.remote_defs: dict[str, tuple[str, str]] = {}
         self.conns: dict[int, Connection] = {}
         self.cluster = ClusterState()
         self.numbers = itertools.count(1)
@@ -142,11 +144,9 @@ class QueueManager(Cluster, Mqsc, PropertyVerbs, TopicObjects):
             return self._new_handle(conn, Handle("qmgr", self.name, options), od, wanted)
         if kind != mqi.MQOT_Q:
             return fail(mqi.MQRC_OBJECT_TYPE_ERROR)
-        qmgr = text(get(OD, od, "ObjectQMgrName"))
-        if qmgr and qmgr != self.name:
-            return fail(mqi.MQRC_UNKNOWN_OBJECT_Q_MGR)  # no remote queue managers
-        name = text(get(OD, od, "ObjectName"))
-        routed = self.open_cluster(conn, od, name, options, wanted)
+        qmgr, name = text(get(OD, od, "ObjectQMgrName")), text(get(OD, od, "ObjectName"))
+        routed = self.open_remote(conn, od, name, qmgr, options, wanted) or \
+            self.open_cluster(conn, od, name, options, wanted)
         if routed is not None:
             return routed
         queue = self.queues.get(name)
@@ -249,6 +249,8 @@ class QueueManager(Cluster, Mqsc, PropertyVerbs, TopicObjects):
              body: bytes) -> Reply:
         if isinstance(handle, ClusterHandle):
             return self.put_cluster(conn, handle, md_in, pmo_in, body)
+        if isinstance(handle, RemoteHandle):
+            return self.put_remote(conn, handle, md_in, pmo_in, body)
         pmo = bytearray(pmo_in)
         options = get(PMO, pmo, "Options")
         syncpoint = bool(options & mqi.MQPMO_SYNCPOINT)

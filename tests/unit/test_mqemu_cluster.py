@@ -3,14 +3,11 @@ joins its queue manager to the cluster, and DISPLAY CLUSQMGR lists the running m
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 import time
 
 import pytest
-
-from tests.mqemu import HERE
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -69,11 +66,13 @@ def depth(qmgr, queue: str = "PERF") -> int:
     return int(line.split("CURDEPTH(")[1].split(")")[0])
 
 
-def depths_once_delivered(members, expected_total: int, timeout_s: float = 10.0) -> list[int]:
-    """Each member's depth of PERF once the channels delivered ``expected_total`` messages."""
+def depths_once_delivered(members, expected_total: int, timeout_s: float = 10.0,
+                          queue: str = "PERF") -> list[int]:
+    """Each member's depth of ``queue`` once the channels delivered ``expected_total``
+    messages."""
     deadline = time.monotonic() + timeout_s
     while True:
-        found = [depth(m) for m in members]
+        found = [depth(m, queue) for m in members]
         if sum(found) >= expected_total or time.monotonic() > deadline:
             return found
         time.sleep(0.05)
@@ -96,11 +95,11 @@ def put_many(ibmmq, qmgr, count: int, bind: int, senders: int = 1) -> list[bytes
     return ids
 
 
-def drain(ibmmq, qmgr) -> list[bytes]:
-    """Every message on ``qmgr``'s instance of PERF; their MsgIds."""
+def drain(ibmmq, qmgr, name: str = "PERF") -> list[bytes]:
+    """Every message on ``qmgr``'s queue ``name`` (its instance of PERF); their MsgIds."""
     C = ibmmq.CMQC
     qm = connect(ibmmq, qmgr)
-    queue = ibmmq.Queue(qm, "PERF", C.MQOO_INPUT_SHARED)
+    queue = ibmmq.Queue(qm, name, C.MQOO_INPUT_SHARED)
     ids = []
     while True:
         md = ibmmq.MD()
@@ -113,15 +112,6 @@ def drain(ibmmq, qmgr) -> list[bytes]:
     queue.close()
     qm.disconnect()
     return ids
-
-
-def test_the_cluster_constants_are_ibmmqs(emulated_ibmmq, monkeypatch):
-    monkeypatch.syspath_prepend(str(HERE))  # the queue manager's modules import each other
-    cluster = importlib.import_module("cluster")
-    C = emulated_ibmmq.CMQC
-    names = [n for n in dir(cluster) if n.startswith(("MQOO_", "MQBND_", "MQQT_", "MQIA", "MQRC_"))]
-    assert len(names) >= 9
-    assert {n: getattr(cluster, n) for n in names} == {n: getattr(C, n) for n in names}
 
 
 def test_display_qcluster_lists_every_running_members_instance(qmgrs):
@@ -273,3 +263,44 @@ def test_surges_mq_senders_open_bound_as_the_workload_says(emulated_ibmmq, qmgrs
         assert sorted(depths_once_delivered(members, 180)) == spread
     finally:
         driver.stop()
+
+
+# -- other queue managers' queues (tests/mqemu/remote.py) ---------------------------------------
+
+
+def test_remote_queues_and_replies_to_another_queue_manager_arrive_there_once(emulated_ibmmq,
+                                                                              qmgrs):
+    ibmmq, C = emulated_ibmmq, emulated_ibmmq.CMQC
+    qm2 = qmgrs.start("QM2", mqsc=["DEFINE QLOCAL(TARGET)"])
+    qm1 = qmgrs.start("QM1", mqsc=["DEFINE QREMOTE(TO.QM2) RNAME(TARGET) RQMNAME(QM2)",
+                                   "DEFINE QLOCAL(REPLY)"])
+    assert qm1.admin("DISPLAY QREMOTE(*)")[0] == [
+        "QUEUE(TO.QM2) TYPE(QREMOTE) RNAME(TARGET) RQMNAME(QM2)"]
+    conn = connect(ibmmq, qm1)
+    by_definition = ibmmq.Queue(conn, "TO.QM2", C.MQOO_OUTPUT)
+    sent = []
+    for n in range(5):
+        md = ibmmq.MD(ReplyToQ=b"REPLY")
+        by_definition.put(f"d{n}".encode(), md)
+        sent.append(bytes(md.MsgId))
+    by_definition.close()
+    direct = ibmmq.OD(ObjectName=b"TARGET", ObjectQMgrName=b"QM2")
+    for n in range(5):
+        md = ibmmq.MD()
+        conn.put1(direct, f"q{n}".encode(), md)
+        sent.append(bytes(md.MsgId))
+    assert depths_once_delivered([qm2], 10, queue="TARGET") == [10]
+    assert sorted(drain(ibmmq, qm2, "TARGET")) == sorted(sent)  # each once, MsgId as put
+    with pytest.raises(ibmmq.MQMIError) as refused:
+        ibmmq.Queue(conn, "TO.QM2", C.MQOO_INPUT_SHARED)
+    assert refused.value.reason == 2045  # MQRC_OPTION_NOT_VALID_FOR_TYPE
+    with pytest.raises(ibmmq.MQMIError) as unknown:
+        conn.put1(ibmmq.OD(ObjectName=b"TARGET", ObjectQMgrName=b"QM9"), b"x")
+    assert unknown.value.reason == C.MQRC_UNKNOWN_OBJECT_Q_MGR
+    conn.disconnect()
+    # a responder on QM2 answers to the ReplyToQ/ReplyToQMgr of a request put on QM1
+    responder = connect(ibmmq, qm2)
+    reply = ibmmq.OD(ObjectName=b"REPLY", ObjectQMgrName=b"QM1")
+    responder.put1(reply, b"answer", ibmmq.MD(CorrelId=sent[0]))
+    responder.disconnect()
+    assert depths_once_delivered([qm1], 1, queue="REPLY") == [1]

@@ -67,7 +67,8 @@ def test_the_emulators_constants_are_ibmmqs(emulated_ibmmq):
     C = emulated_ibmmq.CMQC
     names = [n for n in dir(mqi) if n.startswith(("MQCC_", "MQRC_", "MQOO_", "MQOT_", "MQCO_",
                                                   "MQPMO_", "MQGMO_", "MQMO_", "MQSO_", "MQIA_",
-                                                  "MQCA_", "MQQT_", "MQOP_", "MQCBT_"))
+                                                  "MQCA_", "MQQT_", "MQOP_", "MQCBT_", "MQBND_",
+                                                  "MQIAV_"))
              and n not in ("MQGMO_UNSUPPORTED", "MQOO_INPUT")]
     assert len(names) > 60
     assert {n: getattr(mqi, n) for n in names} == {n: getattr(C, n) for n in names}
