@@ -27,7 +27,10 @@ HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "libmqm.c"
 QMGR = HERE / "qmgr.py"
 STANDINS = HERE.parent / "integration" / "mq_standin_bin"  # crtmqm, strmqm, ... driving qmgr.py
-PORTS = range(9400, 9500)  # this emulator's listeners
+PORTS = range(*(int(end) + i for i, end in enumerate(
+    os.environ.get("MQEMU_PORTS", "9400-9499").split("-"))))
+"""This emulator's listeners: 9400-9499, or ``MQEMU_PORTS=FIRST-LAST`` (sessions running side
+by side each take their own range)."""
 START_TIMEOUT_S = 10.0
 _loaded: dict[str, object] = {}
 
@@ -78,13 +81,14 @@ class EmulatedQmgr:
     ``peers``, announced in that directory to the others (clusters: tests/mqemu/peers.py)."""
 
     def __init__(self, name: str, port: int, data: Path, user: str = "", password: str = "",
-                 mqsc: list[str] = (), peers: Path | None = None):
+                 mqsc: list[str] = (), peers: Path | None = None, options: tuple[str, ...] = ()):
         self.name, self.port, self.data = name, port, data
         data.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, str(QMGR), "--name", name, "--port", str(port),
                    "--data", str(data)]
         if peers is not None:
             command += ["--peers", str(peers)]
+        command += options  # qmgr.py's other options, e.g. --uniform CLUSTER
         if user:
             command += ["--user", user, "--password", password]
         if mqsc:

@@ -41,12 +41,13 @@ class Qmgrs:
         self.running: list[EmulatedQmgr] = []
 
     def start(self, name: str, user: str = "", password: str = "",
-              mqsc: list[str] = ()) -> EmulatedQmgr:
-        """Queue manager ``name`` on a free port, with ``mqsc`` commands run at start; the
-        queue managers of one test see each other (``peers``)."""
+              mqsc: list[str] = (), options: tuple[str, ...] = ()) -> EmulatedQmgr:
+        """Queue manager ``name`` on a free port, with ``mqsc`` commands run at start and
+        qmgr.py's other ``options`` (``("--uniform", "UC01")``); the queue managers of one
+        test see each other (``peers``)."""
         port = free_port({q.port for q in self.running})
         qmgr = EmulatedQmgr(name, port, self.root / f"{name}-{port}", user, password, mqsc,
-                            self.root / "peers")
+                            self.root / "peers", options)
         self.running.append(qmgr)
         return qmgr
 

@@ -112,6 +112,7 @@ class Connection:
     uow_gets: list[tuple[Queue, Message]] = field(default_factory=list)
     events: bool = False
     sock: socket.socket | None = None  # for STOP CONN
+    options: int = 0  # MQCNO Options (reconnection: rebalance.py)
 
 
 def topic_matches(pattern: str, topic: str) -> bool:
