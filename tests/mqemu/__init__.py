@@ -152,12 +152,16 @@ def admin(port: int, *commands: str, timeout_s: float = 10.0,
         return results
 
 
-def install_standins(directory: Path) -> Path:
+def install_standins(directory: Path, environment: dict[str, str] | None = None) -> Path:
     """MQ's control commands as stand-ins (tests/integration/mq_standin_bin) copied into
-    ``directory``, set to start this emulator with this Python; ``directory``."""
+    ``directory``, set to start this emulator with this Python and ``environment`` (e.g.
+    ``MQEMU_REBALANCE_INTERVAL_S``); ``directory``."""
     shutil.copytree(STANDINS, directory)
+    exports = "".join(f"export {key}={shlex.quote(value)}\n"
+                      for key, value in (environment or {}).items())
     (directory / "mqemu.env").write_text(f"MQEMU={shlex.quote(str(HERE))}\n"
-                                         f"MQEMU_PYTHON={shlex.quote(sys.executable)}\n")
+                                         f"MQEMU_PYTHON={shlex.quote(sys.executable)}\n"
+                                         + exports)
     return directory
 
 
