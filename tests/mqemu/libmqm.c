@@ -1024,7 +1024,8 @@ void MQSUBRQ(MQHCONN Hconn, MQHOBJ Hsub, MQLONG Action, PMQVOID pSubRqOpts, PMQL
 /* callbacks, status                                                                         */
 
 /* MQCB: only MQOP_REGISTER/DEREGISTER of an event handler (MQCBT_EVENT_HANDLER) are accepted;
- * the emulator never breaks a connection on its own, so no event is ever delivered. */
+ * the dispatcher thread delivers the reconnection events (lost connections, uniform-cluster
+ * moves) to it. */
 void MQCB(MQHCONN Hconn, MQLONG Operation, PMQVOID pCallbackDesc, MQHOBJ Hobj,
           PMQVOID pMsgDesc, PMQVOID pGetMsgOpts, PMQLONG pCC, PMQLONG pRC) {
     (void)pMsgDesc; (void)pGetMsgOpts;
