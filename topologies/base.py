@@ -179,6 +179,12 @@ class Provisioner:
         """Member ``member``'s own figures, where :attr:`asks_members`; ``None``: unknown."""
         return None
 
+    def client_placement(self) -> dict[str, dict[str, int]] | None:
+        """Where the broker says the run's clients are now, where it moves them itself
+        (:attr:`balances_clients`): per running member, connections per application name;
+        ``None`` where it cannot say."""
+        return None
+
     def unmeasured(self) -> dict[str, str]:
         """The figures this placement cannot know, each with why (they stay unknown in the
         rows, never zero); none by default."""

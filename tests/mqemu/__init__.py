@@ -29,7 +29,10 @@ HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "libmqm.c"
 QMGR = HERE / "qmgr.py"
 STANDINS = HERE.parent / "integration" / "mq_standin_bin"  # crtmqm, strmqm, ... driving qmgr.py
-PORTS = range(9400, 9500)  # this emulator's listeners
+PORTS = range(*(int(end) + i for i, end in enumerate(
+    os.environ.get("MQEMU_PORTS", "9400-9499").split("-"))))
+"""This emulator's listeners: 9400-9499, or ``MQEMU_PORTS=FIRST-LAST`` (sessions running side
+by side each take their own range)."""
 START_TIMEOUT_S = 10.0
 _loaded: dict[str, object] = {}
 
@@ -80,13 +83,14 @@ class EmulatedQmgr:
     ``peers``, announced in that directory to the others (clusters: tests/mqemu/peers.py)."""
 
     def __init__(self, name: str, port: int, data: Path, user: str = "", password: str = "",
-                 mqsc: list[str] = (), peers: Path | None = None):
+                 mqsc: list[str] = (), peers: Path | None = None, options: tuple[str, ...] = ()):
         self.name, self.port, self.data = name, port, data
         data.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, str(QMGR), "--name", name, "--port", str(port),
                    "--data", str(data)]
         if peers is not None:
             command += ["--peers", str(peers)]
+        command += options  # qmgr.py's other options, e.g. --uniform CLUSTER
         if user:
             command += ["--user", user, "--password", password]
         if mqsc:
@@ -150,16 +154,22 @@ def admin(port: int, *commands: str, timeout_s: float = 10.0,
         return results
 
 
-def install_standins(directory: Path, exporter_offset: int | None = None) -> Path:
+def install_standins(directory: Path, environment: dict[str, str] | None = None,
+                     exporter_offset: int | None = None) -> Path:
     """MQ's control commands as stand-ins (tests/integration/mq_standin_bin) copied into
-    ``directory``, set to start this emulator with this Python; ``directory``. With
-    ``exporter_offset``, ``strmqm`` also starts IBM's exporter stand-in (exporter.py) for each
-    queue manager on its listener port plus the offset."""
+    ``directory``, set to start this emulator with this Python and ``environment`` (e.g.
+    ``MQEMU_REBALANCE_INTERVAL_S``); ``directory``. With ``exporter_offset``, ``strmqm`` also
+    starts IBM's exporter stand-in (exporter.py) for each queue manager on its listener port
+    plus the offset."""
     shutil.copytree(STANDINS, directory)
-    lines = [f"MQEMU={shlex.quote(str(HERE))}", f"MQEMU_PYTHON={shlex.quote(sys.executable)}"]
+    environment = dict(environment or {})
     if exporter_offset is not None:
-        lines.append(f"export MQEMU_EXPORTER_OFFSET={exporter_offset}")
-    (directory / "mqemu.env").write_text("\n".join(lines) + "\n")
+        environment["MQEMU_EXPORTER_OFFSET"] = str(exporter_offset)
+    exports = "".join(f"export {key}={shlex.quote(value)}\n"
+                      for key, value in environment.items())
+    (directory / "mqemu.env").write_text(f"MQEMU={shlex.quote(str(HERE))}\n"
+                                         f"MQEMU_PYTHON={shlex.quote(sys.executable)}\n"
+                                         + exports)
     return directory
 
 

@@ -7,7 +7,9 @@ stand-ins of tests/integration/mq_standin_bin run, ``control.py COMMAND ARGS...`
   named, tests/mqemu/slices.py), listening on the host and port of its ``CONNAME``
   insert (else 127.0.0.1 and ``-p``), running the -ic file with MQ's inserts replaced
   (``+QMNAME+``, ``+CONNAME+``, ``+AUTOCL+`` from the -ii file's ``ClusterName``), as a queue
-  manager runs its -ic file at every start.
+  manager runs its -ic file at every start. A -ii file with ``Type=Uniform`` makes it balance
+  applications over the cluster's running members (rebalance.py; ``MQEMU_REBALANCE_INTERVAL_S``
+  sets the seconds between rounds).
 - ``endmqm [-i|-r|-w|-p] QM`` ends it (``END``: its clients lose their connections, and
   reconnectable ones move on, as with ``-r``); ``-p`` kills the process.
 - ``dspmq [-m QM]``, ``runmqsc [-e] QM`` (stdin's MQSC to the running emulator),
@@ -122,10 +124,11 @@ def crtmqm(args: list[str]) -> int:
     return 0
 
 
-def _cluster_name(ini: str | None) -> str:
+def _autocluster(ini: str | None, key: str) -> str:
+    """A value of the -ii file (its ``AutoCluster:`` stanza's ``ClusterName``, ``Type``)."""
     if not ini or not Path(ini).exists():
         return ""
-    found = re.search(r"^\s*ClusterName=(\S+)", Path(ini).read_text(), re.MULTILINE)
+    found = re.search(rf"^\s*{key}=(\S+)", Path(ini).read_text(), re.MULTILINE)
     return found.group(1) if found else ""
 
 
@@ -155,6 +158,20 @@ def _start_exporter(name: str, record: dict, host: str, port: int, pid: int) -> 
     return process.pid
 
 
+def _cluster_name(ini: str | None) -> str:
+    return _autocluster(ini, "ClusterName")
+
+
+def _balancing(record: dict) -> list[str]:
+    """qmgr.py's options for a member of a uniform cluster (``Type=Uniform``): it balances
+    applications over the cluster, every ``MQEMU_REBALANCE_INTERVAL_S`` seconds if set."""
+    cluster = _cluster_name(record["ini"])
+    if not cluster or _autocluster(record["ini"], "Type").lower() != "uniform":
+        return []
+    interval = os.environ.get("MQEMU_REBALANCE_INTERVAL_S")
+    return ["--uniform", cluster] + (["--rebalance-interval", interval] if interval else [])
+
+
 def _start_script(name: str, record: dict) -> Path | None:
     """The -ic file with the inserts a queue manager replaces in it."""
     if not record["mqsc"] or not Path(record["mqsc"]).exists():
@@ -177,7 +194,8 @@ def strmqm(args: list[str]) -> int:
     host, port = _address(record)
     data = STATE / f"{name}.data"
     command = [sys.executable, str(HERE / "qmgr.py"), "--name", name, "--host", host,
-               "--port", str(port), "--data", str(data), "--peers", str(STATE / "peers")]
+               "--port", str(port), "--data", str(data), "--peers", str(STATE / "peers"),
+               *_balancing(record)]
     script = _start_script(name, record)
     if script is not None:
         command += ["--mqsc", str(script)]

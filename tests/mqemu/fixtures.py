@@ -43,17 +43,18 @@ class Qmgrs:
         self.running: list[EmulatedQmgr] = []
 
     def start(self, name: str, user: str = "", password: str = "",
-              mqsc: list[str] = ()) -> EmulatedQmgr:
-        """Queue manager ``name`` on a free port, with ``mqsc`` commands run at start (another
-        port when someone else binds the one probed free first, up to 5 tries); the queue
-        managers of one test see each other (``peers``)."""
+              mqsc: list[str] = (), options: tuple[str, ...] = ()) -> EmulatedQmgr:
+        """Queue manager ``name`` on a free port, with ``mqsc`` commands run at start and
+        qmgr.py's other ``options`` (``("--uniform", "UC01")``); another port when someone
+        else binds the one probed free first (up to 5 tries); the queue managers of one test
+        see each other (``peers``)."""
         tried: set[int] = {q.port for q in self.running}
         for attempt in range(5):
             port = free_port(tried)
             tried.add(port)
             try:
                 qmgr = EmulatedQmgr(name, port, self.root / f"{name}-{port}", user, password,
-                                    mqsc, self.root / "peers")
+                                    mqsc, self.root / "peers", options)
                 break
             except RuntimeError as error:
                 if "Address already in use" not in str(error) or attempt == 4:

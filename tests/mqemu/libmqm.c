@@ -34,7 +34,7 @@ typedef MQHMSG *PMQHMSG;
 typedef char *PMQCHAR;
 typedef void *PMQVOID;
 
-enum { CC_OK = 0, CC_FAILED = 2 };
+enum { CC_OK = 0, CC_FAILED = 2, CC_MOVE = -1 }; /* CC_MOVE: rebalance.py's move request */
 enum {
     RC_CONNECTION_BROKEN = 2009, RC_HCONN_ERROR = 2018, RC_Q_MGR_NAME_ERROR = 2058,
     RC_Q_MGR_NOT_AVAILABLE = 2059, RC_RESOURCE_PROBLEM = 2102, RC_CD_ERROR = 2277,
@@ -108,7 +108,7 @@ static void init_table(void) {
     }
 }
 
-static int reconnect(conn_t *c, uint32_t verb);
+static int reconnect(conn_t *c, const char *hint);
 
 /* ---------------------------------------------------------------------------------------- */
 /* structure lengths by Version (the MQxx_LENGTH_n constants, 64-bit)                        */
@@ -285,10 +285,33 @@ static char *call(MQHCONN hconn, uint32_t verb, const field_t *in, int nin,
         *pCC = 1; *pRC = 2003; /* MQCC_WARNING, MQRC_BACKED_OUT */
         return NULL;
     }
-    while (c->broken || exchange(c->fd, verb, in, nin, &payload, pCC, pRC, out, nout)) {
+    for (;;) {
+        int lost = c->broken || exchange(c->fd, verb, in, nin, &payload, pCC, pRC, out, nout);
+        if (!lost && *pCC == CC_MOVE) {
+            /* The queue manager did not run the verb: it asks this connection to move to the
+             * queue manager named in the reply (a uniform cluster rebalancing) and drops it. */
+            char hint[49];
+            snprintf(hint, sizeof hint, "%.*s", *nout ? (int)out[0].len : 0,
+                     *nout ? out[0].data : "");
+            free(payload);
+            payload = NULL;
+            *nout = 0;
+            if (c->recon && reconnect(c, hint) == 0) {
+                if (verb == V_CMIT && c->backed_out) {
+                    c->backed_out = c->uow = 0;
+                    pthread_mutex_unlock(&c->lock);
+                    *pCC = 1; *pRC = 2003; /* MQCC_WARNING, MQRC_BACKED_OUT */
+                    return NULL;
+                }
+                continue; /* the verb runs on the new connection */
+            }
+            c->broken = lost = 1;
+            c->broken_reason = c->recon ? 2548 : RC_CONNECTION_BROKEN;
+        }
+        if (!lost) break;
         MQLONG why = c->broken ? c->broken_reason : RC_CONNECTION_BROKEN;
         if (!c->broken && c->recon && verb != V_DISC && verb != V_CONNX) {
-            if (reconnect(c, verb) == 0) {
+            if (reconnect(c, NULL) == 0) {
                 if (verb == V_PUT || verb == V_PUT1 || verb == V_CMIT) {
                     why = 2549; /* MQRC_CALL_INTERRUPTED: its outcome is unknown */
                 } else {
@@ -642,22 +665,14 @@ static double reconnect_timeout_s(void) {
     return t > 0 ? t : 30.0;
 }
 
-/* One attempt: dial, MQCONNX, reopen every handle under its old number. The socket or -1. */
-static int reconnect_once(conn_t *c) {
+/* Dial `conname`, MQCONNX as `name`, reopen every handle under its old number. The socket or
+ * -1. */
+static int attach(conn_t *c, const char *conname, const char *name) {
     recon_t *r = c->recon;
-    char conname[512];
     MQLONG why;
-    if (r->cd_len) {
-        if (conname_of(r->cd, conname, sizeof conname)) return -1;
-    } else if (conname_of(NULL, conname, sizeof conname)
-               && (!r->ccdt_len || ccdt_conname(r->ccdt, r->ccdt_len, r->name, strlen(r->name),
-                                                conname, sizeof conname, &why))) {
-        return -1;
-    }
     char reached[300];
     int fd = dial(conname, &why, reached, sizeof reached);
     if (fd < 0) return -1;
-    const char *name = r->mode == 0x4000000 ? r->qmgr : r->name; /* _Q_MGR: the same one */
     field_t in[] = {{name, (uint32_t)strlen(name)}, {r->cno, r->cno_len}, {r->cd, r->cd_len},
                     {r->user, r->user_len}, {r->password, r->password_len},
                     {r->ccdt, r->ccdt_len}, {reached, (uint32_t)strlen(reached)}};
@@ -695,10 +710,38 @@ static int reconnect_once(conn_t *c) {
     return fd;
 }
 
-/* The connection broke: tell the event handler, connect again (within the reconnect timeout),
- * tell it how that ended. Called with c->lock held, so the connection's other verbs wait. */
-static int reconnect(conn_t *c, uint32_t verb) {
-    (void)verb;
+/* One attempt to connect again: the socket or -1. Without a hint, as the connection was first
+ * made (its CONNAME list or CCDT channels; _Q_MGR: the queue manager first reached). With a
+ * uniform cluster's hint (a queue manager's name), the CCDT's channels for that queue manager,
+ * else each entry of the connection's own list in turn, where only that queue manager accepts
+ * the name ("How automatic balancing uses automatic reconnect"). */
+static int reconnect_once(conn_t *c, const char *hint) {
+    recon_t *r = c->recon;
+    char conname[512];
+    MQLONG why;
+    int own = hint && r->ccdt_len ? ccdt_conname(r->ccdt, r->ccdt_len, hint, strlen(hint),
+                                                 conname, sizeof conname, &why) : -1;
+    if (own && r->cd_len) {
+        if (conname_of(r->cd, conname, sizeof conname)) return -1;
+    } else if (own && conname_of(NULL, conname, sizeof conname)
+               && (!r->ccdt_len || ccdt_conname(r->ccdt, r->ccdt_len, r->name, strlen(r->name),
+                                                conname, sizeof conname, &why))) {
+        return -1;
+    }
+    if (!hint) return attach(c, conname, r->mode == 0x4000000 ? r->qmgr : r->name);
+    char *save = NULL;
+    for (char *entry = strtok_r(conname, ",", &save); entry; entry = strtok_r(NULL, ",", &save)) {
+        int fd = attach(c, entry, hint);
+        if (fd >= 0) return fd;
+    }
+    return -1;
+}
+
+/* The connection broke, or its queue manager asked it to move to queue manager `hint`: tell the
+ * event handler, connect again (the hinted queue manager first, else any the connection
+ * reaches, within the reconnect timeout), tell it how that ended. Called with c->lock held, so
+ * the connection's other verbs wait. */
+static int reconnect(conn_t *c, const char *hint) {
     close(c->fd);
     c->fd = -1;
     MQLONG delay_ms = 100;
@@ -708,7 +751,8 @@ static int reconnect(conn_t *c, uint32_t verb) {
     double limit = reconnect_timeout_s();
     for (;;) {
         usleep((useconds_t)delay_ms * 1000);
-        int fd = reconnect_once(c);
+        int fd = hint ? reconnect_once(c, hint) : -1;
+        if (fd < 0) fd = reconnect_once(c, NULL);
         if (fd >= 0) {
             c->fd = fd;
             c->backed_out = c->uow;
@@ -1017,7 +1061,8 @@ void MQSUBRQ(MQHCONN Hconn, MQHOBJ Hsub, MQLONG Action, PMQVOID pSubRqOpts, PMQL
 /* callbacks, status                                                                         */
 
 /* MQCB: only MQOP_REGISTER/DEREGISTER of an event handler (MQCBT_EVENT_HANDLER) are accepted;
- * the emulator never breaks a connection on its own, so no event is ever delivered. */
+ * the dispatcher thread delivers the reconnection events (lost connections, uniform-cluster
+ * moves) to it. */
 void MQCB(MQHCONN Hconn, MQLONG Operation, PMQVOID pCallbackDesc, MQHOBJ Hobj,
           PMQVOID pMsgDesc, PMQVOID pGetMsgOpts, PMQLONG pCC, PMQLONG pRC) {
     (void)pMsgDesc; (void)pGetMsgOpts;

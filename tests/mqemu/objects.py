@@ -125,6 +125,7 @@ class Connection:
     events: bool = False
     sock: socket.socket | None = None  # for STOP CONN
     msg_handles: dict = field(default_factory=dict)  # hmsg -> properties.MessageHandle
+    options: int = 0  # MQCNO Options (reconnection: rebalance.py)
 
 
 def topic_matches(pattern: str, topic: str) -> bool:

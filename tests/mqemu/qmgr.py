@@ -38,6 +38,7 @@ from objects import (  # noqa: E402
 )
 from peers import Peer, Peers  # noqa: E402
 from properties import PropertyVerbs  # noqa: E402
+from rebalance import BALANCE_TIMEOUT_S, INTERVAL_S, MOVE_CC, Balancer  # noqa: E402
 from remote import RemoteHandle, RemoteQueues  # noqa: E402
 from topics import TopicObjects  # noqa: E402
 
@@ -56,6 +57,7 @@ class QueueManager(Cluster, RemoteQueues, Mqsc, PropertyVerbs, TopicObjects):
                  peers: Peers | None = None):
         self.name = name
         self.peers = peers or Peers("", Peer(name, "127.0.0.1", 0, os.getpid()))
+        self.balancer = Balancer(self)  # uniform-cluster application balancing (rebalance.py)
         self.user, self.password = user, password
         self.cond = threading.Condition()
         self.queues: dict[str, Queue] = {}
@@ -94,7 +96,7 @@ class QueueManager(Cluster, RemoteQueues, Mqsc, PropertyVerbs, TopicObjects):
             return fail(mqi.MQRC_NOT_AUTHORIZED), None
         appl = text(get(CNO, cno, "ApplName")) if (get(CNO, cno, "Version") or 0) >= 7 else ""
         conn = Connection(conn_number, appl or "python", user.decode() or "emulated",
-                          conname.decode())
+                          conname.decode(), options=get(CNO, cno, "Options") or 0)
         if cd and get(CD, cd, "ChannelType") not in (None, 6):
             return fail(2277), None  # MQRC_CD_ERROR: not a client-connection channel
         with self.cond:
@@ -118,7 +120,7 @@ class QueueManager(Cluster, RemoteQueues, Mqsc, PropertyVerbs, TopicObjects):
         if handler is None:
             return fail(mqi.MQRC_FUNCTION_NOT_SUPPORTED)
         with self.cond:
-            return handler(conn, f)
+            return self.balancer.move_request(conn) or handler(conn, f)
 
     def _handle(self, conn: Connection, hobj: int) -> Handle | None:
         return conn.handles.get(hobj)
@@ -330,6 +332,9 @@ class QueueManager(Cluster, RemoteQueues, Mqsc, PropertyVerbs, TopicObjects):
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return fail(mqi.MQRC_NO_MSG_AVAILABLE)
+            moving = self.balancer.move_request(conn)
+            if moving:
+                return moving
             self.cond.wait(left)
 
     @staticmethod
@@ -576,7 +581,10 @@ class Handler(socketserver.BaseRequestHandler):
                     sock.sendall(mqi.pack_reply(mqi.MQCC_OK, 0, []))
                     break
                 else:
-                    sock.sendall(mqi.pack_reply(*qm.call(conn, verb, fields)))
+                    reply = qm.call(conn, verb, fields)
+                    sock.sendall(mqi.pack_reply(*reply))
+                    if reply[0] == MOVE_CC:
+                        break  # asked to move: the client reconnects elsewhere
                 head = read_exact(sock, 4)
         except OSError:
             pass
@@ -613,10 +621,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mqsc", default="", help="file of admin commands run at start")
     parser.add_argument("--peers", default="", help="directory where running queue managers "
                                                     "announce themselves (clusters)")
+    parser.add_argument("--uniform", default="", metavar="CLUSTER",
+                        help="balance applications over this uniform cluster's members")
+    parser.add_argument("--rebalance-interval", type=float, default=INTERVAL_S, metavar="S",
+                        help=f"seconds between balancing rounds (default {INTERVAL_S:g})")
+    parser.add_argument("--balance-timeout", type=float, default=BALANCE_TIMEOUT_S, metavar="S",
+                        help="seconds a connection in a unit of work may finish it before it "
+                             f"is moved anyway (default MQ's {BALANCE_TIMEOUT_S:g})")
     args = parser.parse_args(argv)
     os.makedirs(args.data, exist_ok=True)
     peers = Peers(args.peers, Peer(args.name, args.host, args.port, os.getpid()))
     qm = QueueManager(args.name, args.user, args.password, peers)
+    qm.balancer.timeout_s = args.balance_timeout
     if args.mqsc:
         with open(args.mqsc, encoding="utf-8") as commands:
             for line in commands:
@@ -627,10 +643,13 @@ def main(argv: list[str] | None = None) -> int:
     with open(os.path.join(args.data, "qmgr.pid"), "w", encoding="utf-8") as pid:
         pid.write(f"{os.getpid()}\n")
     qm.peers.announce()
+    if args.uniform:
+        qm.balancer.start(args.uniform, args.rebalance_interval)
     print(f"READY {args.name} {args.port}", flush=True)
     try:
         server.serve_forever(poll_interval=0.1)
     finally:
+        qm.balancer.stop()
         qm.peers.withdraw()
         server.server_close()
     return 0

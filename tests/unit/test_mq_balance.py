@@ -5,6 +5,7 @@ import json
 
 from drivers import protocol
 from orchestrator.run.controller import Controller
+from orchestrator.scaling import scaler
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import QueueSpec, TopologySpec
 from tests.fakes import FakeClock, MemoryLauncher, ScriptedProvisioner, idle_host, no_probe
@@ -54,3 +55,52 @@ def test_the_same_run_with_a_broker_that_does_not_balance_moves_clients(tmp_path
     provisioner, events, moves = run(tmp_path, ScriptedProvisioner)
     assert provisioner.started == [1] and moves
     assert "rebalanced" in [e["kind"] for e in events]
+
+
+class PlacingProvisioner(BalancingProvisioner):
+    """A balancing broker that reports where the clients are: all on m0 until the
+    ``moved_after``-th question after m1 started, then half on each (never, with None)."""
+
+    moved_after: int | None = 2
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.asked = 0
+
+    def client_placement(self) -> dict[str, dict[str, int]]:
+        running = [f"m{i}" for i, up in enumerate(self.running) if up]
+        if len(running) < 2:
+            return {"m0": {"sender": 4, "receiver": 4}}
+        self.asked += 1
+        if self.moved_after is None or self.asked <= self.moved_after:
+            return {"m0": {"sender": 4, "receiver": 4}, "m1": {"sender": 0, "receiver": 0}}
+        return {"m0": {"sender": 2, "receiver": 2}, "m1": {"sender": 2, "receiver": 2}}
+
+
+class NeverPlacingProvisioner(PlacingProvisioner):
+    moved_after = None
+
+
+def test_after_a_member_starts_surge_records_where_the_broker_put_the_clients(tmp_path):
+    provisioner, events, moves = run(tmp_path, PlacingProvisioner)
+    assert moves == []
+    placed = [e for e in events if e["kind"] == "clients_placed"]
+    assert len(placed) == 1 and placed[0]["member"] == "m1"
+    assert placed[0]["placement"] == {"m0": {"sender": 2, "receiver": 2},
+                                      "m1": {"sender": 2, "receiver": 2}}
+    assert placed[0]["seconds"] == 2 * scaler.BALANCE_POLL_S  # asked three times
+    assert placed[0]["explain"].startswith("m1 holds 4 of 8 client connections")
+
+
+def test_a_broker_that_does_not_balance_in_time_is_recorded_as_such(tmp_path):
+    provisioner, events, moves = run(tmp_path, NeverPlacingProvisioner)
+    placed = next(e for e in events if e["kind"] == "clients_placed")
+    assert placed["seconds"] >= scaler.BALANCE_WAIT_S
+    assert placed["explain"].endswith("(the broker has not balanced them yet)")
+    assert placed["placement"]["m1"] == {"sender": 0, "receiver": 0}
+
+
+def test_a_member_must_hold_each_application_with_as_many_clients_as_members():
+    assert scaler.spread_to({"a": {"s": 1, "r": 2}, "b": {"s": 1, "r": 0}}, "b") is False
+    assert scaler.spread_to({"a": {"s": 1, "r": 2}, "b": {"s": 1, "r": 0}, "c": {}}, "b")
+    assert scaler.spread_to({"a": {"s": 3}, "b": {}}, "b") is False

@@ -6,15 +6,18 @@ runs. Members of the pool beyond ``start`` are created but not started (the docu
 pre-created queue managers); a scale-out is one ``strmqm`` in the member's slice, a scale-in
 ``endmqm -r`` so reconnectable clients move to the other members. Workers connect to the QM
 group through the CCDT with reconnect, so the uniform cluster balances them itself
-(``balances_clients``: the scaler sends no moves). Every remote command, its
+(``balances_clients``: the scaler sends no moves; it records where MQ put them,
+``client_placement``). Every remote command, its
 output and exit status go to ``record`` (the controller keeps them in the run directory); a
 failing command stops provisioning with the host, the command and its stderr.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -160,6 +163,21 @@ class UniformClusterProvisioner(Provisioner):
             members.append(member_sample(qm.name, running, figures,
                                          self.topology.cpu_per_member))
         return BrokerSample(members, depths)
+
+    def client_placement(self) -> dict[str, dict[str, int]]:
+        """The workers' connections per APPLTAG on each running queue manager, as
+        ``DISPLAY CONN(*) TYPE(CONN) APPLTAG`` lists them (runmqsc's own connection and the
+        queue manager's are not the run's and are left out)."""
+        mq = self.topology.ibmmq
+        tags = (mq.appltag_sender, mq.appltag_receiver)
+        placement = {}
+        for qm in self.qms:
+            if self._running.get(qm.index, False):
+                result = self._run(qm.host.name, f"runmqsc -e {qm.name}", check=False,
+                                   input_text="DISPLAY CONN(*) TYPE(CONN) APPLTAG\n")
+                found = Counter(re.findall(r"APPLTAG\(([^)]*)\)", result.stdout))
+                placement[qm.name] = {tag: found[tag] for tag in tags}
+        return placement
 
     def client_settings(self) -> dict[str, Any]:
         """The MQ driver's settings (:func:`~topologies.mq.uniform.client_settings`)."""
