@@ -112,6 +112,7 @@ class MqDriver(Driver):
         self.workers: list[Worker] = []
         self.started = False
         self.watching = True  # register MQCB event handlers until one fails
+        self.requested_moves: set[int] = set()  # connections their queue manager asked to move
         mode = settings.reconnect.strip().lower()
         self.reconnecting = mode in ("yes", "qmgr")
         self.connect_options = (C.MQCNO_CLIENT_BINDING | C.MQCNO_HANDLE_SHARE_BLOCK
@@ -148,15 +149,24 @@ class MqDriver(Driver):
 
     def _event(self, queue_manager: Any = None, queue: Any = None, md: Any = None,
                gmo: Any = None, msg: Any = None, cbc: Any = None, **_: Any) -> None:
-        """MQ's event handler: MQRC_RECONNECTING is a lost connection the client is
-        reconnecting; MQRC_RECONNECT_FAILED one it gave up on."""
+        """MQ's event handler: MQRC_RECONNECTING is the client reconnecting, a lost connection
+        (an error) unless the queue manager asked for it just before
+        (MQRC_Q_MGR_RECONNECT_REQUESTED: a uniform cluster balancing its applications, which is
+        counted as a reconnect only); MQRC_RECONNECT_FAILED one it gave up on."""
         reason = getattr(cbc, "Reason", 0)
         C = self.C
+        key = id(queue_manager)
         with self.lock:
-            if reason == C.MQRC_RECONNECTING:
+            if reason == getattr(C, "MQRC_Q_MGR_RECONNECT_REQUESTED", None):
+                self.requested_moves.add(key)
+            elif reason == C.MQRC_RECONNECTING:
                 self.recorder.reconnects += 1
-                self.recorder.error("connection lost, the MQ client is reconnecting")
+                if key not in self.requested_moves:
+                    self.recorder.error("connection lost, the MQ client is reconnecting")
+            elif reason == C.MQRC_RECONNECTED:
+                self.requested_moves.discard(key)
             elif reason == C.MQRC_RECONNECT_FAILED:
+                self.requested_moves.discard(key)
                 self.recorder.error("the MQ client could not reconnect")
 
     # -- the Driver interface ------------------------------------------------------------------

@@ -91,12 +91,9 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None,
         unfit = next((key for key in scenario.workload.keys if not mq_key_fits(key)), None)
         if unfit is not None:
             problems.append(at("workload", field, message=mq_key_problem(unfit)))
-    if topology.broker == "ibmmq" and topology.placement == "ssh" and queue.count == 1 and \
-            scenario.workload.bind == "not-fixed" and not topology.ibmmq.cluster_queues:
-        problems.append(at("workload", "bind", message=f"not-fixed spreads messages over the "
-                           f"instances of a cluster queue: set ibmmq.cluster_queues: true in "
-                           f"topology {topology.name} (else each message stays on its "
-                           f"sender's queue manager)"))
+    if topology.broker == "ibmmq" and topology.placement == "ssh" and queue.count == 1:
+        problems += [at("workload", "bind", message=m) for m in _mq_bind_problems(
+            scenario.workload.bind, topology)]
     load_hosts = {h.name for h in topology.hosts if "load" in h.roles}
     for role in ("senders", "receivers"):
         problems += [at("agents_on", role, i, message=f"{name!r} is not a host with role load "
@@ -398,3 +395,20 @@ def _unwrap(annotation: Any) -> Any:
 
 def _is_model(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _mq_bind_problems(bind: str, topology: TopologySpec) -> list[str]:
+    """What is wrong with ``workload.bind`` on an IBM MQ uniform cluster over SSH: not-fixed
+    needs cluster queues to spread over; on-open cannot be used on cluster queues by clients
+    that reconnect anywhere (MQ refuses the MQOPEN with MQRC_RECONNECT_INCOMPATIBLE, 2547: the
+    cluster's balancing may move them away from the instance they are bound to)."""
+    mq = topology.ibmmq
+    if bind == "not-fixed" and not mq.cluster_queues:
+        return [f"not-fixed spreads messages over the instances of a cluster queue: set "
+                f"ibmmq.cluster_queues: true in topology {topology.name} (else each message "
+                f"stays on its sender's queue manager)"]
+    if bind == "on-open" and mq.cluster_queues and mq.reconnect == "yes":
+        return [f"on-open is refused by MQ on a uniform cluster's cluster queues for clients "
+                f"that reconnect to any member (MQRC_RECONNECT_INCOMPATIBLE 2547): set "
+                f"ibmmq.reconnect: qmgr or no in topology {topology.name}, or bind: not-fixed"]
+    return []

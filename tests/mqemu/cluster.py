@@ -22,6 +22,9 @@ A mixin of ``qmgr.QueueManager`` with its MQSC commands:
   admin port (``PUT CLUSMSG``). A member that stops is no longer chosen; messages put not
   fixed that wait for it are chosen anew ("the exit is called again" in "Writing and compiling
   cluster workload exits"), bound ones wait for it.
+- In a uniform cluster a connection made with MQCNO_RECONNECT may not open a cluster queue for
+  output bound on open (explicitly or by DEFBIND): MQRC_RECONNECT_INCOMPATIBLE (2547, whose
+  page says so), since balancing may move it away from the instance it was bound to.
 - MQINQ on a handle resolved to a remote instance only: the attributes MQ keeps for a cluster
   queue ("MQINQ and clusters"): MQIA_Q_TYPE is MQQT_CLUSTER, MQIA_DEF_BIND its DEFBIND, and a
   local-only selector such as MQIA_CURRENT_Q_DEPTH gives MQCC_WARNING with
@@ -181,6 +184,9 @@ class Cluster:
             defbind = next((i.defbind for i in instances if i.peer is None), instances[0].defbind)
             bind = mqi.MQOO_BIND_NOT_FIXED if defbind == mqi.MQBND_BIND_NOT_FIXED \
                 else mqi.MQOO_BIND_ON_OPEN
+        if bind != mqi.MQOO_BIND_NOT_FIXED and options & mqi.MQOO_OUTPUT and \
+                conn.options & mqi.MQCNO_RECONNECT and self.balancer.cluster:
+            return fail(mqi.MQRC_RECONNECT_INCOMPATIBLE)  # a fixed bind can't follow a move
         if not options & mqi.MQOO_OUTPUT:  # inquire only: no destination to choose
             if local:
                 return None

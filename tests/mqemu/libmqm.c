@@ -745,6 +745,7 @@ static int reconnect(conn_t *c, const char *hint) {
     close(c->fd);
     c->fd = -1;
     MQLONG delay_ms = 100;
+    if (hint) post_event(c, 1, 2601, 0); /* MQCC_WARNING, MQRC_Q_MGR_RECONNECT_REQUESTED */
     post_event(c, 1, 2544, delay_ms); /* MQCC_WARNING, MQRC_RECONNECTING */
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);

@@ -139,3 +139,17 @@ def test_the_guide_lists_every_scenario_and_campaign():
         text = (root / page).read_text()
         unlisted = [p.name for p in root.glob(pattern) if f"`{p.name}`" not in text]
         assert not unlisted, f"{page} does not list {unlisted}"
+
+
+def test_bind_on_open_on_cluster_queues_with_clients_that_reconnect_anywhere_is_refused(
+        tmp_path):
+    """MQ refuses it (MQRC_RECONNECT_INCOMPATIBLE): balancing may move such a client away from
+    the instance it is bound to."""
+    root = Path(__file__).resolve().parents[2]
+    path = tmp_path / "s.yaml"
+    path.write_text((root / "scenarios" / "mq-uniform-cluster-scaling.yaml").read_text()
+                    .replace("../topologies", str(root / "topologies")))
+    (line,) = errors_of(path, ["topology.ibmmq.cluster_queues=true"])
+    assert "workload.bind" in line and "2547" in line and "ibmmq.reconnect: qmgr or no" in line
+    for fix in (["topology.ibmmq.reconnect=qmgr"], ["workload.bind=not-fixed"]):
+        load_scenario(path, ["topology.ibmmq.cluster_queues=true", *fix])

@@ -265,6 +265,29 @@ def test_surges_mq_senders_open_bound_as_the_workload_says(emulated_ibmmq, qmgrs
         driver.stop()
 
 
+def test_a_uniform_clusters_reconnectable_client_may_not_bind_on_open(emulated_ibmmq, qmgrs):
+    """MQRC_RECONNECT_INCOMPATIBLE (2547): the cluster's balancing may move the client away from
+    the instance it is bound to; bound not fixed, or reconnecting to its own queue manager only,
+    it may open the queue."""
+    ibmmq, C = emulated_ibmmq, emulated_ibmmq.CMQC
+    mqsc = [clusrcvr("UC01"), "DEFINE QLOCAL(PERF) CLUSTER(UC01) CLWLUSEQ(ANY)"]
+    member = qmgrs.start("QM1", mqsc=mqsc, options=("--uniform", "UC01"))
+    qmgrs.start("QM2", mqsc=mqsc, options=("--uniform", "UC01"))
+    cd = ibmmq.CD(ChannelName=b"APP.SVRCONN", ConnectionName=member.conname.encode())
+    for reconnect, bind, refused in ((C.MQCNO_RECONNECT, C.MQOO_BIND_ON_OPEN, True),
+                                     (C.MQCNO_RECONNECT, C.MQOO_BIND_NOT_FIXED, False),
+                                     (C.MQCNO_RECONNECT_Q_MGR, C.MQOO_BIND_ON_OPEN, False)):
+        qm = ibmmq.QueueManager(None)
+        qm.connect_with_options("QM1", cd=cd, opts=reconnect)
+        if refused:
+            with pytest.raises(ibmmq.MQMIError) as error:
+                ibmmq.Queue(qm, "PERF", C.MQOO_OUTPUT | bind)
+            assert error.value.reason == C.MQRC_RECONNECT_INCOMPATIBLE
+        else:
+            ibmmq.Queue(qm, "PERF", C.MQOO_OUTPUT | bind).close()
+        qm.disconnect()
+
+
 # -- other queue managers' queues (tests/mqemu/remote.py) ---------------------------------------
 
 

@@ -169,7 +169,8 @@ def test_a_starting_member_gets_half_of_each_application_and_no_message_is_lost(
     where = {id(c): c.where() for c in senders + receivers + pinned}
     for client in senders + receivers:
         moved = where[id(client)] == "QM2"
-        assert client.events == ([(C.MQCC_WARNING, C.MQRC_RECONNECTING),
+        assert client.events == ([(C.MQCC_WARNING, C.MQRC_Q_MGR_RECONNECT_REQUESTED),
+                                  (C.MQCC_WARNING, C.MQRC_RECONNECTING),
                                   (C.MQCC_OK, C.MQRC_RECONNECTED)] if moved else [])
     assert all(where[id(c)] == "QM1" and c.events == [] for c in pinned)
     everything_sent = [body for bodies in sent for body in bodies]
