@@ -48,7 +48,7 @@ import mqi
 from mqi import MD, OD, PMO, get, put
 from mqsc import COMMANDS, Command, command, not_found, wanted
 from objects import Handle, Message, Reply, fail
-from peers import Peer
+from peers import Peer, running
 
 DEFBINDS = {"OPEN": mqi.MQBND_BIND_ON_OPEN, "NOTFIXED": mqi.MQBND_BIND_NOT_FIXED,
             "GROUP": mqi.MQBND_BIND_ON_GROUP}
@@ -376,7 +376,7 @@ class Channel:
                 with contextlib.suppress(OSError):
                     stream and stream[2].close()
                 stream = None
-                if not _alive(self.peer.pid):
+                if not running(self.peer.pid):
                     self._give_back()
                 time.sleep(RETRY_S)
                 continue
@@ -431,15 +431,7 @@ def _published(directory, qmgr: str) -> dict[str, dict]:
 
 
 def _running(instance: Instance) -> bool:
-    return instance.peer is None or _alive(instance.peer.pid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
+    return instance.peer is None or running(instance.peer.pid)
 
 
 def _bind_name(bind: int) -> str:

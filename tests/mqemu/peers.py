@@ -64,7 +64,7 @@ class Peers:
             with contextlib.suppress(OSError, ValueError, TypeError):
                 entry = json.loads(path.read_text(encoding="utf-8"))
                 peer = Peer(**{**entry, "clusters": tuple(entry.get("clusters", ()))})
-                if peer.name != self.me.name and _running(peer.pid) and (
+                if peer.name != self.me.name and running(peer.pid) and (
                         cluster is None or cluster in peer.clusters):
                     found.append(peer)
         return found
@@ -78,7 +78,8 @@ def ask(peer: Peer, *commands: str, timeout_s: float = 5.0) -> list[list[str]] |
         return None
 
 
-def _running(pid: int) -> bool:
+def running(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a queue manager that ended without withdrawing)."""
     try:
         os.kill(pid, 0)
     except OSError:

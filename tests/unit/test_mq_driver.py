@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
-import threading
 import time
 
 import pytest
@@ -26,6 +25,7 @@ from drivers.mq.driver import MqClientMissing, MqDriver, MqEndpoint, reply_queue
 from drivers.mq.settings import MqSettings
 from drivers.protocol import Configure, Destination, MessageShape
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
+from tests.unit.mqemu_helpers import counted, mq_threads, until
 from tests.unit.mqi_standin import CMQC, StandIn
 
 MQ_FIELDS = {f.name for f in dataclasses.fields(MqSettings)}
@@ -50,19 +50,6 @@ def sender(driver: MqDriver, rate: float, limit: int | None = None, producer_id:
                                           driver.recorder, limit=limit))
 
 
-def until(condition, timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
-
-
-def counted(driver: MqDriver, name: str) -> int:
-    return driver.call(lambda: getattr(driver.recorder, name))
-
-
-def mq_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("mq-") and t.is_alive()]
 
 
 def seed(standin: StandIn, queue: str, n: int, size: int = 100, qmgr: str = "QM1",
