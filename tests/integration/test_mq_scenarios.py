@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from results.rundir.manifest import read_manifest
+from results.rundir.manifest import RunManifest, read_manifest
 from tests.mqemu import end_all, install_standins
 from tests.sshd import missing, running_sshd
 
@@ -29,7 +29,10 @@ ROOT = Path(__file__).resolve().parents[2]
 HOSTS = ("127.0.0.1", "127.0.1.2")  # two queue manager hosts behind one sshd
 PORT_BASE = 9750  # each host's first queue manager listens here
 EXPORTER_OFFSET = 20  # each queue manager's exporter listens 20 ports above it (9770...)
-QUICK = ["measure.settle=1s", "measure.drain=15s"]  # every run here: seconds, not minutes
+QUICK = {"measure.settle": "1s", "measure.drain": "15s"}  # every run here: seconds
+SWEEP_QUEUES = [{"name": "request%d", "count": 2}, {"name": "reply%d", "count": 2}]
+PAIRS = {"workload.queue": "PAIR%d", "workload.senders": 12,  # 6 requesters per pair
+         "plan.0.senders": [6, 12], "plan.0.hold": "2s"}
 
 
 @pytest.fixture(scope="module")
@@ -95,24 +98,37 @@ def surge(args: list[str], tmp_path: Path, library: Path) -> subprocess.Complete
     return done
 
 
-def surge_run(scenario: str, overrides: dict, tmp_path: Path, library: Path) -> dict:
-    """``surge run --no-live --json`` of a shipped scenario with ``overrides``; its JSON."""
+def surge_run(scenario: str, overrides: dict, tmp_path: Path, library: Path
+              ) -> tuple[dict, RunManifest]:
+    """``surge run --no-live --json`` of a shipped scenario with ``overrides``: its JSON and
+    its run.json."""
     done = surge(["run", str(ROOT / scenario), *sets(overrides), "--no-live", "--json",
                   "--runs-dir", str(tmp_path / "runs"), "--metrics-port", "0", "--web", "off",
                   "--no-analyze"], tmp_path, library)
-    return json.loads(done.stdout)
+    document = json.loads(done.stdout)
+    return document, read_manifest(Path(document["run_dir"]))
 
 
-def assert_exact(accounting: dict) -> None:
-    """Everything sent was received or is still queued; nothing lost."""
-    assert accounting["balanced"] and accounting["lost"] == 0, accounting
-    assert accounting["sent"] > 0, accounting
-    assert accounting["sent"] == accounting["received"] + accounting["still_queued"], accounting
-
-
-def assert_emulated(run_dir: Path) -> None:
-    manifest = read_manifest(run_dir)
+def assert_exact(manifest: RunManifest) -> None:
+    """A completed run on emulated MQ: everything sent was received or is still queued (read
+    by runmqsc on the queue managers), nothing lost."""
+    assert manifest.outcome == "completed"
     assert manifest.broker.emulated and manifest.headings()[0].startswith("Broker: emulated MQ")
+    accounting = manifest.accounting
+    print(f"{manifest.scenario['name']}: {accounting.explain}")
+    assert accounting.balanced and accounting.lost == 0 and accounting.sent > 0, accounting
+    assert accounting.sent == accounting.received + accounting.still_queued, accounting
+
+
+def assert_answered(manifest: RunManifest) -> None:
+    """:func:`assert_exact` of a request/reply run: every request the responders took was
+    answered, every reply matched its requester's request by correlation id, none late."""
+    assert_exact(manifest)
+    details = manifest.accounting_details
+    print(f"  served {details['served']}, round trips {details['round_trips']}, unmatched "
+          f"{details['unmatched']}, timeouts {details['timeouts']}")
+    assert details["served"] == details["round_trips"] == manifest.accounting.received
+    assert (details["unmatched"], details["timeouts"]) == (0, 0)
 
 
 def test_the_uniform_cluster_scaling_scenario_runs_scaled_down_on_its_own_topology(
@@ -127,17 +143,14 @@ def test_the_uniform_cluster_scaling_scenario_runs_scaled_down_on_its_own_topolo
                  "scaling.pool": 4, "scaling.scale_out.cooldown": "3s",
                  "topology.members": 4, "topology.cpu_per_member": 1,
                  "topology.ibmmq.repositories": ["UC01QM01", "UC01QM03"],
-                 **{f"topology.ibmmq.{key}": value for key, value in ibmmq.items()},
-                 **dict(o.split("=") for o in QUICK)}
-    document = surge_run("scenarios/mq-uniform-cluster-scaling.yaml", overrides, tmp_path,
-                         mqemu_library)
-    assert document["outcome"] == "completed"
-    accounting = document["accounting"]
-    assert_exact(accounting)
-    assert accounting["still_queued"] == 0  # the receivers kept up at 320 msg/s at most
-    assert [row["target_rate"] for row in document["steps"]
-            if not row["missing_seconds"]][-1] == 4 * 80
-    assert_emulated(Path(document["run_dir"]))
+                 **{f"topology.ibmmq.{key}": value for key, value in ibmmq.items()}, **QUICK}
+    document, manifest = surge_run("scenarios/mq-uniform-cluster-scaling.yaml", overrides,
+                                   tmp_path, mqemu_library)
+    assert_exact(manifest)
+    assert manifest.accounting.still_queued == 0  # the receivers kept up with 320 msg/s
+    measured = [row for row in document["steps"] if not row["missing_seconds"]]
+    assert [row["target_rate"] for row in measured][-1] == 4 * 80  # the last step: +40 each
+    assert all(row["members"] >= 1 for row in measured)
 
 
 def test_the_native_ha_requester_sweep_runs_its_loop_on_an_emulated_queue_manager(
@@ -145,14 +158,77 @@ def test_the_native_ha_requester_sweep_runs_its_loop_on_an_emulated_queue_manage
     """scenarios/mq-native-ha-requester-sweep.yaml's requester/responder loop (request%d
     queues, replies on reply%d by correlation id, responders under syncpoint) on an emulated
     PERF0 instead of the Native HA queue manager: 1, 2, 4 requesters, 2 s each."""
-    topology = request_reply_topology(sshd, standins, tmp_path, [
-        {"name": "request%d", "count": 2}, {"name": "reply%d", "count": 2}])
+    topology = request_reply_topology(sshd, standins, tmp_path, SWEEP_QUEUES)
     overrides = {"topology": str(topology), "workload.senders": 4, "workload.receivers": 4,
-                 "plan.0.senders": [1, 2, 4], "plan.0.hold": "2s",
-                 **dict(o.split("=") for o in QUICK)}
-    document = surge_run("scenarios/mq-native-ha-requester-sweep.yaml", overrides, tmp_path,
-                         mqemu_library)
-    assert document["outcome"] == "completed"
-    print(json.dumps(document["accounting"]), json.dumps(document["steps"]))
-    assert_exact(document["accounting"])
-    assert_emulated(Path(document["run_dir"]))
+                 "plan.0.senders": [1, 2, 4], "plan.0.hold": "2s", **QUICK}
+    document, manifest = surge_run("scenarios/mq-native-ha-requester-sweep.yaml", overrides,
+                                   tmp_path, mqemu_library)
+    assert_answered(manifest)
+    assert [phase.senders for phase in manifest.phases] == [1, 2, 4]  # requesters
+    assert len(document["steps"]) == 3
+
+
+def pair_topology(sshd, bin_dir: Path, tmp_path: Path) -> Path:
+    """Document 004's five queue pairs on one emulated queue manager: request queues
+    PAIR1..PAIR5 (``pair-%d`` is no MQ name: MQ names have no ``-``) and the shared reply
+    queues PAIR1.REPLY.. the requesters read."""
+    return request_reply_topology(sshd, bin_dir, tmp_path, [
+        {"name": "PAIR%d", "count": 5}, {"name": "PAIR%d.REPLY", "count": 5}])
+
+
+def test_the_zos_queue_pair_growth_runs_on_an_emulated_queue_manager(
+        sshd, standins, mqemu_library, tmp_path):
+    """scenarios/zos-queue-pair-growth.yaml on MQ: 1 then 2 queue pairs (6 requesters each,
+    2 responders per pair under syncpoint), 2 s each."""
+    document, manifest = surge_run("scenarios/zos-queue-pair-growth.yaml", {
+        "topology": str(pair_topology(sshd, standins, tmp_path)), **PAIRS, **QUICK},
+        tmp_path, mqemu_library)
+    assert_answered(manifest)
+    assert [phase.senders for phase in manifest.phases] == [6, 12]  # 1 then 2 pairs
+    assert len(document["steps"]) == 2
+
+
+def surge_campaign(campaign: str, overrides: dict, tmp_path: Path, library: Path
+                   ) -> list[RunManifest]:
+    """``surge campaign`` of a shipped campaign with ``overrides`` for every cell (no
+    analysis); every cell done, each cell's run.json in cell order."""
+    root = tmp_path / "campaigns"
+    surge(["campaign", str(ROOT / campaign), *sets(overrides), "--campaigns-dir", str(root),
+           "--no-analyze", "--metrics-port", "0", "--web", "off"], tmp_path, library)
+    (directory,) = root.iterdir()
+    state = json.loads((directory / "campaign.json").read_text())
+    cells = state["cells"]
+    assert cells and all(cell["status"] == "done" for cell in cells), cells
+    return [read_manifest(directory / cell["id"]) for cell in cells]
+
+
+def test_the_zos_queue_pairs_campaign_runs_every_message_size_on_emulated_mq(
+        sshd, standins, mqemu_library, tmp_path):
+    """campaigns/zos-queue-pairs.yaml on MQ: its 2 KiB, 64 KiB and 4 MiB cells, each 2 queue
+    pairs for 2 s, on one emulated queue manager brought up once for the three."""
+    manifests = surge_campaign("campaigns/zos-queue-pairs.yaml", {
+        "topology": str(pair_topology(sshd, standins, tmp_path)), **PAIRS,
+        "plan.0.senders": [12], **QUICK}, tmp_path, mqemu_library)
+    assert [m.scenario["workload"]["message"]["size"] for m in manifests] == \
+        [2048, 65536, 4 * 1024 * 1024]
+    for manifest in manifests:
+        assert_answered(manifest)
+
+
+def test_the_native_ha_message_sizes_campaign_runs_its_matrix_on_emulated_mq(
+        sshd, standins, mqemu_library, tmp_path):
+    """campaigns/native-ha-message-sizes.yaml (document 003's matrix of the requester sweep:
+    2K/20K/200K x persistent or not) on MQ: 2 requesters for 2 s per cell. Its
+    scenario's ``request-%d`` is no MQ name: ``request%d`` here, as in
+    scenarios/mq-native-ha-requester-sweep.yaml."""
+    topology = request_reply_topology(sshd, standins, tmp_path, SWEEP_QUEUES)
+    manifests = surge_campaign("campaigns/native-ha-message-sizes.yaml", {
+        "topology": str(topology), "workload.queue": "request%d", "workload.senders": 2,
+        "workload.receivers": 2, "plan.0.senders": [2], "plan.0.hold": "2s", **QUICK},
+        tmp_path, mqemu_library)
+    assert [(m.scenario["workload"]["message"]["persistent"],
+             m.scenario["workload"]["message"]["size"]) for m in manifests] == \
+        [(persistent, size) for persistent in (False, True)
+         for size in (2048, 20 * 1024, 200 * 1024)]
+    for manifest in manifests:
+        assert_answered(manifest)
