@@ -182,7 +182,8 @@ def campaign(file: Annotated[Path, typer.Argument(help="Campaign YAML, e.g. "
              overrides: Annotated[list[str], typer.Option(
                  "--set", help="Override a field in every cell, after the cell's own set and "
                                "matrix, e.g. --set plan.0.hold=5s, --set topology.members=3 or "
-                               "--set topology=my-topology.yaml (a file relative to here); "
+                               "--set topology=/abs/my-topology.yaml (relative: to the scenario, "
+                               "as in surge run); "
                                "not a key a matrix varies")] = None,
              metrics_port: MetricsPortOption = None,
              web: WebOption = "127.0.0.1:0",

@@ -284,7 +284,7 @@ def load_campaign(path: str | Path, overrides: list[str] | None = None) -> Campa
     of overrides; each problem names the campaign file and the field that caused it (e.g.
     ``cells.0.matrix.workload.senders``, ``--set topology.members``) or, for a broken
     scenario, that scenario's file. ``overrides``: the command's ``--set key=value`` for every
-    cell (a ``topology`` file relative to the current directory)."""
+    cell (a ``topology`` file relative to the cell's scenario)."""
     path = Path(path)
     spec, lines = load_model(path, CampaignSpec)
     spec = _resolve_paths(spec, yamlsafe.resolve(path).parent)
@@ -332,9 +332,9 @@ def _overlap(key: str, other: str) -> bool:
 
 
 def _given(path: str, spec: CampaignSpec, overrides: list[str]) -> tuple[tuple[str, str], ...]:
-    """The command's overrides as ``(key, value)`` pairs, a ``topology`` file made absolute;
-    a :class:`SpecError` for one that is no ``key=value`` or names a key a matrix varies (its
-    cells would all be alike)."""
+    """The command's overrides as ``(key, value)`` pairs (a ``topology`` file relative to each
+    cell's scenario, as ``surge run --set topology=`` is); a :class:`SpecError` for one that is
+    no ``key=value`` or names a key a matrix varies (its cells would all be alike)."""
     pairs, problems = [], []
     for override in overrides:
         key, sep, value = override.partition("=")
@@ -349,7 +349,7 @@ def _given(path: str, spec: CampaignSpec, overrides: list[str]) -> tuple[tuple[s
             problems.append(Problem(where, f"{', '.join(varied)} varies it; a --set would make "
                                            f"those cells alike (change the campaign instead)"))
             continue
-        pairs.append((key, str(yamlsafe.resolve(Path(value))) if key == "topology" else value))
+        pairs.append((key, value))
     if problems:
         raise SpecError(path, problems)
     return tuple(pairs)
