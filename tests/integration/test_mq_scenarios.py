@@ -52,13 +52,14 @@ def standins(tmp_path) -> Iterator[Path]:
 
 
 def on_loopback(sshd, bin_dir: Path, tmp_path: Path, members: int) -> dict:
-    """The ``ibmmq`` fields that put a uniform cluster's ``members`` queue managers on the two
-    loopback hosts behind ``sshd``, run by the stand-ins in ``bin_dir``."""
+    """The ``ibmmq`` fields that put ``members`` queue managers on the loopback hosts behind
+    ``sshd`` (in blocks, as many on each as can be), run by the stand-ins in ``bin_dir``."""
+    hosts = HOSTS[:min(members, len(HOSTS))]
     return {"port_base": PORT_BASE, "exporter_port_base": PORT_BASE + EXPORTER_OFFSET,
             "statistics_interval": 1, "bin_dir": str(bin_dir),
             "files_dir": str(tmp_path / "nfs1"),
-            "hosts": [{"name": host, "members": max(1, members // len(HOSTS)),
-                       "cpus": os.cpu_count()} for host in HOSTS[:max(1, min(2, members))]],
+            "hosts": [{"name": host, "members": members // len(hosts) + (i < members % len(hosts)),
+                       "cpus": os.cpu_count()} for i, host in enumerate(hosts)],
             "ssh": {"port": sshd.port, "user": sshd.user, "key_file": str(sshd.key_file),
                     "known_hosts": "strict", "known_hosts_file": str(sshd.known_hosts_file),
                     "connect_timeout": 5, "command_timeout": 60, "retries": 0}}
@@ -134,14 +135,15 @@ def assert_answered(manifest: RunManifest) -> None:
 def test_the_uniform_cluster_scaling_scenario_runs_scaled_down_on_its_own_topology(
         sshd, standins, mqemu_library, tmp_path):
     """scenarios/mq-uniform-cluster-scaling.yaml on topologies/mq-uc01-uniform.yaml with its
-    hosts pointed at loopback: 4 queue managers instead of 12, 4 senders instead of 180,
-    seconds per step."""
+    hosts pointed at loopback: 4 queue managers instead of 12, 4 senders instead of 180, its
+    three kinds of step for 3 s each (1, 40, +40 msg/s per sender: one queue manager carries
+    that, so nothing scales out here; test_mq_runs.py scales out)."""
     ibmmq = on_loopback(sshd, standins, tmp_path, 4)
     overrides = {"workload.senders": 4, "workload.receivers": 4,
                  "plan.0.hold": "3s", "plan.1.rate_per_sender": 40, "plan.1.hold": "3s",
                  "plan.2.rate_per_sender": "+40", "plan.2.hold": "3s", "plan.2.repeat": 1,
                  "scaling.pool": 4, "scaling.scale_out.cooldown": "3s",
-                 "topology.members": 4, "topology.cpu_per_member": 1,
+                 "topology.members": 4,
                  "topology.ibmmq.repositories": ["UC01QM01", "UC01QM03"],
                  **{f"topology.ibmmq.{key}": value for key, value in ibmmq.items()}, **QUICK}
     document, manifest = surge_run("scenarios/mq-uniform-cluster-scaling.yaml", overrides,
