@@ -505,14 +505,16 @@ def stopped_text(campaign: Campaign, result: CampaignResult, campaigns_dir: Path
 def run_campaign(path: Path, campaigns_dir: Path, analyze: bool = True,
                  price_per_core_hour: float | None = None,
                  say: Callable[[str], None] = print,
-                 metrics_port: int | None = None, web: str | None = None) -> CampaignResult:
-    """``surge campaign``: validate, run what is not done, then (unless stopped) analyse the
-    done cells, print the summary and write it to ``<campaign dir>/summary.md``.
+                 metrics_port: int | None = None, web: str | None = None,
+                 overrides: list[str] | None = None) -> CampaignResult:
+    """``surge campaign``: validate (with the command's ``overrides`` for every cell), run
+    what is not done, then (unless stopped) analyse the done cells, print the summary and
+    write it to ``<campaign dir>/summary.md``.
     ``metrics_port`` is each cell's controller's ``/metrics`` port (see
     :class:`~orchestrator.run.exposition.ControllerMetrics`); ``web`` the campaign's live
     page (``HOST:PORT``, None: none)."""
     check_metrics_port(metrics_port)
-    campaign = load_campaign(path)
+    campaign = load_campaign(path, overrides)
     result = CampaignRunner(campaign, campaigns_dir, metrics_port=metrics_port, web=web).run()
     if result.stopped:
         say(stopped_text(campaign, result, campaigns_dir))

@@ -179,6 +179,12 @@ def campaign(file: Annotated[Path, typer.Argument(help="Campaign YAML, e.g. "
              price_per_core_hour: Annotated[float | None, typer.Option(
                  help="Price of one core for one hour, for the cost ranking (default: the "
                       "campaign's price_per_core_hour, else surge analyze's)")] = None,
+             overrides: Annotated[list[str], typer.Option(
+                 "--set", help="Override a field in every cell, after the cell's own set and "
+                               "matrix, e.g. --set plan.0.hold=5s, --set topology.members=3 or "
+                               "--set topology=/abs/my-topology.yaml (relative: to the scenario, "
+                               "as in surge run); "
+                               "not a key a matrix varies")] = None,
              metrics_port: MetricsPortOption = None,
              web: WebOption = "127.0.0.1:0",
              ) -> None:
@@ -190,7 +196,8 @@ def campaign(file: Annotated[Path, typer.Argument(help="Campaign YAML, e.g. "
     gives one cell per combination of its matrix values, `repetitions` times. Its id, e.g.
     003-quickstart-members=5,size=2KiB-r1, is its run directory under the campaign directory.
     Cells run grouped by topology: each topology is brought up before its cells, restarted
-    between them if a cell left it changed, and torn down after them. For example:
+    between them if a cell left it changed, and torn down after them. --set changes every
+    cell, e.g. a shorter hold or another topology for a quick pass. For example:
 
     \b
       name: smoke                 # the campaign directory's name
@@ -204,14 +211,16 @@ def campaign(file: Annotated[Path, typer.Argument(help="Campaign YAML, e.g. "
     Resuming: run the same command again. Cells whose run completed are kept, not run again
     (so once all are done it only prints the summary); a cell left interrupted or failed has
     its directory renamed to <cell id>.attempt-<n> and runs again. Nothing is deleted.
-    campaign.json in the campaign directory holds every cell's status and verdict.
+    campaign.json in the campaign directory holds every cell's status, verdict and
+    overrides; a campaign run with other --set values belongs in another --campaigns-dir
+    (completed cells are kept whatever their overrides were).
 
     Ctrl-C once ends the running cell cleanly and starts no further one; twice forces. The
     topology is torn down either way. Exit status: 0 when every cell is done (passing the
     requirement or not), 1 when a cell failed to run, 130 when stopped by Ctrl-C.
     """
     from orchestrator.campaign.runner import run_campaign
-    result = run_campaign(file, campaigns_dir, analyze=analyze,
+    result = run_campaign(file, campaigns_dir, analyze=analyze, overrides=overrides or [],
                           price_per_core_hour=price_per_core_hour, say=typer.echo,
                           metrics_port=metrics_port, web=web_address(web))
     if result.stopped:

@@ -22,7 +22,8 @@ def validate(files: Annotated[list[Path], typer.Argument(
              ) -> None:
     """Check spec files without running anything; every problem is listed with file and line.
     A campaign is checked with every scenario it names under every combination of its matrix.
-    --set applies to each scenario or topology as in surge run or surge up. What is valid but
+    --set applies to each scenario, campaign or topology as in surge run, surge campaign or
+    surge up. What is valid but
     probably not meant (a fault after the plan ends, a step no longer than measure.settle) is
     a warning line on stderr; warnings alone exit 0."""
     from orchestrator.specs.kinds import check_files  # the spec models: pydantic

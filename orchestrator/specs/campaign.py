@@ -16,7 +16,9 @@ A campaign file (``campaigns/<name>.yaml``)::
 
 Every entry of ``cells`` expands into every combination of its matrix, repeated
 ``repetitions`` times (all combinations once, then all again). The cell id
-(``003-quickstart-members=5,size=2KiB-r1``) depends only on the campaign file.
+(``003-quickstart-members=5,size=2KiB-r1``) depends only on the campaign file. Overrides given
+with the command (``surge campaign FILE --set key=value``) go to every cell after its own, as
+``surge run --set`` goes after the scenario file; they may not name a key a matrix varies.
 """
 
 from __future__ import annotations
@@ -193,11 +195,13 @@ class Cell:
     fixed: tuple[tuple[str, str], ...]  # the entry's ``set``
     params: tuple[tuple[str, str], ...]  # this combination of the entry's ``matrix``
     repetition: int
+    given: tuple[tuple[str, str], ...] = ()  # the command's ``--set``, for every cell
 
     @property
     def overrides(self) -> list[str]:
-        """The ``key=value`` overrides of this cell, as ``--set`` takes them."""
-        return [f"{key}={value}" for key, value in (*self.fixed, *self.params)]
+        """The ``key=value`` overrides of this cell, as ``--set`` takes them: its entry's,
+        its combination's, then the command's."""
+        return [f"{key}={value}" for key, value in (*self.fixed, *self.params, *self.given)]
 
     @property
     def combination(self) -> str:
@@ -234,9 +238,10 @@ def _label_value(key: str, value: str) -> str:
     return Path(value).stem if key == "topology" else value
 
 
-def expand_cells(spec: CampaignSpec) -> list[Cell]:
+def expand_cells(spec: CampaignSpec, given: tuple[tuple[str, str], ...] = ()) -> list[Cell]:
     """Every cell of a campaign in a fixed order: entry by entry; within an entry, repetition
-    by repetition, every matrix combination (the first key varies slowest)."""
+    by repetition, every matrix combination (the first key varies slowest); ``given``: the
+    command's overrides, for every cell."""
     cells: list[Cell] = []
     for group_index, group in enumerate(spec.cells):
         names = short_names(list(group.matrix))
@@ -249,7 +254,7 @@ def expand_cells(spec: CampaignSpec) -> list[Cell]:
                     id=cell_id(len(cells) + 1, group.scenario.stem, labels, repetition),
                     group=group_index, scenario=group.scenario,
                     fixed=tuple(group.set.items()), params=tuple(combination),
-                    repetition=repetition))
+                    repetition=repetition, given=given))
     return cells
 
 
@@ -274,14 +279,16 @@ class Campaign:
         return plans.duration(plans.expand(scenario.plan))
 
 
-def load_campaign(path: str | Path) -> Campaign:
+def load_campaign(path: str | Path, overrides: list[str] | None = None) -> Campaign:
     """Read a campaign and validate it with every scenario it names under every combination
     of overrides; each problem names the campaign file and the field that caused it (e.g.
-    ``cells.0.matrix.workload.senders``) or, for a broken scenario, that scenario's file."""
+    ``cells.0.matrix.workload.senders``, ``--set topology.members``) or, for a broken
+    scenario, that scenario's file. ``overrides``: the command's ``--set key=value`` for every
+    cell (a ``topology`` file relative to the cell's scenario)."""
     path = Path(path)
     spec, lines = load_model(path, CampaignSpec)
     spec = _resolve_paths(spec, yamlsafe.resolve(path).parent)
-    cells = expand_cells(spec)
+    cells = expand_cells(spec, _given(str(path), spec, overrides or []))
     loaded: dict[tuple, tuple[ScenarioSpec, TopologySpec]] = {}
     own: dict[Path, list[tuple[str, Problem]]] = {}  # each scenario's problems without overrides
     problems: dict[tuple[str, str], Problem] = {}  # one per campaign field and original message
@@ -316,6 +323,38 @@ def _resolve_paths(spec: CampaignSpec, base: Path) -> CampaignSpec:
     return spec.model_copy(update={"cells": groups})
 
 
+def _overlap(key: str, other: str) -> bool:
+    """Whether two override keys set some field alike (``topology``, a file, is no field of
+    ``topology.members``)."""
+    if "topology" in (key, other):
+        return key == other
+    return key == other or key.startswith(other + ".") or other.startswith(key + ".")
+
+
+def _given(path: str, spec: CampaignSpec, overrides: list[str]) -> tuple[tuple[str, str], ...]:
+    """The command's overrides as ``(key, value)`` pairs (a ``topology`` file relative to each
+    cell's scenario, as ``surge run --set topology=`` is); a :class:`SpecError` for one that is
+    no ``key=value`` or names a key a matrix varies (its cells would all be alike)."""
+    pairs, problems = [], []
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        where = f"--set {key}"
+        if not sep or not _KEY.fullmatch(key):
+            problems.append(Problem(f"--set {override}", "expected field.path=value, e.g. "
+                                                         "plan.0.hold=5s or topology.members=3"))
+            continue
+        varied = [f"cells.{i}.matrix" for i, group in enumerate(spec.cells)
+                  if any(_overlap(key, name) for name in group.matrix)]
+        if varied:
+            problems.append(Problem(where, f"{', '.join(varied)} varies it; a --set would make "
+                                           f"those cells alike (change the campaign instead)"))
+            continue
+        pairs.append((key, value))
+    if problems:
+        raise SpecError(path, problems)
+    return tuple(pairs)
+
+
 def _scenario_exists(cell: Cell, lines: dict, problems: dict[tuple[str, str], Problem]
                      ) -> bool:
     why = yamlsafe.unreadable(cell.scenario)
@@ -348,13 +387,16 @@ def _blame(path: str, problem: Problem, cell: Cell, lines: dict, intrinsic: bool
     field_ = problem.field if path == str(cell.scenario) else \
         ".".join(p for p in ("topology", problem.field) if p)
     pairs = [("set", key, value) for key, value in cell.fixed] + \
-            [("matrix", key, value) for key, value in cell.params]
-    culprit = next((pair for pair in pairs if field_ == pair[1] or field_.startswith(
+            [("matrix", key, value) for key, value in cell.params] + \
+            [("--set", key, value) for key, value in cell.given]
+    culprit = next((pair for pair in reversed(pairs) if field_ == pair[1] or field_.startswith(
         pair[1] + ".") or pair[1].startswith(field_ + ".")), None)
     if culprit:
         kind, key, value = culprit
-        return at("cells", cell.group, kind, key, message=f"{problem.message} (scenario "
-                  f"{cell.scenario.name} with {key}={value})")
+        message = f"{problem.message} (scenario {cell.scenario.name} with {key}={value})"
+        if kind == "--set":
+            return Problem(f"--set {key}", message)
+        return at("cells", cell.group, kind, key, message=message)
     kind = "matrix" if cell.params else "set"
     return at("cells", cell.group, kind, message=f"{field_}: {problem.message} (scenario "
               f"{cell.scenario.name} with {', '.join(cell.overrides)})")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from orchestrator.errors import Problem, SpecError
+from orchestrator.errors import SpecError
 from orchestrator.specs.campaign import load_campaign
 from orchestrator.specs.loader import load_scenario, load_topology, read_document
 
@@ -34,15 +34,12 @@ def load_any(path: str | Path, overrides: list[str] | None = None,
     """Validate a file as whichever spec it is, for ``surge validate``: a campaign has
     ``cells`` (and every scenario and matrix combination it names is validated too), a
     scenario has ``plan`` or ``workload``, anything else is a topology. ``overrides`` apply as
-    in ``surge run`` (a scenario) or ``surge up`` (a topology); a campaign sets its values in
-    its cells. A scenario's warnings go to ``warn``."""
+    in ``surge run`` (a scenario), ``surge campaign`` (every cell of a campaign) or ``surge
+    up`` (a topology). A scenario's warnings go to ``warn``."""
     path = Path(path)
     document, _ = read_document(path)
     if "cells" in document:
-        if overrides:
-            raise SpecError(str(path), [Problem("", "--set does not apply to a campaign; give "
-                                                    "overrides in its cells (set, matrix)")])
-        return load_campaign(path).spec
+        return load_campaign(path, overrides).spec
     if "plan" in document or "workload" in document:
         return load_scenario(path, overrides, warn)[0]
     return load_topology(path, overrides)

@@ -3,6 +3,7 @@ exchanges and bindings declared on it once it is up."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -11,7 +12,7 @@ from orchestrator.specs.base import Bytes, Loc, Seconds, Spec
 from orchestrator.specs.existing import ExistingSpec
 from orchestrator.specs.hosts import HostSpec, RabbitKubernetesSpec
 from orchestrator.specs.limits import MAX_CORES_PER_MEMBER, Number
-from orchestrator.specs.mq import MqSpec
+from orchestrator.specs.mq import MQ_NAME, MqSpec
 from orchestrator.specs.routing import (
     BindingSpec,
     ExchangeSpec,
@@ -219,6 +220,8 @@ class TopologySpec(Spec):
             found += [(("queues", i, "per_receiver"), "RabbitMQ only: on IBM MQ bind a queue "
                                                       "per subscription")
                       for i, q in enumerate(self.queues) if q.per_receiver]
+            if self.placement != "kubernetes":  # there the CR's rendering checks them
+                found += _mq_name_problems(self.queues, self.members)
         if self.placement == "existing":
             return found + self._existing_problems()
         if self.broker == "rabbitmq" and self.placement == "ssh":
@@ -314,3 +317,15 @@ class TopologySpec(Spec):
         ``headers``) reaches (:func:`orchestrator.specs.routing.routes`)."""
         return routes(self.exchanges, self.bindings, self.queue_names, exchange, routing_key,
                       headers)
+
+
+def _mq_name_problems(queues: list[QueueSpec], members: int) -> list[tuple[Loc, str]]:
+    """Each queue whose names (a pattern's, a per-member queue's instances) are not MQ object
+    names: MQ refuses to define them."""
+    found = []
+    for i, queue in enumerate(queues):
+        bad = [name for name in queue.instances(range(members)) if not re.match(MQ_NAME, name)]
+        if bad:
+            found.append((("queues", i, "name"), f"{bad[0]!r} is not an MQ object name (at most "
+                                                 f"48 of A-Z a-z 0-9 . _ / %; no -)"))
+    return found

@@ -169,8 +169,12 @@ def test_validate_takes_set_like_run():
     code, (line,) = validate(SCENARIO, "--set", "topology.members=true")
     assert code == 2 and "_topology.yaml" in line and "members: Input should be a valid integer" \
         in line
-    code, (line,) = validate(CORPUS / "repetitions_times_matrix.yaml", "--set", "repetitions=1")
-    assert code == 2 and "--set does not apply to a campaign" in line
+    campaign = CORPUS.parents[2] / "campaigns" / "zos-queue-pairs.yaml"
+    assert validate(campaign, "--set", "plan.0.hold=3s")[0] == 0  # every cell takes it
+    code, (line,) = validate(campaign, "--set", "workload.message.size=2KiB")
+    assert code == 2 and line == f"{campaign}: --set workload.message.size: cells.0.matrix " \
+                                 f"varies it; a --set would make those cells alike (change " \
+                                 f"the campaign instead)"
 
 
 # -- what is read stays whole -----------------------------------------------------------------

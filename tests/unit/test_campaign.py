@@ -134,6 +134,39 @@ def test_a_topology_value_names_a_file_relative_to_the_campaign(spec_dir):
     assert [campaign.specs[c.id][1].name for c in campaign.cells] == ["t1", "t2"]
 
 
+def test_the_commands_set_goes_to_every_cell_after_its_own(spec_dir):
+    (spec_dir / "specs" / "other.yaml").write_text(TOPOLOGY.replace("t1", "t2"))
+    campaign = load_campaign(spec_dir / "smoke.yaml",
+                             ["plan.0.hold=2s", "workload.senders=3", "topology=other.yaml"])
+    assert [c.id for c in campaign.cells] == [c.id for c in load_campaign(
+        spec_dir / "smoke.yaml").cells]  # the ids are the file's
+    cell = campaign.cells[3]
+    assert cell.overrides == ["plan.0.hold=5s", "topology.members=2",
+                              "workload.message.size=20KiB", "plan.0.hold=2s",
+                              "workload.senders=3", "topology=other.yaml"]  # by the scenario
+    scenario, topology = campaign.specs[cell.id]
+    assert (scenario.plan[0].hold, scenario.workload.senders) == (2, 3)
+    assert (topology.name, topology.members) == ("t2", 2)
+
+
+def test_a_commands_set_that_is_wrong_is_named_as_given(spec_dir):
+    path = spec_dir / "smoke.yaml"
+    with pytest.raises(SpecError) as caught:
+        load_campaign(path, ["workload.message.size=2KiB", "hold", "topology.members.x=1"])
+    assert str(caught.value).splitlines() == [
+        f"{path}: --set workload.message.size: cells.0.matrix varies it; a --set would make "
+        f"those cells alike (change the campaign instead)",
+        f"{path}: --set hold: expected field.path=value, e.g. plan.0.hold=5s or "
+        f"topology.members=3",
+        f"{path}: --set topology.members.x: cells.0.matrix varies it; a --set would make "
+        f"those cells alike (change the campaign instead)"]
+    with pytest.raises(SpecError) as caught:
+        load_campaign(path, ["workload.senders=0"])
+    (line,) = str(caught.value).splitlines()
+    assert line.startswith(f"{path}: --set workload.senders: ") and \
+        line.endswith("(scenario scen.yaml with workload.senders=0)")
+
+
 # -- validation ---------------------------------------------------------------------------------
 
 def errors_of(path: Path) -> list[str]:

@@ -116,6 +116,19 @@ def test_a_topology_that_does_not_add_up_is_refused():
         load_topology(ROOT / "topologies" / "mq-uc01-uniform.yaml", ["members=10"])
 
 
+def test_queue_names_mq_would_refuse_are_refused_before_anything_runs():
+    from orchestrator.errors import SpecError
+    with pytest.raises(SpecError) as caught:
+        load_topology(ROOT / "topologies" / "mq-uc01-uniform.yaml", [
+            "queues=[{name: 'pair-%d', count: 5}, {name: PAIR%d.REPLY, count: 5}, {name: "
+            "perf, per_member: true}, {name: " + "Q" * 47 + ", per_member: true}]"])
+    assert sorted((p.field, p.message) for p in caught.value.problems) == [
+        ("queues.0.name", "'pair-1' is not an MQ object name (at most 48 of A-Z a-z 0-9 . _ / "
+                          "%; no -)"),
+        ("queues.3.name", f"'{'Q' * 47}.0' is not an MQ object name (at most 48 of A-Z a-z "
+                          f"0-9 . _ / %; no -)")]
+
+
 def test_workers_reach_the_group_through_the_ccdt_as_perfharness_does(topology):
     from drivers.mq.settings import MqSettings
     settings = uniform.client_settings(topology)
