@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,50 +17,36 @@ import yaml
 from orchestrator.web.recorded import recorded_feed
 from results.rundir.manifest import read_manifest
 from results.rundir.tables import read_rows
-from tests.mqemu import end_all, install_standins
-from tests.sshd import missing, running_sshd
+from tests.integration.mq_emulated import RUN_FLAGS, on_loopback, sshd, standins_in, surge
+from tests.sshd import missing
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600),
               pytest.mark.skipif(missing() is not None, reason=str(missing()))]
 
-HOSTS = ("127.0.0.1", "127.0.1.2")  # two queue manager hosts behind one sshd
 PORT_BASE = int(os.environ.get("MQEMU_RUNS_PORT_BASE", "9490"))
 """Each host's first queue manager listens here (the emulator's range; sessions running side by
 side set their own)."""
 REBALANCE_INTERVAL_S = 1.0  # the emulated uniform cluster's balancing rounds (MQ: tens of s)
 EXPORTER_OFFSET = 5  # each queue manager's exporter listens 5 ports above it
-
-
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory):
-    with running_sshd(tmp_path_factory.mktemp("sshd"), also=HOSTS[1:]) as server:
-        yield server
+__all__ = ["sshd"]  # mq_emulated's fixture, used here as it is
 
 
 @pytest.fixture
 def standins(tmp_path) -> Iterator[Path]:
-    bin_dir = install_standins(tmp_path / "bin", {
-        "MQEMU_REBALANCE_INTERVAL_S": str(REBALANCE_INTERVAL_S)}, exporter_offset=EXPORTER_OFFSET)
-    yield bin_dir
-    assert end_all(bin_dir) == []  # surge took down every queue manager it started
+    with standins_in(tmp_path / "bin", EXPORTER_OFFSET,
+                     {"MQEMU_REBALANCE_INTERVAL_S": str(REBALANCE_INTERVAL_S)}) as bin_dir:
+        yield bin_dir
 
 
 def uniform_topology(sshd, bin_dir: Path, tmp_path: Path, members: int = 4) -> Path:
     """A small document-000 uniform cluster: ``members`` queue managers over the two hosts
     (named by their addresses, so CONNAMEs and the CCDT reach them), one started."""
-    ssh = {"port": sshd.port, "user": sshd.user, "key_file": str(sshd.key_file),
-           "known_hosts": "strict", "known_hosts_file": str(sshd.known_hosts_file),
-           "connect_timeout": 5, "command_timeout": 60, "retries": 0}
     spec = {"name": "mq-emu", "broker": "ibmmq", "placement": "ssh", "members": members,
             "start": 1, "queues": [{"name": "REQUEST"}],
             "ibmmq": {"cluster": "UC01", "qm_group": "UC01QM", "qm_prefix": "UC01QM",
-                      "port_base": PORT_BASE, "channel": "PERF.APP.CHL", "reconnect": "yes",
-                      "exporter_port_base": PORT_BASE + EXPORTER_OFFSET,
-                      "statistics_interval": 1,
-                      "hosts": [{"name": host, "members": members // 2, "cpus": os.cpu_count()}
-                                for host in HOSTS],
-                      "bin_dir": str(bin_dir), "files_dir": str(tmp_path / "nfs1"),
-                      "ssh": ssh}}
+                      "channel": "PERF.APP.CHL", "reconnect": "yes",
+                      **on_loopback(sshd, bin_dir, tmp_path, members, PORT_BASE,
+                                    EXPORTER_OFFSET)}}
     path = tmp_path / "topology.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
@@ -73,14 +57,8 @@ def surge_run(scenario: dict, tmp_path: Path, library: Path) -> dict:
     the emulator's; its JSON document."""
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(scenario))
-    environment = {**os.environ, "LD_LIBRARY_PATH": str(library.parent), "MQIPY_NOOTEL": "1",
-                   "SURGE_STATE_DIR": str(tmp_path / "state")}
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(path), "--no-live", "--json",
-         "--runs-dir", str(tmp_path / "runs"), "--metrics-port", "0", "--web", "off",
-         "--no-analyze"],
-        env=environment, capture_output=True, text=True, timeout=480)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    done = surge(["run", str(path), "--runs-dir", str(tmp_path / "runs"), *RUN_FLAGS],
+                 tmp_path, library)
     return json.loads(done.stdout)
 
 

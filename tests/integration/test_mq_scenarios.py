@@ -9,9 +9,6 @@ them. Each run ends with exact accounting: what was sent was received or is stil
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,14 +16,19 @@ import pytest
 import yaml
 
 from results.rundir.manifest import RunManifest, read_manifest
-from tests.mqemu import end_all, install_standins
-from tests.sshd import missing, running_sshd
+from tests.integration.mq_emulated import (
+    ROOT,
+    RUN_FLAGS,
+    on_loopback,
+    sshd,
+    standins_in,
+    surge,
+)
+from tests.sshd import missing
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300),
               pytest.mark.skipif(missing() is not None, reason=str(missing()))]
 
-ROOT = Path(__file__).resolve().parents[2]
-HOSTS = ("127.0.0.1", "127.0.1.2")  # two queue manager hosts behind one sshd
 PORT_BASE = 9750  # each host's first queue manager listens here
 EXPORTER_OFFSET = 20  # each queue manager's exporter listens 20 ports above it (9770...)
 QUICK = {"measure.settle": "1s", "measure.drain": "15s"}  # every run here: seconds
@@ -35,34 +37,13 @@ PAIRS = {"workload.queue": "PAIR%d", "workload.senders": 12,  # 6 requesters per
          "plan.0.senders": [6, 12], "plan.0.hold": "2s"}
 
 
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory):
-    with running_sshd(tmp_path_factory.mktemp("sshd"), also=HOSTS[1:]) as server:
-        yield server
+__all__ = ["sshd"]  # mq_emulated's fixture, used here as it is
 
 
 @pytest.fixture
 def standins(tmp_path) -> Iterator[Path]:
-    bin_dir = install_standins(tmp_path / "bin", exporter_offset=EXPORTER_OFFSET)
-    try:
+    with standins_in(tmp_path / "bin", EXPORTER_OFFSET) as bin_dir:
         yield bin_dir
-    finally:
-        left = end_all(bin_dir)
-    assert left == []  # surge took down every queue manager it started
-
-
-def on_loopback(sshd, bin_dir: Path, tmp_path: Path, members: int) -> dict:
-    """The ``ibmmq`` fields that put ``members`` queue managers on the loopback hosts behind
-    ``sshd`` (in blocks, as many on each as can be), run by the stand-ins in ``bin_dir``."""
-    hosts = HOSTS[:min(members, len(HOSTS))]
-    return {"port_base": PORT_BASE, "exporter_port_base": PORT_BASE + EXPORTER_OFFSET,
-            "statistics_interval": 1, "bin_dir": str(bin_dir),
-            "files_dir": str(tmp_path / "nfs1"),
-            "hosts": [{"name": host, "members": members // len(hosts) + (i < members % len(hosts)),
-                       "cpus": os.cpu_count()} for i, host in enumerate(hosts)],
-            "ssh": {"port": sshd.port, "user": sshd.user, "key_file": str(sshd.key_file),
-                    "known_hosts": "strict", "known_hosts_file": str(sshd.known_hosts_file),
-                    "connect_timeout": 5, "command_timeout": 60, "retries": 0}}
 
 
 def request_reply_topology(sshd, bin_dir: Path, tmp_path: Path, queues: list[dict]) -> Path:
@@ -72,7 +53,7 @@ def request_reply_topology(sshd, bin_dir: Path, tmp_path: Path, queues: list[dic
             "members": 1, "start": 1, "queues": queues,
             "ibmmq": {"qm_prefix": "PERF", "qm_first": 0, "qm_digits": 1, "qm_group": "PERF",
                       "cluster": "PERF", "repositories": ["PERF0"],
-                      **on_loopback(sshd, bin_dir, tmp_path, 1)}}
+                      **on_loopback(sshd, bin_dir, tmp_path, 1, PORT_BASE, EXPORTER_OFFSET)}}
     path = tmp_path / "request-reply-topology.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
@@ -84,28 +65,12 @@ def sets(overrides: dict) -> list[str]:
             for arg in ("--set", f"{key}={value if isinstance(value, str) else json.dumps(value)}")]
 
 
-def environment(tmp_path: Path, library: Path) -> dict[str, str]:
-    """A subprocess environment whose MQI library is the emulator's."""
-    return {**os.environ, "LD_LIBRARY_PATH": str(library.parent), "MQIPY_NOOTEL": "1",
-            "SURGE_STATE_DIR": str(tmp_path / "state")}
-
-
-def surge(args: list[str], tmp_path: Path, library: Path) -> subprocess.CompletedProcess:
-    """``surge ARGS`` in a fresh process on the emulator; it must succeed."""
-    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args],
-                          env=environment(tmp_path, library), cwd=ROOT, capture_output=True,
-                          text=True, timeout=280)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return done
-
-
 def surge_run(scenario: str, overrides: dict, tmp_path: Path, library: Path
               ) -> tuple[dict, RunManifest]:
     """``surge run --no-live --json`` of a shipped scenario with ``overrides``: its JSON and
     its run.json."""
-    done = surge(["run", str(ROOT / scenario), *sets(overrides), "--no-live", "--json",
-                  "--runs-dir", str(tmp_path / "runs"), "--metrics-port", "0", "--web", "off",
-                  "--no-analyze"], tmp_path, library)
+    done = surge(["run", str(ROOT / scenario), *sets(overrides), "--runs-dir",
+                  str(tmp_path / "runs"), *RUN_FLAGS], tmp_path, library, timeout_s=280)
     document = json.loads(done.stdout)
     return document, read_manifest(Path(document["run_dir"]))
 
@@ -138,7 +103,7 @@ def test_the_uniform_cluster_scaling_scenario_runs_scaled_down_on_its_own_topolo
     hosts pointed at loopback: 4 queue managers instead of 12, 4 senders instead of 180, its
     three kinds of step for 3 s each (1, 40, +40 msg/s per sender: one queue manager carries
     that, so nothing scales out here; test_mq_runs.py scales out)."""
-    ibmmq = on_loopback(sshd, standins, tmp_path, 4)
+    ibmmq = on_loopback(sshd, standins, tmp_path, 4, PORT_BASE, EXPORTER_OFFSET)
     overrides = {"workload.senders": 4, "workload.receivers": 4,
                  "plan.0.hold": "3s", "plan.1.rate_per_sender": 40, "plan.1.hold": "3s",
                  "plan.2.rate_per_sender": "+40", "plan.2.hold": "3s", "plan.2.repeat": 1,
