@@ -39,6 +39,7 @@ from orchestrator.run.discovery import (
     default_sd_dir,
     remove_service_discovery,
     sweep,
+    write_service_discovery,
 )
 from orchestrator.run.events import SHOWN_EVENTS, RunEvents
 from orchestrator.run.exposition import ControllerMetrics, MetricsFeed
@@ -219,6 +220,11 @@ class Controller:
         metrics = ControllerMetrics(self.metrics_port, say=self.view.say)
         setup.callback(metrics.close)
         self.state.metrics_url = metrics.url
+        # Prometheus takes up to 5 s to act on a new targets file: the controller is listed
+        # before provisioning so the first seconds of load are scraped too.
+        setup.callback(remove_service_discovery, self.sd_dir, self.run_id)
+        write_service_discovery(self.sd_dir, self.run_id, self.scenario.name, metrics.address,
+                                [])
         self.page = serve_page(self.feed, self.board, self.web, self.token, self._event)
         setup.callback(lambda: end_page(self.feed, self.page, self.outcome))
         self.state.web_url = self.page.url if self.page else self.state.web_url
@@ -242,7 +248,6 @@ class Controller:
             self.manifest = holding.check_queues(self.depth, running, self.scenario.workload,
                                                  self.manifest, self._event)
             self._start_agents(running)
-        setup.callback(remove_service_discovery, self.sd_dir, self.run_id)
         self.manifest = self.manifest.replace(prometheus=announce(
             self.sd_dir, self.run_id, self.scenario.name, metrics.address, self.crew.agents,
             self.provisioner.status(), self.run_dir))
