@@ -59,6 +59,7 @@ class Agent:
                 role = self.driver.call(lambda s=sender: self._sender(
                     s, payload, config.in_flight if request_reply else None,
                     config.senders_paused))
+                role.queues = queue_names(sender.queue or config.destination.queue)
                 self.senders[role.producer_id] = role
                 self.driver.add_sender(role, sender.endpoint, sender.queue)
         return protocol.Configured(len(config.senders), len(config.receivers))
@@ -104,6 +105,8 @@ class Agent:
         for role in roles:
             if move.queue and isinstance(role, ReceiverRole):
                 self._on_loop(lambda r=role: r.moved_to(move.queue))
+            elif move.queue:
+                role.queues = queue_names(move.queue)
             self.driver.move(role, move.endpoint, move.queue)
         return protocol.Moved(len(roles))
 
@@ -272,3 +275,8 @@ def serve(host: str, port: int, token: str, max_lifetime_s: float, *,
     agent.shutdown()
     server.shutdown()
     sys.stdout.flush()
+
+
+def queue_names(queue: str | list[str]) -> tuple[str, ...]:
+    """A sender's queues: one, or (MQ's bind not-fixed) each it sends to in turn."""
+    return (queue,) if isinstance(queue, str) else tuple(queue)

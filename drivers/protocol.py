@@ -38,7 +38,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-PROTOCOL_VERSION = 9
+PROTOCOL_VERSION = 10
 """Bumped whenever a message or path changes meaning; controller and agent must agree."""
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -284,6 +284,8 @@ class Snapshot:
     rereads: int = 0  # stream messages a receiver read again (from its offset, reconnected)
     cancels: int = 0  # consumers the broker cancelled (a queue deleted, a leader lost)
     consuming: int | None = None  # receivers consuming now (None: the driver does not say)
+    sending: int = 0  # senders (requesters) publishing now: not stopped, paused or done
+    sending_queues: list[str] = field(default_factory=list)  # the queues they publish to
     blocked: int = 0  # connections the broker blocks now (a resource alarm)
     blocked_s: float = 0.0  # seconds during which at least one of them was blocked
     last_error: str = ""

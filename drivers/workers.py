@@ -89,6 +89,7 @@ class Recorder:
         self.total_latency.merge(interval)
         self.total_intended_latency.merge(intended)
         self.total_confirm_latency.merge(confirm)
+        publishing = [s for s in self.senders if s.publishing]
         return Snapshot(
             monotonic_s=time.monotonic(), cpu_seconds=time.process_time(),
             sent=self.sent, confirmed=self.confirmed, nacked=self.nacked,
@@ -104,6 +105,8 @@ class Recorder:
             connections=self.connections, republished=self.republished, served=self.served,
             unmatched=self.unmatched, timeouts=self.timeouts,
             senders_done=sum(1 for s in self.senders if s.done),
+            sending=len(publishing),
+            sending_queues=sorted({q for s in publishing for q in s.queues}),
             skipped=sum(s.schedule.skipped for s in self.senders),
             target_rate=sum(s.schedule.rate for s in self.senders if s.active and not s.paused),
             cancels=self.cancels, consuming=self.consuming, blocked=len(self.blocking.links),
@@ -170,6 +173,7 @@ class SenderRole:
         self.active = True
         self.paused = False
         self.limit = limit
+        self.queues: tuple[str, ...] = ()  # where it publishes (set by the agent)
         self.recorder = recorder
         self.size = payload.size
         self.bodies = payload.bodies
@@ -183,6 +187,11 @@ class SenderRole:
     def done(self) -> bool:
         """Whether this sender has sent all it was asked to (``limit``)."""
         return self.limit is not None and self.seq >= self.limit
+
+    @property
+    def publishing(self) -> bool:
+        """Whether this sender takes part in the load now: not stopped, paused or done."""
+        return self.active and not self.paused and not self.done
 
     def due(self) -> int:
         """How many messages to publish now."""

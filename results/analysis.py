@@ -326,11 +326,13 @@ def _key_means(frames: dict[str, Any], spans) -> dict[str, dict[int, dict[str, f
         frame = frames.get(how.table) if isinstance(how, KeyMean) else None
         if frame is None:
             continue
-        column, operator, value = how.where
-        keep = F.col(column) == F.lit(value)
-        selected.append(frame.filter(keep if operator == "==" else ~keep).select(
-            RUN, "elapsed_s", F.lit(name).alias("figure"), F.col(how.key).alias("key"),
-            CPU_COLUMN))
+        if how.where is not None:
+            column, operator, value = how.where
+            keep = F.col(column) == F.lit(value)
+            frame = frame.filter(keep if operator == "==" else ~keep)
+        selected.append(frame.select(
+            RUN, "elapsed_s", F.lit(name).alias("figure"),
+            F.col(how.key).cast("string").alias("key"), CPU_COLUMN))
     if not selected:
         return {}
     union = selected[0]

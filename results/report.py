@@ -11,7 +11,18 @@ from results.analysis import RunAnalysis
 from results.plots import run_figures, save
 from results.rundir.figures import CONFIRM, HISTOGRAM_KINDS, INTENDED, LATENCY, Percentile
 from results.rundir.manifest import RunManifest
-from results.rundir.steps import FIGURES, StepRow, fixed_width, member_index
+from results.rundir.steps import (
+    FIGURES,
+    MESSAGES,
+    StepRow,
+    Terms,
+    client_cells,
+    client_header,
+    cost_cells,
+    cost_header,
+    fixed_width,
+    member_index,
+)
 
 PERCENTILES = sorted((name for name, how in FIGURES.items()
                       if isinstance(how, Percentile) and how.histogram == LATENCY),
@@ -31,7 +42,9 @@ def write(analysis: RunAnalysis, events: list[dict], derived: dict[str, Any]) ->
     """Write every output of one run's analysis; returns the ``analysis/`` directory."""
     out = analysis.run_dir / "analysis"
     out.mkdir(exist_ok=True)
-    _write_rows(out / "steps.csv", [_flat(row.as_json()) for row in analysis.rows])
+    unit = analysis.manifest.terms.unit
+    _write_rows(out / "steps.csv", [_flat({**row.as_json(), "rate_unit": unit})
+                                    for row in analysis.rows])
     _write_rows(out / "members.csv", analysis.members)
     (out / "analysis.json").write_text(json.dumps({
         "scenario": analysis.scenario, "steps": [row.as_json() for row in analysis.steps],
@@ -45,27 +58,31 @@ def write(analysis: RunAnalysis, events: list[dict], derived: dict[str, Any]) ->
     return out
 
 
-def step_table_text(steps: list[StepRow]) -> str:
-    """The step table in document 000's Table 1 shape, with full latency percentiles (and
-    from the intended send times: :data:`INTENDED_TEXT`), each
-    broker host's CPU beside the controller host's, skipped sends, and the span of seconds
-    each row covers; "-" is a figure no source gave, a target of 0 "max" (but for the drain)."""
+def step_table_text(steps: list[StepRow], terms: Terms = MESSAGES) -> str:
+    """The step table in document 000's Table 1 shape, in ``terms`` (round trips/s,
+    requesters, responders and queue pairs for request/reply), with the clients taking part,
+    each row's CPU cost per message (round trip), full latency percentiles (and from the
+    intended send times: :data:`INTENDED_TEXT`), each broker host's CPU beside the controller
+    host's, skipped sends, and the span of seconds each row covers; "-" is a figure no source
+    gave, a target of 0 "max" (but for the drain)."""
     names = sorted({m for row in steps for m in row.cpu_percent})
     hosts = sorted({h for row in steps for h in row.hosts_cpu_percent})
-    lines = [["step", "span s", "target msg/s", "achieved msg/s", "min msg/s", "members",
-              *[f"m{member_index(m)} CPU%" for m in names], "host CPU%",
-              *[f"{h} CPU%" for h in hosts], "balance",
+    unit = terms.unit
+    lines = [["step", "span s", *client_header(terms), f"target {unit}", f"achieved {unit}",
+              f"min {unit}", "members", *[f"m{member_index(m)} CPU%" for m in names],
+              "host CPU%", *[f"{h} CPU%" for h in hosts], *cost_header(terms), "balance",
               *[n.replace("_ms", "").replace("p999", "p99.9") + " ms" for n in PERCENTILES],
               "max ms", *[n.replace("_ms", "").replace("_", " ") + " ms" for n in INTENDED_COLUMNS],
               "skipped", "errors", "reconnects", "max backlog"]]
     for row in steps:
         lines.append([
-            row.label, f"{row.start_s:.0f}-{row.end_s:.0f}",
+            row.label, f"{row.start_s:.0f}-{row.end_s:.0f}", *client_cells(row),
             _num(row.target_rate, 0) if row.target_rate or row.label == "drain"
             else "max", _num(row.achieved_rate, 0), _num(row.min_rate, 0),
             str(row.members), *[_num(row.cpu_percent.get(m), 1) for m in names],
             _num(row.host_cpu_percent, 1), *[_num(row.hosts_cpu_percent.get(h), 1) for h in hosts],
-            _num(row.balance, 3), *[_num(getattr(row, n), 2) for n in PERCENTILES],
+            *cost_cells(row), _num(row.balance, 3),
+            *[_num(getattr(row, n), 2) for n in PERCENTILES],
             _num(row.max_ms, 2), *[_num(getattr(row, n), 2) for n in INTENDED_COLUMNS],
             f"{row.skipped:,}", str(row.errors), str(row.reconnects),
             _num(row.max_backlog, 0)])
@@ -190,7 +207,7 @@ def _markdown(analysis: RunAnalysis, derived: dict[str, Any], plots: list[str]) 
     lines = [f"# {analysis.scenario}: {analysis.run_dir.name}", "",
              *caveats_text(analysis.manifest),
              "## Steps", "", *headings_text(analysis.manifest),
-             "```", step_table_text(analysis.rows), "```", "",
+             "```", step_table_text(analysis.rows, analysis.manifest.terms), "```", "",
              coverage_text(analysis), "", INTENDED_TEXT, "",
              "CPU% is of one core; host CPU% is the controller's host, others are broker "
              "hosts. Balance is Jain's index over the rate at which each member's queues "
@@ -213,12 +230,13 @@ def _markdown(analysis: RunAnalysis, derived: dict[str, Any], plots: list[str]) 
     lines += ["```", fixed_width(member_lines), "```"]
     if unknown:
         lines += ["", "Shares are of the known readings only.", *unknown]
-    lines += ["", "## Cost", "", _broker_cost_line(cost),
-              f"- load generator: {_num(cost.get('generator_us_per_msg'), 1)} CPU us/msg; "
-              f"{_money(cost.get('generator_cost_per_1k_msg_s_month'))} per 1,000 msg/s "
-              "per month",
+    terms = analysis.manifest.terms
+    lines += ["", "## Cost", "", _broker_cost_line(cost, terms),
+              f"- load generator: {_num(cost.get('generator_us_per_msg'), 1)} CPU "
+              f"us/{terms.each}; {_money(cost.get('generator_cost_per_1k_msg_s_month'))} per "
+              f"1,000 {terms.unit} per month",
               f"- at {cost.get('price_per_core_hour')} per core-hour, "
-              f"{cost.get('messages', 0):,} messages received "
+              f"{cost.get('messages', 0):,} {terms.counted} received "
               + ("over the whole run, drain included" if cost.get("include_drain") or
                  not cost.get("span_s") else
                  f"over seconds {cost['span_s'][0]:.0f}-{cost['span_s'][1]:.0f} (the steps; "
@@ -266,12 +284,13 @@ def _flat(row: dict) -> dict:
     return flat
 
 
-def _broker_cost_line(cost: dict[str, Any]) -> str:
+def _broker_cost_line(cost: dict[str, Any], terms: Terms) -> str:
     if cost.get("broker_us_per_msg") is None:
         return ("- broker: cost unknown (no member CPU readings: the topology does not report "
                 "them, or no message was received)")
-    return (f"- broker: {_num(cost['broker_us_per_msg'], 1)} CPU us/msg; "
-            f"{_money(cost.get('broker_cost_per_1k_msg_s_month'))} per 1,000 msg/s per month")
+    return (f"- broker: {_num(cost['broker_us_per_msg'], 1)} CPU us/{terms.each}; "
+            f"{_money(cost.get('broker_cost_per_1k_msg_s_month'))} per 1,000 {terms.unit} "
+            "per month")
 
 
 def _share(value: float | None) -> str:

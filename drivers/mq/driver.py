@@ -100,6 +100,7 @@ class MqDriver(Driver):
         self.destination = destination
         self.settings = settings = settings or MqSettings()
         self.recorder = recorder
+        recorder.consuming = 0
         self.mqi = mqi if mqi is not None else load_mqi()
         self.C = C = self.mqi.CMQC
         self.Error = getattr(self.mqi, "Error", self.mqi.MQMIError)

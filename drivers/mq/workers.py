@@ -55,6 +55,7 @@ class Worker:
     """One role on its own thread and connection; subclasses do one step of work at a time."""
 
     kind = "worker"
+    consumes = False  # a receiver: counted as consuming while its queue is open
 
     def __init__(self, driver: MqDriver, role: Any, endpoint: str, queue: Any, number: int):
         self.driver = driver
@@ -143,8 +144,14 @@ class Worker:
             self._retry(f"connect to {endpoint} failed: {error}")
             return
         self.attempt = 0
+        self._count(1)
+
+    def _count(self, change: int) -> None:
+        """A connection (and, for a receiver, a consumer) more or fewer."""
         with self.driver.lock:
-            self.driver.recorder.connections += 1
+            self.driver.recorder.connections += change
+            if self.consumes:
+                self.driver.recorder.consuming = (self.driver.recorder.consuming or 0) + change
 
     def _retry(self, message: str) -> None:
         """Count an error and a reconnect, then back off before the next attempt."""
@@ -172,8 +179,7 @@ class Worker:
         if session is not None:
             self._lost()
             session.close()
-            with self.driver.lock:
-                self.driver.recorder.connections -= 1
+            self._count(-1)
 
     def _finish(self) -> None:
         session = self.session
@@ -185,8 +191,7 @@ class Worker:
                     self.driver.recorder.error(f"MQ {self.kind} closing: {error}")
             self.session = None
             session.close()
-            with self.driver.lock:
-                self.driver.recorder.connections -= 1
+            self._count(-1)
         self._finished()
 
     # -- moves ---------------------------------------------------------------------------------
@@ -452,6 +457,7 @@ class RequesterWorker(SenderWorker):
 
 class ReceiverWorker(Worker):
     kind = "receiver"
+    consumes = True
     role: ReceiverRole
 
     def __init__(self, driver: MqDriver, role: ReceiverRole, endpoint: str, queue: str):

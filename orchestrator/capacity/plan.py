@@ -6,7 +6,6 @@ queues are empty (or ``drain`` passes), then the next probe the search asks for.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 
 from orchestrator.capacity.search import Found, Outcome, Probe, SearchSettings, next_probe
@@ -15,7 +14,7 @@ from orchestrator.run.schedule import History, pause
 from orchestrator.specs.capacity import CapacitySpec, SloSpec
 from orchestrator.specs.plan import Phase
 from results.rundir.manifest import CapacityRecord, ProbeRecord
-from results.rundir.steps import StepRow, step_rows
+from results.rundir.steps import StepRow
 
 #: Messages still queued or in flight that count as drained.
 DRAINED = 10
@@ -81,8 +80,7 @@ class SearchSchedule:
 
     def _judge(self, phase: Phase, history: History) -> None:
         """The probe's outcome from the controller's step row of its phase."""
-        rows = step_rows([asdict(phase)], history.ticks, history.member_rows, self.settle_s,
-                         history.host_rows)
+        rows = history.step_rows([phase], self.settle_s)
         probe = self._probes[phase.index - 1]
         row = rows[-1] if rows else StepRow(step=phase.index, label=str(phase.index),
                                             target_rate=probe.rate)

@@ -278,7 +278,7 @@ class Controller:
         self.outcome = "interrupted" if self.stop_requested.is_set() else "completed"
         self.steps, self.drain = ending.step_table(self.schedule.phases, self.history,
                                                    self.scenario.measure.settle)
-        self.feed.steps[:] = [asdict(step) for step in self.steps]
+        self.feed.steps[:] = [step.as_json() for step in self.steps]
         self.manifest = self.manifest.replace(**({"drain": self.drain} if self.drain else {}), **(
             {"faults": timeline.fault_recoveries(timeline.read_events(self.run_dir), self.ticks)}
             if self.scenario.faults or self.losses.count else {}),

@@ -21,7 +21,7 @@ from orchestrator.specs import plan as plans
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import TopologySpec
 from results.rundir.manifest import Accounting, Interruption, Sampling
-from results.rundir.steps import StepRow, drain_row, step_rows
+from results.rundir.steps import StepRow
 
 
 def exit_reason(scenario: ScenarioSpec, final: plans.Phase, last: dict[str, Any],
@@ -114,9 +114,7 @@ def reckon(crew: Crew, depth: QueueDepth, scenario: ScenarioSpec,
 def step_table(phases: list[plans.Phase], history: History, settle: float
                ) -> tuple[list[StepRow], StepRow | None]:
     """The run's steps and its drain, from the rows it recorded."""
-    rows = [asdict(p) for p in phases]
-    return (step_rows(rows, history.ticks, history.member_rows, settle, history.host_rows),
-            drain_row(rows, history.ticks, history.member_rows, history.host_rows))
+    return history.step_rows(phases, settle), history.drain_row(phases)
 
 
 def closing(outcome: str, wall_s: float, interruption: Interruption | None,

@@ -11,9 +11,8 @@ from orchestrator.run.controller import Controller, RunResult, stop_on_signals
 from orchestrator.run.exposition import check_metrics_port
 from orchestrator.run.lines import Lines
 from orchestrator.specs.loader import load_scenario
-from orchestrator.specs.scenario import ScenarioSpec
 from results.passes import analyze_if_installed
-from results.rundir.steps import as_text
+from results.rundir.steps import as_text, terms_of
 
 
 @dataclass(frozen=True)
@@ -50,11 +49,11 @@ def run_file(scenario: Path, overrides: list[str], options: RunOptions, lines: L
         result = controller.run()
     lines.say(f"\nrun {result.outcome}: {result.run_dir} (surge view {result.run_dir} shows "
               f"it again)")
-    unit = rate_unit(spec)
+    terms = terms_of(spec.workload.pattern)
     if result.steps:
         rows = result.steps + ([result.drain] if result.drain else [])
         headings = controller.manifest.headings()
-        lines.say(as_text(rows, unit, settle_s=spec.measure.settle,
+        lines.say(as_text(rows, terms, settle_s=spec.measure.settle,
                           heading="\n".join(headings) if headings else None))
     if result.accounting:
         (lines.good if result.accounting.balanced else lines.caution)(
@@ -62,12 +61,7 @@ def run_file(scenario: Path, overrides: list[str], options: RunOptions, lines: L
     completed = result.outcome == "completed"
     summary = analyze_if_installed([result.run_dir], lines.say, lines.caution) \
         if options.analyze and completed else None
-    return RunReport(completed, run_document(result, spec.name, unit, summary))
-
-
-def rate_unit(spec: ScenarioSpec) -> str:
-    """What a scenario's rates count: round trips (request-reply) or messages per second."""
-    return "round trips/s" if spec.workload.pattern == "request-reply" else "msg/s"
+    return RunReport(completed, run_document(result, spec.name, terms.unit, summary))
 
 
 def run_document(result: RunResult, scenario: str, rate_unit: str, summary=None) -> dict:
@@ -76,8 +70,8 @@ def run_document(result: RunResult, scenario: str, rate_unit: str, summary=None)
     accounting = result.accounting
     return {"run_id": result.run_dir.name, "run_dir": str(result.run_dir),
             "outcome": result.outcome, "scenario": scenario, "rate_unit": rate_unit,
-            "steps": [asdict(row) for row in result.steps],
-            "drain": asdict(result.drain) if result.drain else None,
+            "steps": [row.as_json() for row in result.steps],
+            "drain": result.drain.as_json() if result.drain else None,
             "accounting": {**asdict(accounting), "explain": accounting.explain()}
             if accounting else None,
             "analysis": summary.as_dict() if summary else None}

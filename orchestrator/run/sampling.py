@@ -19,7 +19,7 @@ from topologies.base import CpuReading, MemberSample
 
 COUNTERS = ("sent", "received", "confirmed", "nacked", "skipped", "errors", "reconnects",
             "connections", "held", "senders_done", "cancels", "blocked", "blocked_s",
-            "receivers_done")
+            "receivers_done", "sending")
 RATED = ("sent", "received", "confirmed", "skipped")
 MIN_INTERVAL_S = 1e-3  # two readings closer than this give no rate
 
@@ -39,6 +39,8 @@ class AgentReading:
     last_error: str = ""
     intended: LatencyHistogram = field(default_factory=LatencyHistogram)
     confirm: LatencyHistogram = field(default_factory=LatencyHistogram)  # publish to confirm
+    consuming: int | None = None  # its receivers consuming now (None: its driver does not say)
+    queues: tuple[str, ...] = ()  # the queues its publishing senders send to
 
     @classmethod
     def from_snapshot(cls, agent: int, snapshot: Snapshot, seen: float) -> AgentReading:
@@ -46,7 +48,8 @@ class AgentReading:
         return cls(agent, snapshot.monotonic_s, seen,
                    {name: getattr(snapshot, name) for name in COUNTERS},
                    _histogram(snapshot.latency), snapshot.cpu_seconds, snapshot.last_error,
-                   _histogram(snapshot.intended_latency), _histogram(snapshot.confirm_latency))
+                   _histogram(snapshot.intended_latency), _histogram(snapshot.confirm_latency),
+                   snapshot.consuming, tuple(snapshot.sending_queues))
 
 
 def _histogram(data: dict[str, Any]) -> LatencyHistogram:
@@ -78,6 +81,8 @@ class Tick:
     agent_cpu_percent: dict[int, float | None] = field(default_factory=dict)
     host_cpu_percent: dict[str, float | None] = field(default_factory=dict)
     host_cpu_interval_s: dict[str, float | None] = field(default_factory=dict)
+    consuming: int | None = None  # receivers consuming, every agent's latest (None: one unsaid)
+    queues_in_use: int = 0  # distinct queues the publishing senders send to
 
 
 def rate(previous: float | None, previous_at: float | None, now: float, at: float
@@ -131,9 +136,12 @@ class TickMath:
             self.agents[index] = reading
         totals = {name: sum(r.counters[name] for r in self.agents.values())
                   for name in COUNTERS}
+        consuming = [r.consuming for r in self.agents.values()]
         tick = Tick(elapsed_s, totals, rates, latency,
                     agents_missing=len(agents) - len(arrived), agent_cpu_percent=agent_cpu,
-                    intended=intended, confirm=confirm)
+                    intended=intended, confirm=confirm,
+                    consuming=None if None in consuming else sum(consuming),
+                    queues_in_use=len({q for r in self.agents.values() for q in r.queues}))
         for member in members or []:
             percent, interval = self._cpu(self.members, member.name,
                                           member.cpu if member.running else None)

@@ -7,10 +7,11 @@ as phase 0 (like the drain at the end, it is in no step's figures)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.specs import plan as plans
+from results.rundir.steps import StepRow, drain_row, step_rows
 
 if TYPE_CHECKING:
     from orchestrator.run.listeners import TickRecord
@@ -24,7 +25,18 @@ class History:
     ticks: list[dict] = field(default_factory=list)
     member_rows: list[dict] = field(default_factory=list)
     host_rows: list[dict] = field(default_factory=list)
+    agent_rows: list[dict] = field(default_factory=list)  # each agent's CPU% per second
     generator_cpu: list[tuple[float, float]] = field(default_factory=list)  # (elapsed_s, % summed)
+
+    def step_rows(self, phases: list[plans.Phase], settle_s: float) -> list[StepRow]:
+        """The step rows of ``phases`` from what was recorded."""
+        return step_rows([asdict(p) for p in phases], self.ticks, self.member_rows, settle_s,
+                         self.host_rows, self.agent_rows)
+
+    def drain_row(self, phases: list[plans.Phase]) -> StepRow | None:
+        """The row of the drain after ``phases`` (``None``: none recorded)."""
+        return drain_row([asdict(p) for p in phases], self.ticks, self.member_rows,
+                         self.host_rows, self.agent_rows)
 
     def on_tick(self, record: TickRecord) -> None:
         """Keep the second's rows, and its agents' CPU% summed where any agent reported it
@@ -32,6 +44,8 @@ class History:
         self.ticks.append(record.row)
         self.member_rows.extend(record.member_rows)
         self.host_rows.extend(record.host_rows)
+        self.agent_rows.extend({"elapsed_s": row["elapsed_s"], "agent": row["agent"],
+                                "cpu_percent": row["cpu_percent"]} for row in record.agent_rows)
         generator = [row["cpu_percent"] for row in record.agent_rows
                      if row["cpu_percent"] is not None]
         if generator:

@@ -5,7 +5,6 @@ said."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
 
 from drivers import protocol
 from orchestrator.run.backlogs import BacklogTests
@@ -16,7 +15,6 @@ from orchestrator.run.schedule import History, Schedule
 from orchestrator.specs import plan as plans
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.web.feed import RunFeed
-from results.rundir.steps import step_rows
 
 
 class Steering:
@@ -79,7 +77,5 @@ class Steering:
     def ended(self, phase: plans.Phase) -> None:
         """The row of a step that just ended, for the page's step table (once per step)."""
         if phase.index > 0:
-            history = self.history
-            self.feed.steps.extend(asdict(row) for row in step_rows(
-                [asdict(phase)], history.ticks, history.member_rows,
-                self.scenario.measure.settle, history.host_rows))
+            self.feed.steps.extend(row.as_json() for row in self.history.step_rows(
+                [phase], self.scenario.measure.settle))

@@ -116,15 +116,18 @@ class HistogramMax(Figure):
 
 @dataclass(frozen=True)
 class KeyMean(Figure):
-    """Per ``key`` (member or host) of ``table``: the mean known CPU% of its rows in the
-    window's span (start, end], of the rows where ``where`` = (column, "==" or "!=", value)."""
+    """Per ``key`` (member, host or agent; by its name as text) of ``table``: the mean known
+    CPU% of its rows in the window's span (start, end], of the rows where ``where`` =
+    (column, "==" or "!=", value) (``None``: every row)."""
 
     table: str
     key: str
-    where: tuple[str, str, Any]
+    where: tuple[str, str, Any] | None = None
 
     def keeps(self, row: Mapping[str, Any]) -> bool:
         """Whether a row in memory passes ``where``."""
+        if self.where is None:
+            return True
         column, operator, value = self.where
         return (row.get(column) == value) == (operator == "==")
 
@@ -254,7 +257,7 @@ def key_means(how: KeyMean, rows: list[dict]) -> dict[str, float]:
     values: dict[str, list[float]] = defaultdict(list)
     for row in rows:
         if how.keeps(row) and row.get(CPU_COLUMN) is not None:
-            values[row[how.key]].append(row[CPU_COLUMN])
+            values[str(row[how.key])].append(row[CPU_COLUMN])
     return {name: fmean(v) for name, v in sorted(values.items())}
 
 

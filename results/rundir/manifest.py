@@ -39,7 +39,7 @@ from orchestrator.specs.topology import TopologySpec
 from results.rundir.jsonfile import read_object, replace_text
 from results.rundir.locks import CONTROLLER_LOCK, is_held
 from results.rundir.parts import read_files
-from results.rundir.steps import StepRow, fast_path_line
+from results.rundir.steps import StepRow, Terms, fast_path_line, terms_of
 
 FORMAT_VERSION = 3
 """3: every reading is timed at its source: ticks carry lateness_s, depth_age_s, backlog (sent -
@@ -378,6 +378,11 @@ class RunManifest(Record):
         """What a reader of the step table must know first, one line each: the broker when
         it is an emulator or said its version, the AMQP fast path when recorded."""
         return [record.line() for record in (self.broker, self.fast_path) if record]
+
+    @property
+    def terms(self) -> Terms:
+        """What the run's rates count and its clients are called (its workload's pattern)."""
+        return terms_of((self.scenario.get("workload") or {}).get("pattern"))
 
     @property
     def scenario_name(self) -> str:

@@ -42,6 +42,29 @@ from results.rundir.histogram import LatencyHistogram
 DRAIN_LABEL = "drain"
 
 
+@dataclass(frozen=True)
+class Terms:
+    """What a run's rates count and what its clients are called, wherever rows are shown."""
+
+    unit: str = "msg/s"
+    each: str = "msg"  # what one counted unit is (CPU us per ...)
+    counted: str = "messages"  # what the counts count
+    senders: str = "senders"
+    receivers: str = "receivers"
+    queues: str = "queues"
+
+
+MESSAGES = Terms()
+ROUND_TRIPS = Terms("round trips/s", "round trip", "round trips", "requesters", "responders",
+                    "queue pairs")
+
+
+def terms_of(pattern: str | None) -> Terms:
+    """The terms of a workload ``pattern``: request/reply counts round trips (2 puts and 2
+    gets each) between requesters and responders over queue pairs; others count messages."""
+    return ROUND_TRIPS if pattern == "request-reply" else MESSAGES
+
+
 def _figure(how: Figure, default: Any = None) -> Any:
     """A field of :class:`StepRow` declared with how it is taken from its window."""
     if isinstance(default, dict):
@@ -99,6 +122,11 @@ class StepRow:
     intended_max_ms: float | None = _figure(HistogramMax(INTENDED))
     confirm_p50_ms: float | None = _figure(Percentile(50.0, CONFIRM))
     confirm_p99_ms: float | None = _figure(Percentile(99.0, CONFIRM))
+    # the clients taking part (null in runs recorded before they were counted)
+    senders: int | None = _figure(Max("sending"))  # requesters in request/reply
+    receivers: int | None = _figure(Max("consuming"))  # responders in request/reply
+    queues: int | None = _figure(Max("queues_in_use"))  # queues (pairs) the senders use
+    agents_cpu_percent: dict[str, float] = _figure(KeyMean("agents", "agent"), {})
 
     @property
     def ratio(self) -> float | None:
@@ -107,9 +135,37 @@ class StepRow:
             return 1.0
         return None if self.achieved_rate is None else self.achieved_rate / self.target_rate
 
+    @property
+    def member_us_per_msg(self) -> dict[str, float]:
+        """Each member's CPU microseconds per message received (per round trip in
+        request/reply) over the window: its mean CPU over the mean receive rate."""
+        return {m: us for m, percent in self.cpu_percent.items()
+                if (us := self._us_per_msg(percent)) is not None}
+
+    @property
+    def broker_us_per_msg(self) -> float | None:
+        """The members' CPU microseconds per message (round trip) together; unknown without
+        member CPU or without messages received."""
+        return self._us_per_msg(sum(self.cpu_percent.values())) if self.cpu_percent else None
+
+    @property
+    def generator_us_per_msg(self) -> float | None:
+        """The load generator's (every agent's) CPU microseconds per message (round trip)."""
+        return self._us_per_msg(sum(self.agents_cpu_percent.values())) \
+            if self.agents_cpu_percent else None
+
+    def _us_per_msg(self, cpu_percent: float) -> float | None:
+        """CPU microseconds per message of a mean CPU% (100 = one core) at the received
+        rate."""
+        if not self.received_rate:
+            return None
+        return cpu_percent / 100 * 1e6 / self.received_rate
+
     def as_json(self) -> dict[str, Any]:
-        """The row as ``run.json`` records it: its fields and its ratio."""
-        return {**asdict(self), "ratio": self.ratio}
+        """The row as ``run.json`` records it: its fields, its ratio and its costs."""
+        return {**asdict(self), "ratio": self.ratio, "broker_us_per_msg": self.broker_us_per_msg,
+                "generator_us_per_msg": self.generator_us_per_msg,
+                "member_us_per_msg": self.member_us_per_msg}
 
 
 FIGURES: dict[str, Figure] = {f.name: f.metadata["figure"] for f in dataclasses.fields(StepRow)}
@@ -261,26 +317,28 @@ def jain_index(values: list[float]) -> float | None:
     return sum(values) ** 2 / (len(values) * sum(v * v for v in values))
 
 
-def window_row(window: Window, members: list[dict], hosts: list[dict]) -> StepRow:
-    """The row of one window of ticks held in memory, with the run's member and host rows."""
-    partial = reduce_rows(FIGURES, window.ticks, window.start_s, window.end_s,
-                          {"members": members, "hosts": hosts})
-    return finish(window, partial)
+def window_row(window: Window, tables: Mapping[str, list[dict]]) -> StepRow:
+    """The row of one window of ticks held in memory, with the run's other rows by table
+    (``members``, ``hosts``, ``agents``)."""
+    return finish(window, reduce_rows(FIGURES, window.ticks, window.start_s, window.end_s,
+                                      tables))
 
 
 def step_rows(phases: Sequence[Phase | Mapping[str, Any]], ticks: list[dict],
-              members: list[dict], settle_s: float, hosts: list[dict] | None = None
-              ) -> list[StepRow]:
+              members: list[dict], settle_s: float, hosts: list[dict] | None = None,
+              agents: list[dict] | None = None) -> list[StepRow]:
     """One :class:`StepRow` per steady window (see :func:`segments`)."""
-    return [window_row(w, members, hosts or []) for w in windows(phases, ticks, settle_s,
-                                                                  drain=False)]
+    tables = {"members": members, "hosts": hosts or [], "agents": agents or []}
+    return [window_row(w, tables) for w in windows(phases, ticks, settle_s, drain=False)]
 
 
 def drain_row(phases: Sequence[Phase | Mapping[str, Any]], ticks: list[dict],
-              members: list[dict], hosts: list[dict] | None = None) -> StepRow | None:
+              members: list[dict], hosts: list[dict] | None = None,
+              agents: list[dict] | None = None) -> StepRow | None:
     """The drain after the last step as a row of its own (``None`` if there was none)."""
     after = drain_ticks(phases, ticks)
-    return window_row(Window(0, DRAIN_LABEL, after), members, hosts or []) if after else None
+    tables = {"members": members, "hosts": hosts or [], "agents": agents or []}
+    return window_row(Window(0, DRAIN_LABEL, after), tables) if after else None
 
 
 def fast_path_line(on: bool, why: str = "") -> str:
@@ -289,30 +347,33 @@ def fast_path_line(on: bool, why: str = "") -> str:
     return "AMQP fast path: on" if on else f"AMQP fast path: off ({why or 'reason unknown'})"
 
 
-def as_text(rows: list[StepRow], unit: str = "msg/s", settle_s: float | None = None,
+def as_text(rows: list[StepRow], terms: Terms = MESSAGES, settle_s: float | None = None,
             heading: str | None = None) -> str:
-    """A fixed-width table for terminals and logs; ``unit`` names what the rates count (round
-    trips/s for request/reply, where "sent" counts requests and "received" matched replies). A
-    target of 0 is shown as "max": as fast as it goes; "-" is a figure no source gave. Given
-    ``settle_s``, a last line says which seconds the figures cover; given ``heading`` (such as
-    :func:`fast_path_line`), a first line says it."""
+    """A fixed-width table for terminals and logs, in ``terms`` (round trips/s for
+    request/reply, where "sent" counts requests and "received" matched replies; requesters,
+    responders and queue pairs for the clients). A target of 0 is shown as "max": as fast as
+    it goes; "-" is a figure no source gave. Given ``settle_s``, a last line says which
+    seconds the figures cover; given ``heading`` (such as :func:`fast_path_line`), a first
+    line says it."""
     members = sorted({m for row in rows for m in row.cpu_percent})
     hosts = sorted({h for row in rows for h in row.hosts_cpu_percent})
     short = [member_index(m) for m in members]
     confirms = any(row.confirm_p99_ms is not None for row in rows)
-    header = ["step", f"target {unit}", f"achieved {unit}", f"sent {unit}", f"received {unit}",
-              "members", *[f"m{s} CPU%" for s in short], "host CPU%",
-              *[f"{h} CPU%" for h in hosts], "p50 ms", "p99 ms", "intended p99 ms",
+    unit = terms.unit
+    header = ["step", *client_header(terms), f"target {unit}", f"achieved {unit}",
+              f"sent {unit}", f"received {unit}", "members", *[f"m{s} CPU%" for s in short],
+              "host CPU%", *[f"{h} CPU%" for h in hosts], *cost_header(terms),
+              "p50 ms", "p99 ms", "intended p99 ms",
               *(["confirm p99 ms"] if confirms else []), "skipped", "errors"]
     lines = [header]
     for row in rows:
         lines.append([
-            row.label, f"{row.target_rate:,.0f}" if row.target_rate or row.label == "drain"
-            else "max", _cell(row.achieved_rate), _cell(row.sent_rate),
-            _cell(row.received_rate), str(row.members),
+            row.label, *client_cells(row), f"{row.target_rate:,.0f}"
+            if row.target_rate or row.label == "drain" else "max", _cell(row.achieved_rate),
+            _cell(row.sent_rate), _cell(row.received_rate), str(row.members),
             *[_cell(row.cpu_percent.get(m), ".1f") for m in members],
             _cell(row.host_cpu_percent, ".1f"),
-            *[_cell(row.hosts_cpu_percent.get(h), ".1f") for h in hosts],
+            *[_cell(row.hosts_cpu_percent.get(h), ".1f") for h in hosts], *cost_cells(row),
             _cell(row.p50_ms, ".2f"), _cell(row.p99_ms, ".2f"),
             _cell(row.intended_p99_ms, ".2f"),
             *([_cell(row.confirm_p99_ms, ".2f")] if confirms else []), f"{row.skipped:,}",
@@ -326,9 +387,31 @@ def as_text(rows: list[StepRow], unit: str = "msg/s", settle_s: float | None = N
                   f"first {settle_s:g} s (settle); drain: after the last step; intended p99: "
                   f"from when the schedule meant each message to go (rate-limited senders)"
                   + ("; confirm p99: from publish to the broker's confirm" if confirms else "")
+                  + f"; CPU us/{terms.each}: CPU time per {terms.each} received"
                   + (f"; {missing} seconds had a source missing (\"-\" = unknown)"
                      if missing else ""))
     return table
+
+
+def client_header(terms: Terms) -> list[str]:
+    """The client-count columns' names (see :func:`client_cells`)."""
+    return [terms.senders, terms.receivers, terms.queues]
+
+
+def client_cells(row: StepRow) -> list[str]:
+    """The clients taking part in a row: senders (requesters), receivers (responders) and the
+    queues (pairs) the senders use; "-" where not recorded."""
+    return [_cell(row.senders), _cell(row.receivers), _cell(row.queues)]
+
+
+def cost_header(terms: Terms) -> list[str]:
+    """The per-row cost columns' names (see :func:`cost_cells`)."""
+    return [f"broker CPU us/{terms.each}", f"generator CPU us/{terms.each}"]
+
+
+def cost_cells(row: StepRow) -> list[str]:
+    """A row's broker and load generator CPU microseconds per message (round trip)."""
+    return [_cell(row.broker_us_per_msg, ",.1f"), _cell(row.generator_us_per_msg, ",.1f")]
 
 
 def _cell(value: float | None, spec: str = ",.0f") -> str:

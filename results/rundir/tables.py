@@ -160,7 +160,15 @@ COLUMNS: dict[str, list[Column]] = {
         Column("agents_lost", pa.int32(), "Agents lost so far: no longer asked, their share "
                f"unknown (count){_RECENT}"),
         Column("receivers_done", pa.int64(), "Receivers that have taken all their message "
-               f"limit (exit.messages_per_receiver) (count){_RECENT}")],
+               f"limit (exit.messages_per_receiver) (count){_RECENT}"),
+        # runs since active client counts: absent in earlier runs
+        Column("sending", pa.int64(), "Senders (requesters) publishing now: not stopped, "
+               f"paused by the plan or done, summed over agents (count){_RECENT}"),
+        Column("consuming", pa.int64(), "Receivers (responders) consuming now, summed over "
+               f"agents (count); null where a driver does not say{_RECENT}"),
+        Column("queues_in_use", pa.int64(), "Distinct queues the publishing senders send to "
+               "(count; request/reply: the request queues, document 004's queue pairs)"
+               f"{_RECENT}")],
     "members": [
         *_when(),
         Column("member", pa.string(), "The member's name"),

@@ -109,3 +109,19 @@ def test_a_receiver_moved_to_another_queue_counts_its_deliveries_in_that_subscri
     reader = ReceiverRole(recorder, 2, group="events~2", stream=True)
     reader.moved_to("events")  # a stream's reader keeps its own subscription
     assert reader.group == "events~2"
+
+
+def test_snapshot_counts_the_senders_publishing_and_the_queues_they_use():
+    recorder = Recorder()
+    roles = [SenderRole(i, 10.0, PayloadBuilder(64), recorder, limit=5) for i in (1, 2, 3)]
+    for role, queues in zip(roles, [("pair-1",), ("pair-1",), ("pair-2", "pair-3")]):
+        role.queues = queues
+    snapshot = recorder.snapshot()
+    assert snapshot.sending == 3
+    assert snapshot.sending_queues == ["pair-1", "pair-2", "pair-3"]
+    roles[2].pause(True)
+    roles[1].seq = 5  # sent its limit: done
+    snapshot = recorder.snapshot()
+    assert (snapshot.sending, snapshot.sending_queues) == (1, ["pair-1"])
+    roles[0].active = False
+    assert (recorder.snapshot().sending, recorder.snapshot().sending_queues) == (0, [])

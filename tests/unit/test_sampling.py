@@ -129,3 +129,16 @@ def test_timeliness_gives_the_controllers_cpu_over_the_load():
     assert timeliness.summary()["load_s"] == 60.0
     timeliness.spent(cpu_s=0.1, wall_s=0.0)  # no time passed: no figure
     assert timeliness.cpu_percent() is None
+
+
+def test_clients_are_summed_over_agents_and_queues_counted_once():
+    def reading(index, consuming, queues, sending):
+        snapshot = Snapshot(monotonic_s=1.0, consuming=consuming, sending=sending,
+                            sending_queues=queues)
+        return AgentReading.from_snapshot(index, snapshot, 1.0)
+    math = TickMath()
+    tick = math.step(1.0, {0: reading(0, 2, ["pair-1"], 3), 1: reading(1, 1, ["pair-1",
+                                                                              "pair-2"], 3)})
+    assert (tick.totals["sending"], tick.consuming, tick.queues_in_use) == (6, 3, 2)
+    tick = math.step(2.0, {0: reading(0, 2, ["pair-1"], 3), 1: reading(1, None, [], 0)})
+    assert (tick.totals["sending"], tick.consuming, tick.queues_in_use) == (3, None, 1)

@@ -84,3 +84,41 @@ def test_the_first_format_balances_over_cpu(tmp_path):
     assert two_b.delivered_per_member == {} and two_b.hosts_cpu_percent == {}
     assert two_b.balance == pytest.approx(jain_index([25.0, 15.0]))
     assert two_b.skipped == 0 and two_b.missing_seconds == 0  # columns format 1 lacked
+
+
+def test_rows_carry_the_clients_and_the_cost_per_message_in_the_runs_terms():
+    from results.rundir.steps import ROUND_TRIPS
+    ticks = [{**tick(e, 1, 100, 1000), "sending": 6, "consuming": 2, "queues_in_use": 1}
+             for e in range(1, 10)]
+    ticks += [{**tick(e, 2, 200, 2000), "sending": 12 if e > 11 else 6, "consuming": 4,
+               "queues_in_use": 2} for e in range(10, 20)]
+    members = [{"elapsed_s": e, "member": "m-0@h", "running": True, "cpu_percent": 50.0}
+               for e in range(20)]
+    agents = [{"elapsed_s": e, "agent": a, "cpu_percent": 10.0} for e in range(20)
+              for a in (0, 1)]
+    first, second = step_rows(PHASES, ticks, members, settle_s=3, agents=agents)
+    assert (first.senders, first.receivers, first.queues) == (6, 2, 1)
+    assert (second.senders, second.receivers, second.queues) == (12, 4, 2)
+    assert first.agents_cpu_percent == {"0": 10.0, "1": 10.0}
+    # half a core at 1,000/s is 500 us each; two agents at 10% each: 200 us
+    assert first.broker_us_per_msg == pytest.approx(500.0)
+    assert first.member_us_per_msg == {"m-0@h": pytest.approx(500.0)}
+    assert first.generator_us_per_msg == pytest.approx(200.0)
+    assert second.broker_us_per_msg == pytest.approx(250.0)
+    text = as_text([first, second], ROUND_TRIPS)
+    header = text.splitlines()[0]
+    for name in ("requesters", "responders", "queue pairs", "target round trips/s",
+                 "broker CPU us/round trip", "generator CPU us/round trip"):
+        assert name in header
+    assert "msg/s" not in text
+    cells = text.splitlines()[2].split()
+    assert cells[:4] == ["2", "12", "4", "2"] and "250.0" in cells
+
+
+def test_rows_of_runs_recorded_before_clients_were_counted_say_unknown():
+    (row, _) = step_rows(PHASES, [tick(e, p, 100, 100) for p, span in ((1, range(1, 10)),
+                                                                          (2, range(10, 20)))
+                                   for e in span], [], settle_s=3)
+    assert (row.senders, row.receivers, row.queues, row.generator_us_per_msg) == (
+        None, None, None, None)
+    assert as_text([row]).splitlines()[1].split()[1:4] == ["-", "-", "-"]
