@@ -145,8 +145,9 @@ def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member
 def _close(run_dir: Path, sent: int, received: int) -> None:
     """Record the step table (the controller's rule) and the accounting in ``run.json``."""
     manifest = read_manifest(run_dir)
-    tables = {name: read_rows(run_dir, name) for name in ("ticks", "members")}
-    steps = step_rows(manifest.phases, tables["ticks"], tables["members"], manifest.settle_s)
+    tables = {name: read_rows(run_dir, name) for name in ("ticks", "members", "hosts", "agents")}
+    steps = step_rows(manifest.phases, tables["ticks"], tables["members"], manifest.settle_s,
+                      tables["hosts"], tables["agents"])
     queued, duplicates = max(sent - received, 0), max(received - sent, 0)
     accounting = Accounting(sent=sent, received=received, duplicates=duplicates,
                             still_queued=queued, lost=0, unexplained=0, balanced=True,

@@ -68,7 +68,7 @@ from orchestrator.web.server import WebServer
 from results import timeline
 from results.rundir.locks import CONTROLLER_LOCK, FileLock
 from results.rundir.manifest import HostFacts, Interruption, RunManifest
-from results.rundir.steps import StepRow
+from results.rundir.steps import StepRow, terms_of
 from results.rundir.tables import RunDirFailed, new_run_id
 from topologies import lease
 from topologies.base import BrokerSample, CpuReading, Member, Provisioner
@@ -132,7 +132,8 @@ class Controller:
         self.ticks, self.member_rows = self.history.ticks, self.history.member_rows
         # the live page: its own server on ``web`` (HOST:PORT), or a campaign's ``board``
         self.feed = RunFeed(self.run_id, scenario.name, self.schedule.planned_s, self.ticks,
-                            self.member_rows, self.schedule.phases, run_dir=self.run_dir)
+                            self.member_rows, self.schedule.phases, run_dir=self.run_dir,
+                            terms=asdict(terms_of(scenario.workload.pattern)))
         self.web, self.board = web, board
         self.page: WebServer | None = None  # the page of its own, while it is served
         self._event = RunEvents(self.feed, self.state, self.view, clock)

@@ -12,15 +12,17 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from results.rundir.steps import MESSAGES
 
 #: The tick columns the page charts, in the order it receives them.
 TICK_COLUMNS = ("t", "elapsed_s", "phase", "target_rate", "send_rate", "receive_rate",
                 "queue_depth", "backlog", "latency_p50_ms", "latency_p99_ms", "errors",
                 "reconnects", "members_running", "cancels", "blocked", "blocked_s",
-                "confirm_p50_ms", "confirm_p99_ms")
+                "confirm_p50_ms", "confirm_p99_ms", "sending", "consuming", "queues_in_use")
 MEMBER_COLUMNS = ("elapsed_s", "member", "running", "cpu_percent", "cpu_quota_cores")
 MARKED_EVENTS = frozenset((
     "step", "pause", "members_up", "member_started", "member_stopped", "member_draining",
@@ -50,6 +52,7 @@ class RunFeed:
     analysis: list[str] = field(default_factory=list)  # plots of a finished run
     broker: str = ""  # what the broker said it is (the ``broker`` event's label)
     emulated: bool = False  # ... a test emulator: its CPU and rates are not the product's
+    terms: dict[str, str] = field(default_factory=lambda: asdict(MESSAGES))  # rate unit, roles
 
     def event(self, record: dict[str, Any]) -> None:
         """Keep an event the page marks or lists; the ``broker`` event names the broker."""
@@ -68,7 +71,7 @@ class RunFeed:
             "run": {"run_id": self.run_id, "scenario": self.scenario,
                     "planned_s": self.planned_s, "outcome": self.outcome, "label": self.label,
                     "analysis": self.analysis, "broker": self.broker,
-                    "emulated": self.emulated},
+                    "emulated": self.emulated, "terms": self.terms},
             "ticks": [[_json(row.get(c)) for c in TICK_COLUMNS] for row in tick_rows],
             "tick_columns": TICK_COLUMNS,
             "members": [[_json(row.get(c)) for c in MEMBER_COLUMNS] for row in member_rows],

@@ -26,7 +26,7 @@ def recorded_feed(run_dir: Path) -> RunFeed:
         manifest.run_id, manifest.scenario.get("name", manifest.run_id), duration(manifest.phases),
         ticks=read_table(run_dir, "ticks").to_pylist(),
         members=read_table(run_dir, "members").to_pylist(), phases=list(manifest.phases),
-        steps=[asdict(step) for step in manifest.steps],
+        steps=[step.as_json() for step in manifest.steps], terms=asdict(manifest.terms),
         accounting=manifest.accounting.model_dump(mode="json") if manifest.accounting else None,
         outcome=manifest.outcome or "unknown", label=f"recorded ({manifest.outcome})",
         run_dir=run_dir,

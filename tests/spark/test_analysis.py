@@ -33,10 +33,11 @@ def write_run(root, name="synthetic", seed=1, format_version=FORMAT_VERSION, **o
 def controller_rows(run_dir, manifest):
     """The step rows the controller makes of what it recorded (here read back from Parquet)."""
     rows = {table: sorted(read_table(run_dir, table).to_pylist(), key=lambda r: r["elapsed_s"])
-            for table in ("ticks", "members", "hosts")}
+            for table in ("ticks", "members", "hosts", "agents")}
     steps = step_rows(manifest.phases, rows["ticks"], rows["members"], manifest.settle_s,
-                      rows["hosts"])
-    return steps, drain_row(manifest.phases, rows["ticks"], rows["members"], rows["hosts"])
+                      rows["hosts"], rows["agents"])
+    return steps, drain_row(manifest.phases, rows["ticks"], rows["members"], rows["hosts"],
+                      rows["agents"])
 
 
 @pytest.mark.parametrize("format_version", [FORMAT_VERSION, 2, 1])

@@ -25,10 +25,11 @@ def controller_rows(run_dir):
     """The step table the controller makes of what the run recorded."""
     manifest = read_manifest(run_dir)
     rows = {table: sorted(read_table(run_dir, table).to_pylist(), key=lambda r: r["elapsed_s"])
-            for table in ("ticks", "members", "hosts")}
+            for table in ("ticks", "members", "hosts", "agents")}
     steps = step_rows(manifest.phases, rows["ticks"], rows["members"], manifest.settle_s,
-                      rows["hosts"])
-    drain = drain_row(manifest.phases, rows["ticks"], rows["members"], rows["hosts"])
+                      rows["hosts"], rows["agents"])
+    drain = drain_row(manifest.phases, rows["ticks"], rows["members"], rows["hosts"],
+                      rows["agents"])
     return steps + ([drain] if drain else [])
 
 

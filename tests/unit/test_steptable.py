@@ -59,9 +59,10 @@ def synthetic_rows(tmp_path, **options):
     write_run(tmp_path / "run", **options)
     manifest = read_manifest(tmp_path / "run")
     rows = {table: sorted(read_table(tmp_path / "run", table).to_pylist(),
-                          key=lambda r: r["elapsed_s"]) for table in ("ticks", "members", "hosts")}
+                          key=lambda r: r["elapsed_s"])
+            for table in ("ticks", "members", "hosts", "agents")}
     return step_rows(manifest.phases, rows["ticks"], rows["members"], manifest.settle_s,
-                     rows["hosts"])
+                     rows["hosts"], rows["agents"])
 
 
 def test_delivery_balance_and_backlog_over_known_readings(tmp_path):

@@ -15,8 +15,12 @@ const MARK_COLOURS = {step: "#94a3b8", pause: "#cbd5e1", member_started: "#16a34
 
 const view = {runId: null, cursor: {ticks: 0, members: 0, events: 0}, ticks: {}, columns: [],
   members: new Map(), quotas: new Map(), events: [], phases: [], steps: [], charts: {},
-  memberKey: "", offset: null, points: 0, rateTop: 1};
+  memberKey: "", offset: null, points: 0, rateTop: 1,
+  terms: {unit: "msg/s", each: "msg", counted: "messages", senders: "senders",
+          receivers: "receivers", queues: "queues"}};
 window.surgeView = view;
+// what the run's rates count (round trips/s in request/reply) and what its clients are called
+const unit = () => view.terms.unit;
 
 function reset(runId) {
   Object.values(view.charts).forEach(c => c.destroy());
@@ -116,10 +120,10 @@ function clippedRates(sent, received, top) {
 
 // the clipped seconds' legend: the hovered one's rate, or how many and the highest
 function clippedValue(u, v, si, idx) {
-  if (idx !== null && idx !== undefined) return v === null || v === undefined ? "–" : `${fmt(v)} msg/s`;
+  if (idx !== null && idx !== undefined) return v === null || v === undefined ? "–" : `${fmt(v)} ${unit()}`;
   const clipped = u.data[si].filter(x => x !== null);
   if (!clipped.length) return "none";
-  return `${clipped.length} s, up to ${fmt(Math.max(...clipped))} msg/s`;
+  return `${clipped.length} s, up to ${fmt(Math.max(...clipped))} ${unit()}`;
 }
 
 // a mark at the top edge over each second above the scale, with its rate
@@ -147,7 +151,7 @@ function ensureCharts() {
   if (!c.rates) {
     c.rates = chart("chart-rates", [{label: "target", colour: "#94a3b8", dash: [6, 4]},
       {label: "published", colour: "#2563eb"}, {label: "consumed", colour: "#16a34a"},
-      {label: "above the scale", colour: CLIPPED_COLOUR, hidden: true, value: clippedValue}], "msg/s",
+      {label: "above the scale", colour: CLIPPED_COLOUR, hidden: true, value: clippedValue}], unit(),
       false, {range: () => [0, view.rateTop], plugins: [clippedPlugin()]});
     c.depth = chart("chart-depth", [{label: "queue depth", colour: "#ea580c"},
       {label: "in flight", colour: "#9333ea"}], "messages");
@@ -217,11 +221,15 @@ function finalFigures(doc) {
   return [
     ["state", run.label, run.outcome === "completed" ? "" : "bad"],
     ["elapsed / planned", `${fmt(lastOf("elapsed_s"))} / ${fmt(run.planned_s)} s`],
-    [`final step (${step.label || step.step}) target`, step.target_rate ? `${fmt(step.target_rate)} msg/s` : "max"],
+    [`final step (${step.label || step.step}) target`, step.target_rate ? `${fmt(step.target_rate)} ${unit()}` : "max"],
     ["final achieved end to end", step.achieved_rate === null ? "–"
-      : `${fmt(step.achieved_rate)} msg/s` + (step.target_rate ? ` (${fmt(ratio * 100, 1)} %)` : ""),
+      : `${fmt(step.achieved_rate)} ${unit()}` + (step.target_rate ? ` (${fmt(ratio * 100, 1)} %)` : ""),
       step.target_rate ? ratioClass(ratio) : ""],
-    ["sent / received", `${fmt(step.sent_rate)} / ${fmt(step.received_rate)} msg/s`],
+    ["sent / received", `${fmt(step.sent_rate)} / ${fmt(step.received_rate)} ${unit()}`],
+    [`${view.terms.senders} / ${view.terms.receivers} / ${view.terms.queues}`,
+      `${fmt(step.senders)} / ${fmt(step.receivers)} / ${fmt(step.queues)}`],
+    [`CPU us/${view.terms.each}: broker / generator`,
+      `${fmt(step.broker_us_per_msg, 1)} / ${fmt(step.generator_us_per_msg, 1)}`],
     ["final p50 / p99", `${fmt(step.p50_ms, 1)} / ${fmt(step.p99_ms, 1)} ms`],
     ["members", fmt(step.members)],
     ["errors / reconnects", `${fmt(lastOf("errors"))} / ${fmt(lastOf("reconnects"))}`],
@@ -268,9 +276,11 @@ function liveFigures(doc) {
     // publishers held by a resource alarm: the broker's doing, not a slow load generator
     blocked ? ["state", `${state}: blocked by the broker`, "bad"] : ["state", state],
     ["elapsed / planned", `${fmt(last("elapsed_s"))} / ${fmt(run.planned_s)} s`],
-    ["target", draining ? "senders stopped" : `${fmt(target)} msg/s`],
-    ["published", `${fmt(last("send_rate"))} msg/s`],
-    ["consumed", `${fmt(received)} msg/s`],
+    ["target", draining ? "senders stopped" : `${fmt(target)} ${unit()}`],
+    ["published", `${fmt(last("send_rate"))} ${unit()}`],
+    ["consumed", `${fmt(received)} ${unit()}`],
+    [`${view.terms.senders} / ${view.terms.receivers} / ${view.terms.queues}`,
+      `${fmt(last("sending"))} / ${fmt(last("consuming"))} / ${fmt(last("queues_in_use"))}`],
     ["achieved end to end", draining ? "–" : achieved === null ? "–" : `${fmt(achieved * 100, 1)} %`, cls],
     ["in flight (lag)", `${fmt(last("backlog"))} msgs`],
     ["queue depth", `${fmt(last("queue_depth"))} msgs`],
@@ -288,13 +298,21 @@ function liveFigures(doc) {
 
 function cell(value) { const td = document.createElement("td"); td.textContent = value; return td; }
 
+function header(name) { const th = document.createElement("th"); th.textContent = name; return th; }
+
 function tables(doc) {
+  const t = view.terms, u = unit();
+  document.querySelector("#steps thead tr").replaceChildren(...["step", t.senders, t.receivers, t.queues,
+    `target ${u}`, `achieved ${u}`, `sent ${u}`, `received ${u}`, "p50 ms", "p99 ms", "members",
+    "member CPU %", `broker CPU us/${t.each}`, `generator CPU us/${t.each}`, "errors", "seconds"].map(header));
   const body = document.querySelector("#steps tbody");
   body.replaceChildren(...view.steps.map(s => {
     const tr = document.createElement("tr");
     const cpu = Object.entries(s.cpu_percent || {}).map(([m, v]) => `${m.split("@")[0]} ${fmt(v, 1)}`).join(", ");
-    [s.label || s.step, fmt(s.target_rate), fmt(s.achieved_rate), fmt(s.sent_rate), fmt(s.received_rate),
-     fmt(s.p50_ms, 1), fmt(s.p99_ms, 1), s.members, cpu || "–", s.errors, s.seconds].forEach(v => tr.append(cell(v)));
+    [s.label || s.step, fmt(s.senders), fmt(s.receivers), fmt(s.queues), fmt(s.target_rate),
+     fmt(s.achieved_rate), fmt(s.sent_rate), fmt(s.received_rate), fmt(s.p50_ms, 1), fmt(s.p99_ms, 1),
+     s.members, cpu || "–", fmt(s.broker_us_per_msg, 1), fmt(s.generator_us_per_msg, 1), s.errors,
+     s.seconds].forEach(v => tr.append(cell(v)));
     return tr;
   }));
   const accounting = doc.accounting;
@@ -356,6 +374,8 @@ async function poll() {
     campaign(doc);
     if (doc.run) {
       if (doc.run.run_id !== view.runId) { reset(doc.run.run_id); return poll(); }
+      if (doc.run.terms) view.terms = doc.run.terms;
+      text("rates-caption", `Rate (${unit()}): target, published, consumed`);
       absorb(doc);
       tables(doc);  // first: the events of this answer are listed even if a chart fails
       figures(doc);
