@@ -1,5 +1,6 @@
-"""``surge analyze``, ``query``, ``compare``, ``view`` and ``export-hlog``: finished runs
-analysed, asked, compared, shown again and handed to HdrHistogram's tools."""
+"""``surge analyze``, ``query``, ``compare``, ``table``, ``view`` and ``export-hlog``: finished
+runs analysed, asked, compared, put in the documents' tables, shown again and handed to
+HdrHistogram's tools."""
 
 from __future__ import annotations
 
@@ -180,6 +181,42 @@ def compare(runs: Annotated[list[Path], typer.Argument(
         from results.compare import plot as plot_runs  # matplotlib: only to plot
         written = plot_runs(runs, out)
         say(json_output)(f"plots: {', '.join(str(path) for path in written)}")
+
+
+@group.command()
+@surge_errors
+def table(name: Annotated[str | None, typer.Argument(
+              help="The document table, e.g. 000-table1, 003-round-trips, 004-cost; leave it "
+                   "out to list them")] = None,
+          runs: Annotated[list[Path] | None, typer.Argument(
+              help="Run directories, e.g. campaigns-runs/uniform-cluster-table2/*")] = None,
+          json_output: JsonOption = False) -> None:
+    """Print a source document's table, in its own columns, from finished runs.
+
+    Each document's table has a name (surge table lists them): 000-table1 gives a row per
+    step (target, achieved, members, each broker host's CPU), 000-table2 a row per run (a
+    campaign's cells), 003-round-trips the round trips/s per requester count with a column
+    pair per run (single instance against Native HA, each CPU limit), 003-results the
+    cphtestp results.csv row per step, 004-cost the cost per transaction as queue pairs grow,
+    004-split that cost by part, 002-spread the messages each queue instance delivered.
+    Figures a run did not record are "-"; the document's columns surge does not measure here
+    are named under the table. With --json, a list of rows by column name, e.g.
+
+    \b
+      surge table 003-round-trips runs/*-native-ha-requester-sweep
+      surge table 000-table2 campaigns-runs/uniform-cluster-table2/* --json
+    """
+    from results.documents import document_table, listing
+    if name is None:
+        typer.echo(listing())
+        return
+    if not runs:
+        raise typer.BadParameter("give the run directories to read", param_hint="RUNS")
+    built = document_table(name, runs)
+    if json_output:
+        print_json(built.csv_rows())
+    else:
+        typer.echo(built.text())
 
 
 def _gate(sides: list[Path], threshold: float, confidence: float, json_output: bool) -> None:

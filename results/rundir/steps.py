@@ -140,21 +140,21 @@ class StepRow:
         """Each member's CPU microseconds per message received (per round trip in
         request/reply) over the window: its mean CPU over the mean receive rate."""
         return {m: us for m, percent in self.cpu_percent.items()
-                if (us := self._us_per_msg(percent)) is not None}
+                if (us := self.us_per_msg(percent)) is not None}
 
     @property
     def broker_us_per_msg(self) -> float | None:
         """The members' CPU microseconds per message (round trip) together; unknown without
         member CPU or without messages received."""
-        return self._us_per_msg(sum(self.cpu_percent.values())) if self.cpu_percent else None
+        return self.us_per_msg(sum(self.cpu_percent.values())) if self.cpu_percent else None
 
     @property
     def generator_us_per_msg(self) -> float | None:
         """The load generator's (every agent's) CPU microseconds per message (round trip)."""
-        return self._us_per_msg(sum(self.agents_cpu_percent.values())) \
+        return self.us_per_msg(sum(self.agents_cpu_percent.values())) \
             if self.agents_cpu_percent else None
 
-    def _us_per_msg(self, cpu_percent: float) -> float | None:
+    def us_per_msg(self, cpu_percent: float) -> float | None:
         """CPU microseconds per message of a mean CPU% (100 = one core) at the received
         rate."""
         if not self.received_rate:

@@ -1,0 +1,282 @@
+"""The source documents' tables, in their own shapes, from recorded runs.
+
+Each table is registered under a name (``000-table1``, ``003-round-trips`` ...) with the
+document and table it reproduces and one function from runs to rows; ``surge table NAME
+RUN_DIR...`` prints it, and a campaign's ``tables:`` prints it over its cells at the end. A
+figure no run recorded is "-" (unknown), never a guess; the columns the document has and surge
+cannot measure here are named in :attr:`DocumentTable.unmeasured`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.errors import SurgeError
+from orchestrator.specs.units import parse_size
+from results.rundir.manifest import MANIFEST_FILE, RunManifest, read_manifest
+from results.rundir.steps import StepRow, fixed_width
+
+
+@dataclass(frozen=True)
+class Run:
+    """One recorded run as the tables read it: its label (the run directory's name, a cell's
+    id in a campaign), its manifest and its step rows (the drain left out)."""
+
+    label: str
+    manifest: RunManifest
+
+    @property
+    def steps(self) -> list[StepRow]:
+        """The step rows, without the drain."""
+        return list(self.manifest.steps)
+
+    @property
+    def final(self) -> StepRow:
+        """The last step's row."""
+        return self.manifest.steps[-1]
+
+
+@dataclass(frozen=True)
+class Table:
+    """A document's table as surge fills it: its header and rows of text cells."""
+
+    header: list[str]
+    rows: list[list[str]]
+    notes: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        """The table, fixed width, then its notes."""
+        return "\n".join([fixed_width([self.header, *self.rows]), *self.notes])
+
+    def csv_rows(self) -> list[dict[str, str]]:
+        """The rows as dicts by column name (for CSV)."""
+        return [dict(zip(self.header, row)) for row in self.rows]
+
+
+@dataclass(frozen=True)
+class DocumentTable:
+    """A registered table: its name, the document table it reproduces, what one row is, the
+    document's columns surge does not measure here, and how it is built from runs."""
+
+    name: str
+    title: str
+    rows: str
+    build: Callable[[list[Run]], Table]
+    unmeasured: tuple[str, ...] = ()
+
+
+TABLES: dict[str, DocumentTable] = {}
+
+
+def table(name: str, title: str, rows: str, unmeasured: tuple[str, ...] = ()
+          ) -> Callable[[Callable[[list[Run]], Table]], Callable[[list[Run]], Table]]:
+    """Register the decorated function as document table ``name``."""
+    def register(build: Callable[[list[Run]], Table]) -> Callable[[list[Run]], Table]:
+        TABLES[name] = DocumentTable(name, title, rows, build, unmeasured)
+        return build
+    return register
+
+
+def load_runs(run_dirs: list[Path]) -> list[Run]:
+    """The runs in ``run_dirs``, each with a step table (a run without one is an error naming
+    its ``run.json``); files and directories named ``_...`` beside runs (logs, the lake) are
+    passed over."""
+    runs = []
+    for run_dir in run_dirs:
+        if run_dir.name.startswith("_") or run_dir.is_file():  # the lake, logs: not runs
+            continue
+        manifest = read_manifest(run_dir)
+        if not manifest.steps:
+            raise SurgeError(f"{run_dir / MANIFEST_FILE}: no step table; did the run finish?")
+        runs.append(Run(run_dir.name, manifest))
+    return runs
+
+
+def document_table(name: str, run_dirs: list[Path]) -> Table:
+    """Table ``name`` of the runs in ``run_dirs`` (an unknown name is an error listing the
+    known ones)."""
+    if name not in TABLES:
+        raise SurgeError(f"no document table {name!r}; expected one of {', '.join(TABLES)}")
+    entry = TABLES[name]
+    built = entry.build(load_runs(run_dirs))
+    unmeasured = [f"not measured here (\"-\"): {', '.join(entry.unmeasured)}"] \
+        if entry.unmeasured else []
+    return Table(built.header, built.rows, [*built.notes, *unmeasured])
+
+
+def listing() -> str:
+    """Every registered table: name, the document's table, what a row is."""
+    return fixed_width([["table", "reproduces", "one row per"],
+                        *[[t.name, t.title, t.rows] for t in TABLES.values()]])
+
+
+# -- cells ---------------------------------------------------------------------------------------
+
+
+def _n(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _hosts(rows: list[StepRow]) -> list[str]:
+    """The broker hosts of ``rows`` (SSH placements); none where members share the
+    controller's host."""
+    return sorted({h for row in rows for h in row.hosts_cpu_percent})
+
+
+def _host_header(hosts: list[str]) -> list[str]:
+    return [f"{h} CPU%" for h in hosts] if hosts else ["host CPU% (controller's)"]
+
+
+def _host_cells(row: StepRow, hosts: list[str]) -> list[str]:
+    """Each broker host's CPU% (of the whole host); where the members run on the controller's
+    host, that host's (load generator included)."""
+    if hosts:
+        return [_n(row.hosts_cpu_percent.get(h), 2) for h in hosts]
+    return [_n(row.host_cpu_percent, 2)]
+
+
+def _member_cpu(row: StepRow) -> float | None:
+    """The members' CPU together (% of one core)."""
+    return sum(row.cpu_percent.values()) if row.cpu_percent else None
+
+
+def _agents_cpu(row: StepRow) -> float | None:
+    """The load generator's CPU together (% of one core)."""
+    return sum(row.agents_cpu_percent.values()) if row.agents_cpu_percent else None
+
+
+def _size(size: object) -> str:
+    """A message size as bytes (a size list or a mix: as written)."""
+    try:
+        return str(parse_size(size))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "-" if size is None else str(size)
+
+
+def _agent_us(row: StepRow, agent: str) -> float | None:
+    """One agent's CPU microseconds per message (round trip) in ``row``."""
+    percent = row.agents_cpu_percent.get(agent)
+    return None if percent is None else row.us_per_msg(percent)
+
+
+def _total_us(row: StepRow) -> float | None:
+    parts = (row.broker_us_per_msg, row.generator_us_per_msg)
+    return None if None in parts else sum(parts)  # type: ignore[arg-type]
+
+
+# -- the tables ----------------------------------------------------------------------------------
+
+
+@table("000-table1", "000 (IBM MQ uniform cluster scaling), Table 1",
+       "step of each run (a step split where a member started: the document's row pairs)")
+def _uniform_table1(runs: list[Run]) -> Table:
+    rows = [row for run in runs for row in run.steps]
+    hosts = _hosts(rows)
+    return Table(["Target Rate msg/s", "Rate Achieved msg/s", "#members", *_host_header(hosts)],
+                 [[_n(row.target_rate) if row.target_rate else "max", _n(row.achieved_rate),
+                   str(row.members),
+                   *_host_cells(row, hosts)] for row in rows],
+                 ["Rate Achieved: end to end (the lower of sent and received); CPU% of the "
+                  "whole host"])
+
+
+@table("000-table2", "000 (IBM MQ uniform cluster scaling), Table 2",
+       "run (a campaign cell): its final step")
+def _uniform_table2(runs: list[Run]) -> Table:
+    hosts = _hosts([run.final for run in runs])
+    return Table(["Test", "Rate Achieved msg/s", "#members", *_host_header(hosts)],
+                 [[run.label, _n(run.final.achieved_rate), str(run.final.members),
+                   *_host_cells(run.final, hosts)] for run in runs],
+                 ["Test: the run directory (a campaign's cell id); figures of its final step"])
+
+
+@table("003-round-trips", "003 (IBM MQ Native HA), Figs 2-7: round trips/s per requester count",
+       "requester count; a column pair per run (single instance, Native HA, a CPU limit ...)")
+def _round_trips(runs: list[Run]) -> Table:
+    counts = sorted({row.senders for run in runs for row in run.steps if row.senders is not None})
+    header = ["requesters"]
+    for run in runs:
+        header += [f"{run.label} round trips/s", f"{run.label} broker CPU%"]
+    rows = []
+    for count in counts:
+        cells = [str(count)]
+        for run in runs:
+            row = next((r for r in run.steps if r.senders == count), None)
+            cells += ["-", "-"] if row is None else [_n(row.achieved_rate),
+                                                     _n(_member_cpu(row), 1)]
+        rows.append(cells)
+    return Table(header, rows, ["broker CPU% of one core (100 = one core), all members "
+                                "together; the document's is of the worker node"])
+
+
+@table("003-results", "003 (IBM MQ Native HA), cphtestp results.csv",
+       "step of each run", unmeasured=("readMB", "writeMB", "recvGbs", "sendGbs"))
+def _cphtestp(runs: list[Run]) -> Table:
+    rows = []
+    for run in runs:
+        message = (run.manifest.scenario.get("workload") or {}).get("message") or {}
+        for row in run.steps:
+            rows.append([str(bool(message.get("persistent"))).lower(),
+                         _size(message.get("size")), _n(row.senders), _n(row.achieved_rate),
+                         _n(row.host_cpu_percent, 2), "-", "-", "-", "-",
+                         _n(_member_cpu(row), 2)])
+    return Table(["persistent", "msgsize bytes", "threads", "rate round trips/s", "cpu %", "readMB",
+                  "writeMB", "recvGbs", "sendGbs", "qmcpu %"], rows,
+                 ["cpu: the client host's CPU (% of all its cores); qmcpu: the broker members' "
+                  "CPU together (% of one core)"])
+
+
+@table("004-cost", "004 (IBM MQ for z/OS), Charts 3 and 5: cost per transaction as queue "
+       "pairs grow", "queue pair count; a column group per run (a transport, a message size)")
+def _queue_pairs(runs: list[Run]) -> Table:
+    pairs = sorted({row.queues for run in runs for row in run.steps if row.queues is not None})
+    header = ["queue pairs"]
+    for run in runs:
+        header += [f"{run.label} transactions/s", f"{run.label} broker CPU us/tx",
+                   f"{run.label} requesters+servers CPU us/tx", f"{run.label} total CPU us/tx"]
+    rows = []
+    for count in pairs:
+        cells = [str(count)]
+        for run in runs:
+            row = next((r for r in run.steps if r.queues == count), None)
+            cells += ["-"] * 4 if row is None else [
+                _n(row.achieved_rate), _n(row.broker_us_per_msg, 1),
+                _n(row.generator_us_per_msg, 1), _n(_total_us(row), 1)]
+        rows.append(cells)
+    return Table(header, rows, ["a transaction is one round trip (2 puts, 2 gets); CPU us per "
+                                "transaction over each step's steady seconds"])
+
+
+@table("002-spread", "002 (IBM MQ cluster workload balancing): spread over queue instances",
+       "step of each run; a column per member (queue instance)")
+def _spread(runs: list[Run]) -> Table:
+    members = sorted({m for run in runs for row in run.steps for m in row.delivered_per_member})
+    rows = []
+    for run in runs:
+        for row in run.steps:
+            total = sum(row.delivered_per_member.values())
+            rows.append([run.label, row.label, _n(row.balance, 3), *[
+                "-" if m not in row.delivered_per_member or not total else
+                f"{row.delivered_per_member[m]:,} ({row.delivered_per_member[m] / total:.1%})"
+                for m in members]])
+    return Table(["run", "step", "balance", *[f"{m} delivered" for m in members]], rows,
+                 ["delivered: messages each member's queue instance delivered in the step's "
+                  "steady seconds (share of all); balance: Jain's index, 1 = even"])
+
+
+@table("004-split", "004 (IBM MQ for z/OS), Table 1: CPU per transaction by part",
+       "part (broker member, load generator agent); a column per run",
+       unmeasured=("CHIN(s)", "TCPIP", "CF"))
+def _cost_split(runs: list[Run]) -> Table:
+    members = sorted({m for run in runs for m in run.final.member_us_per_msg})
+    agents = sorted({a for run in runs for a in run.final.agents_cpu_percent})
+    rows = [[f"member {m}", *[_n(run.final.member_us_per_msg.get(m), 2) for run in runs]]
+            for m in members]
+    rows += [[f"agent {a}", *[_n(_agent_us(run.final, a), 2) for run in runs]]
+             for a in agents]
+    rows.append(["total", *[_n(_total_us(run.final), 2) for run in runs]])
+    return Table(["CPU us per transaction", *[run.label for run in runs]], rows,
+                 ["figures of each run's final step; agents run requesters and servers "
+                  "together here"])

@@ -1,0 +1,101 @@
+"""The source documents' tables from recorded runs: their columns, one row per what the
+document has a row for, the run's figures in the cells, "-" for what was not recorded."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from orchestrator.errors import SurgeError
+from results.documents import TABLES, document_table
+from results.rundir.manifest import RunManifest
+from results.rundir.steps import StepRow
+
+
+def write_run(root, name, steps, pattern="request-reply", message=None):
+    run_dir = root / name
+    run_dir.mkdir(parents=True)
+    RunManifest(run_id=name, scenario={
+        "name": name, "workload": {"pattern": pattern,
+                                   "message": message or {"size": "2KiB"}}},
+                steps=steps).write(run_dir)
+    return run_dir
+
+
+def step(index, requesters, pairs, rate, member_cpu, agent_cpu, **more):
+    return StepRow(step=index, label=str(index), received_rate=rate, sent_rate=rate,
+                   achieved_rate=rate, senders=requesters, receivers=2 * pairs, queues=pairs,
+                   members=1, cpu_percent={"m-0@h": member_cpu},
+                   agents_cpu_percent={"0": agent_cpu}, host_cpu_percent=50.0, **more)
+
+
+@pytest.fixture
+def runs(tmp_path):
+    single = write_run(tmp_path, "single", [step(1, 6, 1, 1000.0, 50.0, 20.0),
+                                            step(2, 12, 2, 2000.0, 80.0, 40.0)])
+    native = write_run(tmp_path, "native-ha", [step(1, 6, 1, 500.0, 50.0, 10.0)])
+    (tmp_path / "_lake").mkdir()  # beside runs, passed over
+    return [single, native, tmp_path / "_lake"]
+
+
+def test_round_trips_per_requester_count_with_a_column_pair_per_run(runs):
+    table = document_table("003-round-trips", runs)
+    assert table.header == ["requesters", "single round trips/s", "single broker CPU%",
+                            "native-ha round trips/s", "native-ha broker CPU%"]
+    assert table.rows == [["6", "1,000", "50.0", "500", "50.0"],
+                          ["12", "2,000", "80.0", "-", "-"]]
+
+
+def test_cost_per_transaction_as_queue_pairs_grow(runs):
+    table = document_table("004-cost", runs)
+    assert table.header[:5] == ["queue pairs", "single transactions/s",
+                                "single broker CPU us/tx",
+                                "single requesters+servers CPU us/tx", "single total CPU us/tx"]
+    # half a core at 1,000 round trips/s: 500 us each; the agent's 20%: 200 us
+    assert table.rows[0][:5] == ["1", "1,000", "500.0", "200.0", "700.0"]
+    assert table.rows[1][:5] == ["2", "2,000", "400.0", "200.0", "600.0"]
+    assert table.rows[1][5:] == ["-"] * 4  # native-ha never had 2 pairs
+
+
+def test_cphtestp_rows_name_what_is_not_measured(runs):
+    table = document_table("003-results", runs[:1])
+    assert table.header == ["persistent", "msgsize bytes", "threads", "rate round trips/s", "cpu %",
+                            "readMB", "writeMB", "recvGbs", "sendGbs", "qmcpu %"]
+    assert table.rows[0] == ["false", "2048", "6", "1,000", "50.00", "-", "-", "-", "-",
+                             "50.00"]
+    assert "not measured here" in table.text() and "recvGbs" in table.notes[-1]
+
+
+def test_uniform_tables_take_each_broker_hosts_cpu(tmp_path):
+    hosts = {"10.0.0.1": 40.0, "10.0.0.2": 5.5}
+    run = write_run(tmp_path, "scaling", [
+        StepRow(step=1, label="1a", target_rate=20700, achieved_rate=20700, members=1,
+                hosts_cpu_percent=hosts),
+        StepRow(step=1, label="1b", target_rate=41400, achieved_rate=21070, members=1,
+                hosts_cpu_percent=hosts)], pattern="send-receive")
+    table = document_table("000-table1", [run])
+    assert table.header == ["Target Rate msg/s", "Rate Achieved msg/s", "#members",
+                            "10.0.0.1 CPU%", "10.0.0.2 CPU%"]
+    assert table.rows[1] == ["41,400", "21,070", "1", "40.00", "5.50"]
+    (row,) = document_table("000-table2", [run]).rows
+    assert row == ["scaling", "21,070", "1", "40.00", "5.50"]
+
+
+def test_unknown_table_or_unfinished_run_is_one_clear_line(tmp_path, runs):
+    with pytest.raises(SurgeError, match="expected one of 000-table1"):
+        document_table("nope", runs)
+    unfinished = write_run(tmp_path, "unfinished", [])
+    with pytest.raises(SurgeError, match="unfinished/run.json: no step table"):
+        document_table("000-table1", [unfinished])
+
+
+def test_surge_table_lists_prints_and_answers_json(runs):
+    runner = CliRunner()
+    listed = runner.invoke(app, ["table"])
+    assert listed.exit_code == 0 and all(name in listed.output for name in TABLES)
+    printed = runner.invoke(app, ["table", "004-split", *map(str, runs)])
+    assert printed.exit_code == 0, printed.output
+    assert "member m-0@h" in printed.output and "CHIN(s)" in printed.output
+    answered = runner.invoke(app, ["table", "003-round-trips", *map(str, runs), "--json"])
+    assert json.loads(answered.output)[0]["single round trips/s"] == "1,000"
