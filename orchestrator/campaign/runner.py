@@ -417,6 +417,22 @@ def cells_table(root: Path, records: list[CellRecord]) -> str:
     return fixed_width(lines) + ("\n\nnot passed:\n" + "\n".join(why) if why else "")
 
 
+def check_tables(campaign: Campaign) -> None:
+    """Refuse a ``tables`` entry that names no document table, before any cell runs."""
+    from results.documents import TABLES
+    for index, name in enumerate(campaign.spec.tables):
+        if name not in TABLES:
+            raise FileError(f"{campaign.path}: tables[{index}]: no document table {name!r}; "
+                            f"expected one of {', '.join(TABLES)}")
+
+
+def tables_text(campaign: Campaign, dirs: list[Path]) -> list[str]:
+    """The campaign's document tables over the done cells' runs."""
+    from results.documents import TABLES, document_table
+    return [f"{TABLES[name].title}:\n{document_table(name, dirs).text()}"
+            for name in campaign.spec.tables] if dirs else []
+
+
 def summary_text(campaign: Campaign, result: CampaignResult) -> str:
     """The campaign's summary: counts, the requirement, the cells, the comparison of the
     analysed runs (per combination too, with repetitions) and the ranking by cost."""
@@ -435,6 +451,7 @@ def summary_text(campaign: Campaign, result: CampaignResult) -> str:
     searched = capacity_text(campaign, result)
     if searched:
         parts.append(searched)
+    parts.extend(tables_text(campaign, dirs))
     if not analysed(dirs):
         parts.append("no analysed runs, so no comparison or ranking: run the campaign without "
                      "--no-analyze, or surge analyze on its cells")
@@ -515,6 +532,7 @@ def run_campaign(path: Path, campaigns_dir: Path, analyze: bool = True,
     page (``HOST:PORT``, None: none)."""
     check_metrics_port(metrics_port)
     campaign = load_campaign(path, overrides)
+    check_tables(campaign)
     result = CampaignRunner(campaign, campaigns_dir, metrics_port=metrics_port, web=web).run()
     if result.stopped:
         say(stopped_text(campaign, result, campaigns_dir))

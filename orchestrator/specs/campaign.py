@@ -165,6 +165,9 @@ class CampaignSpec(Spec):
         default_factory=Requirement, description="what every run must show to count")
     cells: list[CellGroupSpec] = Field(
         min_length=1, description="scenarios with their overrides and matrices")
+    tables: list[str] = Field(
+        default_factory=list, description="source documents' tables printed over the done "
+        "cells at the end, e.g. [000-table2] (surge table lists them)")
 
     def cross_problems(self) -> list[tuple[Loc, str]]:
         """At most :data:`MAX_CELLS` cells, counted before any is built: at the entry of

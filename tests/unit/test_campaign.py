@@ -593,3 +593,28 @@ def test_unknown_figures_never_meet_a_requirement():
     assert "unknown" in verdict(step={"achieved_rate": None}).reason
     assert "p99 unknown" in verdict(step={"p99_ms": None}).reason
     assert "loss unknown" in verdict(accounting={"lost": None, "unexplained": None}).reason
+
+
+def test_summary_prints_the_campaigns_document_tables(spec_dir, tmp_path):
+    from orchestrator.campaign.runner import CampaignResult, check_tables
+    from orchestrator.errors import FileError
+    path = spec_dir / "smoke.yaml"
+    path.write_text(path.read_text() + "tables: [000-table2]\n")
+    campaign = load_campaign(path)
+    check_tables(campaign)
+    root = tmp_path / "runs"
+    records = [CellRecord(cell) for cell in campaign.cells]
+    run_dir = record_run(root, records[0].cell.id, "completed", [step("1", 100, 90)])
+    (run_dir / "run.json").write_text(json.dumps(manifest(
+        [{**step("1", 100, 90), "members": 2, "host_cpu_percent": 12.5}]).replace(
+            scenario={"name": "s1"}).to_json()))
+    records[0].status, records[0].passed = "done", True
+    text = summary_text(campaign, CampaignResult(root, records))
+    table = text.split("000 (IBM MQ uniform cluster scaling), Table 2:\n")[1].splitlines()
+    assert table[0].split() == ["Test", "Rate", "Achieved", "msg/s", "#members", "host",
+                                "CPU%", "(controller's)"]
+    assert table[1].split() == [records[0].cell.id, "90", "2", "12.50"]
+    path.write_text(path.read_text().replace("000-table2", "000-tabel2"))
+    with pytest.raises(FileError, match=r"smoke.yaml: tables\[0\]: no document table "
+                                        r"'000-tabel2'; expected one of 000-table1"):
+        check_tables(load_campaign(path))
