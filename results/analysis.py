@@ -318,7 +318,7 @@ def _in_span(spans):
 
 def _key_means(frames: dict[str, Any], spans) -> dict[str, dict[int, dict[str, float]]]:
     """Per :class:`~results.rundir.figures.KeyMean` field, per window and key (member or
-    host): the mean known CPU% of the kept rows in its span (see
+    host): the mean known value of its column in the kept rows of its span (see
     :func:`results.rundir.figures.key_means`), all fields in one query."""
     from pyspark.sql import functions as F
     selected = []
@@ -332,14 +332,15 @@ def _key_means(frames: dict[str, Any], spans) -> dict[str, dict[int, dict[str, f
             frame = frame.filter(keep if operator == "==" else ~keep)
         selected.append(frame.select(
             RUN, "elapsed_s", F.lit(name).alias("figure"),
-            F.col(how.key).cast("string").alias("key"), CPU_COLUMN))
+            F.col(how.key).cast("string").alias("key"),
+            F.col(how.column).cast("double").alias("value")))
     if not selected:
         return {}
     union = selected[0]
     for more in selected[1:]:
         union = union.unionByName(more)
     rows = (union.join(spans, _in_span(spans)).groupBy("figure", "window", "key")
-            .agg(F.avg(CPU_COLUMN).alias("cpu")).collect())
+            .agg(F.avg("value").alias("cpu")).collect())
     out: dict[str, dict[int, dict[str, float]]] = {}
     for row in sorted(rows, key=lambda r: r.key):
         if row.cpu is not None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from results.analysis import RunAnalysis
 from results.plots import run_figures, save
+from results.rundir.bottleneck import bottleneck_lines
 from results.rundir.figures import CONFIRM, HISTOGRAM_KINDS, INTENDED, LATENCY, Percentile
 from results.rundir.manifest import RunManifest
 from results.rundir.steps import (
@@ -213,7 +214,10 @@ def _markdown(analysis: RunAnalysis, derived: dict[str, Any], plots: list[str]) 
              "hosts. Balance is Jain's index over the rate at which each member's queues "
              "delivered messages (over CPU for runs before format 2), from known readings "
              "only: 1 = even, 1/n = one member takes all.",
-             *balance_text(analysis.rows),
+             *balance_text(analysis.rows), "",
+             "What saturated in each step (member CPU at its quota, the load generator's CPU, "
+             "publishers blocked by an alarm, receivers behind; \"none visible\": none of "
+             "these):", "", *[f"- {line}" for line in bottleneck_lines(analysis.steps)],
              "", "## Measurements", "", *measurements_text(analysis.manifest, derived),
              "", "## Members", ""]
     member_lines = [["member", "mean CPU%", "max CPU%", "mean connections", "CPU share",

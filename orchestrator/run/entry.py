@@ -12,6 +12,7 @@ from orchestrator.run.exposition import check_metrics_port
 from orchestrator.run.lines import Lines
 from orchestrator.specs.loader import load_scenario
 from results.passes import analyze_if_installed
+from results.rundir.bottleneck import bottleneck_lines
 from results.rundir.steps import as_text, terms_of
 
 
@@ -55,6 +56,8 @@ def run_file(scenario: Path, overrides: list[str], options: RunOptions, lines: L
         headings = controller.manifest.headings()
         lines.say(as_text(rows, terms, settle_s=spec.measure.settle,
                           heading="\n".join(headings) if headings else None))
+        lines.say("what saturated:\n" + "\n".join(f"  {line}" for line in
+                                                  bottleneck_lines(result.steps)))
     if result.accounting:
         (lines.good if result.accounting.balanced else lines.caution)(
             result.accounting.explain())

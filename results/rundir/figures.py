@@ -117,12 +117,13 @@ class HistogramMax(Figure):
 @dataclass(frozen=True)
 class KeyMean(Figure):
     """Per ``key`` (member, host or agent; by its name as text) of ``table``: the mean known
-    CPU% of its rows in the window's span (start, end], of the rows where ``where`` =
-    (column, "==" or "!=", value) (``None``: every row)."""
+    ``column`` (CPU%, unless said) of its rows in the window's span (start, end], of the rows
+    where ``where`` = (column, "==" or "!=", value) (``None``: every row)."""
 
     table: str
     key: str
     where: tuple[str, str, Any] | None = None
+    column: str = "cpu_percent"
 
     def keeps(self, row: Mapping[str, Any]) -> bool:
         """Whether a row in memory passes ``where``."""
@@ -253,11 +254,11 @@ def merged_histogram(ticks: list[dict], name: str = LATENCY) -> dict[int, int]:
 
 
 def key_means(how: KeyMean, rows: list[dict]) -> dict[str, float]:
-    """Per key, the mean known CPU% of the kept rows, by key name."""
+    """Per key, the mean known value (of ``how.column``) of the kept rows, by key name."""
     values: dict[str, list[float]] = defaultdict(list)
     for row in rows:
-        if how.keeps(row) and row.get(CPU_COLUMN) is not None:
-            values[str(row[how.key])].append(row[CPU_COLUMN])
+        if how.keeps(row) and row.get(how.column) is not None:
+            values[str(row[how.key])].append(row[how.column])
     return {name: fmean(v) for name, v in sorted(values.items())}
 
 

@@ -127,6 +127,9 @@ class StepRow:
     receivers: int | None = _figure(Max("consuming"))  # responders in request/reply
     queues: int | None = _figure(Max("queues_in_use"))  # queues (pairs) the senders use
     agents_cpu_percent: dict[str, float] = _figure(KeyMean("agents", "agent"), {})
+    cpu_quota_cores: dict[str, float] = _figure(KeyMean(
+        "members", "member", ("running", "==", True), "cpu_quota_cores"), {})
+    blocked_s: float = _figure(Change("blocked_s"), 0.0)  # publishers held, agent-seconds
 
     @property
     def ratio(self) -> float | None:
@@ -161,11 +164,18 @@ class StepRow:
             return None
         return cpu_percent / 100 * 1e6 / self.received_rate
 
+    @property
+    def bottleneck(self) -> str:
+        """What saturated, from the row's own figures (see :mod:`results.rundir.bottleneck`)."""
+        from results.rundir.bottleneck import bottleneck
+        return bottleneck(self)
+
     def as_json(self) -> dict[str, Any]:
-        """The row as ``run.json`` records it: its fields, its ratio and its costs."""
+        """The row as ``run.json`` records it: its fields, its ratio, its costs and what
+        saturated."""
         return {**asdict(self), "ratio": self.ratio, "broker_us_per_msg": self.broker_us_per_msg,
                 "generator_us_per_msg": self.generator_us_per_msg,
-                "member_us_per_msg": self.member_us_per_msg}
+                "member_us_per_msg": self.member_us_per_msg, "bottleneck": self.bottleneck}
 
 
 FIGURES: dict[str, Figure] = {f.name: f.metadata["figure"] for f in dataclasses.fields(StepRow)}

@@ -304,15 +304,16 @@ function tables(doc) {
   const t = view.terms, u = unit();
   document.querySelector("#steps thead tr").replaceChildren(...["step", t.senders, t.receivers, t.queues,
     `target ${u}`, `achieved ${u}`, `sent ${u}`, `received ${u}`, "p50 ms", "p99 ms", "members",
-    "member CPU %", `broker CPU us/${t.each}`, `generator CPU us/${t.each}`, "errors", "seconds"].map(header));
+    "member CPU %", `broker CPU us/${t.each}`, `generator CPU us/${t.each}`, "saturated", "errors",
+    "seconds"].map(header));
   const body = document.querySelector("#steps tbody");
   body.replaceChildren(...view.steps.map(s => {
     const tr = document.createElement("tr");
     const cpu = Object.entries(s.cpu_percent || {}).map(([m, v]) => `${m.split("@")[0]} ${fmt(v, 1)}`).join(", ");
     [s.label || s.step, fmt(s.senders), fmt(s.receivers), fmt(s.queues), fmt(s.target_rate),
      fmt(s.achieved_rate), fmt(s.sent_rate), fmt(s.received_rate), fmt(s.p50_ms, 1), fmt(s.p99_ms, 1),
-     s.members, cpu || "–", fmt(s.broker_us_per_msg, 1), fmt(s.generator_us_per_msg, 1), s.errors,
-     s.seconds].forEach(v => tr.append(cell(v)));
+     s.members, cpu || "–", fmt(s.broker_us_per_msg, 1), fmt(s.generator_us_per_msg, 1),
+     s.bottleneck || "–", s.errors, s.seconds].forEach(v => tr.append(cell(v)));
     return tr;
   }));
   const accounting = doc.accounting;

@@ -1,0 +1,66 @@
+"""What saturated in a step, named from the figures surge records for it.
+
+Document 003 names its limits by hand ("limited by our 10GbE workload network at nearly 27,000
+round trips/sec", "the QM CPU is no longer the limiting factor"); here each step row names its
+own, in the order a reader checks them:
+
+1. publishers blocked by the broker (a memory or disk alarm: flow control held them);
+2. a member at its CPU quota (its mean CPU at least :data:`AT_QUOTA` of the cores it may use);
+3. the load generator: an agent at :data:`AGENT_BUSY` % of a core or more (an agent's publish
+   and consume loop runs on one interpreter thread, so one core is its ceiling);
+4. receivers busy: the step's messages were received at less than :data:`RECEIVERS_BEHIND` of
+   the rate they were sent (the queues grew: consumer-bound).
+
+Several may hold at once; all are named, in that order. "none visible" is said when none
+holds: then the limit, if the target was missed, is something surge does not measure (the
+network, the disk, the broker's internal work). A figure a row does not have (a run recorded
+before it was kept) never names a limit.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from results.rundir.steps import StepRow
+
+AT_QUOTA = 0.9  # of a member's CPU quota
+AGENT_BUSY = 90.0  # % of one core
+RECEIVERS_BEHIND = 0.95  # received over sent
+NONE_VISIBLE = "none visible"
+
+
+def limits(row: StepRow) -> list[str]:
+    """Every limit the row's figures show, most telling first (see the module's list)."""
+    found = []
+    if row.blocked_s > 0:
+        found.append(f"publishers blocked by the broker (alarm) for {row.blocked_s:,.0f} "
+                     f"agent-seconds")
+    for member, cores in sorted(row.cpu_quota_cores.items()):
+        cpu = row.cpu_percent.get(member)
+        if cores and cpu is not None and cpu >= AT_QUOTA * cores * 100:
+            found.append(f"member {_short(member)} at its CPU quota ({cpu:.0f}% of "
+                         f"{cores * 100:.0f}%)")
+    for agent, cpu in sorted(row.agents_cpu_percent.items()):
+        if cpu >= AGENT_BUSY:
+            found.append(f"load generator: agent {agent} at {cpu:.0f}% of a core")
+    if row.sent_rate and row.received_rate is not None \
+            and row.received_rate < RECEIVERS_BEHIND * row.sent_rate:
+        found.append(f"receivers behind: {row.received_rate:,.0f} of {row.sent_rate:,.0f} "
+                     f"sent per second received (queues growing)")
+    return found
+
+
+def bottleneck(row: StepRow) -> str:
+    """The row's limits as one line, or :data:`NONE_VISIBLE`."""
+    return "; ".join(limits(row)) or NONE_VISIBLE
+
+
+def _short(member: str) -> str:
+    """A member's name without its host (``surge-local-1-0@localhost`` -> ``surge-local-1-0``)."""
+    return member.split("@")[0]
+
+
+def bottleneck_lines(rows: list[StepRow]) -> list[str]:
+    """``step 1: ...`` for each row: what saturated in it."""
+    return [f"step {row.label}: {row.bottleneck}" for row in rows]

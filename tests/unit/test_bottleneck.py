@@ -1,0 +1,44 @@
+"""Each step names what saturated, from its own figures, in the order a reader checks them."""
+
+from results.rundir.bottleneck import NONE_VISIBLE, bottleneck, bottleneck_lines, limits
+from results.rundir.steps import StepRow
+
+MEMBER = "surge-local-1-0@localhost"
+
+
+def row(**figures):
+    base = {"step": 1, "label": "1", "sent_rate": 1000.0, "received_rate": 1000.0,
+            "cpu_percent": {MEMBER: 40.0}, "cpu_quota_cores": {MEMBER: 0.5},
+            "agents_cpu_percent": {"0": 30.0}}
+    return StepRow(**{**base, **figures})
+
+
+def test_nothing_saturated_is_said_so():
+    assert bottleneck(row()) == NONE_VISIBLE
+
+
+def test_a_member_at_its_quota_and_not_below_it():
+    assert bottleneck(row(cpu_percent={MEMBER: 46.0})) == \
+        "member surge-local-1-0 at its CPU quota (46% of 50%)"
+    assert bottleneck(row(cpu_percent={MEMBER: 44.0})) == NONE_VISIBLE
+    # no quota (unlimited) or no CPU figure: never a quota limit
+    assert bottleneck(row(cpu_percent={MEMBER: 180.0}, cpu_quota_cores={})) == NONE_VISIBLE
+    assert bottleneck(row(cpu_percent={})) == NONE_VISIBLE
+
+
+def test_the_load_generator_and_the_receivers():
+    assert bottleneck(row(agents_cpu_percent={"0": 30.0, "1": 97.0})) == \
+        "load generator: agent 1 at 97% of a core"
+    assert bottleneck(row(received_rate=900.0)) == \
+        "receivers behind: 900 of 1,000 sent per second received (queues growing)"
+    assert bottleneck(row(received_rate=960.0)) == NONE_VISIBLE
+    assert bottleneck(row(sent_rate=0.0, received_rate=500.0)) == NONE_VISIBLE  # a drain
+
+
+def test_several_limits_come_in_order_and_reach_every_view():
+    saturated = row(blocked_s=12.0, cpu_percent={MEMBER: 50.0}, received_rate=400.0)
+    assert [text.split(" ")[0] for text in limits(saturated)] == \
+        ["publishers", "member", "receivers"]
+    assert saturated.as_json()["bottleneck"].startswith(
+        "publishers blocked by the broker (alarm) for 12 agent-seconds; member")
+    assert bottleneck_lines([saturated, row(label="2")])[1] == "step 2: none visible"
