@@ -56,25 +56,40 @@ class Table:
 
 
 @dataclass(frozen=True)
+class Curve:
+    """A document's figure drawn from the same runs: a line per run through each step's
+    (x, y) point (a point with either unknown is left out)."""
+
+    file: str
+    title: str
+    xlabel: str
+    ylabel: str
+    point: Callable[[StepRow], tuple[float | None, float | None]]
+
+
+@dataclass(frozen=True)
 class DocumentTable:
     """A registered table: its name, the document table it reproduces, what one row is, the
-    document's columns surge does not measure here, and how it is built from runs."""
+    document's columns surge does not measure here, how it is built from runs, and the
+    document's figures of the same figures."""
 
     name: str
     title: str
     rows: str
     build: Callable[[list[Run]], Table]
     unmeasured: tuple[str, ...] = ()
+    curves: tuple[Curve, ...] = ()
 
 
 TABLES: dict[str, DocumentTable] = {}
 
 
-def table(name: str, title: str, rows: str, unmeasured: tuple[str, ...] = ()
+def table(name: str, title: str, rows: str, unmeasured: tuple[str, ...] = (),
+          curves: tuple[Curve, ...] = ()
           ) -> Callable[[Callable[[list[Run]], Table]], Callable[[list[Run]], Table]]:
     """Register the decorated function as document table ``name``."""
     def register(build: Callable[[list[Run]], Table]) -> Callable[[list[Run]], Table]:
-        TABLES[name] = DocumentTable(name, title, rows, build, unmeasured)
+        TABLES[name] = DocumentTable(name, title, rows, build, unmeasured, curves)
         return build
     return register
 
@@ -104,6 +119,27 @@ def document_table(name: str, run_dirs: list[Path]) -> Table:
     unmeasured = [f"not measured here (\"-\"): {', '.join(entry.unmeasured)}"] \
         if entry.unmeasured else []
     return Table(built.header, built.rows, [*built.notes, *unmeasured])
+
+
+def plot_table(name: str, run_dirs: list[Path], out: Path) -> list[Path]:
+    """Draw table ``name``'s figures of the runs in ``run_dirs`` as PNGs in ``out``; the
+    files written (none for a table without figures)."""
+    from results.plots import figure, known, save
+    if name not in TABLES:
+        raise SurgeError(f"no document table {name!r}; expected one of {', '.join(TABLES)}")
+    runs = load_runs(run_dirs)
+    figures = {}
+    for curve in TABLES[name].curves:
+        def draw(ax, curve: Curve = curve) -> None:
+            for run in runs:
+                points = sorted((x, y) for x, y in map(curve.point, run.steps)
+                                if x is not None and y is not None)
+                ax.plot([x for x, _ in points], known(y for _, y in points), "o-",
+                        label=run.label)
+            ax.xaxis.get_major_locator().set_params(integer=True)  # counts of clients
+            ax.set_ylim(bottom=0)
+        figures[curve.file] = figure(curve.ylabel, curve.title, draw, xlabel=curve.xlabel)
+    return [out / written for written in save(figures, out)] if figures else []
 
 
 def listing() -> str:
@@ -193,7 +229,11 @@ def _uniform_table2(runs: list[Run]) -> Table:
 
 
 @table("003-round-trips", "003 (IBM MQ Native HA), Figs 2-7: round trips/s per requester count",
-       "requester count; a column pair per run (single instance, Native HA, a CPU limit ...)")
+       "requester count; a column pair per run (single instance, Native HA, a CPU limit ...)",
+       curves=(Curve("003-round-trips.png", "Round trips/s by requester count", "requesters",
+                     "round trips/s", lambda row: (row.senders, row.achieved_rate)),
+               Curve("003-broker-cpu.png", "Broker CPU by requester count", "requesters",
+                     "broker CPU (% of one core)", lambda row: (row.senders, _member_cpu(row)))))
 def _round_trips(runs: list[Run]) -> Table:
     counts = sorted({row.senders for run in runs for row in run.steps if row.senders is not None})
     header = ["requesters"]
@@ -229,7 +269,12 @@ def _cphtestp(runs: list[Run]) -> Table:
 
 
 @table("004-cost", "004 (IBM MQ for z/OS), Charts 3 and 5: cost per transaction as queue "
-       "pairs grow", "queue pair count; a column group per run (a transport, a message size)")
+       "pairs grow", "queue pair count; a column group per run (a transport, a message size)",
+       curves=(Curve("004-cost.png", "Total cost per transaction with increasing workload",
+                     "queue pairs", "CPU us per transaction",
+                     lambda row: (row.queues, _total_us(row))),
+               Curve("004-rate.png", "Achieved transaction rate with increasing workload",
+                     "queue pairs", "transactions/s", lambda row: (row.queues, row.achieved_rate))))
 def _queue_pairs(runs: list[Run]) -> Table:
     pairs = sorted({row.queues for run in runs for row in run.steps if row.queues is not None})
     header = ["queue pairs"]

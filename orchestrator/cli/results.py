@@ -190,7 +190,12 @@ def table(name: Annotated[str | None, typer.Argument(
                    "out to list them")] = None,
           runs: Annotated[list[Path] | None, typer.Argument(
               help="Run directories, e.g. campaigns-runs/uniform-cluster-table2/*")] = None,
-          json_output: JsonOption = False) -> None:
+          json_output: JsonOption = False,
+          plot: Annotated[Path | None, typer.Option(
+              "--plot", help="Also draw the document's figures of the table (003-round-trips: "
+                             "round trips/s and broker CPU by requester count; 004-cost: cost "
+                             "and rate by queue pairs) as PNGs in this directory")] = None
+          ) -> None:
     """Print a source document's table, in its own columns, from finished runs.
 
     Each document's table has a name (surge table lists them): 000-table1 gives a row per
@@ -205,6 +210,7 @@ def table(name: Annotated[str | None, typer.Argument(
     \b
       surge table 003-round-trips runs/*-native-ha-requester-sweep
       surge table 000-table2 campaigns-runs/uniform-cluster-table2/* --json
+      surge table 004-cost campaigns-runs/zos-queue-pairs/* --plot plots
     """
     from results.documents import document_table, listing
     if name is None:
@@ -217,6 +223,11 @@ def table(name: Annotated[str | None, typer.Argument(
         print_json(built.csv_rows())
     else:
         typer.echo(built.text())
+    if plot is not None:
+        from results.documents import plot_table  # matplotlib: only to plot
+        written = plot_table(name, runs, plot)
+        say(json_output)(f"plots: {', '.join(map(str, written))}" if written
+                         else f"{name} has no figures to draw")
 
 
 def _gate(sides: list[Path], threshold: float, confidence: float, json_output: bool) -> None:

@@ -99,3 +99,11 @@ def test_surge_table_lists_prints_and_answers_json(runs):
     assert "member m-0@h" in printed.output and "CHIN(s)" in printed.output
     answered = runner.invoke(app, ["table", "003-round-trips", *map(str, runs), "--json"])
     assert json.loads(answered.output)[0]["single round trips/s"] == "1,000"
+
+
+def test_the_documents_figures_are_drawn_from_the_same_runs(runs, tmp_path):
+    from results.documents import plot_table
+    written = plot_table("004-cost", runs, tmp_path / "plots")
+    assert [p.name for p in written] == ["004-cost.png", "004-rate.png"]
+    assert all(p.read_bytes().startswith(b"\x89PNG") for p in written)
+    assert plot_table("000-table2", runs, tmp_path / "none") == []
