@@ -81,6 +81,12 @@ def test_a_uniform_cluster_run_on_emulated_queue_managers_accounts_for_every_mes
     assert all(row["achieved_rate"] > 190 for row in measured)
     # the exporter stand-in's figures: the emulator's CPU on the seconds a publication came
     assert all(row["cpu_percent"].get("UC01QM01", -1) > 0 for row in measured)
+    # the queue manager host's CPU (document 000's MQHost CPU%) and the clients taking part
+    assert all(0 < percent <= 100 for row in measured
+               for percent in row["hosts_cpu_percent"].values())
+    # both hosts of the pool, as document 000's MQHost2 before any of its QMs starts
+    assert all(len(row["hosts_cpu_percent"]) == 2 for row in measured)
+    assert {(row["senders"], row["receivers"], row["queues"]) for row in measured} == {(4, 4, 1)}
     events = [json.loads(line) for line in
               (Path(document["run_dir"]) / "events.jsonl").read_text().splitlines()]
     commands = [e["command"] for e in events if e["kind"] == "remote_command"]

@@ -22,10 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.errors import ProvisionError
+from orchestrator.errors import ProvisionError, SurgeError
 from orchestrator.specs.mqtopics import mqsc_name
 from orchestrator.specs.topology import TopologySpec
-from topologies.base import BrokerSample, Member, MemberSample, Provisioner
+from topologies.base import BrokerSample, CpuReading, Member, MemberSample, Provisioner
+from topologies.hostcpu import HOST_CPU_COMMAND, LatestReadings, parse_host_cpu
 from topologies.mq import metrics, uniform
 from topologies.mq.figures import Figures, PublishedFigures
 from topologies.mq.uniform import QueueManager, client_settings
@@ -98,6 +99,7 @@ class UniformClusterProvisioner(Provisioner):
         interval = uniform.statistics_interval(topology.ibmmq)
         self._figures = {qm.index: PublishedFigures(interval, qm.host.cpus) for qm in self.qms}
         self._running: dict[int, bool] = {}  # what dspmq said last; sample() asks no host
+        self._hosts = LatestReadings(self._host_cpu)  # ... but for its CPU, in the background
 
     # -- the provisioner interface ------------------------------------------------------------
 
@@ -149,8 +151,10 @@ class UniformClusterProvisioner(Provisioner):
 
     def sample(self) -> BrokerSample:
         """CPU, connections, messages and depths from each running queue manager's exporter
-        (running as dspmq last said, so a tick asks no host), timed as
-        :mod:`topologies.mq.figures` says: CPU at the statistics interval it really has."""
+        (running as dspmq last said, so a tick runs no MQ command), timed as
+        :mod:`topologies.mq.figures` says: CPU at the statistics interval it really has; and
+        each queue manager host's CPU from its ``/proc/stat`` (document 000's MQHost CPU%), the
+        newest reading taken in the background."""
         members, depths = [], {}
         for qm in self.qms:
             running = self._running.get(qm.index, False)
@@ -162,7 +166,18 @@ class UniformClusterProvisioner(Provisioner):
                     depths[queue] = depths.get(queue, 0) + depth
             members.append(member_sample(qm.name, running, figures,
                                          self.topology.cpu_per_member))
-        return BrokerSample(members, depths)
+        return BrokerSample(members, depths, self._hosts.latest())
+
+    def _host_cpu(self) -> dict[str, CpuReading | None]:
+        """Each queue manager host's CPU (None: it did not answer)."""
+        hosts: dict[str, CpuReading | None] = {}
+        for name in dict.fromkeys(qm.host.name for qm in self.qms):
+            try:
+                hosts[name], _, _ = parse_host_cpu(
+                    self._run(name, HOST_CPU_COMMAND).stdout.splitlines())
+            except (SurgeError, ValueError, IndexError):  # SSH down, the command failed
+                hosts[name] = None
+        return hosts
 
     def client_placement(self) -> dict[str, dict[str, int]]:
         """The workers' connections per APPLTAG on each running queue manager, as

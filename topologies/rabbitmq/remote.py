@@ -33,6 +33,7 @@ from orchestrator.specs.hosts import HostSpec
 from orchestrator.specs.topology import TopologySpec
 from topologies.base import BrokerSample, CpuReading, Member, MemberStats, Provisioner
 from topologies.cgroups import cap_script, remove_script
+from topologies.hostcpu import HOST_CPU_COMMAND, parse_host_cpu
 from topologies.rabbitmq import credentials, node, ports, queues
 from topologies.rabbitmq.credentials import ClusterSecrets, KeptSecrets
 from topologies.rabbitmq.local import default_state_root
@@ -316,18 +317,14 @@ class SshRabbitMQ(KeptSecrets, Provisioner):
             mine = [m for m in running if self.placement[m.index].name == host.name and m.pid]
             listed = " ".join(str(m.pid) for m in mine)
             try:
-                out = self._run(host, "getconf CLK_TCK; cut -d' ' -f1 /proc/uptime; "
-                                      "head -1 /proc/stat; "
+                out = self._run(host, f"{HOST_CPU_COMMAND}; "
                                       f"for p in {listed}; do echo $p $(cut -d' ' -f14,15 "
                                       f"/proc/$p/stat 2>/dev/null); done")
                 lines = out.splitlines()
-                ticks, at = int(lines[0]), float(lines[1])
-                fields = [int(v) for v in lines[2].split()[1:9]]  # user .. steal
+                hosts[host.name], ticks, at = parse_host_cpu(lines)
             except (ProvisionError, ValueError, IndexError):
                 hosts[host.name] = None
                 continue
-            idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-            hosts[host.name] = CpuReading((sum(fields) - idle) / ticks, at, sum(fields) / ticks)
             by_pid = {int(f[0]): (int(f[1]) + int(f[2])) / ticks
                       for f in (line.split() for line in lines[3:]) if len(f) == 3}
             cpu.update({m.index: CpuReading(by_pid[m.pid], at) for m in mine if m.pid in by_pid})
