@@ -19,13 +19,12 @@ def test_busy_and_total_seconds_of_the_whole_host_at_its_uptime():
 
 
 def test_latest_readings_never_wait_and_read_one_at_a_time():
-    gates = [threading.Event(), threading.Event()]
+    gates = [threading.Event() for _ in range(3)]  # each read waits for its own
     calls = []
 
     def read():
         calls.append(1)
-        if len(calls) <= len(gates):
-            gates[len(calls) - 1].wait(5)
+        gates[len(calls) - 1].wait(5)
         return {"h1": CpuReading(float(len(calls)), 1.0, 2.0)}
     latest = LatestReadings(read)
     assert latest.latest() == {}  # the first read is under way
@@ -36,4 +35,5 @@ def test_latest_readings_never_wait_and_read_one_at_a_time():
     gates[1].set()
     latest._thread.join(5)
     assert len(calls) == 2 and latest.latest()["h1"].seconds == 2.0
-    latest._thread.join(5)  # the third, started by that call
+    gates[2].set()  # the third, started by that call
+    latest._thread.join(5)
