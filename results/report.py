@@ -11,7 +11,14 @@ from results.analysis import RunAnalysis
 from results.plots import run_figures, save
 from results.rundir.figures import CONFIRM, HISTOGRAM_KINDS, INTENDED, LATENCY, Percentile
 from results.rundir.manifest import RunManifest
-from results.rundir.steps import FIGURES, StepRow, fixed_width, member_index
+from results.rundir.steps import (
+    FIGURES,
+    StepRow,
+    fixed_width,
+    member_index,
+    resource_cells,
+    resource_header,
+)
 
 PERCENTILES = sorted((name for name, how in FIGURES.items()
                       if isinstance(how, Percentile) and how.histogram == LATENCY),
@@ -40,7 +47,8 @@ def write(analysis: RunAnalysis, events: list[dict], derived: dict[str, Any]) ->
         "members": analysis.members, "cost": analysis.cost, **derived,
         "problems": analysis.problems}, indent=2, default=str))
     plots = save(run_figures(analysis.ticks, analysis.member_samples, events,
-                             analysis.manifest.phases, analysis.steps), out)
+                             analysis.manifest.phases, analysis.steps,
+                             analysis.host_samples), out)
     (out / "report.md").write_text(_markdown(analysis, derived, plots))
     return out
 
@@ -57,7 +65,7 @@ def step_table_text(steps: list[StepRow]) -> str:
               *[f"{h} CPU%" for h in hosts], "balance",
               *[n.replace("_ms", "").replace("p999", "p99.9") + " ms" for n in PERCENTILES],
               "max ms", *[n.replace("_ms", "").replace("_", " ") + " ms" for n in INTENDED_COLUMNS],
-              "skipped", "errors", "reconnects", "max backlog"]]
+              "skipped", "errors", "reconnects", "max backlog", *resource_header(steps)]]
     for row in steps:
         lines.append([
             row.label, f"{row.start_s:.0f}-{row.end_s:.0f}",
@@ -68,7 +76,7 @@ def step_table_text(steps: list[StepRow]) -> str:
             _num(row.balance, 3), *[_num(getattr(row, n), 2) for n in PERCENTILES],
             _num(row.max_ms, 2), *[_num(getattr(row, n), 2) for n in INTENDED_COLUMNS],
             f"{row.skipped:,}", str(row.errors), str(row.reconnects),
-            _num(row.max_backlog, 0)])
+            _num(row.max_backlog, 0), *resource_cells(steps, row)])
     return fixed_width(lines)
 
 

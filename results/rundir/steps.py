@@ -27,6 +27,8 @@ from results.rundir.figures import (
     Figure,
     FromWindow,
     HistogramMax,
+    KeyCount,
+    KeyMax,
     KeyMean,
     Least,
     Max,
@@ -40,6 +42,7 @@ from results.rundir.figures import (
 from results.rundir.histogram import LatencyHistogram
 
 DRAIN_LABEL = "drain"
+_RUNNING = ("running", "==", True)
 
 
 def _figure(how: Figure, default: Any = None) -> Any:
@@ -99,6 +102,14 @@ class StepRow:
     intended_max_ms: float | None = _figure(HistogramMax(INTENDED))
     confirm_p50_ms: float | None = _figure(Percentile(50.0, CONFIRM))
     confirm_p99_ms: float | None = _figure(Percentile(99.0, CONFIRM))
+    # broker resources (RabbitMQ members): the most memory against the high watermark (%),
+    # and the seconds each member's memory or disk alarm was in effect
+    memory_percent: dict[str, float] = _figure(
+        KeyMax("members", "member", _RUNNING, "memory_percent_of_watermark"), {})
+    memory_alarm_seconds: dict[str, int] = _figure(
+        KeyCount("members", "member", _RUNNING, "memory_alarm"), {})
+    disk_alarm_seconds: dict[str, int] = _figure(
+        KeyCount("members", "member", _RUNNING, "disk_alarm"), {})
 
     @property
     def ratio(self) -> float | None:
@@ -303,7 +314,8 @@ def as_text(rows: list[StepRow], unit: str = "msg/s", settle_s: float | None = N
     header = ["step", f"target {unit}", f"achieved {unit}", f"sent {unit}", f"received {unit}",
               "members", *[f"m{s} CPU%" for s in short], "host CPU%",
               *[f"{h} CPU%" for h in hosts], "p50 ms", "p99 ms", "intended p99 ms",
-              *(["confirm p99 ms"] if confirms else []), "skipped", "errors"]
+              *(["confirm p99 ms"] if confirms else []), "skipped", "errors",
+              *resource_header(rows)]
     lines = [header]
     for row in rows:
         lines.append([
@@ -316,7 +328,7 @@ def as_text(rows: list[StepRow], unit: str = "msg/s", settle_s: float | None = N
             _cell(row.p50_ms, ".2f"), _cell(row.p99_ms, ".2f"),
             _cell(row.intended_p99_ms, ".2f"),
             *([_cell(row.confirm_p99_ms, ".2f")] if confirms else []), f"{row.skipped:,}",
-            str(row.errors)])
+            str(row.errors), *resource_cells(rows, row)])
     table = fixed_width(lines)
     if heading:
         table = f"{heading}\n{table}"
@@ -329,6 +341,37 @@ def as_text(rows: list[StepRow], unit: str = "msg/s", settle_s: float | None = N
                   + (f"; {missing} seconds had a source missing (\"-\" = unknown)"
                      if missing else ""))
     return table
+
+
+def _memory_members(rows: list[StepRow]) -> list[str]:
+    return sorted({m for row in rows for m in row.memory_percent})
+
+
+def _disk_alarms(rows: list[StepRow]) -> bool:
+    return any(any(row.disk_alarm_seconds.values()) for row in rows)
+
+
+def resource_header(rows: list[StepRow]) -> list[str]:
+    """The resource columns of a step table (none when no member reported its memory): each
+    member's most memory against its high watermark, the seconds of memory alarm (of the
+    member longest in alarm) and, if any, of disk alarm."""
+    members = _memory_members(rows)
+    if not members:
+        return []
+    return [*[f"m{member_index(m)} mem%" for m in members], "mem alarm s",
+            *(["disk alarm s"] if _disk_alarms(rows) else [])]
+
+
+def resource_cells(rows: list[StepRow], row: StepRow) -> list[str]:
+    """``row``'s cells under :func:`resource_header` of ``rows``."""
+    members = _memory_members(rows)
+    if not members:
+        return []
+    def most(seconds: dict[str, int]) -> str:
+        return str(max(seconds.values())) if seconds else "-"
+    return [*[_cell(row.memory_percent.get(m), ".1f") for m in members],
+            most(row.memory_alarm_seconds),
+            *([most(row.disk_alarm_seconds)] if _disk_alarms(rows) else [])]
 
 
 def _cell(value: float | None, spec: str = ",.0f") -> str:
