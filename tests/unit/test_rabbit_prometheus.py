@@ -121,3 +121,12 @@ def test_a_members_row_carries_the_resources_it_reported_and_null_for_the_rest()
     resource_columns = SCHEMAS["members"].names[SCHEMAS["members"].names.index("memory_bytes"):]
     assert set(resource_columns) <= set(first)
     assert all(second[c] is None for c in resource_columns)
+
+
+def test_a_sample_with_a_timestamp_or_a_value_that_is_no_number():
+    page = TEXT.replace("rabbitmq_connections 14\n", "rabbitmq_connections 14 1795721975000\n")
+    page += ('rabbitmq_process_open_fds{node="a}b"} 39 1795721975000\n'
+             "rabbitmq_process_max_fds many\n")
+    stats = parse_node_stats(page)
+    assert stats.connections == 14 and stats.resources.fds_open == 39
+    assert stats.resources.fds_max is None

@@ -13,8 +13,6 @@ import urllib.error
 import urllib.request
 from dataclasses import replace
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from topologies.base import BrokerResources, CpuReading, MemberStats
 
 SCRAPE_TIMEOUT_S = 2.0  # a member at its CPU quota answers slowly; late is kept, not lost
@@ -84,23 +82,35 @@ def _name(line: str) -> str:
     return line[:end]
 
 
+def _value(line: str, name: str) -> float | None:
+    """The value of sample ``line`` of metric ``name`` (after its labels, before any
+    timestamp); ``None`` if it is not a number."""
+    rest = line[line.rfind("}") + 1:] if line.startswith("{", len(name)) else line[len(name):]
+    try:
+        return float(rest.split(None, 1)[0])
+    except (IndexError, ValueError):
+        return None
+
+
 def parse_node_stats(text: str) -> MemberStats | None:
     """A member's figures from Prometheus text (summed over protocols and queue types);
     ``None`` if any of the message and connection counters is absent (a resource figure
     absent is unknown on its own: :class:`~topologies.base.BrokerResources`). Unacknowledged
     is deliveries needing an ack less acks; a delivery requeued by a closed channel stays
     counted (the broker keeps no counter of requeues), so after reconnects it is an upper
-    bound. The CPU is the VM's runtime (user
-    seconds of all its threads; measured against the kernel's figures), not yet stamped
-    (``at`` 0)."""
+    bound. The CPU is the VM's runtime (user seconds of all its threads; measured against the
+    kernel's figures), not yet stamped (``at`` 0). The sample lines are read as they are (name,
+    labels, value, an optional timestamp): the families read are plain gauges and counters,
+    and a general parser cost more than the rest of the read."""
     found: dict[str, float] = {}
-    for family in text_string_to_metric_families(wanted_lines(text)):
-        key = _FAMILIES.get(family.name)
-        if key is None:
+    for line in wanted_lines(text).splitlines():
+        if line.startswith("#"):
             continue
-        for sample in family.samples:
-            if sample.name in (family.name, family.name + "_total"):
-                found[key] = found.get(key, 0.0) + sample.value
+        name = _name(line)
+        key = _FAMILIES.get(name) or _FAMILIES[name.removesuffix("_total")]
+        value = _value(line, name)
+        if value is not None:
+            found[key] = found.get(key, 0.0) + value
     if not set(found) >= _CORE:
         return None
     unacknowledged = max(0, int(found["manual"] - found["acknowledged"]))
