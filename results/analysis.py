@@ -33,6 +33,8 @@ from results.rundir.figures import (
     Count,
     Delivery,
     Figure,
+    KeyCount,
+    KeyMax,
     KeyMean,
     Max,
     Mean,
@@ -76,6 +78,7 @@ class RunAnalysis:
     problems: list[str] = field(default_factory=list)
     ticks: list[dict[str, Any]] = field(default_factory=list)  # without histograms, in time order
     member_samples: list[dict[str, Any]] = field(default_factory=list)  # the members table
+    host_samples: list[dict[str, Any]] = field(default_factory=list)  # the hosts table
     # per row label and histogram name (latency, intended): the buckets merged over its window
     histograms: dict[str, dict[str, dict[int, int]]] = field(default_factory=dict)
 
@@ -148,11 +151,14 @@ def _analyze_group(spark, runs: list[_Run], price: float, include_drain: bool) -
                                        if c not in HISTOGRAM_COLUMNS])
     samples = _collect(frames["members"], frames["members"].columns) \
         if frames["members"] is not None else {}
+    host_samples = _collect(frames["hosts"], frames["hosts"].columns) \
+        if frames["hosts"] is not None else {}
     windows_of: list[tuple[_Run, Window]] = []
     for run in runs:
         analysis = run.analysis
         analysis.ticks = ticks.get(run.index, [])
         analysis.member_samples = samples.get(run.index, [])
+        analysis.host_samples = host_samples.get(run.index, [])
         analysis.settle_s = analysis.manifest.settle_s
         rows_of = windows(analysis.manifest.phases, analysis.ticks, analysis.settle_s)
         analysis.settle_excluded_s = settle_excluded(analysis.ticks, rows_of)
@@ -316,15 +322,16 @@ def _in_span(spans):
             & (F.col("elapsed_s") <= spans["end_s"]))
 
 
-def _key_means(frames: dict[str, Any], spans) -> dict[str, dict[int, dict[str, float]]]:
-    """Per :class:`~results.rundir.figures.KeyMean` field, per window and key (member or
-    host): the mean known value of its column in the kept rows of its span (see
-    :func:`results.rundir.figures.key_means`), all fields in one query."""
+def _key_means(frames: dict[str, Any], spans) -> dict[str, dict[int, dict[str, Any]]]:
+    """Per :class:`~results.rundir.figures.KeyMean` field (and its kinds), per window and key
+    (member, host or agent): the figure of the known values of its column in the kept rows of
+    its span (see :func:`results.rundir.figures.key_means`), all fields in one query; a column
+    the run did not record gives none."""
     from pyspark.sql import functions as F
     selected = []
     for name, how in FIGURES.items():
         frame = frames.get(how.table) if isinstance(how, KeyMean) else None
-        if frame is None:
+        if frame is None or how.column not in frame.columns:
             continue
         if how.where is not None:
             column, operator, value = how.where
@@ -340,11 +347,16 @@ def _key_means(frames: dict[str, Any], spans) -> dict[str, dict[int, dict[str, f
     for more in selected[1:]:
         union = union.unionByName(more)
     rows = (union.join(spans, _in_span(spans)).groupBy("figure", "window", "key")
-            .agg(F.avg("value").alias("cpu")).collect())
-    out: dict[str, dict[int, dict[str, float]]] = {}
+            .agg(F.avg("value").alias("mean"), F.max("value").alias("max"),
+                 F.sum("value").alias("sum")).collect())
+    out: dict[str, dict[int, dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: r.key):
-        if row.cpu is not None:
-            out.setdefault(row.figure, {}).setdefault(row.window, {})[row.key] = row.cpu
+        how = FIGURES[row.figure]
+        value = (row["max"] if isinstance(how, KeyMax) else
+                 None if row["sum"] is None else int(row["sum"]) if isinstance(how, KeyCount)
+                 else row["mean"])
+        if value is not None:
+            out.setdefault(row.figure, {}).setdefault(row.window, {})[row.key] = value
     return out
 
 

@@ -117,6 +117,69 @@ def cpu_lines(ax, members: list[dict]) -> None:
     ax.set_ylim(bottom=0)
 
 
+MIB = 1 << 20
+ALARM_COLOUR, ALARM_ALPHA = "tab:red", 0.15
+
+
+def by_member(rows: list[dict]) -> dict[str, list[dict]]:
+    """Rows of the members table grouped by member, members in name order."""
+    grouped: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        grouped[row["member"]].append(row)
+    return dict(sorted(grouped.items()))
+
+
+def has_figure(rows: list[dict], column: str) -> bool:
+    """Whether any row knows ``column`` (a figure with nothing to show is not drawn)."""
+    return any(row.get(column) is not None for row in rows)
+
+
+def member_lines(ax, members: list[dict], column: str, scale: float = 1.0) -> None:
+    """One line per member of ``column`` (divided by ``scale``) over time; gaps where unknown
+    or the member is not running."""
+    for name, rows in by_member(members).items():
+        ax.plot([m["elapsed_s"] for m in rows],
+                known(m[column] / scale if m["running"] and m.get(column) is not None
+                      else None for m in rows), label=name.split("@")[0])
+
+
+def memory_lines(ax, members: list[dict]) -> None:
+    """Each member's memory in use and its high watermark (dashed, in the member's colour),
+    in MiB, with every second some member's memory alarm was in effect shaded."""
+    for i, (name, rows) in enumerate(by_member(members).items()):
+        x = [m["elapsed_s"] for m in rows]
+        short = name.split("@")[0]
+        ax.plot(x, known(m["memory_bytes"] / MIB if m["running"] and m.get("memory_bytes")
+                         is not None else None for m in rows), color=f"C{i}", label=short)
+        ax.plot(x, known(m["memory_limit_bytes"] / MIB if m["running"]
+                         and m.get("memory_limit_bytes") is not None else None for m in rows),
+                color=f"C{i}", linestyle="--", linewidth=1, label=f"{short} high watermark")
+    for start, end in spans({m["elapsed_s"] for m in members if m.get("memory_alarm")}):
+        ax.axvspan(start, end, color=ALARM_COLOUR, alpha=ALARM_ALPHA, linewidth=0,
+                   label="memory alarm")
+    ax.set_yscale("log")
+
+
+def spans(seconds: Iterable[float]) -> list[tuple[float, float]]:
+    """Runs of consecutive ticks (each ``s`` covering (s - 1, s]) as (start, end) spans."""
+    out: list[tuple[float, float]] = []
+    for second in sorted(seconds):
+        if out and second - out[-1][1] <= 1.5:  # the next tick, however late it fired
+            out[-1] = (out[-1][0], second)
+        else:
+            out.append((second - 1, second))
+    return out
+
+
+def host_lines(ax, hosts: list[dict]) -> None:
+    """Each host's CPU per second (% of the whole host, all its cores)."""
+    for name in sorted({h["host"] for h in hosts}):
+        rows = [h for h in hosts if h["host"] == name]
+        ax.plot([h["elapsed_s"] for h in rows], known(h["cpu_percent"] for h in rows),
+                label=name)
+    ax.set_ylim(0, 100)
+
+
 def latency_lines(ax, ticks: list[dict], steps: Sequence[StepRow]) -> None:
     """p50 and p99 per second (and p99 from the intended send), and each step's p95 and p99.9
     of its merged histogram as a segment over the step's span."""
@@ -134,9 +197,11 @@ def latency_lines(ax, ticks: list[dict], steps: Sequence[StepRow]) -> None:
 
 
 def run_figures(ticks: list[dict], members: list[dict], events: list[dict],
-                phases: Sequence[Any], steps: Sequence[StepRow]) -> dict[str, Any]:
+                phases: Sequence[Any], steps: Sequence[StepRow],
+                hosts: Sequence[dict] = ()) -> dict[str, Any]:
     """One run's figures by file name (none without ticks): rate, CPU, latency and backlog
-    over time, each step shaded and labelled, events marked."""
+    over time, and where recorded the members' memory against their high watermarks, the
+    hosts' CPU and the members' connections; each step shaded and labelled, events marked."""
     if not ticks:
         return {}
     t0 = next((e["t"] for e in events if e["kind"] == "step"),
@@ -146,7 +211,7 @@ def run_figures(ticks: list[dict], members: list[dict], events: list[dict],
     def with_events(draw: Draw) -> Draw:
         return lambda ax: (draw(ax), event_lines(ax, events, t0))
 
-    return {
+    figures = {
         "rate.png": figure("messages per second (msg/s)", "Target, published and consumed rate",
                            with_events(lambda ax: rate_lines(ax, ticks)), before=bands),
         "cpu.png": figure("CPU (% of one core)", "CPU per member",
@@ -159,6 +224,20 @@ def run_figures(ticks: list[dict], members: list[dict], events: list[dict],
                                known(t["queue_depth"] for t in ticks), label="queue depth")),
             before=bands),
     }
+    if has_figure(members, "memory_bytes"):
+        figures["memory.png"] = figure(
+            "memory (MiB, log scale)", "Memory per member against its high watermark (dashed; "
+            "shaded: memory alarm)", with_events(lambda ax: memory_lines(ax, members)),
+            before=bands)
+    if has_figure(list(hosts), "cpu_percent"):
+        figures["hosts.png"] = figure("CPU (% of the host, all cores)", "CPU per host",
+                                      with_events(lambda ax: host_lines(ax, list(hosts))),
+                                      before=bands)
+    if has_figure(members, "connections"):
+        figures["connections.png"] = figure(
+            "client connections", "Connections per member",
+            with_events(lambda ax: member_lines(ax, members, "connections")), before=bands)
+    return figures
 
 
 # -- runs overlaid -------------------------------------------------------------------------------

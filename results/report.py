@@ -23,6 +23,8 @@ from results.rundir.steps import (
     cost_header,
     fixed_width,
     member_index,
+    resource_cells,
+    resource_header,
 )
 
 PERCENTILES = sorted((name for name, how in FIGURES.items()
@@ -54,7 +56,8 @@ def write(analysis: RunAnalysis, events: list[dict], derived: dict[str, Any]) ->
         "members": analysis.members, "cost": analysis.cost, **derived,
         "problems": analysis.problems}, indent=2, default=str))
     plots = save(run_figures(analysis.ticks, analysis.member_samples, events,
-                             analysis.manifest.phases, analysis.steps), out)
+                             analysis.manifest.phases, analysis.steps,
+                             analysis.host_samples), out)
     (out / "report.md").write_text(_markdown(analysis, derived, plots))
     return out
 
@@ -74,7 +77,7 @@ def step_table_text(steps: list[StepRow], terms: Terms = MESSAGES) -> str:
               "host CPU%", *[f"{h} CPU%" for h in hosts], *cost_header(terms), "balance",
               *[n.replace("_ms", "").replace("p999", "p99.9") + " ms" for n in PERCENTILES],
               "max ms", *[n.replace("_ms", "").replace("_", " ") + " ms" for n in INTENDED_COLUMNS],
-              "skipped", "errors", "reconnects", "max backlog"]]
+              "skipped", "errors", "reconnects", "max backlog", *resource_header(steps)]]
     for row in steps:
         lines.append([
             row.label, f"{row.start_s:.0f}-{row.end_s:.0f}", *client_cells(row),
@@ -86,7 +89,7 @@ def step_table_text(steps: list[StepRow], terms: Terms = MESSAGES) -> str:
             *[_num(getattr(row, n), 2) for n in PERCENTILES],
             _num(row.max_ms, 2), *[_num(getattr(row, n), 2) for n in INTENDED_COLUMNS],
             f"{row.skipped:,}", str(row.errors), str(row.reconnects),
-            _num(row.max_backlog, 0)])
+            _num(row.max_backlog, 0), *resource_cells(steps, row)])
     return fixed_width(lines)
 
 

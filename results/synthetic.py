@@ -7,7 +7,8 @@ at 15% CPU, its queue delivering 40% of the messages) receive all of it. Each se
 ``DRAIN_RATE`` msg/s with nothing sent. Measured from their intended send times, the same
 latencies are ``SCHEDULE_LAG_US`` longer. In the ``unknown`` seconds the agents missed the deadline
 (rates and latencies unknown) and so did the second member (its CPU and counts unknown). The
-hosts table holds the controller's host at 50% and ``broker-1`` at 30%. ``format_version`` 2 or
+hosts table holds the controller's host at 50% and ``broker-1`` at 30%. Members read report
+their resources (:data:`MEMORY_START_MIB`). ``format_version`` 2 or
 1 writes an earlier format: no run format 3 columns and no hosts table (1: no per-member message
 counts either); ``intended=False`` writes a run of format 3 from before the intended latency
 (no ``intended_*`` columns). The parts are compacted as a closing run's are, unless not
@@ -38,6 +39,11 @@ from results.rundir.tables import (
     table_files,
 )
 
+MIB = 1 << 20
+MEMORY_START_MIB, MEMORY_LIMIT_MIB = 96, 128
+"""The first member's memory is ``MEMORY_START_MIB`` + the second's number MiB, over its high
+watermark of ``MEMORY_LIMIT_MIB`` MiB (memory alarm on) after second 32; the second member's
+is half its watermark throughout."""
 SECOND_MEMBER_SHARE = 0.4
 DRAIN_RATE = 500.0
 SCHEDULE_LAG_US = 5000  # each message went this long after its intended send time
@@ -118,7 +124,8 @@ def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member
                 "cpu_interval_s": 1.0 if read else None, "cpu_quota_cores": 0.25,
                 "connections": 4 if read else None if serving else 0,
                 "messages_in": delivered[index] if read or not serving else None,
-                "messages_out": delivered[index] if read or not serving else None})
+                "messages_out": delivered[index] if read or not serving else None,
+                **_resources(index, second, received if read else None)})
         for host, percent in ((CONTROLLER_HOST, 50.0), ("broker-1", 30.0)):
             writer.row("hosts", {**stamp, "host": host, "cpu_percent": percent,
                                  "cpu_interval_s": 1.0})
@@ -140,6 +147,21 @@ def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member
     if closed:
         _close(run_dir, sent, received)
     return {label: np.concatenate(values) for label, values in raw.items()}
+
+
+def _resources(index: int, second: int, received: int | None) -> dict[str, object]:
+    """Member ``index``'s resource columns at ``second`` (all unknown when not read): see
+    :data:`MEMORY_LIMIT_MIB`."""
+    if received is None:
+        return {}
+    memory = (MEMORY_START_MIB + second if index == 0 else MEMORY_LIMIT_MIB // 2) * MIB
+    limit = MEMORY_LIMIT_MIB * MIB
+    return {"memory_bytes": memory, "memory_limit_bytes": limit,
+            "memory_percent_of_watermark": 100.0 * memory / limit,
+            "memory_alarm": memory > limit, "disk_free_bytes": 10 << 30,
+            "disk_free_limit_bytes": 50_000_000, "disk_alarm": False, "fds_open": 40,
+            "fds_max": 1024, "network_in_bytes": received * 1100,
+            "network_out_bytes": received * 1100}
 
 
 def _close(run_dir: Path, sent: int, received: int) -> None:

@@ -44,6 +44,33 @@ class CpuReading:
 
 
 @dataclass(frozen=True)
+class BrokerResources:
+    """A member's resources as it reports them itself (``None``: unknown, never 0): memory in
+    use and its high watermark (the limit above which the member's memory alarm blocks
+    publishers), disk space free and its limit (below which the disk alarm does), whether each
+    alarm is in effect, open file descriptors and their limit, and bytes received from and sent
+    to clients (cumulative over the connections open now: it falls when one closes)."""
+
+    memory_bytes: int | None = None
+    memory_limit_bytes: int | None = None
+    memory_alarm: bool | None = None
+    disk_free_bytes: int | None = None
+    disk_free_limit_bytes: int | None = None
+    disk_alarm: bool | None = None
+    fds_open: int | None = None
+    fds_max: int | None = None
+    network_in_bytes: int | None = None
+    network_out_bytes: int | None = None
+
+    @property
+    def memory_percent_of_watermark(self) -> float | None:
+        """Memory in use over the high watermark (%); ``None`` unless both are known."""
+        if self.memory_bytes is None or not self.memory_limit_bytes:
+            return None
+        return 100.0 * self.memory_bytes / self.memory_limit_bytes
+
+
+@dataclass(frozen=True)
 class MemberStats:
     """A member's own figures, asked of the member itself: client connections, messages
     published into and delivered out of it (cumulative), its channels' deliveries waiting
@@ -56,6 +83,7 @@ class MemberStats:
     unacknowledged: int | None = None
     at: float | None = None  # when the member answered (the reader's monotonic clock)
     cpu: CpuReading | None = None
+    resources: BrokerResources | None = None  # None: the source reports none
 
 
 @dataclass(frozen=True)
@@ -72,6 +100,7 @@ class MemberSample:
     messages_out: int | None = None  # delivered through this member, cumulative
     unacknowledged: int | None = None  # its channels' deliveries awaiting an ack, now
     cpu_age_s: float | None = None  # at most how old the CPU figure is; None: not said
+    resources: BrokerResources | None = None  # None: all unknown
 
     def with_stats(self, stats: MemberStats | None) -> MemberSample:
         """This sample with the member's own figures (all unknown if ``stats`` is None); a CPU
@@ -80,7 +109,8 @@ class MemberSample:
                        connections=stats.connections if stats else None,
                        messages_in=stats.messages_in if stats else None,
                        messages_out=stats.messages_out if stats else None,
-                       unacknowledged=stats.unacknowledged if stats else None)
+                       unacknowledged=stats.unacknowledged if stats else None,
+                       resources=stats.resources if stats else None)
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,13 @@ A figure no source gave this second is ``None`` (unknown), never 0.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import asdict
 from typing import Any
 
 from orchestrator.run.sampling import COUNTERS, AgentReading, Tick
 from results.rundir.figures import CONFIRM, INTENDED, LATENCY
 from results.rundir.tables import CONTROLLER_HOST, latency_columns
-from topologies.base import MemberSample
+from topologies.base import BrokerResources, MemberSample
 
 AGENT_COUNTERS = ("sent", "received", "errors", "reconnects", "skipped")
 
@@ -59,7 +60,15 @@ def member_rows(stamped: dict[str, Any], members: Iterable[MemberSample], tick: 
              "cpu_age_s": m.cpu_age_s if tick.member_cpu_percent.get(m.name) is not None
              else None,
              "cpu_quota_cores": m.cpu_quota_cores, "connections": m.connections,
-             "messages_in": m.messages_in, "messages_out": m.messages_out} for m in members]
+             "messages_in": m.messages_in, "messages_out": m.messages_out,
+             **resource_columns(m.resources)} for m in members]
+
+
+def resource_columns(resources: BrokerResources | None) -> dict[str, Any]:
+    """A member's resource figures as its ``members`` row's columns (all null if unknown)."""
+    figures = resources or BrokerResources()
+    return {**asdict(figures),
+            "memory_percent_of_watermark": figures.memory_percent_of_watermark}
 
 
 def host_rows(stamped: dict[str, Any], tick: Tick) -> list[dict[str, Any]]:

@@ -4,12 +4,14 @@ rows in memory (the controller's, or rows read back with pyarrow).
 
 A figure comes in two stages. First the window's rows are reduced to a :class:`Partial`: one
 value per tick figure (:class:`Mean`, :class:`Max`, :class:`Change`, :class:`Count`,
-:class:`Missing`, :class:`MinLeast`), the window's merged latency histogram, the mean CPU per
-member or host (:class:`KeyMean`) and each serving member's delivery (:class:`Delivery`). The
-Spark analysis (``results.analysis``) computes the same partial with Spark expressions of these
-same kinds. Then one function, :func:`results.rundir.steps.finish`, turns a partial into the
-row: percentiles, the least of two rates, the balance. So the controller's step table and the
-report's agree by construction, and a field declared once is computed by both.
+:class:`Missing`, :class:`MinLeast`), the window's merged latency histogram, per member or
+host the mean CPU (:class:`KeyMean`; or another column's largest value, :class:`KeyMax`, or
+the seconds a flag was set, :class:`KeyCount`) and each serving member's delivery
+(:class:`Delivery`). The Spark analysis (``results.analysis``) computes the same partial with
+Spark expressions of these same kinds. Then one function, :func:`results.rundir.steps.finish`,
+turns a partial into the row: percentiles, the least of two rates, the balance. So the
+controller's step table and the report's agree by construction, and a field declared once is
+computed by both.
 
 A value no row gave is unknown (``None``), never 0; a counter a run format did not record
 counts from 0.
@@ -31,6 +33,7 @@ of rate-limited senders only): latency without coordinated omission."""
 CONFIRM = "confirm"
 """The histogram of publisher-confirm latencies: from a message's publish to the broker's
 confirm of it (senders with confirms only)."""
+CPU_COLUMN = "cpu_percent"
 
 
 # -- the kinds of figure -------------------------------------------------------------------------
@@ -117,13 +120,14 @@ class HistogramMax(Figure):
 @dataclass(frozen=True)
 class KeyMean(Figure):
     """Per ``key`` (member, host or agent; by its name as text) of ``table``: the mean known
-    ``column`` (CPU%, unless said) of its rows in the window's span (start, end], of the rows
-    where ``where`` = (column, "==" or "!=", value) (``None``: every row)."""
+    ``column`` (CPU% unless said) of its rows in the window's span (start, end], of the rows
+    where ``where`` = (column, "==" or "!=", value) (``None``: every row); a key with no known
+    value is left out."""
 
     table: str
     key: str
     where: tuple[str, str, Any] | None = None
-    column: str = "cpu_percent"
+    column: str = CPU_COLUMN
 
     def keeps(self, row: Mapping[str, Any]) -> bool:
         """Whether a row in memory passes ``where``."""
@@ -131,6 +135,28 @@ class KeyMean(Figure):
             return True
         column, operator, value = self.where
         return (row.get(column) == value) == (operator == "==")
+
+    def reduce(self, values: list[Any]) -> Any:
+        """The figure of one key's known values (at least one)."""
+        return fmean(values)
+
+
+@dataclass(frozen=True)
+class KeyMax(KeyMean):
+    """As :class:`KeyMean`, the largest known value."""
+
+    def reduce(self, values: list[Any]) -> Any:
+        """The largest."""
+        return max(values)
+
+
+@dataclass(frozen=True)
+class KeyCount(KeyMean):
+    """As :class:`KeyMean`, the rows (seconds) where the flag ``column`` is true."""
+
+    def reduce(self, values: list[Any]) -> Any:
+        """How many are true."""
+        return sum(1 for v in values if v)
 
 
 @dataclass(frozen=True)
@@ -149,7 +175,6 @@ HISTOGRAM_KINDS = (Percentile, HistogramMax)
 CONTROLLER_HOST = "controller"  # the hosts table's name for the machine of the controller
 MEMBERS_TABLE = "members"
 DELIVERED_COLUMN = "messages_out"  # format 2 on; format 1 balances over CPU instead
-CPU_COLUMN = "cpu_percent"
 
 
 # -- the partial ---------------------------------------------------------------------------------
@@ -253,13 +278,14 @@ def merged_histogram(ticks: list[dict], name: str = LATENCY) -> dict[int, int]:
     return dict(merged)
 
 
-def key_means(how: KeyMean, rows: list[dict]) -> dict[str, float]:
-    """Per key, the mean known value (of ``how.column``) of the kept rows, by key name."""
-    values: dict[str, list[float]] = defaultdict(list)
+def key_means(how: KeyMean, rows: list[dict]) -> dict[str, Any]:
+    """Per key (by its name as text), the figure (:meth:`KeyMean.reduce`) of the kept rows'
+    known values."""
+    values: dict[str, list[Any]] = defaultdict(list)
     for row in rows:
         if how.keeps(row) and row.get(how.column) is not None:
             values[str(row[how.key])].append(row[how.column])
-    return {name: fmean(v) for name, v in sorted(values.items())}
+    return {name: how.reduce(v) for name, v in sorted(values.items())}
 
 
 def member_spans(serving: list[dict], counted: bool) -> tuple[list[MemberSpan], int]:

@@ -27,6 +27,8 @@ from results.rundir.figures import (
     Figure,
     FromWindow,
     HistogramMax,
+    KeyCount,
+    KeyMax,
     KeyMean,
     Least,
     Max,
@@ -40,6 +42,7 @@ from results.rundir.figures import (
 from results.rundir.histogram import LatencyHistogram
 
 DRAIN_LABEL = "drain"
+_RUNNING = ("running", "==", True)
 
 
 @dataclass(frozen=True)
@@ -128,8 +131,16 @@ class StepRow:
     queues: int | None = _figure(Max("queues_in_use"))  # queues (pairs) the senders use
     agents_cpu_percent: dict[str, float] = _figure(KeyMean("agents", "agent"), {})
     cpu_quota_cores: dict[str, float] = _figure(KeyMean(
-        "members", "member", ("running", "==", True), "cpu_quota_cores"), {})
+        "members", "member", _RUNNING, "cpu_quota_cores"), {})
     blocked_s: float = _figure(Change("blocked_s"), 0.0)  # publishers held, agent-seconds
+    # broker resources (RabbitMQ members): the most memory against the high watermark (%),
+    # and the seconds each member's memory or disk alarm was in effect
+    memory_percent: dict[str, float] = _figure(
+        KeyMax("members", "member", _RUNNING, "memory_percent_of_watermark"), {})
+    memory_alarm_seconds: dict[str, int] = _figure(
+        KeyCount("members", "member", _RUNNING, "memory_alarm"), {})
+    disk_alarm_seconds: dict[str, int] = _figure(
+        KeyCount("members", "member", _RUNNING, "disk_alarm"), {})
 
     @property
     def ratio(self) -> float | None:
@@ -374,7 +385,8 @@ def as_text(rows: list[StepRow], terms: Terms = MESSAGES, settle_s: float | None
               f"sent {unit}", f"received {unit}", "members", *[f"m{s} CPU%" for s in short],
               "host CPU%", *[f"{h} CPU%" for h in hosts], *cost_header(terms),
               "p50 ms", "p99 ms", "intended p99 ms",
-              *(["confirm p99 ms"] if confirms else []), "skipped", "errors"]
+              *(["confirm p99 ms"] if confirms else []), "skipped", "errors",
+              *resource_header(rows)]
     lines = [header]
     for row in rows:
         lines.append([
@@ -387,7 +399,7 @@ def as_text(rows: list[StepRow], terms: Terms = MESSAGES, settle_s: float | None
             _cell(row.p50_ms, ".2f"), _cell(row.p99_ms, ".2f"),
             _cell(row.intended_p99_ms, ".2f"),
             *([_cell(row.confirm_p99_ms, ".2f")] if confirms else []), f"{row.skipped:,}",
-            str(row.errors)])
+            str(row.errors), *resource_cells(rows, row)])
     table = fixed_width(lines)
     if heading:
         table = f"{heading}\n{table}"
@@ -422,6 +434,37 @@ def cost_header(terms: Terms) -> list[str]:
 def cost_cells(row: StepRow) -> list[str]:
     """A row's broker and load generator CPU microseconds per message (round trip)."""
     return [_cell(row.broker_us_per_msg, ",.1f"), _cell(row.generator_us_per_msg, ",.1f")]
+
+
+def _memory_members(rows: list[StepRow]) -> list[str]:
+    return sorted({m for row in rows for m in row.memory_percent})
+
+
+def _disk_alarms(rows: list[StepRow]) -> bool:
+    return any(any(row.disk_alarm_seconds.values()) for row in rows)
+
+
+def resource_header(rows: list[StepRow]) -> list[str]:
+    """The resource columns of a step table (none when no member reported its memory): each
+    member's most memory against its high watermark, the seconds of memory alarm (of the
+    member longest in alarm) and, if any, of disk alarm."""
+    members = _memory_members(rows)
+    if not members:
+        return []
+    return [*[f"m{member_index(m)} mem%" for m in members], "mem alarm s",
+            *(["disk alarm s"] if _disk_alarms(rows) else [])]
+
+
+def resource_cells(rows: list[StepRow], row: StepRow) -> list[str]:
+    """``row``'s cells under :func:`resource_header` of ``rows``."""
+    members = _memory_members(rows)
+    if not members:
+        return []
+    def most(seconds: dict[str, int]) -> str:
+        return str(max(seconds.values())) if seconds else "-"
+    return [*[_cell(row.memory_percent.get(m), ".1f") for m in members],
+            most(row.memory_alarm_seconds),
+            *([most(row.disk_alarm_seconds)] if _disk_alarms(rows) else [])]
 
 
 def _cell(value: float | None, spec: str = ",.0f") -> str:

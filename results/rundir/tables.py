@@ -85,6 +85,35 @@ def _when() -> list[Column]:
                    "repeats and sweep counts); 0 before the first step and while draining")]
 
 
+def _resources() -> list[Column]:
+    """The member's own resource figures (RabbitMQ's Prometheus endpoint); each null when the
+    member did not report it (IBM MQ members report none)."""
+    unknown = f"; null when unknown{_RECENT}"
+    return [Column("memory_bytes", pa.int64(), "Memory the member uses, as its memory alarm "
+                   f"counts it (bytes){unknown}"),
+            Column("memory_limit_bytes", pa.int64(), "The member's memory high watermark: "
+                   f"above it the memory alarm blocks publishers (bytes){unknown}"),
+            Column("memory_percent_of_watermark", pa.float64(), "`memory_bytes` over "
+                   f"`memory_limit_bytes` (%){unknown}"),
+            Column("memory_alarm", pa.bool_(), f"Whether the member's memory alarm is in "
+                   f"effect{unknown}"),
+            Column("disk_free_bytes", pa.int64(), "Disk space free where the member keeps "
+                   f"its data (bytes){unknown}"),
+            Column("disk_free_limit_bytes", pa.int64(), "The free disk space below which the "
+                   f"disk alarm blocks publishers (bytes){unknown}"),
+            Column("disk_alarm", pa.bool_(), f"Whether the member's disk alarm is in "
+                   f"effect{unknown}"),
+            Column("fds_open", pa.int64(), f"File descriptors the member holds open "
+                   f"(count){unknown}"),
+            Column("fds_max", pa.int64(), f"The member's file descriptor limit (count){unknown}"),
+            Column("network_in_bytes", pa.int64(), "Bytes received from the client "
+                   "connections open now (bytes, cumulative over each connection's life: it "
+                   "falls when a connection closes; a rate is the change over `elapsed_s`)"
+                   f"{unknown}"),
+            Column("network_out_bytes", pa.int64(), "Bytes sent to the client connections "
+                   f"open now, as `network_in_bytes` (bytes){unknown}")]
+
+
 _TICK_SPAN = "the messages received since the agents' previous snapshots"
 COLUMNS: dict[str, list[Column]] = {
     "ticks": [
@@ -187,7 +216,9 @@ COLUMNS: dict[str, list[Column]] = {
         Column("messages_in", pa.int64(), "Messages published through the member (count, "
                "cumulative); null when unknown"),
         Column("messages_out", pa.int64(), "Messages delivered through the member (count, "
-               "cumulative); null when unknown")],
+               "cumulative); null when unknown"),
+        # runs since broker resources were sampled: absent in earlier runs
+        *_resources()],
     "hosts": [
         *_when(),
         Column("host", pa.string(), f"The host: `{CONTROLLER_HOST}` for the controller's, "

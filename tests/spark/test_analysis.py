@@ -118,6 +118,13 @@ def test_step_table_against_hand_computed_values(spark, tmp_path):
     assert two_b.members == 2
     assert two_b.cpu_percent == {"surge-x-0@localhost": 25.0, "surge-x-1@localhost": 15.0}
     assert one.errors == 20 // 10 - 3 // 10 and one.max_backlog == 600
+    # Member 0's memory: 96 MiB + the second's number against 128 MiB, in alarm after 32.
+    first, second = "surge-x-0@localhost", "surge-x-1@localhost"
+    assert one.memory_percent == {first: pytest.approx(100 * (96 + 20) / 128)}
+    assert one.memory_alarm_seconds == {first: 0} and one.disk_alarm_seconds == {first: 0}
+    assert two_b.memory_percent == {first: pytest.approx(100 * (96 + 40) / 128),
+                                    second: 50.0}
+    assert two_b.memory_alarm_seconds == {first: 8, second: 0}  # seconds 33-40
 
 
 def test_percentiles_come_from_merged_histograms(spark, tmp_path):
@@ -199,8 +206,12 @@ def test_analyze_is_incremental_and_reports_bad_runs_without_stopping(spark, tmp
     assert first.analysed == [good, other] and list(first.failed) == [future]
     assert "format_version 99" in first.failed[future]
     for name in ("report.md", "steps.csv", "members.csv", "analysis.json", "rate.png",
-                 "cpu.png", "latency.png", "backlog.png"):
+                 "cpu.png", "latency.png", "backlog.png", "memory.png", "hosts.png",
+                 "connections.png"):
         assert (good / "analysis" / name).stat().st_size > 0, name
+    report = (good / "analysis" / "report.md").read_text()
+    assert "![memory.png](memory.png)" in report and "![hosts.png](hosts.png)" in report
+    assert "m0 mem%" in report and "mem alarm s" in report
     assert "suspect samples: 0 member CPU above quota" in \
         (good / "analysis" / "report.md").read_text()
     again = analyze([good, other], say=said.append)

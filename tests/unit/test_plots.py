@@ -34,10 +34,12 @@ def test_a_runs_figures_shade_and_label_its_steps_and_draw_p95_and_p999(runs):
     manifest = read_manifest(run_dir)
     data = plot_runs([run_dir])[run_dir.name]
     figures = run_figures(data["ticks"], data["members"], [], manifest.phases, manifest.steps)
-    assert set(figures) == {"rate.png", "cpu.png", "latency.png", "backlog.png"}
+    assert set(figures) == {"rate.png", "cpu.png", "latency.png", "backlog.png", "memory.png",
+                            "connections.png"}
     for fig in figures.values():
         ax = fig.axes[0]
-        bands = [p for p in ax.patches if isinstance(p, Rectangle)]
+        bands = [p for p in ax.patches if isinstance(p, Rectangle)
+                 and p.get_label() != "memory alarm"]
         assert len(bands) == (len(manifest.phases) + 1) // 2  # every other step
         assert [t.get_text() for t in ax.texts] == [f"step {p.index}" for p in manifest.phases]
     latency = figures["latency.png"].axes[0]
@@ -90,3 +92,47 @@ def test_two_runs_of_the_same_name_are_refused(runs, tmp_path):
     from orchestrator.errors import SurgeError
     with pytest.raises(SurgeError, match="two runs named alike"):
         plot([runs[0], runs[0]], tmp_path)
+
+
+def test_memory_is_drawn_against_each_members_watermark_with_alarm_seconds_shaded(runs):
+    from results.rundir.tables import read_rows
+    from results.synthetic import MEMORY_LIMIT_MIB, MEMORY_START_MIB
+    run_dir = runs[2]
+    manifest = read_manifest(run_dir)
+    members = read_rows(run_dir, "members")
+    hosts = read_rows(run_dir, "hosts")
+    figures = run_figures(read_rows(run_dir, "ticks"), members, [], manifest.phases,
+                          manifest.steps, hosts)
+    memory = figures["memory.png"].axes[0]
+    lines = {line.get_label(): line for line in memory.get_lines()}
+    first = lines["surge-x-0"]
+    assert list(first.get_ydata()[:2]) == [MEMORY_START_MIB + 1, MEMORY_START_MIB + 2]
+    assert set(lines["surge-x-0 high watermark"].get_ydata()) == {MEMORY_LIMIT_MIB}
+    assert lines["surge-x-0 high watermark"].get_linestyle() == "--"
+    assert lines["surge-x-0 high watermark"].get_color() == first.get_color()
+    alarmed = [(p.get_x(), p.get_x() + p.get_width()) for p in memory.patches
+               if p.get_label() == "memory alarm"]
+    over = sorted(r["elapsed_s"] for r in members if r["memory_alarm"])
+    assert over and alarmed == [(over[0] - 1, over[-1])]  # the seconds in alarm, one span
+    host = figures["hosts.png"].axes[0]
+    assert {line.get_label() for line in host.get_lines()} == {"controller", "broker-1"}
+    assert set(host.get_lines()[0].get_ydata()) <= {50.0, 30.0}
+    connections = figures["connections.png"].axes[0]
+    assert {line.get_label() for line in connections.get_lines()} == {"surge-x-0", "surge-x-1"}
+
+
+def test_a_figure_with_nothing_recorded_is_not_drawn(runs):
+    run_dir = runs[0]
+    manifest = read_manifest(run_dir)
+    data = plot_runs([run_dir])[run_dir.name]
+    unknown = [{**row, "memory_bytes": None, "connections": None} for row in data["members"]]
+    figures = run_figures(data["ticks"], unknown, [], manifest.phases, manifest.steps, [])
+    assert set(figures) == {"rate.png", "cpu.png", "latency.png", "backlog.png"}
+
+
+@pytest.mark.parametrize(("seconds", "expected"), [
+    ([], []), ([5.0], [(4.0, 5.0)]), ([1.0, 2.0, 3.0, 7.0, 8.0], [(0.0, 3.0), (6.0, 8.0)]),
+    ([2.0, 3.4], [(1.0, 3.4)]), ([2.0, 4.0], [(1.0, 2.0), (3.0, 4.0)])])
+def test_alarm_seconds_are_shaded_as_spans_of_consecutive_ticks(seconds, expected):
+    from results.plots import spans
+    assert spans(seconds) == expected

@@ -123,3 +123,38 @@ def test_rows_of_runs_recorded_before_clients_were_counted_say_unknown():
     assert (row.senders, row.receivers, row.queues, row.generator_us_per_msg) == (
         None, None, None, None)
     assert as_text([row]).splitlines()[1].split()[1:4] == ["-", "-", "-"]
+
+
+def test_memory_against_the_watermark_and_alarm_seconds_per_member():
+    ticks = [tick(e, 1, 100, 100) for e in range(1, 10)]
+    ticks += [tick(e, 2, 200, 200) for e in range(10, 20)]
+
+    def member(e, name, percent, alarm):
+        return {"elapsed_s": e, "member": name, "running": True, "cpu_percent": 10.0,
+                "memory_percent_of_watermark": percent, "memory_alarm": alarm,
+                "disk_alarm": False if percent is not None else None}
+    members = [member(e, "m-0@h", 10.0 + e, e >= 15) for e in range(20)]
+    members += [member(e, "m-1@h", None if e == 12 else 30.0, None if e == 12 else False)
+                for e in range(20)]
+    members += [{"elapsed_s": e, "member": "m-2@h", "running": False, "cpu_percent": None,
+                 "memory_percent_of_watermark": 99.0, "memory_alarm": True}
+                for e in range(20)]  # not serving: left out
+    first, second = step_rows(PHASES, ticks, members, settle_s=3)
+    assert first.memory_percent == {"m-0@h": 19.0, "m-1@h": 30.0}
+    assert second.memory_percent == {"m-0@h": 29.0, "m-1@h": 30.0}
+    assert first.memory_alarm_seconds == {"m-0@h": 0, "m-1@h": 0}
+    assert second.memory_alarm_seconds == {"m-0@h": 5, "m-1@h": 0}  # seconds 15-19
+    assert second.disk_alarm_seconds == {"m-0@h": 0, "m-1@h": 0}
+    text = as_text([first, second]).splitlines()
+    assert text[0].endswith("errors  m0 mem%  m1 mem%  mem alarm s")
+    assert text[2].split()[-3:] == ["29.0", "30.0", "5"]
+    assert "disk alarm s" not in text[0]
+
+
+def test_a_table_without_memory_figures_has_no_memory_columns():
+    ticks = [tick(e, 1, 100, 100) for e in range(1, 10)]
+    members = [{"elapsed_s": e, "member": "m-0@h", "running": True, "cpu_percent": 40.0}
+               for e in range(10)]
+    rows = step_rows(PHASES[:1], ticks, members, settle_s=3)
+    assert rows[0].memory_percent == {} and rows[0].memory_alarm_seconds == {}
+    assert as_text(rows).splitlines()[0].endswith("errors")

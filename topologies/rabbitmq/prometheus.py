@@ -13,9 +13,7 @@ import urllib.error
 import urllib.request
 from dataclasses import replace
 
-from prometheus_client.parser import text_string_to_metric_families
-
-from topologies.base import CpuReading, MemberStats
+from topologies.base import BrokerResources, CpuReading, MemberStats
 
 SCRAPE_TIMEOUT_S = 2.0  # a member at its CPU quota answers slowly; late is kept, not lost
 _WANTED = {"rabbitmq_connections": "connections",
@@ -25,9 +23,23 @@ _WANTED = {"rabbitmq_connections": "connections",
            "rabbitmq_global_messages_delivered_get_manual_ack": "manual",
            "rabbitmq_global_messages_acknowledged": "acknowledged",
            "erlang_vm_statistics_runtime_milliseconds": "runtime_ms"}  # optional: user CPU
-_NAMES = frozenset(_WANTED) | {name + "_total" for name in _WANTED}  # as samples and families
-_PREFIXES = tuple(sorted(set(_WANTED) | {f"# {kind} {name}" for name in _WANTED
-                                         for kind in ("HELP", "TYPE")}))
+_CORE = frozenset(_WANTED.values()) - {"runtime_ms"}  # without them the member is unknown
+_RESOURCES = {  # optional, each unknown on its own when absent: BrokerResources' fields
+    "rabbitmq_process_resident_memory_bytes": "memory_bytes",
+    "rabbitmq_resident_memory_limit_bytes": "memory_limit_bytes",
+    "rabbitmq_alarms_memory_used_watermark": "memory_alarm",
+    "rabbitmq_disk_space_available_bytes": "disk_free_bytes",
+    "rabbitmq_disk_space_available_limit_bytes": "disk_free_limit_bytes",
+    "rabbitmq_alarms_free_disk_space_watermark": "disk_alarm",
+    "rabbitmq_process_open_fds": "fds_open",
+    "rabbitmq_process_max_fds": "fds_max",
+    "rabbitmq_connection_incoming_bytes": "network_in_bytes",
+    "rabbitmq_connection_outgoing_bytes": "network_out_bytes"}
+_ALARMS = frozenset({"memory_alarm", "disk_alarm"})
+_FAMILIES = {**_WANTED, **_RESOURCES}
+_NAMES = frozenset(_FAMILIES) | {name + "_total" for name in _FAMILIES}  # samples and families
+_PREFIXES = tuple(sorted(set(_FAMILIES) | {f"# {kind} {name}" for name in _FAMILIES
+                                           for kind in ("HELP", "TYPE")}))
 
 
 def node_stats(url: str, timeout_s: float = SCRAPE_TIMEOUT_S,
@@ -70,24 +82,47 @@ def _name(line: str) -> str:
     return line[:end]
 
 
+def _value(line: str, name: str) -> float | None:
+    """The value of sample ``line`` of metric ``name`` (after its labels, before any
+    timestamp); ``None`` if it is not a number."""
+    rest = line[line.rfind("}") + 1:] if line.startswith("{", len(name)) else line[len(name):]
+    try:
+        return float(rest.split(None, 1)[0])
+    except (IndexError, ValueError):
+        return None
+
+
 def parse_node_stats(text: str) -> MemberStats | None:
     """A member's figures from Prometheus text (summed over protocols and queue types);
-    ``None`` if any is absent. Unacknowledged is deliveries needing an ack less acks; a
-    delivery requeued by a closed channel stays counted (the broker keeps no counter of
-    requeues), so after reconnects it is an upper bound. The CPU is the VM's runtime (user
-    seconds of all its threads; measured against the kernel's figures), not yet stamped
-    (``at`` 0)."""
+    ``None`` if any of the message and connection counters is absent (a resource figure
+    absent is unknown on its own: :class:`~topologies.base.BrokerResources`). Unacknowledged
+    is deliveries needing an ack less acks; a delivery requeued by a closed channel stays
+    counted (the broker keeps no counter of requeues), so after reconnects it is an upper
+    bound. The CPU is the VM's runtime (user seconds of all its threads; measured against the
+    kernel's figures), not yet stamped (``at`` 0). The sample lines are read as they are (name,
+    labels, value, an optional timestamp): the families read are plain gauges and counters,
+    and a general parser cost more than the rest of the read."""
     found: dict[str, float] = {}
-    for family in text_string_to_metric_families(wanted_lines(text)):
-        key = _WANTED.get(family.name)
-        if key is None:
+    for line in wanted_lines(text).splitlines():
+        if line.startswith("#"):
             continue
-        for sample in family.samples:
-            if sample.name in (family.name, family.name + "_total"):
-                found[key] = found.get(key, 0.0) + sample.value
-    if not set(_WANTED.values()) - {"runtime_ms"} <= set(found):
+        name = _name(line)
+        key = _FAMILIES.get(name) or _FAMILIES[name.removesuffix("_total")]
+        value = _value(line, name)
+        if value is not None:
+            found[key] = found.get(key, 0.0) + value
+    if not set(found) >= _CORE:
         return None
     unacknowledged = max(0, int(found["manual"] - found["acknowledged"]))
     cpu = CpuReading(found["runtime_ms"] / 1000.0, 0.0) if "runtime_ms" in found else None
     return MemberStats(int(found["connections"]), int(found["received"]),
-                       int(found["delivered"]), unacknowledged, cpu=cpu)
+                       int(found["delivered"]), unacknowledged, cpu=cpu,
+                       resources=_resources(found))
+
+
+def _resources(found: dict[str, float]) -> BrokerResources | None:
+    """The resource figures among ``found`` (each absent one unknown); ``None`` if none is
+    there (a broker without them, or a page cut short)."""
+    known = {key: bool(found[key]) if key in _ALARMS else int(found[key])
+             for key in _RESOURCES.values() if key in found}
+    return BrokerResources(**known) if known else None
