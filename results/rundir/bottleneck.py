@@ -4,7 +4,8 @@ Document 003 names its limits by hand ("limited by our 10GbE workload network at
 round trips/sec", "the QM CPU is no longer the limiting factor"); here each step row names its
 own, in the order a reader checks them:
 
-1. publishers blocked by the broker (a memory or disk alarm: flow control held them);
+1. publishers blocked by the broker (a memory or disk alarm: flow control held them), with
+   the members whose alarm was on and for how long;
 2. a member at its CPU quota (its mean CPU at least :data:`AT_QUOTA` of the cores it may use);
 3. the load generator: an agent at :data:`AGENT_BUSY` % of a core or more (an agent's publish
    and consume loop runs on one interpreter thread, so one core is its ceiling);
@@ -33,9 +34,13 @@ NONE_VISIBLE = "none visible"
 def limits(row: StepRow) -> list[str]:
     """Every limit the row's figures show, most telling first (see the module's list)."""
     found = []
-    if row.blocked_s > 0:
-        found.append(f"publishers blocked by the broker (alarm) for {row.blocked_s:,.0f} "
-                     f"agent-seconds")
+    alarms = [f"{kind} alarm on {_short(member)} {seconds} s"
+              for kind, per_member in (("memory", row.memory_alarm_seconds),
+                                       ("disk", row.disk_alarm_seconds))
+              for member, seconds in sorted(per_member.items()) if seconds]
+    if row.blocked_s > 0 or alarms:
+        found.append(f"publishers blocked by the broker for {row.blocked_s:,.0f} agent-seconds"
+                     + (f" ({', '.join(alarms)})" if alarms else ""))
     for member, cores in sorted(row.cpu_quota_cores.items()):
         cpu = row.cpu_percent.get(member)
         if cores and cpu is not None and cpu >= AT_QUOTA * cores * 100:

@@ -53,6 +53,9 @@ def test_memory_watermark_and_alarm_are_recorded_per_member_and_second(two, tmp_
     assert {r["member"] for r in members} == names
     manifest = read_manifest(run_dir)
     (step,) = manifest.steps
+    # the step names the limit it hit: the broker's alarm held the publishers
+    assert step.bottleneck.startswith("publishers blocked by the broker"), step.bottleneck
+    assert "memory alarm on" in step.bottleneck
     for name in names:
         rows = [r for r in members if r["member"] == name]
         known = [r for r in rows if r["memory_bytes"] is not None]

@@ -40,5 +40,8 @@ def test_several_limits_come_in_order_and_reach_every_view():
     assert [text.split(" ")[0] for text in limits(saturated)] == \
         ["publishers", "member", "receivers"]
     assert saturated.as_json()["bottleneck"].startswith(
-        "publishers blocked by the broker (alarm) for 12 agent-seconds; member")
+        "publishers blocked by the broker for 12 agent-seconds; member")
+    alarmed = row(blocked_s=6.0, memory_alarm_seconds={MEMBER: 4, "other@h": 0})
+    assert bottleneck(alarmed) == ("publishers blocked by the broker for 6 agent-seconds "
+                                   "(memory alarm on surge-local-1-0 4 s)")
     assert bottleneck_lines([saturated, row(label="2")])[1] == "step 2: none visible"
