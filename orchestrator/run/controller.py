@@ -125,15 +125,16 @@ class Controller:
                                             self.run_dir, said)
         self.schedule = schedule or FixedSchedule(plans.expand(scenario.plan))
         self.stop_requested = threading.Event()
+        terms = terms_of(scenario.workload.pattern)
         self.state = ViewState(scenario=scenario.name, run_id=self.run_id,
                                steps=len(self.schedule.phases),
-                               planned_s=self.schedule.planned_s)
+                               planned_s=self.schedule.planned_s, terms=terms)
         self.history = History()
         self.ticks, self.member_rows = self.history.ticks, self.history.member_rows
         # the live page: its own server on ``web`` (HOST:PORT), or a campaign's ``board``
         self.feed = RunFeed(self.run_id, scenario.name, self.schedule.planned_s, self.ticks,
                             self.member_rows, self.schedule.phases, run_dir=self.run_dir,
-                            terms=asdict(terms_of(scenario.workload.pattern)))
+                            terms=asdict(terms))
         self.web, self.board = web, board
         self.page: WebServer | None = None  # the page of its own, while it is served
         self._event = RunEvents(self.feed, self.state, self.view, clock)

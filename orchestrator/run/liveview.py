@@ -15,6 +15,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from results.rundir.steps import MESSAGES, Terms
+
 
 @dataclass
 class ViewState:
@@ -48,6 +50,9 @@ class ViewState:
     metrics_url: str = ""
     web_url: str = ""
     waiting_since: float | None = None  # monotonic start of work before the load
+    terms: Terms = MESSAGES  # what the rates count (round trips/s), what clients are called
+    sending: int | None = None  # senders (requesters) publishing now
+    consuming: int | None = None  # receivers (responders) consuming now
     received_history: deque = field(default_factory=lambda: deque(maxlen=HISTORY_S))
 
     @property
@@ -171,12 +176,14 @@ def plain_line(s: ViewState) -> str:
         return f"[{s.run_id}] {_waited(s)}"
     cpu = " ".join(figure(v) + "%" if v is not None else "-" for v in s.member_cpu.values())
     missing = f"  ({s.missing} sources missing)" if s.missing else ""
-    ratio = achieved(s)
-    target = (f"target {s.target_rate:,.0f} msg/s  achieved {figure(ratio, '.1%')}"
-              if s.target_rate else "senders stopped")
+    ratio, unit, terms = achieved(s), s.terms.unit, s.terms
+    target = ("senders stopped" if s.phase in ("draining", "paused") else
+              f"target {s.target_rate:,.0f} {unit}  achieved {figure(ratio, '.1%')}"
+              if s.target_rate else "target max")
     return (f"[{s.elapsed_s:6.0f}/{s.planned_s:.0f} s] {s.phase} step {s.step}/{s.steps} "
-            f"{target}  sent {figure(s.send_rate)} msg/s  "
-            f"received {figure(s.receive_rate)} msg/s  in flight {figure(s.backlog)}  "
+            f"{target}  {terms.senders} {figure(s.sending)}  {terms.receivers} "
+            f"{figure(s.consuming)}  sent {figure(s.send_rate)} {unit}  "
+            f"received {figure(s.receive_rate)} {unit}  in flight {figure(s.backlog)}  "
             f"depth {figure(s.queue_depth)}  p50 {figure(s.p50_ms, '.1f')} ms  "
             f"p99 {figure(s.p99_ms, '.1f')} ms  members {s.members_running} (CPU {cpu})  "
             f"errors {s.errors}{missing}" + (f"  {blocked_note(s)}" if s.blocked else ""))
@@ -190,15 +197,17 @@ def render(s: ViewState):
     head = Text.assemble((f"surge {s.scenario}", "bold"), f"  run {s.run_id}  ",
                          (s.phase, "cyan"), f"  {s.elapsed_s:.0f}/{s.planned_s:.0f} s")
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for column in ("step", "target msg/s", "sent msg/s", "received msg/s", "achieved",
-                   "in flight", "queue depth", "p50 ms", "p99 ms", "members", "errors",
-                   "reconnects"):
+    unit = s.terms.unit
+    for column in ("step", s.terms.senders, s.terms.receivers, f"target {unit}",
+                   f"sent {unit}", f"received {unit}", "achieved", "in flight", "queue depth",
+                   "p50 ms", "p99 ms", "members", "errors", "reconnects"):
         table.add_column(column, justify="right")
     ratio = achieved(s)
     style = "dim" if ratio is None else "green" if ratio >= 0.98 else "yellow" \
         if ratio >= 0.9 else "red"
     stopped = s.phase in ("draining", "paused")
-    table.add_row(f"{s.step}/{s.steps}", "stopped" if stopped else f"{s.target_rate:,.0f}",
+    table.add_row(f"{s.step}/{s.steps}", figure(s.sending), figure(s.consuming),
+                  "stopped" if stopped else f"{s.target_rate:,.0f}" if s.target_rate else "max",
                   figure(s.send_rate), figure(s.receive_rate),
                   Text(s.phase if stopped else figure(ratio, ".1%"), style=style),
                   figure(s.backlog), figure(s.queue_depth), figure(s.p50_ms, ".1f"),
@@ -211,7 +220,7 @@ def render(s: ViewState):
     peak = max((v for v in s.received_history if v is not None), default=None)
     history = Text.assemble(("received, last minute ", "dim"),
                             (sparkline(s.received_history), "green"),
-                            (f"  peak {figure(peak)} msg/s", "dim"))
+                            (f"  peak {figure(peak)} {unit}", "dim"))
     footer = Text(f"{s.last_event}", style="dim")
     if s.blocked:
         footer = Text.assemble((blocked_note(s), "bold red"), "   ", footer)

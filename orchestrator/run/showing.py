@@ -26,7 +26,8 @@ class ViewFeed:
             queue_depth=row["queue_depth"], p50_ms=row["latency_p50_ms"],
             p99_ms=row["latency_p99_ms"], backlog=row["backlog"],
             errors=row["errors"], reconnects=row["reconnects"], phase=record.label,
-            blocked=row["blocked"], blocked_s=row["blocked_s"],
+            blocked=row["blocked"], blocked_s=row["blocked_s"], sending=row["sending"],
+            consuming=row["consuming"],
             missing=row["agents_missing"] + (1 if row["broker_missing"] else 0),
             member_cpu={m.name: record.tick.member_cpu_percent.get(m.name) if m.running
                         else None for m in members})

@@ -79,3 +79,15 @@ faults:
     assert "faults.0.kind" in lines[0] and "memory_alarm needs RabbitMQ members surge runs" \
         in lines[0] and "placement kubernetes" in lines[0]
     assert "faults.2.kind" in lines[1] and "delete_queues" in lines[1]
+
+
+def test_the_progress_line_speaks_the_runs_terms_and_counts_its_clients():
+    from results.rundir.steps import ROUND_TRIPS
+    state = ViewState(scenario="s", run_id="r", terms=ROUND_TRIPS, target_rate=0.0,
+                      send_rate=120.0, receive_rate=119.0, sending=6, consuming=2,
+                      phase="running")
+    line = plain_line(state)
+    assert "target max" in line and "requesters 6  responders 2" in line
+    assert "received 119 round trips/s" in line and "msg/s" not in line
+    state.phase = "draining"
+    assert "senders stopped" in plain_line(state)
