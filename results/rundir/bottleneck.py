@@ -20,10 +20,7 @@ before it was kept) never names a limit.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from results.rundir.steps import StepRow
+from typing import Protocol
 
 AT_QUOTA = 0.9  # of a member's CPU quota
 AGENT_BUSY = 90.0  # % of one core
@@ -31,7 +28,21 @@ RECEIVERS_BEHIND = 0.95  # received over sent
 NONE_VISIBLE = "none visible"
 
 
-def limits(row: StepRow) -> list[str]:
+class StepFigures(Protocol):
+    """What the rules read of a step row (:class:`~results.rundir.steps.StepRow`)."""
+
+    label: str
+    sent_rate: float | None
+    received_rate: float | None
+    cpu_percent: dict[str, float]
+    cpu_quota_cores: dict[str, float]
+    agents_cpu_percent: dict[str, float]
+    blocked_s: float
+    memory_alarm_seconds: dict[str, int]
+    disk_alarm_seconds: dict[str, int]
+
+
+def limits(row: StepFigures) -> list[str]:
     """Every limit the row's figures show, most telling first (see the module's list)."""
     found = []
     alarms = [f"{kind} alarm on {_short(member)} {seconds} s"
@@ -56,7 +67,7 @@ def limits(row: StepRow) -> list[str]:
     return found
 
 
-def bottleneck(row: StepRow) -> str:
+def bottleneck(row: StepFigures) -> str:
     """The row's limits as one line, or :data:`NONE_VISIBLE`."""
     return "; ".join(limits(row)) or NONE_VISIBLE
 
@@ -66,6 +77,6 @@ def _short(member: str) -> str:
     return member.split("@")[0]
 
 
-def bottleneck_lines(rows: list[StepRow]) -> list[str]:
+def bottleneck_lines(rows: list[StepFigures]) -> list[str]:
     """``step 1: ...`` for each row: what saturated in it."""
-    return [f"step {row.label}: {row.bottleneck}" for row in rows]
+    return [f"step {row.label}: {bottleneck(row)}" for row in rows]

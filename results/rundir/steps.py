@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from orchestrator.specs.plan import Phase
+from results.rundir.bottleneck import bottleneck
 from results.rundir.figures import (
     CONFIRM,
     CONTROLLER_HOST,
@@ -178,7 +179,6 @@ class StepRow:
     @property
     def bottleneck(self) -> str:
         """What saturated, from the row's own figures (see :mod:`results.rundir.bottleneck`)."""
-        from results.rundir.bottleneck import bottleneck
         return bottleneck(self)
 
     def as_json(self) -> dict[str, Any]:
