@@ -9,6 +9,7 @@ cannot measure here are named in :attr:`DocumentTable.unmeasured`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,8 +106,20 @@ def load_runs(run_dirs: list[Path]) -> list[Run]:
         manifest = read_manifest(run_dir)
         if not manifest.steps:
             raise SurgeError(f"{run_dir / MANIFEST_FILE}: no step table; did the run finish?")
-        runs.append(Run(run_dir.name, manifest))
+        runs.append(Run(label(run_dir.name, manifest.scenario_name), manifest))
     return runs
+
+
+def label(directory: str, scenario: str) -> str:
+    """A run's name in a table: a campaign cell's parameters (``001-sweep-topology=local-1-r1``
+    -> ``topology=local-1``; ``r2`` on from the second repetition), else its directory's
+    name."""
+    prefix = re.match(rf"\d{{3}}-{re.escape(scenario)}-?(.*?)-r(\d+)$", directory)
+    if prefix is None:
+        return directory
+    params, repetition = prefix.groups()
+    return "-".join(part for part in (params or scenario, "" if repetition == "1"
+                                      else f"r{repetition}") if part)
 
 
 def document_table(name: str, run_dirs: list[Path]) -> Table:
@@ -258,14 +271,14 @@ def _cphtestp(runs: list[Run]) -> Table:
     for run in runs:
         message = (run.manifest.scenario.get("workload") or {}).get("message") or {}
         for row in run.steps:
-            rows.append([str(bool(message.get("persistent"))).lower(),
+            rows.append([run.label, str(bool(message.get("persistent"))).lower(),
                          _size(message.get("size")), _n(row.senders), _n(row.achieved_rate),
                          _n(row.host_cpu_percent, 2), "-", "-", "-", "-",
                          _n(_member_cpu(row), 2)])
-    return Table(["persistent", "msgsize bytes", "threads", "rate round trips/s", "cpu %", "readMB",
+    return Table(["run", "persistent", "msgsize bytes", "threads", "rate round trips/s", "cpu %", "readMB",
                   "writeMB", "recvGbs", "sendGbs", "qmcpu %"], rows,
-                 ["cpu: the client host's CPU (% of all its cores); qmcpu: the broker members' "
-                  "CPU together (% of one core)"])
+                 ["cphtestp's columns after the run's name; cpu: the client host's CPU (% of "
+                  "all its cores); qmcpu: the broker members' CPU together (% of one core)"])
 
 
 @table("004-cost", "004 (IBM MQ for z/OS), Charts 3 and 5: cost per transaction as queue "

@@ -60,9 +60,9 @@ def test_cost_per_transaction_as_queue_pairs_grow(runs):
 
 def test_cphtestp_rows_name_what_is_not_measured(runs):
     table = document_table("003-results", runs[:1])
-    assert table.header == ["persistent", "msgsize bytes", "threads", "rate round trips/s", "cpu %",
+    assert table.header == ["run", "persistent", "msgsize bytes", "threads", "rate round trips/s", "cpu %",
                             "readMB", "writeMB", "recvGbs", "sendGbs", "qmcpu %"]
-    assert table.rows[0] == ["false", "2048", "6", "1,000", "50.00", "-", "-", "-", "-",
+    assert table.rows[0] == ["single", "false", "2048", "6", "1,000", "50.00", "-", "-", "-", "-",
                              "50.00"]
     assert "not measured here" in table.text() and "recvGbs" in table.notes[-1]
 
@@ -107,3 +107,11 @@ def test_the_documents_figures_are_drawn_from_the_same_runs(runs, tmp_path):
     assert [p.name for p in written] == ["004-cost.png", "004-rate.png"]
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in written)
     assert plot_table("000-table2", runs, tmp_path / "none") == []
+
+
+def test_a_campaign_cell_is_named_by_its_parameters():
+    from results.documents import label
+    assert label("001-sweep-topology=local-1-r1", "sweep") == "topology=local-1"
+    assert label("004-sweep-cpu_per_member=0.5-r2", "sweep") == "cpu_per_member=0.5-r2"
+    assert label("002-sweep-r1", "sweep") == "sweep"
+    assert label("20261126T194230Z-sweep", "sweep") == "20261126T194230Z-sweep"
