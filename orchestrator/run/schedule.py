@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from orchestrator.specs import plan as plans
 
 if TYPE_CHECKING:
+    from orchestrator.run.faults import FaultInjector
     from orchestrator.run.listeners import TickRecord
 
 
@@ -58,6 +59,10 @@ class Schedule(Protocol):
     def attach(self, event: Callable[..., None]) -> None:
         """Record what the schedule decides through ``event(kind, **fields)``."""
 
+    def attach_faults(self, faults: FaultInjector) -> None:
+        """Hand the schedule the run's fault injector (a schedule that holds faults over its
+        phases adds them there)."""
+
 
 class FixedSchedule:
     """The scenario's plan, expanded before the run."""
@@ -80,6 +85,9 @@ class FixedSchedule:
         return {}
 
     def attach(self, event: Callable[..., None]) -> None:
+        pass
+
+    def attach_faults(self, faults: FaultInjector) -> None:
         pass
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from orchestrator.specs.base import Fraction, Loc, Seconds, Spec
+from orchestrator.specs.faults import ConditionSpec
 from orchestrator.specs.limits import (
     MAX_CORES_PER_MEMBER,
     MAX_PRICE_PER_MEMBER_HOUR,
@@ -82,9 +83,20 @@ class CapacitySpec(Spec):
                                               "members it needs")
     price: PriceSpec = Field(
         default_factory=PriceSpec, description="what members cost, for the cost of each answer")
+    conditions: list[ConditionSpec] = Field(
+        default_factory=list,
+        description="conditions every member count is searched under, in order, side by side "
+                    "in the answer: ideal (no faults) and named sets of faults held over every "
+                    "probe; default ideal only")
+
+    @property
+    def searched_under(self) -> list[ConditionSpec]:
+        """The conditions to search under (ideal alone when none are given)."""
+        return self.conditions or [ConditionSpec(name="ideal")]
 
     def cross_problems(self) -> list[tuple[Loc, str]]:
-        """Counts are positive and distinct; the holds are in order."""
+        """Counts are positive and distinct; the holds are in order; condition names are
+        distinct."""
         found: list[tuple[Loc, str]] = []
         if any(m < 1 for m in self.members) or len(set(self.members)) != len(self.members):
             found.append((("members",), f"member counts must be distinct and at least 1 (got "
@@ -92,4 +104,19 @@ class CapacitySpec(Spec):
         if self.hold_min > self.hold_max:
             found.append((("hold_min",), f"hold_min ({self.hold_min:g} s) is longer than "
                                          f"hold_max ({self.hold_max:g} s)"))
+        names = [c.name for c in self.conditions]
+        found += [(("conditions", i, "name"), f"{name!r} names two conditions: expected "
+                                              f"distinct names")
+                  for i, name in enumerate(names) if name in names[:i]]
         return found
+
+    def member_problems(self, counts: list[int]) -> list[tuple[Loc, str]]:
+        """Every member a condition's fault acts on is in each of the member ``counts``
+        searched."""
+        fewest = min(counts)
+        return [(("conditions", i, "faults", j, "member"),
+                 f"member {fault.member} is not in a cluster of {fewest}: expected a member "
+                 f"index below {fewest}, the fewest members searched")
+                for i, condition in enumerate(self.conditions)
+                for j, fault in enumerate(condition.faults)
+                if fault.member is not None and fault.member >= fewest]
