@@ -70,10 +70,7 @@ def answer(searches: list[Search], target: float | None, project: list[int]) -> 
     document: dict[str, Any] = {
         "searches": [{**asdict(s), "per_thousand": s.per_thousand} for s in searches],
         "condition": first,
-        "conditions": [{"condition": s.condition, "members": s.members, "rate": s.rate,
-                        "converged": s.converged, "monthly": s.monthly,
-                        "per_thousand": s.per_thousand, "accounting": s.accounting_note}
-                       for s in searches],
+        "conditions": ranked(searches, target),
         "fit": {"law": asdict(fit.law) if fit.law else None, "error": fit.error,
                 "unreliable": list(fit.unreliable), "notes": list(fit.notes)},
         "projections": [{"members": n, **asdict(usl.rate_at(fit, n))} for n in project],
@@ -86,6 +83,27 @@ def answer(searches: list[Search], target: float | None, project: list[int]) -> 
             document["cheapest"] = {"members": best.members, "rate": best.rate,
                                     "monthly": best.monthly, "per_thousand": best.per_thousand}
     return document
+
+
+def ranked(searches: list[Search], target: float | None) -> list[dict[str, Any]]:
+    """Each search's rate and price under its condition, the conditions in the order searched
+    and, within each, cheapest per 1,000 msg/s per month first (``rank``; unpriced last);
+    ``passes_all``: with a ``target``, whether every search of that member count sustained it
+    under every condition (document 001's "passes all"), else ``None``."""
+    order = list(dict.fromkeys(s.condition for s in searches))
+    passes = {n: all(s.rate is not None and s.rate >= target for s in searches
+                     if s.members == n) and
+              {s.condition for s in searches if s.members == n} == set(order)
+              for n in {s.members for s in searches}} if target else {}
+    rows: list[dict[str, Any]] = []
+    for condition in order:
+        mine = sorted((s for s in searches if s.condition == condition),
+                      key=lambda s: (s.per_thousand is None, s.per_thousand or 0.0, s.members))
+        rows += [{"condition": condition, "rank": rank, "members": s.members, "rate": s.rate,
+                  "converged": s.converged, "monthly": s.monthly,
+                  "per_thousand": s.per_thousand, "passes_all": passes.get(s.members),
+                  "accounting": s.accounting_note} for rank, s in enumerate(mine, 1)]
+    return rows
 
 
 def reanswer(directory: Path, project: list[int], target: float | None
@@ -154,25 +172,33 @@ def as_markdown(document: dict[str, Any], slo: dict[str, Any], currency: str = "
                      f" {cheapest['monthly']:,.2f} {currency} per month"
                      if cheapest else "No measured size sustained it.")
     if several:
-        lines += ["", conditions_table(document["conditions"], currency)]
+        lines += ["", conditions_table(document["conditions"], document["target"], currency)]
     return "\n".join(lines) + "\n"
 
 
-def conditions_table(rows: list[dict[str, Any]], currency: str = "USD") -> str:
-    """The sustainable rate and its price per 1,000 msg/s per month under each condition, in
-    the order searched, with how exactly each search's run accounted for its messages."""
-    ideal = {row["members"]: row["rate"] for row in rows if row["condition"] == rows[0][
-        "condition"] and row["rate"]}
-    lines = ["| condition | members | sustainable msg/s | of " + rows[0]["condition"] +
-             " % | per 1,000 msg/s per month | accounting |", "|---|---|---|---|---|---|"]
+def conditions_table(rows: list[dict[str, Any]], target: float | None = None,
+                     currency: str = "USD") -> str:
+    """Each condition's searches ranked by price per 1,000 msg/s per month (the first
+    condition first, as searched), their sustainable rate and its share of the first
+    condition's at the same size, whether the size passes all conditions at ``target`` msg/s,
+    and how exactly each search's run accounted for its messages."""
+    first = rows[0]["condition"]
+    ideal = {row["members"]: row["rate"] for row in rows if row["condition"] == first
+             and row["rate"]}
+    passes = f"passes all at {target:,.0f} msg/s" if target else "passes all"
+    lines = [f"Each condition ranked by price per 1,000 msg/s per month ({first} first):", "",
+             f"| condition | rank | members | sustainable msg/s | of {first} % | per 1,000 msg/s "
+             f"per month | {passes} | accounting |", "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         rate = ("none held" if row["rate"] is None else _number(row["rate"])) + (
             "" if row["converged"] else " (not converged)")
         share = row["rate"] / ideal[row["members"]] * 100 \
             if row["rate"] and row["members"] in ideal else None
-        lines.append(f"| {row['condition']} | {row['members']} | {rate} | "
+        verdict = "no target given" if row["passes_all"] is None else \
+            "yes" if row["passes_all"] else "no"
+        lines.append(f"| {row['condition']} | {row['rank']} | {row['members']} | {rate} | "
                      f"{_number(share, '{:.0f} %')} | "
-                     f"{_number(row['per_thousand'], '{:,.2f} ' + currency)} | "
+                     f"{_number(row['per_thousand'], '{:,.2f} ' + currency)} | {verdict} | "
                      f"{row['accounting']} |")
     return "\n".join(lines)
 

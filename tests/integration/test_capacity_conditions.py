@@ -30,6 +30,7 @@ def test_a_member_down_over_every_probe_is_searched_beside_ideal(state_root, tmp
         "slo": {"p99": "2s", "backlog": 5000},
         "capacity": {"members": [3], "start_rate": 100, "growth": 2, "max_probes": 3,
                      "hold_min": "3s", "hold_max": "3s", "confirm": "3s", "drain": "10s",
+                     "target": 100, "price": {"per_member_hour": 0.34},
                      "conditions": [{"name": "ideal"}, {"name": "member-down", "faults": [
                          {"kind": "kill_member", "member": 2, "at": "0s"}]}]},
         "measure": {"settle": "1s", "drain": "20s"}})
@@ -61,8 +62,9 @@ def test_a_member_down_over_every_probe_is_searched_beside_ideal(state_root, tmp
         exact = accounting.unexplained == 0 and accounting.unknown is None
         assert search.accounting.startswith("exact: " if exact else "inexact: "), search
     report = (result.directory / "report.md").read_text()
-    assert "| condition | members | sustainable msg/s | of ideal % | per 1,000 msg/s per month" \
-        " | accounting |" in report
-    assert "| ideal | 3 |" in report and "| member-down | 3 |" in report
+    assert "| condition | rank | members | sustainable msg/s | of ideal % | per 1,000 msg/s per " \
+        "month | passes all at 100 msg/s | accounting |" in report
+    assert "| ideal | 1 | 3 |" in report and "| member-down | 1 | 3 |" in report
+    assert " USD | yes |" in report or " USD | no |" in report
     print("\n".join(said))
     print(report)

@@ -14,7 +14,7 @@ from orchestrator.run.controller import Controller
 from orchestrator.specs.capacity import CapacitySpec, SloSpec
 from orchestrator.specs.faults import ConditionSpec
 from orchestrator.specs.loader import load_scenario
-from results.capacity import Search, answer, as_markdown
+from results.capacity import Search, answer, as_markdown, ranked
 from tests.fakes import FakeClock, MemoryLauncher, ScriptedProvisioner, idle_host, no_probe
 from tests.unit.test_capacity_plan import SaturatingAgent
 from tests.unit.test_controller import scenario, topology
@@ -164,15 +164,31 @@ def test_the_answer_puts_each_condition_side_by_side_with_units_and_fits_only_th
     document = answer(searches(), target=None, project=[6])
     text = as_markdown(document, SLO)
     assert "Under ideal conditions (the fit and projections are of these searches):" in text
-    assert ("| condition | members | sustainable msg/s | of ideal % | per 1,000 msg/s per month"
-            " | accounting |") in text
-    assert "| ideal | 3 | 9,000 | 100 % | 5.17 USD | exact: 10 sent, 10 received, 0 queued |" \
+    assert ("| condition | rank | members | sustainable msg/s | of ideal % | per 1,000 msg/s per "
+            "month | passes all | accounting |") in text
+    assert ("| ideal | 2 | 3 | 9,000 | 100 % | 5.17 USD | no target given | exact: 10 sent, 10 "
+            "received, 0 queued |") in text
+    assert "| ideal | 1 | 1 | 4,000 | 100 % | 3.88 USD |" in text  # one member is cheaper
+    assert "| slow | 2 | 3 | 3,000 | 33 % | 15.51 USD |" in text
+    assert ("| member-down | 2 | 1 | none held | unknown | unknown | no target given | inexact: "
+            "sent 10, received 8, queued 0; probe 1 of 1 had seconds with readings missing |") \
         in text
-    assert "| slow | 3 | 3,000 | 33 % | 15.51 USD |" in text
-    assert ("| member-down | 1 | none held | unknown | unknown | inexact: sent 10, received 8, "
-            "queued 0; probe 1 of 1 had seconds with readings missing |") in text
     main = text.split("| condition |")[0]
     assert "| 3 | 9,000 |" in main and "| 3 | 3,000 |" not in main  # the ideal searches only
     alone = answer([s for s in searches() if s.condition == "slow"], None, [6])
     assert "| condition |" not in as_markdown(alone, SLO)
     assert alone["fit"] == answer(searches()[4:], None, [6])["fit"]
+
+
+def test_conditions_are_ranked_cheapest_first_ideal_first_and_passes_all_needs_every_one():
+    rows = answer(searches(), target=2500, project=[6])["conditions"]
+    assert [(r["condition"], r["rank"], r["members"]) for r in rows] == [
+        ("ideal", 1, 1), ("ideal", 2, 3), ("member-down", 1, 3), ("member-down", 2, 1),
+        ("slow", 1, 1), ("slow", 2, 3)]
+    assert {r["members"]: r["passes_all"] for r in rows} == {3: True, 1: False}
+    text = as_markdown(answer(searches(), target=2500, project=[6]), SLO)
+    assert "| passes all at 2,500 msg/s |" in text
+    assert "| slow | 2 | 3 | 3,000 | 33 % | 15.51 USD | yes |" in text
+    assert "| ideal | 1 | 1 | 4,000 | 100 % | 3.88 USD | no |" in text
+    assert {r["members"]: r["passes_all"] for r in ranked(searches(), 3500)} == {3: False,
+                                                                                 1: False}
