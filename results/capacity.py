@@ -173,6 +173,9 @@ def as_markdown(document: dict[str, Any], slo: dict[str, Any], currency: str = "
                      if cheapest else "No measured size sustained it.")
     if several:
         lines += ["", conditions_table(document["conditions"], document["target"], currency)]
+    if document.get("price", {}).get("instance_types") or \
+            document.get("price", {}).get("storage_classes"):
+        lines += ["", price_table(document["price"], currency)]
     return "\n".join(lines) + "\n"
 
 
@@ -200,6 +203,22 @@ def conditions_table(rows: list[dict[str, Any]], target: float | None = None,
                      f"{_number(share, '{:.0f} %')} | "
                      f"{_number(row['per_thousand'], '{:,.2f} ' + currency)} | {verdict} | "
                      f"{row['accounting']} |")
+    return "\n".join(lines)
+
+
+def price_table(price: dict[str, Any], currency: str = "USD") -> str:
+    """The price table the clusters were priced from (instance types and storage classes,
+    per hour), the ones a member was priced as marked."""
+    hours = price["hours_per_month"]
+    lines = [f"Price table (a member is one instance and one volume; a month is {hours:g} h):",
+             "",
+             f"| kind | name | {currency} per hour | {currency} per month | priced as |",
+             "|---|---|---|---|---|"]
+    for kind, table, chosen in (("instance type", "instance_types", "instance"),
+                                ("storage class", "storage_classes", "storage")):
+        lines += [f"| {kind} | {name} | {hourly:,.4g} | {hourly * hours:,.2f} | "
+                  f"{'yes' if name == price.get(chosen) else ''} |"
+                  for name, hourly in price.get(table, {}).items()]
     return "\n".join(lines)
 
 

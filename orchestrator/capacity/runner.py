@@ -15,7 +15,7 @@ from orchestrator.capacity.search import SearchSettings
 from orchestrator.capacity.slo import p99_ms
 from orchestrator.errors import Problem, SpecError
 from orchestrator.run.controller import Controller, stop_on_signals
-from orchestrator.specs.capacity import CapacitySpec
+from orchestrator.specs.capacity import HOURS_PER_MONTH, CapacitySpec
 from orchestrator.specs.faults import ConditionSpec
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import TopologySpec
@@ -86,6 +86,8 @@ def search_all(scenario: ScenarioSpec, topology: TopologySpec, source: str, runs
                                       board, say, live)
     document = capacity.answer(searches, target or spec.target,
                                project or [2 * max(counts)])
+    document["price"] = {"hours_per_month": HOURS_PER_MONTH, **spec.price.model_dump(
+        include={"instance_types", "instance", "storage_classes", "storage"})}
     slo = scenario.slo.model_dump()
     capacity.write(directory, document, slo)
     return CapacityResult(directory, searches, document, complete)

@@ -33,7 +33,9 @@ class SloSpec(Spec):
 
 class PriceSpec(Spec):
     """What the provisioned cluster costs: per core-hour of the members' CPU quota, or per
-    member-hour (an instance's price, which wins when given)."""
+    member-hour (an instance's price, which wins when given), or a member's instance type
+    from a price table (which wins over both); plus, where a storage class is named, its
+    volume per member from the storage price table."""
 
     per_core_hour: Number = Field(0.0425, gt=0, le=MAX_PRICE_PER_CORE_HOUR,
                                   description="currency per core-hour (c5 on demand, about "
@@ -45,12 +47,49 @@ class PriceSpec(Spec):
                                             description="cores a member is priced at; default "
                                                         "the topology's cpu_per_member")
 
+    instance_types: dict[str, Number] = Field(
+        default_factory=dict, description="price table: currency per hour of each instance "
+                                          "type (document 001's c5 sizes), for `instance`")
+    instance: str | None = Field(None, description="the instance type a member is priced as "
+                                                   "(a key of instance_types; wins over the "
+                                                   "other prices)")
+    storage_classes: dict[str, Number] = Field(
+        default_factory=dict, description="price table: currency per hour of each storage "
+                                          "class, one volume per member (gp2, st1, io1)")
+    storage: str | None = Field(None, description="the storage class each member's volume is "
+                                                  "priced as (a key of storage_classes)")
+
+    def cross_problems(self) -> list[tuple[Loc, str]]:
+        """``instance`` and ``storage`` name rows of their tables; prices are positive."""
+        found: list[tuple[Loc, str]] = []
+        for name, table in (("instance", "instance_types"), ("storage", "storage_classes")):
+            chosen, rows = getattr(self, name), getattr(self, table)
+            if chosen is not None and chosen not in rows:
+                found.append(((name,), f"{chosen!r} is not in {table}: expected one of "
+                                       f"{', '.join(sorted(rows)) or 'its keys (it is empty)'}"))
+            found += [((table, key), f"expected a price per hour above 0 and at most "
+                                     f"{MAX_PRICE_PER_MEMBER_HOUR:,.0f} (got {value})")
+                      for key, value in rows.items()
+                      if not 0 < value <= MAX_PRICE_PER_MEMBER_HOUR]
+        return found
+
+    @property
+    def priced_as(self) -> str:
+        """The instance type and storage class a member is priced as ("" for neither)."""
+        return " + ".join(name for name in (self.instance, self.storage) if name)
+
     def monthly(self, members: int, cores_per_member: float | None) -> float | None:
-        """The cluster's price per month (None: a core price with no core count)."""
+        """The cluster's price per month (None: a core price with no core count): members x
+        (instance type, else member price, else cores x core price; plus its storage class)
+        x 730 h."""
+        storage = self.storage_classes[self.storage] if self.storage else 0.0
+        if self.instance is not None:
+            return members * (self.instance_types[self.instance] + storage) * HOURS_PER_MONTH
         if self.per_member_hour is not None:
-            return members * self.per_member_hour * HOURS_PER_MONTH
+            return members * (self.per_member_hour + storage) * HOURS_PER_MONTH
         cores = self.cores_per_member or cores_per_member
-        return None if cores is None else members * cores * self.per_core_hour * HOURS_PER_MONTH
+        return None if cores is None else \
+            members * (cores * self.per_core_hour + storage) * HOURS_PER_MONTH
 
 
 class CapacitySpec(Spec):

@@ -11,7 +11,7 @@ from orchestrator.capacity.runner import accounting_line, check
 from orchestrator.capacity.search import SearchSettings
 from orchestrator.errors import SpecError
 from orchestrator.run.controller import Controller
-from orchestrator.specs.capacity import CapacitySpec, SloSpec
+from orchestrator.specs.capacity import CapacitySpec, PriceSpec, SloSpec
 from orchestrator.specs.faults import ConditionSpec
 from orchestrator.specs.loader import load_scenario
 from results.capacity import Search, answer, as_markdown, ranked
@@ -192,3 +192,23 @@ def test_conditions_are_ranked_cheapest_first_ideal_first_and_passes_all_needs_e
     assert "| ideal | 1 | 1 | 4,000 | 100 % | 3.88 USD | no |" in text
     assert {r["members"]: r["passes_all"] for r in ranked(searches(), 3500)} == {3: False,
                                                                                  1: False}
+
+
+def test_a_price_table_prices_a_member_as_its_instance_type_and_storage_class(tmp_path):
+    price = PriceSpec.model_validate({
+        "instance_types": {"c5.2xlarge": 0.34, "c5.4xlarge": 0.68},
+        "storage_classes": {"gp2": 0.137, "st1": 0.43}, "instance": "c5.4xlarge",
+        "storage": "gp2", "per_core_hour": 9})
+    assert price.monthly(7, 0.5) == pytest.approx(7 * (0.68 + 0.137) * 730)
+    assert price.priced_as == "c5.4xlarge + gp2"
+    storage_only = PriceSpec.model_validate({"storage_classes": {"st1": 0.43},
+                                             "storage": "st1", "per_core_hour": 0.04})
+    assert storage_only.monthly(3, 0.5) == pytest.approx(3 * (0.5 * 0.04 + 0.43) * 730)
+    assert problems(tmp_path, "  price: {instance_types: {small: 0.34}, instance: large}\n") \
+        == ["capacity.price.instance: 'large' is not in instance_types: expected one of small"]
+    document = answer(searches(), None, [6])
+    document["price"] = {"hours_per_month": 730, **price.model_dump(
+        include={"instance_types", "instance", "storage_classes", "storage"})}
+    text = as_markdown(document, SLO)
+    assert "| instance type | c5.4xlarge | 0.68 | 496.40 | yes |" in text
+    assert "| storage class | st1 | 0.43 | 313.90 |  |" in text
