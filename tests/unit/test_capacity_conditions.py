@@ -11,6 +11,7 @@ from orchestrator.capacity.runner import accounting_line, check
 from orchestrator.capacity.search import SearchSettings
 from orchestrator.errors import SpecError
 from orchestrator.run.controller import Controller
+from orchestrator.specs.campaign import load_campaign
 from orchestrator.specs.capacity import CapacitySpec, PriceSpec, SloSpec
 from orchestrator.specs.faults import ConditionSpec
 from orchestrator.specs.loader import load_scenario
@@ -212,3 +213,16 @@ def test_a_price_table_prices_a_member_as_its_instance_type_and_storage_class(tm
     text = as_markdown(document, SLO)
     assert "| instance type | c5.4xlarge | 0.68 | 496.40 | yes |" in text
     assert "| storage class | st1 | 0.43 | 313.90 |  |" in text
+
+
+def test_a_campaign_capacity_cell_searches_under_one_condition(tmp_path):
+    load(tmp_path, "  conditions: [{name: ideal}, {name: slow, faults: [{kind: "
+                   "consumer_slowdown, at: 0s}]}]\n")
+    (tmp_path / "c.yaml").write_text("name: c\ncells:\n  - scenario: s.yaml\n")
+    with pytest.raises(SpecError) as caught:
+        load_campaign(tmp_path / "c.yaml")
+    assert [(p.field, p.message) for p in caught.value.problems] == [
+        ("cells.0.scenario", "a capacity cell searches under one condition: expected "
+                             "capacity.conditions with at most one entry (vary it with matrix: "
+                             "capacity.conditions)")]
+    assert str(tmp_path / "c.yaml") in str(caught.value)
