@@ -104,6 +104,14 @@ def capacity(scenario: Annotated[Path, typer.Argument(help="Scenario YAML with a
     projections, cost per 1,000 msg/s per month of the provisioned cluster) is printed and
     written as report.md, capacity.json and capacity.png. Ctrl-C stops the search in hand and
     the rest.
+
+    Under adverse conditions: capacity.conditions lists ideal and named sets of faults (a
+    member killed, consumers slowed, a rolling restart), each started at its time into every
+    probe and held until the probe ends unless it gives its own end; every member count is
+    searched under each condition in turn, the next probe waiting until the faults are over,
+    and one more table gives each condition's sustainable rate, its share of the first
+    condition's, its price per 1,000 msg/s per month and how exactly its run accounted for
+    every message (e.g. scenarios/rabbitmq-capacity-adverse.yaml).
     """
     from orchestrator.capacity.entry import SearchOptions, search_file
     options = SearchOptions(counts(members), repeat, counts(project), target, runs_dir, live,

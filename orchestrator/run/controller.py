@@ -151,6 +151,7 @@ class Controller:
                                  self.depth.ready_in, self._event, clock, background)
         self.faults = FaultInjector(scenario.faults, self.schedule.phases, self.provisioner,
                                     self._event, self.stop_requested, clock)
+        self.schedule.attach_faults(self.faults)
         self.steering = Steering(scenario, self.schedule, self.faults, self.crew, self.state,
                                  self.feed, self.history, self._event)
         self.ticker = Ticker(self.provisioner, topology.members, self.crew, self.depth, clock,

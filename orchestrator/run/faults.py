@@ -45,6 +45,7 @@ class FaultInjector:
         self.stop = stop
         self.effects: list[Effect] = []
         self.threads: list[threading.Thread] = []
+        self.added = len(faults)  # the index of the next fault added
 
     def tick(self, elapsed_s: float) -> None:
         """Start the faults that are due and end the effects that are over."""
@@ -55,6 +56,18 @@ class FaultInjector:
             self.effects.remove(effect)
             self.event("fault_cleared", action=effect.fault.kind, elapsed_s=elapsed_s,
                        explain=f"{effect.fault.kind} over")
+
+    def add(self, fault: FaultSpec) -> None:
+        """Schedule ``fault`` (its ``at`` a time of the run) beside the scenario's own: a
+        capacity search holds its condition's faults over each probe this way."""
+        self.schedule.append((_start_s(fault, []), self.added, fault))
+        self.added += 1
+        self.schedule.sort(key=lambda item: item[:2])
+
+    def busy(self) -> bool:
+        """Whether a fault is due, in force, or still taking a member down or up."""
+        return bool(self.schedule or self.effects
+                    or any(thread.is_alive() for thread in self.threads))
 
     def spike_factor(self) -> float:
         """How much the plan's rate is multiplied by now."""

@@ -14,6 +14,7 @@ from orchestrator.specs import plan as plans
 from results.rundir.steps import StepRow, drain_row, step_rows
 
 if TYPE_CHECKING:
+    from orchestrator.run.faults import FaultInjector
     from orchestrator.run.listeners import TickRecord
 
 
@@ -72,6 +73,10 @@ class Schedule(Protocol):
     def attach(self, event: Callable[..., None]) -> None:
         """Record what the schedule decides through ``event(kind, **fields)``."""
 
+    def attach_faults(self, faults: FaultInjector) -> None:
+        """Hand the schedule the run's fault injector (a schedule that holds faults over its
+        phases adds them there)."""
+
 
 class FixedSchedule:
     """The scenario's plan, expanded before the run."""
@@ -94,6 +99,9 @@ class FixedSchedule:
         return {}
 
     def attach(self, event: Callable[..., None]) -> None:
+        pass
+
+    def attach_faults(self, faults: FaultInjector) -> None:
         pass
 
 

@@ -311,6 +311,14 @@ def load_campaign(path: str | Path, overrides: list[str] | None = None) -> Campa
     if problems:
         raise SpecError(str(path), list(problems.values()))
     specs = {cell.id: loaded[(cell.scenario, tuple(cell.overrides))] for cell in cells}
+    several = {("cells", cell.group, "scenario") for cell in cells
+               if (found := specs[cell.id][0].capacity) and len(found.conditions) > 1}
+    if several:
+        raise SpecError(str(path), [Problem(".".join(map(str, where)), "a capacity cell searches "
+                                            "under one condition: expected capacity.conditions "
+                                            "with at most one entry (vary it with matrix: "
+                                            "capacity.conditions)", lines.get(where))
+                                    for where in sorted(several)])
     return Campaign(path, spec, cells, specs)
 
 

@@ -119,6 +119,10 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None,
         problems.append(at("capacity", "members",
                            message=f"{max(capacity.members)} members asked for; topology "
                                    f"{topology.name} has {topology.members}"))
+    if capacity is not None:
+        counts = capacity.members or list(range(1, topology.members + 1))
+        problems += [at("capacity", *loc, message=message)
+                     for loc, message in capacity.member_problems(counts)]
     problems += [at(*loc, message=message) for loc, message in memory_problems(scenario)]
     if problems:
         raise SpecError(str(path), problems)

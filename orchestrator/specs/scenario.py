@@ -9,14 +9,14 @@ can say ``2KiB`` or ``30s``. Loading from YAML, with file/line errors, lives in
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BeforeValidator, ConfigDict, Field, field_validator
 
 from orchestrator.specs.base import Bytes, FilePath, Fraction, Loc, SafeName, Seconds, Spec
 from orchestrator.specs.capacity import CapacitySpec, SloSpec
+from orchestrator.specs.faults import FaultSpec
 from orchestrator.specs.limits import (
-    MAX_SPIKE_FACTOR,
     Number,
     plan_problems,
 )
@@ -139,44 +139,6 @@ FAULT_KINDS = ("kill_member", "stop_member", "rolling_restart", "consumer_slowdo
 LOCAL_RABBITMQ_FAULTS = ("memory_alarm", "delete_queues")
 
 
-class FaultSpec(Spec):
-    """An adverse condition the controller applies at a time or at the start of a plan step."""
-
-    kind: Literal["kill_member", "stop_member", "rolling_restart", "consumer_slowdown",
-                  "publish_spike", "memory_alarm", "delete_queues"] = Field(
-        description="kill_member: SIGKILL, restart after restart_after; stop_member: graceful "
-                    "stop and start; rolling_restart: each running member's VM stopped and "
-                    "started in turn, the next once every quorum queue has its leader and all "
-                    "its members again; consumer_slowdown: receivers take `delay` per message "
-                    "for `duration`; publish_spike: senders publish `factor` x the plan rate "
-                    "for `duration`; memory_alarm: the member's (every running member's if "
-                    "none) memory alarm set off for `duration`, the broker blocking publishers; "
-                    "delete_queues: the topology's queues deleted (consumers cancelled by the "
-                    "broker, their messages lost) and declared again after restart_after")
-    at: Seconds | None = Field(None, ge=0, description="seconds into the plan")
-    at_step: int | None = Field(None, ge=1, description="at the start of this plan step")
-    member: int | None = Field(None, ge=0, description="member index (kill_member, stop_member, "
-                                                       "memory_alarm)")
-    restart_after: Seconds = Field(10.0, ge=0, description="seconds before the member starts "
-                                                           "again (delete_queues: before the "
-                                                           "queues are declared again)")
-    duration: Seconds = Field(30.0, gt=0, description="how long a slowdown, spike or memory "
-                                                      "alarm lasts")
-    delay: Seconds = Field(0.01, gt=0, description="consumer_slowdown: processing time per "
-                                                   "message")
-    factor: Number = Field(2.0, gt=0, le=MAX_SPIKE_FACTOR,
-                          description="publish_spike: rate multiplier")
-
-    def cross_problems(self) -> list[tuple[Loc, str]]:
-        """A time or a step, not both; a member for the kinds that act on one."""
-        found: list[tuple[Loc, str]] = []
-        if (self.at is None) == (self.at_step is None):
-            found.append(((), "give either at (seconds) or at_step (a plan step)"))
-        if self.kind in ("kill_member", "stop_member") and self.member is None:
-            found.append(((), f"{self.kind} needs the member's index"))
-        return found
-
-
 class MeasureSpec(Spec):
     """How the step table is measured."""
 
@@ -295,8 +257,15 @@ class ScenarioSpec(Spec):
         found: list[tuple[Loc, str]] = []
         if self.capacity is not None:
             found += [((name,), "a capacity search measures each member count as it is: "
-                                "leave out faults and scaling")
+                                "leave out faults and scaling (faults held over every probe "
+                                "go in capacity.conditions)")
                       for name in ("faults", "scaling") if getattr(self, name)]
+            found += [(("capacity", "conditions", i, "faults", j, "kind"),
+                       "a consumer_slowdown needs workload.ack: manual (with auto ack the "
+                       "prefetch does not hold messages back)")
+                      for i, condition in enumerate(self.capacity.conditions)
+                      for j, fault in enumerate(condition.faults)
+                      if fault.kind == "consumer_slowdown" and self.workload.ack == "auto"]
             if self.workload.pattern == "request-reply":
                 found.append((("workload", "pattern"), "a capacity search paces senders: "
                                                         "request-reply is not searched yet"))

@@ -305,12 +305,15 @@ class ProbeRecord(Record):
     p99_ms: float | None = None
     max_backlog: int | None = None
     reasons: list[str] = []
+    missing_seconds: int = 0  # steady seconds where some reading missed its deadline
+    reconnects: int = 0
 
 
 class CapacityRecord(Record):
-    """A capacity search (``surge capacity``): the member count, the SLO its probes were held
-    to, every probe, the highest target that held (``None``: none did) and the rate it
-    carried end to end (``rate``, at most the target), with why it ended."""
+    """A capacity search (``surge capacity``): the member count, the condition (and its
+    faults) every probe was held under, the SLO its probes were held to, every probe, the
+    highest target that held (``None``: none did) and the rate it carried end to end
+    (``rate``, at most the target), with why it ended."""
 
     members: int
     slo: dict[str, Any]
@@ -319,6 +322,8 @@ class CapacityRecord(Record):
     target: float | None = None
     converged: bool = False
     why: str = ""
+    condition: str = "ideal"  # what every probe was measured under (capacity.conditions)
+    faults: list[dict[str, Any]] = []  # that condition's faults, as given
 
 
 class RunManifest(Record):

@@ -14,7 +14,7 @@ from results.rundir.manifest import Accounting, CapacityRecord, ProbeRecord, Run
 CAMPAIGN = Path(__file__).resolve().parents[2] / "campaigns" / "capacity-sizes.yaml"
 
 
-def searched(campaign, cell, rate, converged=True, lost=0) -> RunManifest:
+def searched(campaign, cell, rate, converged=True, lost=0, condition="ideal") -> RunManifest:
     scenario, topology = campaign.specs[cell.id]
     probes = [ProbeRecord(step=1, rate=rate or 1000, held=bool(rate)),
               ProbeRecord(step=2, rate=2 * (rate or 1000), held=False, reasons=["p99"])]
@@ -25,7 +25,8 @@ def searched(campaign, cell, rate, converged=True, lost=0) -> RunManifest:
         accounting=Accounting(sent=10, received=10 - lost, lost=lost, duplicates=0,
                               unexplained=0, balanced=not lost, explain=""),
         capacity=CapacityRecord(members=topology.start, slo=scenario.slo.model_dump(),
-                                probes=probes, rate=rate, converged=converged, why="held"))
+                                probes=probes, rate=rate, converged=converged, why="held",
+                                condition=condition))
 
 
 def test_capacity_cells_are_judged_on_the_search_and_ranked_by_provisioned_price(tmp_path):
@@ -54,3 +55,20 @@ def test_capacity_cells_are_judged_on_the_search_and_ranked_by_provisioned_price
     cheapest = min(meeting, key=prices.get)
     assert lines[-1] == (f"cheapest cell that sustained 6,000 msg/s: {cheapest} "
                          f"({prices[cheapest]:,.2f} per month)")
+
+
+def test_capacity_cells_of_an_adverse_condition_rank_after_the_ideal_ones(tmp_path):
+    campaign = load_campaign(CAMPAIGN)
+    cells = campaign.cells[:3]
+    records = []
+    for cell, rate, condition in zip(cells, [4000, 500, 9000],
+                                     ["member-down", "ideal", "ideal"], strict=True):
+        (tmp_path / cell.id).mkdir()
+        searched(campaign, cell, rate, condition=condition).write(tmp_path / cell.id)
+        records.append(CellRecord(cell, "done", True, "held"))
+    lines = capacity_text(campaign, CampaignResult(tmp_path, records)).splitlines()
+    assert lines[0].startswith("capacity cells, ideal first and then each condition")
+    assert lines[1].split()[:5] == ["cell", "condition", "members", "priced", "as"]
+    rows = [line.split() for line in lines[2:5]]
+    assert [row[1] for row in rows] == ["ideal", "ideal", "member-down"]
+    assert rows[2][0] == cells[0].id and "its cores" in lines[4]
