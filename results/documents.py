@@ -275,8 +275,8 @@ def _cphtestp(runs: list[Run]) -> Table:
                          _size(message.get("size")), _n(row.senders), _n(row.achieved_rate),
                          _n(row.host_cpu_percent, 2), "-", "-", "-", "-",
                          _n(_member_cpu(row), 2)])
-    return Table(["run", "persistent", "msgsize bytes", "threads", "rate round trips/s", "cpu %", "readMB",
-                  "writeMB", "recvGbs", "sendGbs", "qmcpu %"], rows,
+    return Table(["run", "persistent", "msgsize bytes", "threads", "rate round trips/s",
+                  "cpu %", "readMB", "writeMB", "recvGbs", "sendGbs", "qmcpu %"], rows,
                  ["cphtestp's columns after the run's name; cpu: the client host's CPU (% of "
                   "all its cores); qmcpu: the broker members' CPU together (% of one core)"])
 
