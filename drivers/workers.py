@@ -45,6 +45,7 @@ class Recorder:
         self.committed = 0  # publishes of committed transactions
         self.receivers_done = 0  # receivers that took their limit of messages
         self.consuming: int | None = None  # receivers consuming now, where the driver counts
+        self._consumers: dict[int, int] = {}  # per receiver (by id), its links consuming now
         self.fast_path: FastPath | None = None  # set by a driver that has one
         self.blocking = Blocking()
         self.last_error = ""
@@ -73,6 +74,17 @@ class Recorder:
     def exports(self) -> dict[str, dict[int, bytes]]:
         """Every group's exported bitmaps."""
         return {group: tracker.export() for group, tracker in self.trackers.items()}
+
+    def consumer(self, role: object, now: bool) -> None:
+        """One of ``role``'s links started (``now``) or stopped consuming. ``consuming`` counts
+        the receivers with at least one: a receiver moved make-before-break (its new link
+        consuming before the old one stops) is one receiver."""
+        links = self._consumers.get(id(role), 0) + (1 if now else -1)
+        if links > 0:
+            self._consumers[id(role)] = links
+        else:
+            self._consumers.pop(id(role), None)
+        self.consuming = len(self._consumers)
 
     def error(self, message: str) -> None:
         """Count an error and remember the latest one for the live view."""

@@ -65,7 +65,7 @@ class ReceiverLink(Link):
         """Count this receiver in the recorder's ``consuming`` while it consumes."""
         if now != self.consuming_now:
             self.consuming_now = now
-            self.recorder.consuming += 1 if now else -1
+            self.recorder.consumer(self.role, now)
 
     def _channel_closed(self, channel, reason) -> None:
         self._mark_consuming(False)

@@ -151,7 +151,7 @@ class Worker:
         with self.driver.lock:
             self.driver.recorder.connections += change
             if self.consumes:
-                self.driver.recorder.consuming = (self.driver.recorder.consuming or 0) + change
+                self.driver.recorder.consumer(self.role, change > 0)
 
     def _retry(self, message: str) -> None:
         """Count an error and a reconnect, then back off before the next attempt."""

@@ -125,3 +125,16 @@ def test_snapshot_counts_the_senders_publishing_and_the_queues_they_use():
     assert (snapshot.sending, snapshot.sending_queues) == (1, ["pair-1"])
     roles[0].active = False
     assert (recorder.snapshot().sending, recorder.snapshot().sending_queues) == (0, [])
+
+
+def test_a_receiver_moved_make_before_break_is_counted_once():
+    recorder = Recorder()
+    first, second = object(), object()
+    recorder.consumer(first, True)
+    recorder.consumer(second, True)
+    recorder.consumer(first, True)  # its new link consumes before the old one stops
+    assert recorder.consuming == 2
+    recorder.consumer(first, False)
+    assert recorder.consuming == 2
+    recorder.consumer(first, False)
+    assert recorder.snapshot().consuming == 1
