@@ -52,6 +52,10 @@ class ReceiverLink(Link):
         self.pending_timer = None
         self.busy_until = 0.0  # a slowed receiver handles its next message from then
         self.consuming_now = False  # its consumer is on (or it polls) on the current channel
+        # a tx.commit awaits its commit-ok: RabbitMQ takes no other command on the channel
+        # meanwhile (it closes the connection), so deliveries wait and acks are not sent
+        self.committing = False
+        self.close_after_commit = False
         if self.responds:
             self.padding = bytes(max(0, destination.reply_size - HEADER_SIZE))
             self.reply_mode = 2 if destination.persistent else 1
@@ -125,6 +129,7 @@ class ReceiverLink(Link):
     def _consume_from(self, channel) -> None:
         """Consume (or poll) ``self.queue`` on ``channel``."""
         self.unacked = 0
+        self.committing = False  # a commit on a channel that closed never completes
         self._drop_pending()
         # the decoder reads one channel of a connection: a shared one is read by pika
         self.decoding = not (self.responds or self.nack or self.polling) and \
@@ -178,10 +183,11 @@ class ReceiverLink(Link):
                  properties=None) -> None:
         driver = self.driver
         if driver.consumer_delay_s > 0 or self.interval or self.pending or \
-                driver.receivers_paused:
+                driver.receivers_paused or self.committing:
             self.pending.append((buffer, offset, tag, redelivered, properties))
             driver.recorder.held += 1
-            if self.pending_timer is None and not driver.receivers_paused:
+            if self.pending_timer is None and not driver.receivers_paused and \
+                    not self.committing:  # the commit-ok resumes them
                 self.pending_timer = self.driver.ioloop.call_later(
                     max(0.0, self.busy_until - time.monotonic()), self._work_pending)
             return
@@ -190,17 +196,32 @@ class ReceiverLink(Link):
     def _work_pending(self) -> None:
         """Handle the oldest waiting delivery, then wait the consumer delay for the next."""
         self.pending_timer = None
-        if self.closing or self.channel is None or self.driver.receivers_paused:
+        if self.closing or self.channel is None or self.driver.receivers_paused or \
+                self.committing:
             return
         delay = self._delay()
-        while self.pending:
+        while self.pending and not self.committing:
             self.driver.recorder.held -= 1
             self._process(*self.pending.popleft())
             if delay > 0:
                 self.busy_until = time.monotonic() + delay
                 break
-        if self.pending:
+        if self.pending and not self.committing:
             self.pending_timer = self.driver.ioloop.call_later(delay, self._work_pending)
+
+    def _commit(self) -> None:
+        """Commit the channel's transaction; nothing more is sent on it until it is done."""
+        self.committing = True
+        self.channel.tx_commit(callback=self._committed)
+
+    def _committed(self, _frame) -> None:
+        """The commit is done: close if closing waited for it, else handle what waited."""
+        self.committing = False
+        if self.close_after_commit:
+            self._closed_out()
+        elif self.pending and self.pending_timer is None:
+            self.pending_timer = self.driver.ioloop.call_later(
+                max(0.0, self.busy_until - time.monotonic()), self._work_pending)
 
     def _process(self, buffer: bytes, offset: int, tag: int, redelivered: bool,
                  properties) -> None:
@@ -219,7 +240,7 @@ class ReceiverLink(Link):
                                      correlation_id=properties.correlation_id))
         if self.transactional:
             self.channel.basic_ack(tag)
-            self.channel.tx_commit()
+            self._commit()
         elif self.manual:
             self.last_tag = tag
             self.unacked += 1
@@ -256,12 +277,13 @@ class ReceiverLink(Link):
                            ack_frame(self.channel.channel_number, tag, True))
         else:
             self.channel.basic_ack(tag, multiple=True)
-        if self.commit_every and not self.closing:  # closing: committed before the close
-            self.channel.tx_commit()
         self.unacked = 0
+        if self.commit_every and not self.closing:  # closing: committed before the close
+            self._commit()
 
     def flush(self) -> None:
-        if self.unacked and self.channel is not None and self.channel.is_open:
+        if self.unacked and self.channel is not None and self.channel.is_open and \
+                not self.committing:
             self._ack_up_to(self.last_tag)
 
     def retire(self) -> None:
@@ -279,6 +301,10 @@ class ReceiverLink(Link):
 
     def _closed_out(self) -> None:
         self._drop_pending()  # never processed nor acknowledged: back to the queue on close
+        if self.committing:  # the commit-ok comes first; then this again
+            self.close_after_commit = True
+            return
+        self.close_after_commit = False
         self.flush()
         if self.commit_every and self.channel is not None and self.channel.is_open:
             self.channel.tx_commit(callback=lambda _frame: self.close())  # acks kept first

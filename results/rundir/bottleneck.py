@@ -10,7 +10,10 @@ own, in the order a reader checks them:
 3. the load generator: an agent at :data:`AGENT_BUSY` % of a core or more (an agent's publish
    and consume loop runs on one interpreter thread, so one core is its ceiling);
 4. receivers busy: the step's messages were received at less than :data:`RECEIVERS_BEHIND` of
-   the rate they were sent (the queues grew: consumer-bound).
+   the rate they were sent (the queues grew: consumer-bound);
+5. a whole host busy: a broker host (SSH placements), or the controller's host, at
+   :data:`HOST_BUSY` % of all its cores or more (where the load generator and the members
+   share a machine, neither may be at its own limit while the machine is at its).
 
 Several may hold at once; all are named, in that order. "none visible" is said when none
 holds: then the limit, if the target was missed, is something surge does not measure (the
@@ -25,6 +28,7 @@ from typing import Protocol
 AT_QUOTA = 0.9  # of a member's CPU quota
 AGENT_BUSY = 90.0  # % of one core
 RECEIVERS_BEHIND = 0.95  # received over sent
+HOST_BUSY = 90.0  # % of all a host's cores
 NONE_VISIBLE = "none visible"
 
 
@@ -38,6 +42,8 @@ class StepFigures(Protocol):
     cpu_quota_cores: dict[str, float]
     agents_cpu_percent: dict[str, float]
     blocked_s: float
+    host_cpu_percent: float | None
+    hosts_cpu_percent: dict[str, float]
     memory_alarm_seconds: dict[str, int]
     disk_alarm_seconds: dict[str, int]
 
@@ -64,6 +70,12 @@ def limits(row: StepFigures) -> list[str]:
             and row.received_rate < RECEIVERS_BEHIND * row.sent_rate:
         found.append(f"receivers behind: {row.received_rate:,.0f} of {row.sent_rate:,.0f} "
                      f"sent per second received (queues growing)")
+    for host, cpu in sorted(row.hosts_cpu_percent.items()):
+        if cpu >= HOST_BUSY:
+            found.append(f"broker host {host} at {cpu:.0f}% of its cores")
+    if row.host_cpu_percent is not None and row.host_cpu_percent >= HOST_BUSY:
+        found.append(f"this host at {row.host_cpu_percent:.0f}% of its cores (the load "
+                     f"generator's{'' if row.hosts_cpu_percent else ' and the members'})")
     return found
 
 

@@ -35,6 +35,14 @@ def test_the_load_generator_and_the_receivers():
     assert bottleneck(row(sent_rate=0.0, received_rate=500.0)) == NONE_VISIBLE  # a drain
 
 
+def test_a_busy_host_is_named_with_whose_it_is():
+    assert bottleneck(row(host_cpu_percent=95.0)) == \
+        "this host at 95% of its cores (the load generator's and the members)"
+    assert bottleneck(row(host_cpu_percent=60.0, hosts_cpu_percent={"mq1": 92.0})) == \
+        "broker host mq1 at 92% of its cores"
+    assert bottleneck(row(host_cpu_percent=89.0)) == NONE_VISIBLE
+
+
 def test_several_limits_come_in_order_and_reach_every_view():
     saturated = row(blocked_s=12.0, cpu_percent={MEMBER: 50.0}, received_rate=400.0)
     assert [text.split(" ")[0] for text in limits(saturated)] == \
