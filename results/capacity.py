@@ -128,6 +128,19 @@ def _number(value: float | None, pattern: str = "{:,.0f}") -> str:
     return "unknown" if value is None else pattern.format(value)
 
 
+def knee_lines(searches: list[dict[str, Any]], condition: str) -> list[str]:
+    """Per search of ``condition``, what saturated at its knee: the lowest-rate probe that
+    broke the SLO (searches recorded before probes named it are left out)."""
+    lines = []
+    for s in searches:
+        broke = [p for p in s["probes"] if not p.get("held") and p.get("bottleneck")]
+        if s.get("condition", "ideal") == condition and broke:
+            knee = min(broke, key=lambda p: p["rate"])
+            lines.append(f"- {s['members']} members: at the knee ({knee['rate']:,.0f} msg/s "
+                         f"asked, broke) {knee['bottleneck']}")
+    return [""] + lines if lines else []
+
+
 def as_markdown(document: dict[str, Any], slo: dict[str, Any], currency: str = "USD") -> str:
     """The answer as Markdown: the table, the fit, the projections, and the conditions side
     by side where there are several."""
@@ -151,6 +164,7 @@ def as_markdown(document: dict[str, Any], slo: dict[str, Any], currency: str = "
             f"{_number(s['quota_cores'], '{:.2f}')} | {_number(s['generator_cores'], '{:.2f}')}"
             f" | {_number(s['monthly'], '{:,.2f} ' + currency)} | "
             f"{_number(s['per_thousand'], '{:,.2f} ' + currency)} | {len(s['probes'])} |")
+    lines += knee_lines(document["searches"], first)
     fit = document["fit"]
     lines.append("")
     if fit["law"]:

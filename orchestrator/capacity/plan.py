@@ -150,7 +150,8 @@ class SearchSchedule:
             probes=[ProbeRecord(step=i + 1, rate=o.probe.rate, confirm=o.probe.confirm,
                                 held=o.held, achieved=o.achieved, p99_ms=p99_ms(row),
                                 max_backlog=row.max_backlog, reasons=list(o.reasons),
-                                missing_seconds=row.missing_seconds, reconnects=row.reconnects)
+                                missing_seconds=row.missing_seconds, reconnects=row.reconnects,
+                                bottleneck=row.bottleneck)
                     for i, (o, row) in enumerate(zip(self.outcomes, self.rows, strict=True))],
             rate=found.rate if found else None, target=found.target if found else None,
             converged=bool(found and found.converged),

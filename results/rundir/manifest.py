@@ -307,6 +307,7 @@ class ProbeRecord(Record):
     reasons: list[str] = []
     missing_seconds: int = 0  # steady seconds where some reading missed its deadline
     reconnects: int = 0
+    bottleneck: str = ""  # what saturated (see results.rundir.bottleneck); "": not recorded
 
 
 class CapacityRecord(Record):

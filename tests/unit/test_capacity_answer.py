@@ -69,3 +69,14 @@ def test_the_answer_is_given_again_from_a_capacity_directory(tmp_path):
     (tmp_path / "capacity.json").write_text('{"searches": [{"members": 1}]}')
     with pytest.raises(ValueError, match="capacity.json: not a capacity answer"):
         reanswer(tmp_path, project=[5], target=None)
+
+
+def test_the_knee_of_each_search_says_what_saturated():
+    found = searches(counts=(1, 2), repeats=1)
+    found[0].probes[1]["bottleneck"] = "member m-0 at its CPU quota (24% of 25%)"
+    found[0].probes.append({"rate": 4 * found[0].rate, "achieved": 1.0, "p99_ms": 1.0,
+                            "held": False, "bottleneck": "receivers behind"})  # not the knee
+    text = as_markdown(answer(found, target=None, project=[]), SLO)
+    assert (f"- 1 members: at the knee ({2 * found[0].rate:,.0f} msg/s asked, broke) member "
+            "m-0 at its CPU quota (24% of 25%)") in text
+    assert "- 2 members:" not in text  # recorded before probes named what saturated
