@@ -310,7 +310,8 @@ function tables(doc) {
   body.replaceChildren(...view.steps.map(s => {
     const tr = document.createElement("tr");
     const cpu = Object.entries(s.cpu_percent || {}).map(([m, v]) => `${m.split("@")[0]} ${fmt(v, 1)}`).join(", ");
-    [s.label || s.step, fmt(s.senders), fmt(s.receivers), fmt(s.queues), fmt(s.target_rate),
+    [s.label || s.step, fmt(s.senders), fmt(s.receivers), fmt(s.queues),
+     s.target_rate || s.label === "drain" ? fmt(s.target_rate) : "max",
      fmt(s.achieved_rate), fmt(s.sent_rate), fmt(s.received_rate), fmt(s.p50_ms, 1), fmt(s.p99_ms, 1),
      s.members, cpu || "–", fmt(s.broker_us_per_msg, 1), fmt(s.generator_us_per_msg, 1),
      s.bottleneck || "–", s.errors, s.seconds].forEach(v => tr.append(cell(v)));
