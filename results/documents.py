@@ -13,8 +13,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import get_args
 
 from orchestrator.errors import SurgeError
+from orchestrator.specs.tables import DocumentTable as TableName
 from orchestrator.specs.units import parse_size
 from results.rundir.manifest import MANIFEST_FILE, RunManifest, read_manifest
 from results.rundir.steps import StepRow, fixed_width
@@ -89,6 +91,8 @@ def table(name: str, title: str, rows: str, unmeasured: tuple[str, ...] = (),
           curves: tuple[Curve, ...] = ()
           ) -> Callable[[Callable[[list[Run]], Table]], Callable[[list[Run]], Table]]:
     """Register the decorated function as document table ``name``."""
+    assert name in get_args(TableName), f"{name}: not named in orchestrator.specs.tables"
+
     def register(build: Callable[[list[Run]], Table]) -> Callable[[list[Run]], Table]:
         TABLES[name] = DocumentTable(name, title, rows, build, unmeasured, curves)
         return build

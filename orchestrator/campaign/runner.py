@@ -417,15 +417,6 @@ def cells_table(root: Path, records: list[CellRecord]) -> str:
     return fixed_width(lines) + ("\n\nnot passed:\n" + "\n".join(why) if why else "")
 
 
-def check_tables(campaign: Campaign) -> None:
-    """Refuse a ``tables`` entry that names no document table, before any cell runs."""
-    from results.documents import TABLES
-    for index, name in enumerate(campaign.spec.tables):
-        if name not in TABLES:
-            raise FileError(f"{campaign.path}: tables[{index}]: no document table {name!r}; "
-                            f"expected one of {', '.join(TABLES)}")
-
-
 def tables_text(campaign: Campaign, dirs: list[Path]) -> list[str]:
     """The campaign's document tables over the done cells' runs."""
     from results.documents import TABLES, document_table
@@ -538,7 +529,6 @@ def run_campaign(path: Path, campaigns_dir: Path, analyze: bool = True,
     page (``HOST:PORT``, None: none)."""
     check_metrics_port(metrics_port)
     campaign = load_campaign(path, overrides)
-    check_tables(campaign)
     result = CampaignRunner(campaign, campaigns_dir, metrics_port=metrics_port, web=web).run()
     if result.stopped:
         say(stopped_text(campaign, result, campaigns_dir))

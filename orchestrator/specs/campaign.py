@@ -41,6 +41,7 @@ from orchestrator.specs.limits import Number
 from orchestrator.specs.loader import PlusSigned, Problem, load_model, load_scenario
 from orchestrator.specs.prices import MAX_PRICE_PER_CORE_HOUR
 from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.tables import DocumentTable
 from orchestrator.specs.topology import TopologySpec
 
 MAX_CELLS = 10_000
@@ -165,7 +166,7 @@ class CampaignSpec(Spec):
         default_factory=Requirement, description="what every run must show to count")
     cells: list[CellGroupSpec] = Field(
         min_length=1, description="scenarios with their overrides and matrices")
-    tables: list[str] = Field(
+    tables: list[DocumentTable] = Field(
         default_factory=list, description="source documents' tables printed over the done "
         "cells at the end, e.g. [000-table2] (surge table lists them)")
 

@@ -596,12 +596,11 @@ def test_unknown_figures_never_meet_a_requirement():
 
 
 def test_summary_prints_the_campaigns_document_tables(spec_dir, tmp_path):
-    from orchestrator.campaign.runner import CampaignResult, check_tables
-    from orchestrator.errors import FileError
+    from orchestrator.campaign.runner import CampaignResult
+    from orchestrator.errors import SpecError
     path = spec_dir / "smoke.yaml"
     path.write_text(path.read_text() + "tables: [000-table2]\n")
     campaign = load_campaign(path)
-    check_tables(campaign)
     root = tmp_path / "runs"
     records = [CellRecord(cell) for cell in campaign.cells]
     run_dir = record_run(root, records[0].cell.id, "completed", [step("1", 100, 90)])
@@ -615,6 +614,14 @@ def test_summary_prints_the_campaigns_document_tables(spec_dir, tmp_path):
                                 "CPU%", "(controller's)"]
     assert table[1].split() == [records[0].cell.id, "90", "2", "12.50"]
     path.write_text(path.read_text().replace("000-table2", "000-tabel2"))
-    with pytest.raises(FileError, match=r"smoke.yaml: tables\[0\]: no document table "
-                                        r"'000-tabel2'; expected one of 000-table1"):
-        check_tables(load_campaign(path))
+    with pytest.raises(SpecError, match=r"smoke.yaml:\d+: tables.0: Input should be "
+                                        r"'000-table1'.*\(got '000-tabel2'\)"):
+        load_campaign(path)
+
+
+def test_every_table_a_campaign_may_name_is_built():
+    from typing import get_args
+
+    from orchestrator.specs.tables import DocumentTable
+    from results.documents import TABLES
+    assert set(TABLES) == set(get_args(DocumentTable))
