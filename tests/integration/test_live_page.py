@@ -84,7 +84,10 @@ def test_the_live_page_fills_in_as_the_run_goes(browser, live_run, tmp_path):
     events = page.locator("#events").inner_text()
     assert "members_up" in events and "step: step=1" in events, events
     first_step = page.locator("#steps tbody tr").first.inner_text().split()
-    assert first_step[:2] == ["1", "200"]  # step 1, 4 senders x 50 msg/s
+    # step 1: 4 senders, 4 receivers, 1 queue; 4 senders x 50 msg/s
+    assert first_step[:5] == ["1", "4", "4", "1", "200"], first_step
+    header = page.locator("#steps thead").inner_text()
+    assert "target msg/s" in header and "senders" in header and "saturated" in header
     page.screenshot(path=tmp_path / "live.png", full_page=True)
     assert (tmp_path / "live.png").stat().st_size > 30_000
     assert errors == []
