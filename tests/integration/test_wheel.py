@@ -306,7 +306,9 @@ def test_a_local_run_records_and_skips_the_analysis(local_run, root):
     assert len(run_dirs) == 1, run_dirs
     manifest = json.loads((run_dirs[0] / "run.json").read_text())
     assert manifest["outcome"] == "completed" and len(manifest["steps"]) == 2
-    assert re.search(r"^ *step +target msg/s +achieved msg/s", out, re.MULTILINE)
+    assert re.search(r"^ *step +senders +receivers +queues +target msg/s +achieved msg/s", out,
+                     re.MULTILINE)
+    assert "what saturated:" in out
     assert "analysis skipped" in out and "pip install 'surge[analysis]'" in out
     assert {"ticks", "members"} <= {p.parent.name for p in run_dirs[0].rglob("*.parquet")}
     left = []
