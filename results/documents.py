@@ -19,7 +19,7 @@ from orchestrator.errors import SurgeError
 from orchestrator.specs.tables import DocumentTable as TableName
 from orchestrator.specs.units import parse_size
 from results.rundir.manifest import MANIFEST_FILE, RunManifest, read_manifest
-from results.rundir.steps import StepRow, fixed_width
+from results.rundir.steps import StepRow, cell, fixed_width
 
 
 @dataclass(frozen=True)
@@ -168,10 +168,6 @@ def listing() -> str:
 # -- cells ---------------------------------------------------------------------------------------
 
 
-def _n(value: float | None, digits: int = 0) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"
-
-
 def _hosts(rows: list[StepRow]) -> list[str]:
     """The broker hosts of ``rows`` (SSH placements); none where members share the
     controller's host."""
@@ -186,8 +182,8 @@ def _host_cells(row: StepRow, hosts: list[str]) -> list[str]:
     """Each broker host's CPU% (of the whole host); where the members run on the controller's
     host, that host's (load generator included)."""
     if hosts:
-        return [_n(row.hosts_cpu_percent.get(h), 2) for h in hosts]
-    return [_n(row.host_cpu_percent, 2)]
+        return [cell(row.hosts_cpu_percent.get(h), ",.2f") for h in hosts]
+    return [cell(row.host_cpu_percent, ",.2f")]
 
 
 def _member_cpu(row: StepRow) -> float | None:
@@ -228,7 +224,7 @@ def _uniform_table1(runs: list[Run]) -> Table:
     rows = [row for run in runs for row in run.steps]
     hosts = _hosts(rows)
     return Table(["Target Rate msg/s", "Rate Achieved msg/s", "#members", *_host_header(hosts)],
-                 [[_n(row.target_rate) if row.target_rate else "max", _n(row.achieved_rate),
+                 [[cell(row.target_rate) if row.target_rate else "max", cell(row.achieved_rate),
                    str(row.members),
                    *_host_cells(row, hosts)] for row in rows],
                  ["Rate Achieved: end to end (the lower of sent and received); CPU% of the "
@@ -240,7 +236,7 @@ def _uniform_table1(runs: list[Run]) -> Table:
 def _uniform_table2(runs: list[Run]) -> Table:
     hosts = _hosts([run.final for run in runs])
     return Table(["Test", "Rate Achieved msg/s", "#members", *_host_header(hosts)],
-                 [[run.label, _n(run.final.achieved_rate), str(run.final.members),
+                 [[run.label, cell(run.final.achieved_rate), str(run.final.members),
                    *_host_cells(run.final, hosts)] for run in runs],
                  ["Test: the run directory (a campaign's cell id); figures of its final step"])
 
@@ -261,8 +257,8 @@ def _round_trips(runs: list[Run]) -> Table:
         cells = [str(count)]
         for run in runs:
             row = next((r for r in run.steps if r.senders == count), None)
-            cells += ["-", "-"] if row is None else [_n(row.achieved_rate),
-                                                     _n(_member_cpu(row), 1)]
+            cells += ["-", "-"] if row is None else [cell(row.achieved_rate),
+                                                     cell(_member_cpu(row), ",.1f")]
         rows.append(cells)
     return Table(header, rows, ["broker CPU% of one core (100 = one core), all members "
                                 "together; the document's is of the worker node"])
@@ -276,9 +272,9 @@ def _cphtestp(runs: list[Run]) -> Table:
         message = (run.manifest.scenario.get("workload") or {}).get("message") or {}
         for row in run.steps:
             rows.append([run.label, str(bool(message.get("persistent"))).lower(),
-                         _size(message.get("size")), _n(row.senders), _n(row.achieved_rate),
-                         _n(row.host_cpu_percent, 2), "-", "-", "-", "-",
-                         _n(_member_cpu(row), 2)])
+                         _size(message.get("size")), cell(row.senders), cell(row.achieved_rate),
+                         cell(row.host_cpu_percent, ",.2f"), "-", "-", "-", "-",
+                         cell(_member_cpu(row), ",.2f")])
     return Table(["run", "persistent", "msgsize bytes", "threads", "rate round trips/s",
                   "cpu %", "readMB", "writeMB", "recvGbs", "sendGbs", "qmcpu %"], rows,
                  ["cphtestp's columns after the run's name; cpu: the client host's CPU (% of "
@@ -304,8 +300,8 @@ def _queue_pairs(runs: list[Run]) -> Table:
         for run in runs:
             row = next((r for r in run.steps if r.queues == count), None)
             cells += ["-"] * 4 if row is None else [
-                _n(row.achieved_rate), _n(row.broker_us_per_msg, 1),
-                _n(row.generator_us_per_msg, 1), _n(_total_us(row), 1)]
+                cell(row.achieved_rate), cell(row.broker_us_per_msg, ",.1f"),
+                cell(row.generator_us_per_msg, ",.1f"), cell(_total_us(row), ",.1f")]
         rows.append(cells)
     return Table(header, rows, ["a transaction is one round trip (2 puts, 2 gets); CPU us per "
                                 "transaction over each step's steady seconds"])
@@ -319,7 +315,7 @@ def _spread(runs: list[Run]) -> Table:
     for run in runs:
         for row in run.steps:
             total = sum(row.delivered_per_member.values())
-            rows.append([run.label, row.label, _n(row.balance, 3), *[
+            rows.append([run.label, row.label, cell(row.balance, ",.3f"), *[
                 "-" if m not in row.delivered_per_member or not total else
                 f"{row.delivered_per_member[m]:,} ({row.delivered_per_member[m] / total:.1%})"
                 for m in members]])
@@ -334,11 +330,11 @@ def _spread(runs: list[Run]) -> Table:
 def _cost_split(runs: list[Run]) -> Table:
     members = sorted({m for run in runs for m in run.final.member_us_per_msg})
     agents = sorted({a for run in runs for a in run.final.agents_cpu_percent})
-    rows = [[f"member {m}", *[_n(run.final.member_us_per_msg.get(m), 2) for run in runs]]
+    rows = [[f"member {m}", *[cell(run.final.member_us_per_msg.get(m), ",.2f") for run in runs]]
             for m in members]
-    rows += [[f"agent {a}", *[_n(_agent_us(run.final, a), 2) for run in runs]]
+    rows += [[f"agent {a}", *[cell(_agent_us(run.final, a), ",.2f") for run in runs]]
              for a in agents]
-    rows.append(["total", *[_n(_total_us(run.final), 2) for run in runs]])
+    rows.append(["total", *[cell(_total_us(run.final), ",.2f") for run in runs]])
     return Table(["CPU us per transaction", *[run.label for run in runs]], rows,
                  ["figures of each run's final step; agents run requesters and servers "
                   "together here"])

@@ -391,14 +391,14 @@ def as_text(rows: list[StepRow], terms: Terms = MESSAGES, settle_s: float | None
     for row in rows:
         lines.append([
             row.label, *client_cells(row), f"{row.target_rate:,.0f}"
-            if row.target_rate or row.label == "drain" else "max", _cell(row.achieved_rate),
-            _cell(row.sent_rate), _cell(row.received_rate), str(row.members),
-            *[_cell(row.cpu_percent.get(m), ".1f") for m in members],
-            _cell(row.host_cpu_percent, ".1f"),
-            *[_cell(row.hosts_cpu_percent.get(h), ".1f") for h in hosts], *cost_cells(row),
-            _cell(row.p50_ms, ".2f"), _cell(row.p99_ms, ".2f"),
-            _cell(row.intended_p99_ms, ".2f"),
-            *([_cell(row.confirm_p99_ms, ".2f")] if confirms else []), f"{row.skipped:,}",
+            if row.target_rate or row.label == "drain" else "max", cell(row.achieved_rate),
+            cell(row.sent_rate), cell(row.received_rate), str(row.members),
+            *[cell(row.cpu_percent.get(m), ".1f") for m in members],
+            cell(row.host_cpu_percent, ".1f"),
+            *[cell(row.hosts_cpu_percent.get(h), ".1f") for h in hosts], *cost_cells(row),
+            cell(row.p50_ms, ".2f"), cell(row.p99_ms, ".2f"),
+            cell(row.intended_p99_ms, ".2f"),
+            *([cell(row.confirm_p99_ms, ".2f")] if confirms else []), f"{row.skipped:,}",
             str(row.errors), *resource_cells(rows, row)])
     table = fixed_width(lines)
     if heading:
@@ -423,7 +423,7 @@ def client_header(terms: Terms) -> list[str]:
 def client_cells(row: StepRow) -> list[str]:
     """The clients taking part in a row: senders (requesters), receivers (responders) and the
     queues (pairs) the senders use; "-" where not recorded."""
-    return [_cell(row.senders), _cell(row.receivers), _cell(row.queues)]
+    return [cell(row.senders), cell(row.receivers), cell(row.queues)]
 
 
 def cost_header(terms: Terms) -> list[str]:
@@ -433,7 +433,7 @@ def cost_header(terms: Terms) -> list[str]:
 
 def cost_cells(row: StepRow) -> list[str]:
     """A row's broker and load generator CPU microseconds per message (round trip)."""
-    return [_cell(row.broker_us_per_msg, ",.1f"), _cell(row.generator_us_per_msg, ",.1f")]
+    return [cell(row.broker_us_per_msg, ",.1f"), cell(row.generator_us_per_msg, ",.1f")]
 
 
 def _memory_members(rows: list[StepRow]) -> list[str]:
@@ -462,12 +462,13 @@ def resource_cells(rows: list[StepRow], row: StepRow) -> list[str]:
         return []
     def most(seconds: dict[str, int]) -> str:
         return str(max(seconds.values())) if seconds else "-"
-    return [*[_cell(row.memory_percent.get(m), ".1f") for m in members],
+    return [*[cell(row.memory_percent.get(m), ".1f") for m in members],
             most(row.memory_alarm_seconds),
             *([most(row.disk_alarm_seconds)] if _disk_alarms(rows) else [])]
 
 
-def _cell(value: float | None, spec: str = ",.0f") -> str:
+def cell(value: float | None, spec: str = ",.0f") -> str:
+    """A figure as a table cell (``spec`` a format spec), "-" when no source gave it."""
     return "-" if value is None else format(value, spec)
 
 

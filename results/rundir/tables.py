@@ -88,30 +88,27 @@ def _when() -> list[Column]:
 def _resources() -> list[Column]:
     """The member's own resource figures (RabbitMQ's Prometheus endpoint); each null when the
     member did not report it (IBM MQ members report none)."""
-    unknown = f"; null when unknown{_RECENT}"
-    return [Column("memory_bytes", pa.int64(), "Memory the member uses, as its memory alarm "
-                   f"counts it (bytes){unknown}"),
-            Column("memory_limit_bytes", pa.int64(), "The member's memory high watermark: "
-                   f"above it the memory alarm blocks publishers (bytes){unknown}"),
-            Column("memory_percent_of_watermark", pa.float64(), "`memory_bytes` over "
-                   f"`memory_limit_bytes` (%){unknown}"),
-            Column("memory_alarm", pa.bool_(), f"Whether the member's memory alarm is in "
-                   f"effect{unknown}"),
-            Column("disk_free_bytes", pa.int64(), "Disk space free where the member keeps "
-                   f"its data (bytes){unknown}"),
-            Column("disk_free_limit_bytes", pa.int64(), "The free disk space below which the "
-                   f"disk alarm blocks publishers (bytes){unknown}"),
-            Column("disk_alarm", pa.bool_(), f"Whether the member's disk alarm is in "
-                   f"effect{unknown}"),
-            Column("fds_open", pa.int64(), f"File descriptors the member holds open "
-                   f"(count){unknown}"),
-            Column("fds_max", pa.int64(), f"The member's file descriptor limit (count){unknown}"),
-            Column("network_in_bytes", pa.int64(), "Bytes received from the client "
-                   "connections open now (bytes, cumulative over each connection's life: it "
-                   "falls when a connection closes; a rate is the change over `elapsed_s`)"
-                   f"{unknown}"),
-            Column("network_out_bytes", pa.int64(), "Bytes sent to the client connections "
-                   f"open now, as `network_in_bytes` (bytes){unknown}")]
+    return [Column(name, kind, f"{text}; null when unknown{_RECENT}") for name, kind, text in (
+        ("memory_bytes", pa.int64(), "Memory the member uses, as its memory alarm counts it "
+                                     "(bytes)"),
+        ("memory_limit_bytes", pa.int64(), "The member's memory high watermark: above it the "
+                                           "memory alarm blocks publishers (bytes)"),
+        ("memory_percent_of_watermark", pa.float64(), "`memory_bytes` over "
+                                                      "`memory_limit_bytes` (%)"),
+        ("memory_alarm", pa.bool_(), "Whether the member's memory alarm is in effect"),
+        ("disk_free_bytes", pa.int64(), "Disk space free where the member keeps its data "
+                                        "(bytes)"),
+        ("disk_free_limit_bytes", pa.int64(), "The free disk space below which the disk alarm "
+                                              "blocks publishers (bytes)"),
+        ("disk_alarm", pa.bool_(), "Whether the member's disk alarm is in effect"),
+        ("fds_open", pa.int64(), "File descriptors the member holds open (count)"),
+        ("fds_max", pa.int64(), "The member's file descriptor limit (count)"),
+        ("network_in_bytes", pa.int64(), "Bytes received from the client connections open now "
+                                         "(bytes, cumulative over each connection's life: it "
+                                         "falls when a connection closes; a rate is the change "
+                                         "over `elapsed_s`)"),
+        ("network_out_bytes", pa.int64(), "Bytes sent to the client connections open now, as "
+                                          "`network_in_bytes` (bytes)"))]
 
 
 _TICK_SPAN = "the messages received since the agents' previous snapshots"

@@ -6,19 +6,15 @@ import json
 
 import pytest
 
-from orchestrator.capacity.plan import SearchSchedule
 from orchestrator.capacity.runner import accounting_line, check
-from orchestrator.capacity.search import SearchSettings
 from orchestrator.errors import SpecError
-from orchestrator.run.controller import Controller
 from orchestrator.specs.campaign import load_campaign
 from orchestrator.specs.capacity import CapacitySpec, PriceSpec, SloSpec
 from orchestrator.specs.faults import ConditionSpec
 from orchestrator.specs.loader import load_scenario
 from results.capacity import Search, answer, as_markdown, ranked
-from tests.fakes import FakeClock, MemoryLauncher, ScriptedProvisioner, idle_host, no_probe
-from tests.unit.test_capacity_plan import SaturatingAgent
-from tests.unit.test_controller import scenario, topology
+from tests.unit.test_capacity_plan import SaturatingAgent, searched
+from tests.unit.test_controller import topology
 
 SLO = {"p99": 0.05, "backlog": 1000, "loss": 0, "shortfall": 0.05}
 TOPOLOGY = "name: t3\nmembers: 3\nqueues: [{name: q, type: quorum}]\n"
@@ -112,19 +108,7 @@ class SlowedAgent(SaturatingAgent):
 
 
 def slowed_search(tmp_path, condition: ConditionSpec):
-    clock = FakeClock()
-    topo = topology(members=1, start=1)
-    launcher = MemoryLauncher(2, clock)
-    launcher.agents = [SlowedAgent(i, clock, carries=1500.0) for i in range(2)]
-    spec = CapacitySpec(hold_min="5s", hold_max="20s", drain="10s")
-    schedule = SearchSchedule(1, SearchSettings(start=500), spec, SloSpec(p99="100ms"),
-                              senders=2, settle_s=1, condition=condition)
-    controller = Controller(scenario([], capacity={}), topo, tmp_path, live=False,
-                            provisioner=ScriptedProvisioner(topo, clock), launcher=launcher,
-                            clock=clock, host_cpu=idle_host, probes=no_probe,
-                            preflights=no_probe, background=False, sd_dir=tmp_path / "sd",
-                            schedule=schedule)
-    return controller, schedule, controller.run()
+    return searched(tmp_path, agent=SlowedAgent, slo=SloSpec(p99="100ms"), condition=condition)
 
 
 def test_every_probe_of_a_search_runs_under_its_held_condition_and_the_pause_without_it(

@@ -44,16 +44,18 @@ class SaturatingAgent(MemoryAgent):
         return type(shot)(**{**shot.__dict__, "received": int(self.received)})
 
 
-def searched(tmp_path, max_probes: int = 16):
-    """The controller's run of a search on fake time against agents that carry 3,000 msg/s."""
+def searched(tmp_path, max_probes: int = 16, agent=None, slo: SloSpec | None = None,
+             condition=None):
+    """The controller's run of a search on fake time against agents (``agent``, default
+    :class:`SaturatingAgent`) that carry 3,000 msg/s, under ``condition`` if given."""
     clock = FakeClock()
     topo = topology(members=1, start=1)
     launcher = MemoryLauncher(2, clock)
-    launcher.agents = [SaturatingAgent(i, clock, carries=1500.0) for i in range(2)]
+    launcher.agents = [(agent or SaturatingAgent)(i, clock, carries=1500.0) for i in range(2)]
     spec = CapacitySpec(hold_min="5s", hold_max="20s", drain="10s")
-    slo = SloSpec(p99="100ms", backlog=1000)
+    slo = slo or SloSpec(p99="100ms", backlog=1000)
     schedule = SearchSchedule(1, SearchSettings(start=500, max_probes=max_probes), spec, slo,
-                              senders=2, settle_s=1)
+                              senders=2, settle_s=1, condition=condition)
     controller = Controller(scenario([], capacity={}), topo, tmp_path, live=False,
                             provisioner=ScriptedProvisioner(topo, clock), launcher=launcher,
                             clock=clock, host_cpu=idle_host, probes=no_probe,
