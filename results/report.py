@@ -219,7 +219,8 @@ def _markdown(analysis: RunAnalysis, derived: dict[str, Any], plots: list[str]) 
              "only: 1 = even, 1/n = one member takes all.",
              *balance_text(analysis.rows), "",
              "What saturated in each step (member CPU at its quota, the load generator's CPU, "
-             "publishers blocked by an alarm, receivers behind, a host at its cores; "
+             "publishers blocked by an alarm, receivers or the broker's intake behind, a "
+             "host at its cores; "
              "\"none visible\": none of these):", "",
              *[f"- {line}" for line in bottleneck_lines(analysis.steps)],
              "", "## Measurements", "", *measurements_text(analysis.manifest, derived),

@@ -46,7 +46,8 @@ def tick_row(stamped: dict[str, Any], tick: Tick, *, lateness_s: float, target_r
             "agents_missing": tick.agents_missing, "read_span_s": read_span_s,
             "broker_missing": broker_missing, "agents_lost": agents_lost,
             "host_cpu_percent": tick.host_cpu_percent.get(CONTROLLER_HOST),
-            "consuming": tick.consuming, "queues_in_use": tick.queues_in_use,
+            "sending": tick.sending, "consuming": tick.consuming,
+            "queues_in_use": tick.queues_in_use,
             **latency_columns(LATENCY, tick.latency), **latency_columns(INTENDED, tick.intended),
             **latency_columns(CONFIRM, tick.confirm)}
 

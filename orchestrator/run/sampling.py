@@ -19,7 +19,7 @@ from topologies.base import CpuReading, MemberSample
 
 COUNTERS = ("sent", "received", "confirmed", "nacked", "skipped", "errors", "reconnects",
             "connections", "held", "senders_done", "cancels", "blocked", "blocked_s",
-            "receivers_done", "sending")
+            "receivers_done")
 RATED = ("sent", "received", "confirmed", "skipped")
 MIN_INTERVAL_S = 1e-3  # two readings closer than this give no rate
 
@@ -41,6 +41,7 @@ class AgentReading:
     confirm: LatencyHistogram = field(default_factory=LatencyHistogram)  # publish to confirm
     consuming: int | None = None  # its receivers consuming now (None: its driver does not say)
     queues: tuple[str, ...] = ()  # the queues its publishing senders send to
+    sending: int = 0  # its senders publishing now
 
     @classmethod
     def from_snapshot(cls, agent: int, snapshot: Snapshot, seen: float) -> AgentReading:
@@ -49,7 +50,7 @@ class AgentReading:
                    {name: getattr(snapshot, name) for name in COUNTERS},
                    _histogram(snapshot.latency), snapshot.cpu_seconds, snapshot.last_error,
                    _histogram(snapshot.intended_latency), _histogram(snapshot.confirm_latency),
-                   snapshot.consuming, tuple(snapshot.sending_queues))
+                   snapshot.consuming, tuple(snapshot.sending_queues), snapshot.sending)
 
 
 def _histogram(data: dict[str, Any]) -> LatencyHistogram:
@@ -81,7 +82,9 @@ class Tick:
     agent_cpu_percent: dict[int, float | None] = field(default_factory=dict)
     host_cpu_percent: dict[str, float | None] = field(default_factory=dict)
     host_cpu_interval_s: dict[str, float | None] = field(default_factory=dict)
-    consuming: int | None = None  # receivers consuming, every agent's latest (None: one unsaid)
+    # the clients of the live agents (a lost agent's are gone), by each one's latest reading
+    sending: int = 0  # senders publishing
+    consuming: int | None = None  # receivers consuming (None: an agent does not say)
     queues_in_use: int = 0  # distinct queues the publishing senders send to
 
 
@@ -136,12 +139,13 @@ class TickMath:
             self.agents[index] = reading
         totals = {name: sum(r.counters[name] for r in self.agents.values())
                   for name in COUNTERS}
-        consuming = [r.consuming for r in self.agents.values()]
+        live = [self.agents[i] for i in agents if i in self.agents]
+        consuming = [r.consuming for r in live]
         tick = Tick(elapsed_s, totals, rates, latency,
                     agents_missing=len(agents) - len(arrived), agent_cpu_percent=agent_cpu,
-                    intended=intended, confirm=confirm,
+                    intended=intended, confirm=confirm, sending=sum(r.sending for r in live),
                     consuming=None if None in consuming else sum(consuming),
-                    queues_in_use=len({q for r in self.agents.values() for q in r.queues}))
+                    queues_in_use=len({q for r in live for q in r.queues}))
         for member in members or []:
             percent, interval = self._cpu(self.members, member.name,
                                           member.cpu if member.running else None)

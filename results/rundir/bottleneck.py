@@ -10,7 +10,9 @@ own, in the order a reader checks them:
 3. the load generator: an agent at :data:`AGENT_BUSY` % of a core or more (an agent's publish
    and consume loop runs on one interpreter thread, so one core is its ceiling);
 4. receivers busy: the step's messages were received at less than :data:`RECEIVERS_BEHIND` of
-   the rate they were sent (the queues grew: consumer-bound);
+   the rate they were sent and the queues hold that backlog (consumer-bound); where they do
+   not (their depth stays under half of it), the backlog is held before them: the broker's
+   intake is behind (flow control), not the receivers;
 5. a whole host busy: a broker host (SSH placements), or the controller's host, at
    :data:`HOST_BUSY` % of all its cores or more (where the load generator and the members
    share a machine, neither may be at its own limit while the machine is at its).
@@ -36,6 +38,8 @@ class StepFigures(Protocol):
     """What the rules read of a step row (:class:`~results.rundir.steps.StepRow`)."""
 
     label: str
+    seconds: int
+    max_backlog: int | None
     sent_rate: float | None
     received_rate: float | None
     cpu_percent: dict[str, float]
@@ -68,8 +72,12 @@ def limits(row: StepFigures) -> list[str]:
             found.append(f"load generator: agent {agent} at {cpu:.0f}% of a core")
     if row.sent_rate and row.received_rate is not None \
             and row.received_rate < RECEIVERS_BEHIND * row.sent_rate:
-        found.append(f"receivers behind: {row.received_rate:,.0f} of {row.sent_rate:,.0f} "
-                     f"sent per second received (queues growing)")
+        rates = f"{row.received_rate:,.0f} of {row.sent_rate:,.0f} sent per second received"
+        grown = (row.sent_rate - row.received_rate) * row.seconds
+        found.append(f"receivers behind: {rates} (queues growing)"
+                     if row.max_backlog is not None and row.max_backlog >= grown / 2 else
+                     f"broker intake behind: {rates}, the backlog held before the queues "
+                     f"(their depth stayed under {row.max_backlog or 0:,})")
     for host, cpu in sorted(row.hosts_cpu_percent.items()):
         if cpu >= HOST_BUSY:
             found.append(f"broker host {host} at {cpu:.0f}% of its cores")

@@ -189,9 +189,10 @@ COLUMNS: dict[str, list[Column]] = {
                f"limit (exit.messages_per_receiver) (count){_RECENT}"),
         # runs since active client counts: absent in earlier runs
         Column("sending", pa.int64(), "Senders (requesters) publishing now: not stopped, "
-               f"paused by the plan or done, summed over agents (count){_RECENT}"),
+               "paused by the plan or done, summed over the live agents (a lost agent's are "
+               f"gone) (count){_RECENT}"),
         Column("consuming", pa.int64(), "Receivers (responders) consuming now, summed over "
-               f"agents (count); null where a driver does not say{_RECENT}"),
+               f"the live agents (count); null where a driver does not say{_RECENT}"),
         Column("queues_in_use", pa.int64(), "Distinct queues the publishing senders send to "
                "(count; request/reply: the request queues, document 004's queue pairs)"
                f"{_RECENT}")],

@@ -29,8 +29,12 @@ def test_a_member_at_its_quota_and_not_below_it():
 def test_the_load_generator_and_the_receivers():
     assert bottleneck(row(agents_cpu_percent={"0": 30.0, "1": 97.0})) == \
         "load generator: agent 1 at 97% of a core"
-    assert bottleneck(row(received_rate=900.0)) == \
+    # 100 msg/s short for 10 s: the queues hold at least half of it, or it is held before them
+    assert bottleneck(row(received_rate=900.0, seconds=10, max_backlog=800)) == \
         "receivers behind: 900 of 1,000 sent per second received (queues growing)"
+    assert bottleneck(row(received_rate=900.0, seconds=10, max_backlog=100)) == (
+        "broker intake behind: 900 of 1,000 sent per second received, the backlog held "
+        "before the queues (their depth stayed under 100)")
     assert bottleneck(row(received_rate=960.0)) == NONE_VISIBLE
     assert bottleneck(row(sent_rate=0.0, received_rate=500.0)) == NONE_VISIBLE  # a drain
 
@@ -44,7 +48,8 @@ def test_a_busy_host_is_named_with_whose_it_is():
 
 
 def test_several_limits_come_in_order_and_reach_every_view():
-    saturated = row(blocked_s=12.0, cpu_percent={MEMBER: 50.0}, received_rate=400.0)
+    saturated = row(blocked_s=12.0, cpu_percent={MEMBER: 50.0}, received_rate=400.0,
+                    seconds=5, max_backlog=3000)
     assert [text.split(" ")[0] for text in limits(saturated)] == \
         ["publishers", "member", "receivers"]
     assert saturated.as_json()["bottleneck"].startswith(

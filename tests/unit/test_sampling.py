@@ -139,6 +139,19 @@ def test_clients_are_summed_over_agents_and_queues_counted_once():
     math = TickMath()
     tick = math.step(1.0, {0: reading(0, 2, ["pair-1"], 3), 1: reading(1, 1, ["pair-1",
                                                                               "pair-2"], 3)})
-    assert (tick.totals["sending"], tick.consuming, tick.queues_in_use) == (6, 3, 2)
+    assert (tick.sending, tick.consuming, tick.queues_in_use) == (6, 3, 2)
     tick = math.step(2.0, {0: reading(0, 2, ["pair-1"], 3), 1: reading(1, None, [], 0)})
-    assert (tick.totals["sending"], tick.consuming, tick.queues_in_use) == (3, None, 1)
+    assert (tick.sending, tick.consuming, tick.queues_in_use) == (3, None, 1)
+
+
+def test_a_lost_agents_clients_are_no_longer_counted():
+    def reading(index, sending):
+        snapshot = Snapshot(monotonic_s=1.0, consuming=2, sending=sending,
+                            sending_queues=[f"pair-{index}"])
+        return AgentReading.from_snapshot(index, snapshot, 1.0)
+    math = TickMath()
+    math.step(1.0, {0: reading(0, 3), 1: reading(1, 3)})
+    tick = math.step(2.0, {0: reading(0, 3)})  # agent 1 lost: no longer asked
+    assert (tick.sending, tick.consuming, tick.queues_in_use) == (3, 2, 1)
+    missed = math.step(3.0, {0: None})  # a missed reading keeps the agent's latest
+    assert (missed.sending, missed.consuming) == (3, 2)
