@@ -160,6 +160,22 @@ def memory_lines(ax, members: list[dict]) -> None:
     ax.set_yscale("log")
 
 
+def network_lines(ax, members: list[dict]) -> None:
+    """Each member's client traffic in (solid) and out (dashed, in the member's colour) in
+    Mb/s, and its link's bandwidth (dotted) where the topology gives it."""
+    for i, (name, rows) in enumerate(by_member(members).items()):
+        x = [m["elapsed_s"] for m in rows]
+        short = name.split("@")[0]
+        for column, style, label in (("network_in_mbps", "-", f"{short} in"),
+                                     ("network_out_mbps", "--", f"{short} out")):
+            ax.plot(x, known(m.get(column) if m["running"] else None for m in rows),
+                    color=f"C{i}", linestyle=style, linewidth=1, label=label)
+        links = {m["network_link_mbps"] for m in rows if m.get("network_link_mbps")}
+        if links:
+            ax.axhline(max(links), color=f"C{i}", linestyle=":", linewidth=1,
+                       label=f"{short} link")
+
+
 def spans(seconds: Iterable[float]) -> list[tuple[float, float]]:
     """Runs of consecutive ticks (each ``s`` covering (s - 1, s]) as (start, end) spans."""
     out: list[tuple[float, float]] = []
@@ -200,8 +216,9 @@ def run_figures(ticks: list[dict], members: list[dict], events: list[dict],
                 phases: Sequence[Any], steps: Sequence[StepRow],
                 hosts: Sequence[dict] = ()) -> dict[str, Any]:
     """One run's figures by file name (none without ticks): rate, CPU, latency and backlog
-    over time, and where recorded the members' memory against their high watermarks, the
-    hosts' CPU and the members' connections; each step shaded and labelled, events marked."""
+    over time, and where recorded the members' memory against their high watermarks, their
+    network traffic, the hosts' CPU and the members' connections; each step shaded and
+    labelled, events marked."""
     if not ticks:
         return {}
     t0 = next((e["t"] for e in events if e["kind"] == "step"),
@@ -233,6 +250,10 @@ def run_figures(ticks: list[dict], members: list[dict], events: list[dict],
         figures["hosts.png"] = figure("CPU (% of the host, all cores)", "CPU per host",
                                       with_events(lambda ax: host_lines(ax, list(hosts))),
                                       before=bands)
+    if has_figure(members, "network_in_mbps"):
+        figures["network.png"] = figure(
+            "client traffic (Mb/s)", "Network per member: in (solid) and out (dashed)",
+            with_events(lambda ax: network_lines(ax, members)), before=bands)
     if has_figure(members, "connections"):
         figures["connections.png"] = figure(
             "client connections", "Connections per member",

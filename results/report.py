@@ -17,6 +17,7 @@ from results.rundir.steps import (
     MESSAGES,
     StepRow,
     Terms,
+    cell,
     client_cells,
     client_header,
     cost_cells,
@@ -307,7 +308,8 @@ def _share(value: float | None) -> str:
 
 
 def _num(value: float | None, digits: int) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"
+    """A figure with ``digits`` decimals and thousands separators, "-" when unknown."""
+    return cell(value, f",.{digits}f")
 
 
 def _money(value: float | None) -> str:

@@ -45,6 +45,7 @@ MEMORY_START_MIB, MEMORY_LIMIT_MIB = 96, 128
 watermark of ``MEMORY_LIMIT_MIB`` MiB (memory alarm on) after second 32; the second member's
 is half its watermark throughout."""
 SECOND_MEMBER_SHARE = 0.4
+WIRE_BYTES, LINK_MBPS = 1100, 100.0  # each message's bytes on the wire, each way; the link
 DRAIN_RATE = 500.0
 SCHEDULE_LAG_US = 5000  # each message went this long after its intended send time
 FORMAT_2_COLUMNS = {  # what each table held before run format 3
@@ -125,7 +126,7 @@ def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member
                 "connections": 4 if read else None if serving else 0,
                 "messages_in": delivered[index] if read or not serving else None,
                 "messages_out": delivered[index] if read or not serving else None,
-                **_resources(index, second, received if read else None)})
+                **_resources(index, second, received if read else None, receive)})
         for host, percent in ((CONTROLLER_HOST, 50.0), ("broker-1", 30.0)):
             writer.row("hosts", {**stamp, "host": host, "cpu_percent": percent,
                                  "cpu_interval_s": 1.0})
@@ -149,9 +150,12 @@ def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member
     return {label: np.concatenate(values) for label, values in raw.items()}
 
 
-def _resources(index: int, second: int, received: int | None) -> dict[str, object]:
+def _resources(index: int, second: int, received: int | None, rate: float
+                ) -> dict[str, object]:
     """Member ``index``'s resource columns at ``second`` (all unknown when not read): see
-    :data:`MEMORY_LIMIT_MIB`."""
+    :data:`MEMORY_LIMIT_MIB`; its traffic is :data:`WIRE_BYTES` per message received
+    (``received`` so far, ``rate`` per second), each way, on a link of
+    :data:`LINK_MBPS`."""
     if received is None:
         return {}
     memory = (MEMORY_START_MIB + second if index == 0 else MEMORY_LIMIT_MIB // 2) * MIB
@@ -160,8 +164,10 @@ def _resources(index: int, second: int, received: int | None) -> dict[str, objec
             "memory_percent_of_watermark": 100.0 * memory / limit,
             "memory_alarm": memory > limit, "disk_free_bytes": 10 << 30,
             "disk_free_limit_bytes": 50_000_000, "disk_alarm": False, "fds_open": 40,
-            "fds_max": 1024, "network_in_bytes": received * 1100,
-            "network_out_bytes": received * 1100}
+            "fds_max": 1024, "network_in_bytes": received * WIRE_BYTES,
+            "network_out_bytes": received * WIRE_BYTES,
+            "network_in_mbps": rate * WIRE_BYTES * 8 / 1e6,
+            "network_out_mbps": rate * WIRE_BYTES * 8 / 1e6, "network_link_mbps": LINK_MBPS}
 
 
 def _close(run_dir: Path, sent: int, received: int) -> None:

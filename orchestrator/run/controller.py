@@ -155,7 +155,8 @@ class Controller:
         self.steering = Steering(scenario, self.schedule, self.faults, self.crew, self.state,
                                  self.feed, self.history, self._event)
         self.ticker = Ticker(self.provisioner, topology.members, self.crew, self.depth, clock,
-                             host_cpu, self._event, copies_each(scenario, topology))
+                             host_cpu, self._event, copies_each(scenario, topology),
+                             topology.network_mbps)
         self.listeners = Listeners()  # what follows each second, registered at setup
         self.outcome, self.steps, self.drain = "failed", [], None
         self.accounting: Reconciliation | None = None

@@ -52,9 +52,10 @@ def tick_row(stamped: dict[str, Any], tick: Tick, *, lateness_s: float, target_r
             **latency_columns(CONFIRM, tick.confirm)}
 
 
-def member_rows(stamped: dict[str, Any], members: Iterable[MemberSample], tick: Tick
-                ) -> list[dict[str, Any]]:
-    """One ``members`` row per member as this tick saw it."""
+def member_rows(stamped: dict[str, Any], members: Iterable[MemberSample], tick: Tick,
+                network_link_mbps: float | None = None) -> list[dict[str, Any]]:
+    """One ``members`` row per member as this tick saw it (``network_link_mbps``: the
+    bandwidth of each member's link, each way, where the topology gives it)."""
     return [{**stamped, "member": m.name, "running": m.running,
              "cpu_percent": tick.member_cpu_percent.get(m.name),
              "cpu_interval_s": tick.member_cpu_interval_s.get(m.name),
@@ -62,7 +63,10 @@ def member_rows(stamped: dict[str, Any], members: Iterable[MemberSample], tick: 
              else None,
              "cpu_quota_cores": m.cpu_quota_cores, "connections": m.connections,
              "messages_in": m.messages_in, "messages_out": m.messages_out,
-             **resource_columns(m.resources)} for m in members]
+             **resource_columns(m.resources),
+             **dict(zip(("network_in_mbps", "network_out_mbps"),
+                        tick.member_network_mbps.get(m.name, (None, None)))),
+             "network_link_mbps": network_link_mbps} for m in members]
 
 
 def resource_columns(resources: BrokerResources | None) -> dict[str, Any]:

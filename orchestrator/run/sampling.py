@@ -22,6 +22,7 @@ COUNTERS = ("sent", "received", "confirmed", "nacked", "skipped", "errors", "rec
             "receivers_done")
 RATED = ("sent", "received", "confirmed", "skipped")
 MIN_INTERVAL_S = 1e-3  # two readings closer than this give no rate
+BITS_PER_BYTE = 8
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,9 @@ class Tick:
     agent_cpu_percent: dict[int, float | None] = field(default_factory=dict)
     host_cpu_percent: dict[str, float | None] = field(default_factory=dict)
     host_cpu_interval_s: dict[str, float | None] = field(default_factory=dict)
+    # each member's client traffic (Mb/s) in and out since its previous reading
+    member_network_mbps: dict[str, tuple[float | None, float | None]] = field(
+        default_factory=dict)
     # the clients of the live agents (a lost agent's are gone), by each one's latest reading
     sending: int = 0  # senders publishing
     consuming: int | None = None  # receivers consuming (None: an agent does not say)
@@ -108,6 +112,7 @@ class TickMath:
         self.agents: dict[int, AgentReading] = {}
         self.members: dict[str, CpuReading] = {}
         self.hosts: dict[str, CpuReading] = {}
+        self.network: dict[str, tuple[float, int, int]] = {}  # member: (at, in, out bytes)
 
     def step(self, elapsed_s: float, agents: dict[int, AgentReading | None],
              members: list[MemberSample] | None = None,
@@ -151,11 +156,30 @@ class TickMath:
                                           member.cpu if member.running else None)
             tick.member_cpu_percent[member.name] = percent
             tick.member_cpu_interval_s[member.name] = interval
+            tick.member_network_mbps[member.name] = self._network(member, elapsed_s)
         for name, reading in (hosts or {}).items():
             percent, interval = self._cpu(self.hosts, name, reading)
             tick.host_cpu_percent[name] = percent
             tick.host_cpu_interval_s[name] = interval
         return tick
+
+    def _network(self, member: MemberSample, now: float) -> tuple[float | None, float | None]:
+        """A member's client traffic in and out (Mb/s) since its previous known reading (a
+        missed one is spanned); unknown for the member's first reading, while it is stopped,
+        and where a count fell (a connection closed and took its bytes with it)."""
+        figures = member.resources
+        if not member.running or figures is None or figures.network_in_bytes is None \
+                or figures.network_out_bytes is None:
+            return None, None
+        before = self.network.get(member.name)
+        counts = (figures.network_in_bytes, figures.network_out_bytes)
+        self.network[member.name] = (now, *counts)
+        if before is None:
+            return None, None
+        rates = [rate(earlier, before[0], count, now)[0]
+                 for earlier, count in zip(before[1:], counts)]
+        return (None if rates[0] is None else rates[0] * BITS_PER_BYTE / 1e6,
+                None if rates[1] is None else rates[1] * BITS_PER_BYTE / 1e6)
 
     @staticmethod
     def _cpu(previous: dict[str, CpuReading], name: str, reading: CpuReading | None

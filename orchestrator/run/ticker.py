@@ -29,9 +29,10 @@ class Ticker:
 
     def __init__(self, provisioner: Provisioner, members: int, crew: Crew, depth: QueueDepth,
                  clock: Clock, host_cpu: Callable[[], CpuReading], event: Callable[..., None],
-                 copies: int | None = 1):
+                 copies: int | None = 1, network_link_mbps: float | None = None):
         self.provisioner, self.members, self.crew, self.depth = provisioner, members, crew, depth
         self.copies = copies  # queues each message reaches (None: not the same for all)
+        self.network_link_mbps = network_link_mbps  # each member's link, each way (Mb/s)
         self.clock, self.host_cpu, self.event = clock, host_cpu, event
         self.math = TickMath()
         self.lateness = Timeliness()
@@ -65,7 +66,8 @@ class Ticker:
                             broker_missing=self.tick_broker is None,
                             agents_lost=len(self.crew.watch.lost), copies=self.copies)
         return TickRecord(
-            elapsed, phase, label, tick, row, rows.member_rows(stamped, self.tick_members, tick),
+            elapsed, phase, label, tick, row,
+            rows.member_rows(stamped, self.tick_members, tick, self.network_link_mbps),
             rows.host_rows(stamped, tick),
             rows.agent_rows(stamped, self.math.agents, started, tick), self.tick_broker,
             self.broker, [r.last_error for r in self.math.agents.values() if r.last_error])

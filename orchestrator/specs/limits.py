@@ -31,6 +31,8 @@ MAX_PRICE_PER_MEMBER_HOUR = 100_000.0
 """Largest price of one member for one hour (the largest instances cost some tens)."""
 MAX_CORES_PER_MEMBER = 4096.0
 """Most cores a member may be priced at."""
+MAX_NETWORK_MBPS = 1_000_000.0
+"""Fastest network link a member may have (Mb/s): 1 Tb/s."""
 
 def _number(value: Any) -> Any:
     """``1e4`` (text in YAML 1.1) as the number it means; anything else is left to the field

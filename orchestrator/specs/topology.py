@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 from orchestrator.specs.base import Bytes, Loc, Seconds, Spec
 from orchestrator.specs.existing import ExistingSpec
 from orchestrator.specs.hosts import HostSpec, RabbitKubernetesSpec
-from orchestrator.specs.limits import MAX_CORES_PER_MEMBER, Number
+from orchestrator.specs.limits import MAX_CORES_PER_MEMBER, MAX_NETWORK_MBPS, Number
 from orchestrator.specs.mq import MQ_NAME, MqSpec
 from orchestrator.specs.routing import (
     BindingSpec,
@@ -157,6 +157,11 @@ class TopologySpec(Spec):
         None, gt=0, le=MAX_CORES_PER_MEMBER,
         description="cgroup CPU quota per member in cores; null = unlimited (existing: the "
                     "cores each member has, for CPU shares and cost; null = unknown)")
+    network_mbps: Number | None = Field(
+        None, gt=0, le=MAX_NETWORK_MBPS,
+        description="bandwidth of each member's network link in Mb/s, each way (10 GbE: "
+                    "10000); a step where a member's client traffic reaches 90% of it names "
+                    "the network as its limit; null = unknown, never named")
     port_base: int = Field(
         5680, ge=1024, le=30000,
         description="member i listens for AMQP on port_base+i, management on port_base+10000+i, "

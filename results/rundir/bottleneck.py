@@ -9,18 +9,20 @@ own, in the order a reader checks them:
 2. a member at its CPU quota (its mean CPU at least :data:`AT_QUOTA` of the cores it may use);
 3. the load generator: an agent at :data:`AGENT_BUSY` % of a core or more (an agent's publish
    and consume loop runs on one interpreter thread, so one core is its ceiling);
-4. receivers busy: the step's messages were received at less than :data:`RECEIVERS_BEHIND` of
+4. the network: a member's client traffic in or out at :data:`AT_LINK` of its link's
+   bandwidth or more (where the topology gives it, ``network_mbps``);
+5. receivers busy: the step's messages were received at less than :data:`RECEIVERS_BEHIND` of
    the rate they were sent and the queues hold that backlog (consumer-bound); where they do
    not (their depth stays under half of it), the backlog is held before them: the broker's
    intake is behind (flow control), not the receivers;
-5. a whole host busy: a broker host (SSH placements), or the controller's host, at
+6. a whole host busy: a broker host (SSH placements), or the controller's host, at
    :data:`HOST_BUSY` % of all its cores or more (where the load generator and the members
    share a machine, neither may be at its own limit while the machine is at its).
 
 Several may hold at once; all are named, in that order. "none visible" is said when none
 holds: then the limit, if the target was missed, is something surge does not measure (the
-network, the disk, the broker's internal work). A figure a row does not have (a run recorded
-before it was kept) never names a limit.
+disk, the broker's internal work, a network whose bandwidth the topology does not give). A
+figure a row does not have (a run recorded before it was kept) never names a limit.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Protocol
 
 AT_QUOTA = 0.9  # of a member's CPU quota
 AGENT_BUSY = 90.0  # % of one core
+AT_LINK = 0.9  # of a member's network link, each way
 RECEIVERS_BEHIND = 0.95  # received over sent
 HOST_BUSY = 90.0  # % of all a host's cores
 NONE_VISIBLE = "none visible"
@@ -50,6 +53,9 @@ class StepFigures(Protocol):
     hosts_cpu_percent: dict[str, float]
     memory_alarm_seconds: dict[str, int]
     disk_alarm_seconds: dict[str, int]
+    network_in_mbps: dict[str, float]
+    network_out_mbps: dict[str, float]
+    network_link_mbps: dict[str, float]
 
 
 def limits(row: StepFigures) -> list[str]:
@@ -70,6 +76,12 @@ def limits(row: StepFigures) -> list[str]:
     for agent, cpu in sorted(row.agents_cpu_percent.items()):
         if cpu >= AGENT_BUSY:
             found.append(f"load generator: agent {agent} at {cpu:.0f}% of a core")
+    for member, link in sorted(row.network_link_mbps.items()):
+        for way, traffic in (("in", row.network_in_mbps), ("out", row.network_out_mbps)):
+            mbps = traffic.get(member)
+            if link and mbps is not None and mbps >= AT_LINK * link:
+                found.append(f"network: member {_short(member)} {way} at {mbps:,.1f} of "
+                             f"{link:,.0f} Mb/s")
     if row.sent_rate and row.received_rate is not None \
             and row.received_rate < RECEIVERS_BEHIND * row.sent_rate:
         rates = f"{row.received_rate:,.0f} of {row.sent_rate:,.0f} sent per second received"

@@ -53,7 +53,8 @@ intended_p50_ms, intended_p99_ms, intended_buckets and intended_counts (latency 
 message's intended send time), absent in earlier runs of this format; members may carry the
 member's own resources (memory_bytes, memory_limit_bytes, memory_percent_of_watermark,
 memory_alarm, disk_free_bytes, disk_free_limit_bytes, disk_alarm, fds_open, fds_max,
-network_in_bytes, network_out_bytes), absent in earlier runs of this format. 2: members carry
+network_in_bytes, network_out_bytes, and network_in_mbps, network_out_mbps, network_link_mbps),
+absent in earlier runs of this format. 2: members carry
 messages_in and messages_out. 1 had neither."""
 READABLE_VERSIONS = tuple(range(1, FORMAT_VERSION + 1))
 MANIFEST_FILE = "run.json"

@@ -142,6 +142,13 @@ class StepRow:
         KeyCount("members", "member", _RUNNING, "memory_alarm"), {})
     disk_alarm_seconds: dict[str, int] = _figure(
         KeyCount("members", "member", _RUNNING, "disk_alarm"), {})
+    # each member's client traffic (Mb/s), and its link's bandwidth each way where known
+    network_in_mbps: dict[str, float] = _figure(
+        KeyMean("members", "member", _RUNNING, "network_in_mbps"), {})
+    network_out_mbps: dict[str, float] = _figure(
+        KeyMean("members", "member", _RUNNING, "network_out_mbps"), {})
+    network_link_mbps: dict[str, float] = _figure(
+        KeyMean("members", "member", _RUNNING, "network_link_mbps"), {})
 
     @property
     def ratio(self) -> float | None:
@@ -254,11 +261,13 @@ def _shape(tick: Mapping[str, Any]) -> tuple[int, int]:
 
 
 def drain_ticks(phases: Sequence[Phase | Mapping[str, Any]], ticks: list[dict]) -> list[dict]:
-    """The ticks after the last step, while the receivers emptied the queues."""
+    """The ticks after the last step, while the receivers emptied the queues, from the
+    second tick on: the first one's figures are of the second in which the step ended (its
+    rates and clients are the step's)."""
     if not phases:
         return []
     end = _phase(phases[-1]).start_s
-    return [t for t in ticks if t["phase"] == 0 and t["elapsed_s"] > end]
+    return [t for t in ticks if t["phase"] == 0 and t["elapsed_s"] > end][1:]
 
 
 def windows(phases: Sequence[Phase | Mapping[str, Any]], ticks: list[dict], settle_s: float,
@@ -444,27 +453,35 @@ def _disk_alarms(rows: list[StepRow]) -> bool:
     return any(any(row.disk_alarm_seconds.values()) for row in rows)
 
 
+def _network(rows: list[StepRow]) -> bool:
+    return any(row.network_in_mbps or row.network_out_mbps for row in rows)
+
+
 def resource_header(rows: list[StepRow]) -> list[str]:
-    """The resource columns of a step table (none when no member reported its memory): each
-    member's most memory against its high watermark, the seconds of memory alarm (of the
-    member longest in alarm) and, if any, of disk alarm."""
+    """The resource columns of a step table, each group only where some member reported it:
+    each member's most memory against its high watermark, the seconds of memory alarm (of
+    the member longest in alarm) and, if any, of disk alarm; the members' client traffic in
+    and out together."""
     members = _memory_members(rows)
-    if not members:
-        return []
-    return [*[f"m{member_index(m)} mem%" for m in members], "mem alarm s",
-            *(["disk alarm s"] if _disk_alarms(rows) else [])]
+    memory = [*[f"m{member_index(m)} mem%" for m in members], "mem alarm s",
+              *(["disk alarm s"] if _disk_alarms(rows) else [])] if members else []
+    return memory + (["net in Mb/s", "net out Mb/s"] if _network(rows) else [])
 
 
 def resource_cells(rows: list[StepRow], row: StepRow) -> list[str]:
     """``row``'s cells under :func:`resource_header` of ``rows``."""
-    members = _memory_members(rows)
-    if not members:
-        return []
     def most(seconds: dict[str, int]) -> str:
         return str(max(seconds.values())) if seconds else "-"
-    return [*[cell(row.memory_percent.get(m), ".1f") for m in members],
-            most(row.memory_alarm_seconds),
-            *([most(row.disk_alarm_seconds)] if _disk_alarms(rows) else [])]
+
+    def total(mbps: dict[str, float]) -> str:
+        return cell(sum(mbps.values()) if mbps else None, ",.1f")
+    members = _memory_members(rows)
+    memory = [*[cell(row.memory_percent.get(m), ".1f") for m in members],
+              most(row.memory_alarm_seconds),
+              *([most(row.disk_alarm_seconds)] if _disk_alarms(rows) else [])] \
+        if members else []
+    return memory + ([total(row.network_in_mbps), total(row.network_out_mbps)]
+                     if _network(rows) else [])
 
 
 def cell(value: float | None, spec: str = ",.0f") -> str:

@@ -108,7 +108,16 @@ def _resources() -> list[Column]:
                                          "falls when a connection closes; a rate is the change "
                                          "over `elapsed_s`)"),
         ("network_out_bytes", pa.int64(), "Bytes sent to the client connections open now, as "
-                                          "`network_in_bytes` (bytes)"))]
+                                          "`network_in_bytes` (bytes)"),
+        ("network_in_mbps", pa.float64(), "Client traffic into the member since its previous "
+                                          "known `network_in_bytes`, over the tick's clock "
+                                          "(Mb/s); null on its first reading and where the "
+                                          "count fell (a connection closed)"),
+        ("network_out_mbps", pa.float64(), "Client traffic out of the member, as "
+                                           "`network_in_mbps` (Mb/s)"),
+        ("network_link_mbps", pa.float64(), "Bandwidth of the member's network link, each "
+                                            "way, as the topology's `network_mbps` gives it "
+                                            "(Mb/s)"))]
 
 
 _TICK_SPAN = "the messages received since the agents' previous snapshots"

@@ -1,11 +1,14 @@
-"""surge capacity on real members: the rate each count's search finds holds the SLO when it is
-run again as a plain fixed-rate step, and a fifth more breaks it.
+"""surge capacity on real members: the rate each count's search finds is right within the
+search's precision when it is run again as plain fixed-rate steps: a tenth less holds the SLO
+and a fifth more breaks it.
 
-The receivers take 4 ms per message (about 2,000 msg/s for 8), well within what the members
-carry: a knee the host's noise does not move. A member's own CPU limit is a knee that moves by
-15 % from one 10 s window to the next on this 2-core machine (a quarter-core member carried
-4,381 of 4,780 msg/s in one window and 5,524 of 5,736 in the next), too much for a test of
-a 10 % search."""
+The receivers take 8 ms per message (at most 1,000 msg/s for 8), well within what the members
+carry. Their knee still moves with the host's load, because each message costs the delay plus
+the time the receiver's loop takes to come back to it: with 4 ms a search on a busy CI host
+found 1,726 msg/s and a run straight after carried 1,560 (90 %). An 8 ms delay halves that
+share. A member's own CPU limit moves more, by 15 % from one 10 s window to the next on this
+2-core machine (a quarter-core member carried 4,381 of 4,780 msg/s in one window and 5,524 of
+5,736 in the next), too much for a test of a 10 % search."""
 
 import json
 
@@ -25,8 +28,8 @@ SENDERS = 8
 
 
 @pytest.mark.parametrize("members", [1, 2])
-def test_the_rate_found_holds_as_a_plain_step_and_a_fifth_more_breaks_it(state_root, tmp_path,
-                                                                       members):
+def test_a_tenth_below_the_rate_found_holds_and_a_fifth_above_breaks(state_root, tmp_path,
+                                                                     members):
     topology = TopologySpec.model_validate({
         "name": f"itcap{members}", "members": members, "start": members, "cpu_per_member": 0.5,
         "port_base": 7800 + 10 * members,
@@ -36,8 +39,8 @@ def test_the_rate_found_holds_as_a_plain_step_and_a_fifth_more_breaks_it(state_r
         "workload": {"queue": "perf", "senders": SENDERS, "receivers": SENDERS,
                      "message": {"size": "2KiB"}},
         "slo": {"p99": "2s", "backlog": 5000},
-        "consumer_profile": [{"delay": "4ms", "hold": "1s"}],
-        "capacity": {"members": [members], "start_rate": 1500, "growth": 1.5,
+        "consumer_profile": [{"delay": "8ms", "hold": "1s"}],
+        "capacity": {"members": [members], "start_rate": 700, "growth": 1.5,
                      "precision": "10%", "hold_min": "3s", "hold_max": "4s", "drain": "8s",
                      "max_probes": 10},
         "measure": {"settle": "1s", "drain": "30s"}})
@@ -56,7 +59,7 @@ def test_the_rate_found_holds_as_a_plain_step_and_a_fifth_more_breaks_it(state_r
         again = ScenarioSpec.model_validate({
             **scenario.model_dump(mode="json"), "capacity": None,
             "plan": [{"rate_per_sender": round(r / SENDERS, 1), "hold": "8s"}
-                     for r in (rate, 1.2 * rate)]})
+                     for r in (0.9 * rate, 1.2 * rate)]})
         run = Controller(again, topology, tmp_path, live=False).run()
         found, more = run.steps[0], run.steps[-1]
         assert broken(found, scenario.slo) == (), (members, rate, found)

@@ -88,3 +88,32 @@ def test_memory_watermark_and_alarm_are_recorded_per_member_and_second(two, tmp_
     assert shaded and sum(p.get_width() for p in shaded) >= ALARM_S - 1
     save(figures, run_dir / "analysis")
     assert (run_dir / "analysis" / "memory.png").stat().st_size > 10_000
+
+
+def test_the_members_client_traffic_is_measured_and_a_full_link_is_named(two, tmp_path):
+    """Two senders of 8 KiB messages at 100 msg/s each: about 13 Mb/s into the members
+    together and as much out to the receivers. Each member's link is given as 4 Mb/s, so a
+    member carrying a sender or a receiver is at its link: the step names the network."""
+    spec = ScenarioSpec.model_validate({
+        "name": "it-network", "topology": "unused.yaml", "agents": 1,
+        "workload": {"queue": "work", "senders": 2, "receivers": 2,
+                     "message": {"size": "8KiB"}},
+        "plan": [{"rate_per_sender": 100, "hold": "14s"}],
+        "measure": {"settle": "3s", "drain": "10s"}})
+    topology = two.topology.model_copy(update={"network_mbps": 4.0})
+    result = Controller(spec, topology, tmp_path, live=False, keep_topology=True).run()
+    assert result.outcome == "completed"
+    (step,) = read_manifest(result.run_dir).steps
+    expected = step.received_rate * 8192 * 8 / 1e6  # the bodies alone, without framing
+    traffic_in, traffic_out = sum(step.network_in_mbps.values()), \
+        sum(step.network_out_mbps.values())
+    assert expected * 0.9 < traffic_in < expected * 1.3, (expected, step.network_in_mbps)
+    assert expected * 0.9 < traffic_out < expected * 1.3, (expected, step.network_out_mbps)
+    assert step.network_link_mbps == dict.fromkeys(step.network_in_mbps, 4.0)
+    assert "network: member surge-res2-" in step.bottleneck, step.bottleneck
+    rows = [r for r in read_rows(result.run_dir, "members") if r["running"]]
+    assert all(r["network_link_mbps"] == 4.0 for r in rows)
+    assert sum(r["network_in_mbps"] is not None for r in rows) >= 0.8 * len(rows)
+    figures = run_figures(read_rows(result.run_dir, "ticks"), rows, [], read_manifest(
+        result.run_dir).phases, [step])
+    assert "network.png" in figures

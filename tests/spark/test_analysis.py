@@ -56,7 +56,7 @@ def test_spark_step_rows_are_the_controllers(spark, tmp_path, format_version):
     one, _, two_b, drain = got
     assert one.achieved_rate == 900  # known seconds only
     assert two_b.achieved_rate is None and two_b.p99_ms is None
-    assert drain.seconds == 5 and drain.received_rate == DRAIN_RATE
+    assert drain.seconds == 4 and drain.received_rate == DRAIN_RATE  # 5 s, the first one out
     if format_version == FORMAT_VERSION:
         assert one.missing_seconds == 2 and two_b.hosts_cpu_percent == {"broker-1": 30.0}
     # The settle: seconds 1-2, 21-22 and 31-32 of the steps are in no row.
@@ -207,7 +207,7 @@ def test_analyze_is_incremental_and_reports_bad_runs_without_stopping(spark, tmp
     assert "format_version 99" in first.failed[future]
     for name in ("report.md", "steps.csv", "members.csv", "analysis.json", "rate.png",
                  "cpu.png", "latency.png", "backlog.png", "memory.png", "hosts.png",
-                 "connections.png"):
+                 "network.png", "connections.png"):
         assert (good / "analysis" / name).stat().st_size > 0, name
     report = (good / "analysis" / "report.md").read_text()
     assert "![memory.png](memory.png)" in report and "![hosts.png](hosts.png)" in report
@@ -251,7 +251,8 @@ def test_report_says_what_each_row_covers_and_how_the_run_measured(spark, tmp_pa
     assert "broker-1 CPU%" in table[1] and "skipped" in table[1] and "span s" in table[1]
     assert "p99 ms" in table[1] and "intended p99 ms" in table[1]
     assert "Intended p50/p99/max: latency measured from when the sender's schedule" in report
-    assert table[-1].split()[:2] == ["drain", "40-45"]
+    # the drain's first second (41) carries the step's last readings: the drain row starts after it
+    assert table[-1].split()[:2] == ["drain", "41-45"]
     assert "first 3 s of each part (settle: 6 seconds left out in all)" in report
     assert "2 seconds had a source missing" in report
     assert "suspect samples: " in report and "skipped sends: 4 " in report

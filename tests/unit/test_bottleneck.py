@@ -39,6 +39,20 @@ def test_the_load_generator_and_the_receivers():
     assert bottleneck(row(sent_rate=0.0, received_rate=500.0)) == NONE_VISIBLE  # a drain
 
 
+def test_the_network_at_its_link_each_way_where_the_link_is_known():
+    at_link = row(network_in_mbps={MEMBER: 950.0}, network_out_mbps={MEMBER: 120.0},
+                  network_link_mbps={MEMBER: 1000.0})
+    assert bottleneck(at_link) == "network: member surge-local-1-0 in at 950.0 of 1,000 Mb/s"
+    assert bottleneck(row(network_in_mbps={MEMBER: 10.0}, network_out_mbps={MEMBER: 95.0},
+                          network_link_mbps={MEMBER: 100.0})) == \
+        "network: member surge-local-1-0 out at 95.0 of 100 Mb/s"
+    assert bottleneck(row(network_in_mbps={MEMBER: 890.0}, network_out_mbps={MEMBER: 0.0},
+                          network_link_mbps={MEMBER: 1000.0})) == NONE_VISIBLE
+    # a link nobody gave, or traffic nobody measured, never names the network
+    assert bottleneck(row(network_in_mbps={MEMBER: 5000.0})) == NONE_VISIBLE
+    assert bottleneck(row(network_link_mbps={MEMBER: 1.0})) == NONE_VISIBLE
+
+
 def test_a_busy_host_is_named_with_whose_it_is():
     assert bottleneck(row(host_cpu_percent=95.0)) == \
         "this host at 95% of its cores (the load generator's and the members)"

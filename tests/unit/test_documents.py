@@ -58,14 +58,20 @@ def test_cost_per_transaction_as_queue_pairs_grow(runs):
     assert table.rows[1][5:] == ["-"] * 4  # native-ha never had 2 pairs
 
 
-def test_cphtestp_rows_name_what_is_not_measured(runs):
+def test_cphtestp_rows_name_what_is_not_measured(tmp_path, runs):
     table = document_table("003-results", runs[:1])
     assert table.header == ["run", "persistent", "msgsize bytes", "threads",
                             "rate round trips/s", "cpu %", "readMB", "writeMB", "recvGbs",
                             "sendGbs", "qmcpu %"]
+    # a run recorded without the members' traffic leaves the network unknown too
     assert table.rows[0] == ["single", "false", "2048", "6", "1,000", "50.00", "-", "-", "-", "-",
                              "50.00"]
-    assert "not measured here" in table.text() and "recvGbs" in table.notes[-1]
+    assert table.notes[-1] == 'not measured here ("-"): readMB, writeMB'
+    # the clients receive what the members send them: 3 Gb/s out of two members is recvGbs
+    traffic = write_run(tmp_path / "more", "traffic", [step(
+        1, 6, 1, 1000.0, 50.0, 20.0, network_in_mbps={"m-0@h": 400.0, "m-1@h": 600.0},
+        network_out_mbps={"m-0@h": 1000.0, "m-1@h": 2000.0})])
+    assert document_table("003-results", [traffic]).rows[0][8:10] == ["3.000", "1.000"]
 
 
 def test_uniform_tables_take_each_broker_hosts_cpu(tmp_path):

@@ -35,7 +35,7 @@ def test_a_runs_figures_shade_and_label_its_steps_and_draw_p95_and_p999(runs):
     data = plot_runs([run_dir])[run_dir.name]
     figures = run_figures(data["ticks"], data["members"], [], manifest.phases, manifest.steps)
     assert set(figures) == {"rate.png", "cpu.png", "latency.png", "backlog.png", "memory.png",
-                            "connections.png"}
+                            "network.png", "connections.png"}
     for fig in figures.values():
         ax = fig.axes[0]
         bands = [p for p in ax.patches if isinstance(p, Rectangle)
@@ -119,13 +119,18 @@ def test_memory_is_drawn_against_each_members_watermark_with_alarm_seconds_shade
     assert set(host.get_lines()[0].get_ydata()) <= {50.0, 30.0}
     connections = figures["connections.png"].axes[0]
     assert {line.get_label() for line in connections.get_lines()} == {"surge-x-0", "surge-x-1"}
+    network = {line.get_label(): line for line in figures["network.png"].axes[0].get_lines()}
+    assert set(network) == {f"surge-x-{i} {way}" for i in (0, 1) for way in ("in", "out", "link")}
+    assert network["surge-x-1 out"].get_linestyle() == "--"
+    assert set(network["surge-x-0 link"].get_ydata()) == {100.0}
 
 
 def test_a_figure_with_nothing_recorded_is_not_drawn(runs):
     run_dir = runs[0]
     manifest = read_manifest(run_dir)
     data = plot_runs([run_dir])[run_dir.name]
-    unknown = [{**row, "memory_bytes": None, "connections": None} for row in data["members"]]
+    unknown = [{**row, "memory_bytes": None, "connections": None, "network_in_mbps": None}
+               for row in data["members"]]
     figures = run_figures(data["ticks"], unknown, [], manifest.phases, manifest.steps, [])
     assert set(figures) == {"rate.png", "cpu.png", "latency.png", "backlog.png"}
 

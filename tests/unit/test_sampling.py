@@ -5,7 +5,7 @@ import pytest
 from drivers.protocol import Snapshot
 from orchestrator.run.sampling import AgentReading, TickMath, Timeliness, quantiles, rate
 from results.rundir.histogram import LatencyHistogram
-from topologies.base import CpuReading, MemberSample
+from topologies.base import BrokerResources, CpuReading, MemberSample
 
 
 def agent(index, at, sent, received, latencies=(), seen=None, cpu=None):
@@ -84,6 +84,26 @@ def test_member_cpu_unknown_when_unread_stopped_or_restarted():
     assert math.step(3.0, {}, [member(6.0, 3.0)]).member_cpu_percent["m0"] == pytest.approx(50)
     assert math.step(4.0, {}, [member(7.0, 4.0, running=False)]).member_cpu_percent["m0"] is None
     assert math.step(5.0, {}, [member(0.2, 5.0)]).member_cpu_percent["m0"] is None  # restarted
+
+
+def test_member_network_is_each_way_in_mbps_over_the_ticks_and_unknown_where_a_count_fell():
+    math = TickMath()
+
+    def traffic(elapsed, received, sent, running=True):
+        sample = MemberSample("m0", running, None, 0.5,
+                              resources=BrokerResources(network_in_bytes=received,
+                                                        network_out_bytes=sent))
+        return math.step(elapsed, {}, [sample]).member_network_mbps["m0"]
+
+    assert traffic(1.0, 1_000_000, 0) == (None, None)  # a first reading gives no rate
+    # 1.25 MB in over 2 s is 5 Mb/s; 250 kB out is 1 Mb/s
+    assert traffic(3.0, 2_250_000, 250_000) == (pytest.approx(5.0), pytest.approx(1.0))
+    # a connection closed and took its bytes: in is unknown this second, out still known
+    assert traffic(4.0, 100_000, 375_000) == (None, pytest.approx(1.0))
+    assert traffic(5.0, 200_000, 375_000, running=False) == (None, None)
+    assert math.step(6.0, {}, [member(1.0, 6.0)]).member_network_mbps["m0"] == (None, None)
+    # the unknown seconds are spanned: from the reading at 4 s, 0.5 MB in over 3 s
+    assert traffic(7.0, 475_000, 375_000)[0] == pytest.approx(1.0)
 
 
 def test_host_cpu_is_busy_over_capacity_of_the_whole_host():
