@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from orchestrator.campaign.ranking import capacity_text
 from orchestrator.campaign.records import CellRecord
 from orchestrator.campaign.requirement import Requirement, judge
 from orchestrator.campaign.view import CampaignView, recorded_overhead
@@ -439,7 +440,8 @@ def summary_text(campaign: Campaign, result: CampaignResult) -> str:
              + (f"\n{campaign.spec.description}" if campaign.spec.description else ""),
              f"requirement: {campaign.spec.requirement.describe()}",
              cells_table(result.root, records)]
-    searched = capacity_text(campaign, result)
+    searched = capacity_text(campaign, [(r.cell, m) for r in result.with_status("done")
+                                        if (m := recorded(result.root / r.cell.id))])
     if searched:
         parts.append(searched)
     parts.extend(tables_text(campaign, dirs))
@@ -456,47 +458,6 @@ def summary_text(campaign: Campaign, result: CampaignResult) -> str:
                  "(cost unknown: not ranked):\n"
                  + ranking_text(dirs, passed=[result.root / r.cell.id for r in passed]))
     return "\n\n".join(parts)
-
-
-def capacity_text(campaign: Campaign, result: CampaignResult) -> str:
-    """The capacity cells (a search each, at the topology's ``start`` members), ideal ones first
-    and then each condition searched under, each ranked by the provisioned cluster's price
-    per 1,000 msg/s sustained, and the cheapest that sustained ``capacity.target``; "" when
-    the campaign has none."""
-    from results.rundir.steps import fixed_width
-    found = []  # (per 1,000 msg/s or None, cell id, members, rate, monthly, target, condition,
-    #              priced as)
-    for record in result.with_status("done"):
-        manifest = recorded(result.root / record.cell.id)
-        scenario, topology = campaign.specs[record.cell.id]
-        if manifest is None or manifest.capacity is None or scenario.capacity is None:
-            continue
-        rate = manifest.capacity.rate
-        price = scenario.capacity.price
-        monthly = price.monthly(topology.start, topology.cpu_per_member)
-        found.append((monthly / (rate / 1000) if rate and monthly else None, record.cell.id,
-                      topology.start, rate, monthly, scenario.capacity.target,
-                      manifest.capacity.condition, price.priced_as or "its cores"))
-    if not found:
-        return ""
-    conditions = list(dict.fromkeys(["ideal"] + [f[6] for f in found]))
-    found.sort(key=lambda f: (conditions.index(f[6]), f[0] is None, f[0] or 0.0))
-
-    def money(value: float | None) -> str:
-        return "unknown" if value is None else f"{value:,.2f}"
-    lines = [["cell", "condition", "members", "priced as", "sustainable msg/s",
-              "cluster per month", "per 1,000 msg/s per month"]] + [
-        [cell, condition, str(members), priced, f"{rate:,.0f}" if rate else "none held",
-         money(monthly), money(per_thousand)]
-        for per_thousand, cell, members, rate, monthly, _, condition, priced in found]
-    text = ("capacity cells, ideal first and then each condition, cheapest per 1,000 msg/s "
-            "sustained first (the provisioned cluster's price):\n" + fixed_width(lines))
-    for target in sorted({f[5] for f in found if f[5]}):
-        meeting = [f for f in found if f[3] and f[3] >= target and f[4] is not None]
-        cheapest = min(meeting, key=lambda f: f[4]) if meeting else None
-        text += (f"\ncheapest cell that sustained {target:,.0f} msg/s: "
-                 + (f"{cheapest[1]} ({cheapest[4]:,.2f} per month)" if cheapest else "none"))
-    return text
 
 
 def _by_combination(records: list[CellRecord]) -> dict[str, list[CellRecord]]:

@@ -23,6 +23,7 @@ with the command (``surge campaign FILE --set key=value``) go to every cell afte
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import re
@@ -239,7 +240,14 @@ def cell_id(number: int, scenario: str, labels: list[tuple[str, str]], repetitio
 
 
 def _label_value(key: str, value: str) -> str:
-    return Path(value).stem if key == "topology" else value
+    """How a cell's id shows one matrix value: a topology by its file's name, capacity
+    conditions by their names, anything else as written."""
+    if key == "topology":
+        return Path(value).stem
+    if key == "capacity.conditions":
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            return "+".join(str(c["name"]) for c in yamlsafe.parse_value(value))
+    return value
 
 
 def expand_cells(spec: CampaignSpec, given: tuple[tuple[str, str], ...] = ()) -> list[Cell]:

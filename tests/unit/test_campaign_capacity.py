@@ -5,11 +5,17 @@ cheapest cell that sustained the target named."""
 from datetime import datetime, timezone
 from pathlib import Path
 
+from orchestrator.campaign.ranking import capacity_text
 from orchestrator.campaign.records import CellRecord
 from orchestrator.campaign.requirement import judge
-from orchestrator.campaign.runner import CampaignResult, capacity_text
 from orchestrator.specs.campaign import Requirement, load_campaign
-from results.rundir.manifest import Accounting, CapacityRecord, ProbeRecord, RunManifest
+from results.rundir.manifest import (
+    Accounting,
+    CapacityRecord,
+    ProbeRecord,
+    RunManifest,
+    read_manifest,
+)
 
 CAMPAIGN = Path(__file__).resolve().parents[2] / "campaigns" / "capacity-sizes.yaml"
 
@@ -29,6 +35,10 @@ def searched(campaign, cell, rate, converged=True, lost=0, condition="ideal") ->
                                 condition=condition))
 
 
+def done(root, records):
+    return [(r.cell, read_manifest(root / r.cell.id)) for r in records]
+
+
 def test_capacity_cells_are_judged_on_the_search_and_ranked_by_provisioned_price(tmp_path):
     campaign = load_campaign(CAMPAIGN)
     cells = campaign.cells[:4]
@@ -43,7 +53,7 @@ def test_capacity_cells_are_judged_on_the_search_and_ranked_by_provisioned_price
         records.append(CellRecord(cell, "done", verdict.passed, verdict.reason))
     assert "sustains 4,000 msg/s at 1 members within the SLO (2 probes)" in records[0].reason
     assert judge(Requirement(), searched(campaign, cells[0], 4000, lost=2)).passed is False
-    text = capacity_text(campaign, CampaignResult(tmp_path, records))
+    text = capacity_text(campaign, done(tmp_path, records))
     lines = text.splitlines()
     order = [next(c.id for c in cells if line.strip().startswith(c.id)) for line in lines[2:6]]
     prices = {c.id: campaign.specs[c.id][0].capacity.price.monthly(
@@ -66,9 +76,41 @@ def test_capacity_cells_of_an_adverse_condition_rank_after_the_ideal_ones(tmp_pa
         (tmp_path / cell.id).mkdir()
         searched(campaign, cell, rate, condition=condition).write(tmp_path / cell.id)
         records.append(CellRecord(cell, "done", True, "held"))
-    lines = capacity_text(campaign, CampaignResult(tmp_path, records)).splitlines()
+    lines = capacity_text(campaign, done(tmp_path, records)).splitlines()
     assert lines[0].startswith("capacity cells, ideal first and then each condition")
     assert lines[1].split()[:5] == ["cell", "condition", "members", "priced", "as"]
     rows = [line.split() for line in lines[2:5]]
     assert [row[1] for row in rows] == ["ideal", "ideal", "member-down"]
     assert rows[2][0] == cells[0].id and "its cores" in lines[4]
+
+
+RANKING = Path(__file__).resolve().parents[2] / "campaigns" / "capacity-001-ranking.yaml"
+
+
+def test_document_001s_ranking_marks_the_sizes_that_pass_every_condition(tmp_path):
+    campaign = load_campaign(RANKING)
+    conditions = {cell.id: campaign.specs[cell.id][0].capacity.searched_under[0].name
+                  for cell in campaign.cells}
+    assert set(conditions.values()) == {"ideal", "member-down", "consumer-slowdown"}
+    target = campaign.specs[campaign.cells[0].id][0].capacity.target
+    # every size carries the target ideally; one size falls short with a member down
+    short = next(c for c in campaign.cells if conditions[c.id] == "member-down")
+    records = []
+    for cell in campaign.cells:
+        (tmp_path / cell.id).mkdir()
+        rate = target / 2 if cell is short else target * 1.5
+        searched(campaign, cell, rate, condition=conditions[cell.id]).write(tmp_path / cell.id)
+        records.append(CellRecord(cell, "done", True, "held"))
+    lines = capacity_text(campaign, done(tmp_path, records)).splitlines()
+    assert lines[1].split()[-2:] == ["passes", "all"]
+    rows = {line.split()[0]: line.split() for line in lines[2:2 + len(campaign.cells)]}
+    same_size = [c.id for c in campaign.cells if c.group == short.group
+                 and c.params[:-1] == short.params[:-1]]
+    assert len(same_size) == 3 and all(rows[c][-1] == "no" for c in same_size)
+    assert sum(row[-1] == "yes" for row in rows.values()) == len(campaign.cells) - 3
+    assert [row[1] for row in rows.values()] == sorted(
+        (row[1] for row in rows.values()), key=["ideal", "member-down",
+                                                "consumer-slowdown"].index)
+    assert lines[-1].startswith("cheapest size that passes all (its target under every "
+                                "condition): ")
+    assert short.id not in lines[-1]
