@@ -38,7 +38,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-PROTOCOL_VERSION = 10
+PROTOCOL_VERSION = 11
 """Bumped whenever a message or path changes meaning; controller and agent must agree."""
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -295,6 +295,10 @@ class Snapshot:
     # publisher confirms: from publish to the broker's confirm (empty without confirms)
     confirm_latency: dict[str, Any] = field(default_factory=dict)
     fast_path: FastPath | None = None  # None: the driver has no fast path (MQ)
+    # messages put per destination where the broker says (IBM MQ: the queue manager each put
+    # resolved to; empty elsewhere), and the first of them in put order
+    destinations: dict[str, int] = field(default_factory=dict)
+    destination_sequence: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ taken on that thread too (see :meth:`drivers.base.Driver.call`).
 from __future__ import annotations
 
 import time
+from collections import Counter
+from collections.abc import Mapping
 
 from drivers.accounting import SequenceTracker
 from drivers.header import SCHEDULED, HeaderError, decode, saturate
@@ -16,6 +18,8 @@ from drivers.message import PayloadBuilder
 from drivers.protocol import FastPath, Snapshot
 from drivers.rate import RateSchedule, unlimited_batch
 from results.rundir.histogram import LatencyHistogram
+
+DESTINATION_SEQUENCE = 24  # destinations kept in put order (document 002's sequence)
 
 
 class Recorder:
@@ -47,6 +51,10 @@ class Recorder:
         self.consuming: int | None = None  # receivers consuming now, where the driver counts
         self._consumers: dict[int, int] = {}  # per receiver (by id), its links consuming now
         self.fast_path: FastPath | None = None  # set by a driver that has one
+        # messages put per destination, where the broker says (IBM MQ: the queue manager each
+        # put resolved to), and the first DESTINATION_SEQUENCE of them in put order
+        self.destinations: Counter[str] = Counter()
+        self.destination_sequence: list[str] = []
         self.blocking = Blocking()
         self.last_error = ""
         self.latency = LatencyHistogram()
@@ -85,6 +93,13 @@ class Recorder:
         else:
             self._consumers.pop(id(role), None)
         self.consuming = len(self._consumers)
+
+    def destined(self, counts: Mapping[str, int], in_order: list[str]) -> None:
+        """Count puts by where each went (``in_order``: the first of them, in put order)."""
+        self.destinations.update(counts)
+        room = DESTINATION_SEQUENCE - len(self.destination_sequence)
+        if room > 0:
+            self.destination_sequence += in_order[:room]
 
     def error(self, message: str) -> None:
         """Count an error and remember the latest one for the live view."""
@@ -125,7 +140,8 @@ class Recorder:
             blocked_s=self.blocking.seconds(time.monotonic()),
             last_error=self.last_error or "", latency=interval.to_dict(),
             intended_latency=intended.to_dict(), confirm_latency=confirm.to_dict(),
-            fast_path=self.fast_path)
+            fast_path=self.fast_path, destinations=dict(self.destinations),
+            destination_sequence=list(self.destination_sequence))
 
     def sent_per_producer(self) -> dict[int, int]:
         """How many messages each producer of this agent has published (its next sequence)."""

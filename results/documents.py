@@ -317,7 +317,8 @@ def _queue_pairs(runs: list[Run]) -> Table:
 
 
 @table("002-spread", "002 (IBM MQ cluster workload balancing): spread over queue instances",
-       "step of each run; a column per member (queue instance)")
+       "step of each run; a column per member (queue instance); under it, where the broker "
+       "said, each run's puts per destination and the sequence of its first ones")
 def _spread(runs: list[Run]) -> Table:
     members = sorted({m for run in runs for row in run.steps for m in row.delivered_per_member})
     rows = []
@@ -328,9 +329,19 @@ def _spread(runs: list[Run]) -> Table:
                 "-" if m not in row.delivered_per_member or not total else
                 f"{row.delivered_per_member[m]:,} ({row.delivered_per_member[m] / total:.1%})"
                 for m in members]])
-    return Table(["run", "step", "balance", *[f"{m} delivered" for m in members]], rows,
-                 ["delivered: messages each member's queue instance delivered in the step's "
-                  "steady seconds (share of all); balance: Jain's index, 1 = even"])
+    notes = ["delivered: messages each member's queue instance delivered in the step's "
+             "steady seconds (share of all); balance: Jain's index, 1 = even"]
+    for run in runs:
+        put = run.manifest.destinations
+        if put:
+            total = sum(put.values())
+            notes.append(f"{run.label}: the senders' puts by the queue manager each resolved "
+                         "to, over the run: " + ", ".join(
+                             f"{name} {count:,} ({count / total:.1%})"
+                             for name, count in put.items()))
+            notes.append(f"{run.label}: the first {len(run.manifest.destination_sequence)} "
+                         "puts went to " + " ".join(run.manifest.destination_sequence))
+    return Table(["run", "step", "balance", *[f"{m} delivered" for m in members]], rows, notes)
 
 
 @table("004-split", "004 (IBM MQ for z/OS), Table 1: CPU per transaction by part",

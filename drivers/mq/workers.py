@@ -8,6 +8,7 @@ import os
 import struct
 import threading
 import time
+from collections import Counter
 from typing import Any, Protocol
 
 from drivers.base import rotation
@@ -26,7 +27,14 @@ from drivers.mq.client import (
 from drivers.mq.settings import MqSettings
 from drivers.protocol import Destination
 from drivers.routing import KeyPicker
-from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
+from drivers.workers import (
+    DESTINATION_SEQUENCE,
+    ReceiverRole,
+    Recorder,
+    RequesterRole,
+    ResponderRole,
+    SenderRole,
+)
 from orchestrator.specs.mqtopics import topic_string
 
 
@@ -302,8 +310,10 @@ class SenderWorker(Worker):
         return True
 
     def _put_pending(self) -> None:
+        """Put the numbers taken, noting the queue manager each put resolved to (a cluster
+        queue's instance; the PMO says after each put)."""
         role, sends, md, pmo = self.role, self.session.sends, self.md, self.pmo
-        first, put = self.next_seq, 0
+        first, put, went = self.next_seq, 0, []
         try:
             if len(sends) == 1:
                 send = sends[0]
@@ -311,18 +321,25 @@ class SenderWorker(Worker):
                     send(role.body(seq), md, pmo)
                     self.next_seq = seq + 1
                     put += 1
+                    went.append(pmo.ResolvedQMgrName)
             else:
                 picks = self.picker.picks(role.producer_id, first, self.end_seq - first)
                 for seq, pick in zip(range(first, self.end_seq), picks, strict=True):
                     sends[pick](role.body(seq), md, pmo)
                     self.next_seq = seq + 1
                     put += 1
+                    went.append(pmo.ResolvedQMgrName)
         finally:
             if put:
+                counts = {text: n for name, n in Counter(went).items() if (text := text_of(name))}
+                first_ones = [text for name in went[:DESTINATION_SEQUENCE]
+                              if (text := text_of(name))]
                 with self.driver.lock:
-                    self.driver.recorder.sent += put
+                    recorder = self.driver.recorder
+                    recorder.sent += put
                     if self.confirms:
-                        self.driver.recorder.confirmed += put
+                        recorder.confirmed += put
+                    recorder.destined(counts, first_ones)
 
     def _after_error(self, reason: int | None) -> None:
         if reason == getattr(self.C, "MQRC_CALL_INTERRUPTED", None):

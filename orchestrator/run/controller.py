@@ -52,7 +52,7 @@ from orchestrator.run.losses import MemberWatch, OwnStops
 from orchestrator.run.page import end_page, serve_page
 from orchestrator.run.recording import RunDirRows
 from orchestrator.run.rundir import open_run_dir
-from orchestrator.run.sampling import Tick
+from orchestrator.run.sampling import Tick, destinations
 from orchestrator.run.scalerfeed import ScalerFeed, observation, scaler_for
 from orchestrator.run.schedule import FixedSchedule, History, Schedule
 from orchestrator.run.showing import ViewFeed
@@ -286,7 +286,7 @@ class Controller:
         self.manifest = self.manifest.replace(**({"drain": self.drain} if self.drain else {}), **(
             {"faults": timeline.fault_recoveries(timeline.read_events(self.run_dir), self.ticks)}
             if self.scenario.faults or self.losses.count else {}),
-            backlogs=self.steering.backlogs.results())
+            backlogs=self.steering.backlogs.results(), **destinations(self.ticker.math.agents))
 
     def _tick_load(self) -> None:
         """The load part: a tick a second until the plan ends, an exit condition or a stop."""

@@ -10,6 +10,8 @@ source's previous reading in place, so its next rate spans the gap over the gap'
 from __future__ import annotations
 
 import math
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +45,8 @@ class AgentReading:
     consuming: int | None = None  # its receivers consuming now (None: its driver does not say)
     queues: tuple[str, ...] = ()  # the queues its publishing senders send to
     sending: int = 0  # its senders publishing now
+    destinations: dict[str, int] = field(default_factory=dict)  # puts per destination so far
+    destination_sequence: tuple[str, ...] = ()  # its first puts' destinations, in order
 
     @classmethod
     def from_snapshot(cls, agent: int, snapshot: Snapshot, seen: float) -> AgentReading:
@@ -51,7 +55,8 @@ class AgentReading:
                    {name: getattr(snapshot, name) for name in COUNTERS},
                    _histogram(snapshot.latency), snapshot.cpu_seconds, snapshot.last_error,
                    _histogram(snapshot.intended_latency), _histogram(snapshot.confirm_latency),
-                   snapshot.consuming, tuple(snapshot.sending_queues), snapshot.sending)
+                   snapshot.consuming, tuple(snapshot.sending_queues), snapshot.sending,
+                   snapshot.destinations, tuple(snapshot.destination_sequence))
 
 
 def _histogram(data: dict[str, Any]) -> LatencyHistogram:
@@ -90,6 +95,20 @@ class Tick:
     sending: int = 0  # senders publishing
     consuming: int | None = None  # receivers consuming (None: an agent does not say)
     queues_in_use: int = 0  # distinct queues the publishing senders send to
+
+
+def destinations(readings: Mapping[int, AgentReading]) -> dict[str, Any]:
+    """The manifest's ``destinations`` (puts per destination, over every agent's latest
+    reading) and ``destination_sequence`` (the lowest-numbered agent's first puts, in
+    order); nothing where no driver said where its puts went."""
+    counts: Counter[str] = Counter()
+    for reading in readings.values():
+        counts.update(reading.destinations)
+    if not counts:
+        return {}
+    sequence = next((list(r.destination_sequence) for _, r in sorted(readings.items())
+                     if r.destination_sequence), [])
+    return {"destinations": dict(sorted(counts.items())), "destination_sequence": sequence}
 
 
 def rate(previous: float | None, previous_at: float | None, now: float, at: float

@@ -360,6 +360,10 @@ class RunManifest(Record):
     agents_lost: list[dict[str, Any]] = []
     fast_path: FastPathRecord | None = None  # AMQP runs only, as the agents' snapshots said
     broker: BrokerRecord | None = None  # as the check before the load found it (IBM MQ)
+    # messages put per destination where the broker said (IBM MQ: the queue manager each put
+    # resolved to, a cluster queue's instance), and the first puts' destinations in order
+    destinations: dict[str, int] = {}
+    destination_sequence: list[str] = []
 
     @classmethod
     def begin(cls, run_id: str, started_at: datetime, scenario: ScenarioSpec,

@@ -81,6 +81,15 @@ def test_bind_on_open_leaves_instances_uneven_and_not_fixed_spreads_every_messag
     assert sorted(depths) == ["UC01QM01", "UC01QM02", "UC01QM03"]
     assert sum(depths.values()) == accounting["still_queued"]
     assert accounting["received"] < accounting["sent"] // 10  # the instances keep the spread
+    # the senders say where MQ put each message: every put, each instance at least its depth
+    recorded = json.loads((Path(document["run_dir"]) / "run.json").read_text())
+    put = recorded["destinations"]
+    assert set(put) <= set(depths) and sum(put.values()) == accounting["sent"], put
+    assert all(put.get(name, 0) >= depth for name, depth in depths.items()), (put, depths)
+    sequence = recorded["destination_sequence"]
+    assert len(sequence) == 24 and set(sequence) <= set(depths), sequence
+    if bind == "not-fixed":  # every sender's puts turn over the instances
+        assert set(sequence) == set(depths), sequence
     low, high = min(depths.values()), max(depths.values())
     if bind == "on-open":  # 4 handles over 3 instances: one has twice another's, or more
         assert high >= 1.8 * low, depths

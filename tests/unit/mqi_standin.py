@@ -165,7 +165,7 @@ def _structures(strict: bool) -> dict[str, type]:
             "MatchOptions": CMQC.MQMO_MATCH_MSG_ID | CMQC.MQMO_MATCH_CORREL_ID,
             "ResolvedQName": b""}),
         "PMO": struct("PMO", {"Version": CMQC.MQPMO_VERSION_1, "Options": CMQC.MQPMO_NONE,
-                              "ResolvedQName": b""}),
+                              "ResolvedQName": b"", "ResolvedQMgrName": b""}),
         "OD": struct("OD", {"ObjectName": b"", "ObjectQMgrName": b""}),
         "CD": struct("CD", {"ChannelName": b"", "ConnectionName": b"", "ChannelType": 1,
                             "TransportType": 1, "SSLCipherSpec": b"", "Version": 11}),

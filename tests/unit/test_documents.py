@@ -122,3 +122,25 @@ def test_a_campaign_cell_is_named_by_its_parameters():
     assert label("004-sweep-cpu_per_member=0.5-r2", "sweep") == "cpu_per_member=0.5-r2"
     assert label("002-sweep-r1", "sweep") == "sweep"
     assert label("20261126T194230Z-sweep", "sweep") == "20261126T194230Z-sweep"
+
+
+def test_002_spread_per_queue_instance_and_the_sequence_of_destinations(tmp_path):
+    rows = [StepRow(step=1, label="1", delivered_per_member={"QM1": 300, "QM2": 300, "QM3": 400},
+                    balance=0.98)]
+    fixed = tmp_path / "bind-on-open"
+    fixed.mkdir()
+    RunManifest(run_id="on-open", scenario={"name": "on-open", "workload": {}}, steps=rows,
+                destinations={"QM1": 1000}, destination_sequence=["QM1"] * 24).write(fixed)
+    moving = tmp_path / "not-fixed"
+    moving.mkdir()
+    RunManifest(run_id="not-fixed", scenario={"name": "not-fixed", "workload": {}}, steps=rows,
+                destinations={"QM1": 334, "QM2": 333, "QM3": 333},
+                destination_sequence=["QM1", "QM2", "QM3"] * 8).write(moving)
+    table = document_table("002-spread", [fixed, moving])
+    assert table.header == ["run", "step", "balance", "QM1 delivered", "QM2 delivered",
+                            "QM3 delivered"]
+    assert table.rows[0][2:] == ["0.980", "300 (30.0%)", "300 (30.0%)", "400 (40.0%)"]
+    notes = table.notes
+    assert any(n.endswith("resolved to, over the run: QM1 1,000 (100.0%)") for n in notes)
+    assert any(n.endswith("the first 24 puts went to " + " ".join(["QM1", "QM2", "QM3"] * 8))
+               for n in notes)

@@ -50,6 +50,9 @@ def test_a_sender_puts_each_message_at_its_picked_size_and_held_receivers_take_n
                                  fill="random"))
     driver.add_sender(sender(driver, 0, limit=60, size=bodies), endpoint(qm1))
     until(lambda: counted(driver, "sent") == 60)
+    # where each put went, as the queue manager resolved it (the PMO's ResolvedQMgrName)
+    snapshot = driver.call(driver.recorder.snapshot)
+    assert snapshot.destinations == {"QM1": 60} and snapshot.destination_sequence == ["QM1"] * 24
     driver.set_consumer_delay(0.0, paused=True)
     driver.add_receiver(ReceiverRole(driver.recorder, 1), endpoint(qm1))
     time.sleep(0.3)

@@ -6,6 +6,7 @@ import time
 from drivers.header import decode
 from drivers.message import PayloadBuilder
 from drivers.workers import (
+    DESTINATION_SEQUENCE,
     Blocking,
     ReceiverRole,
     Recorder,
@@ -138,3 +139,13 @@ def test_a_receiver_moved_make_before_break_is_counted_once():
     assert recorder.consuming == 2
     recorder.consumer(first, False)
     assert recorder.snapshot().consuming == 1
+
+
+def test_destinations_are_counted_and_only_the_first_ones_kept_in_order():
+    recorder = Recorder()
+    recorder.destined({"QM1": 20, "QM2": 10}, ["QM1", "QM2"] * 10)
+    recorder.destined({"QM3": 5}, ["QM3"] * 5)
+    snapshot = recorder.snapshot()
+    assert snapshot.destinations == {"QM1": 20, "QM2": 10, "QM3": 5}
+    assert snapshot.destination_sequence == ["QM1", "QM2"] * 10 + ["QM3"] * 4
+    assert len(snapshot.destination_sequence) == DESTINATION_SEQUENCE

@@ -3,7 +3,14 @@
 import pytest
 
 from drivers.protocol import Snapshot
-from orchestrator.run.sampling import AgentReading, TickMath, Timeliness, quantiles, rate
+from orchestrator.run.sampling import (
+    AgentReading,
+    TickMath,
+    Timeliness,
+    destinations,
+    quantiles,
+    rate,
+)
 from results.rundir.histogram import LatencyHistogram
 from topologies.base import BrokerResources, CpuReading, MemberSample
 
@@ -175,3 +182,15 @@ def test_a_lost_agents_clients_are_no_longer_counted():
     assert (tick.sending, tick.consuming, tick.queues_in_use) == (3, 2, 1)
     missed = math.step(3.0, {0: None})  # a missed reading keeps the agent's latest
     assert (missed.sending, missed.consuming) == (3, 2)
+
+
+def test_destinations_are_summed_over_agents_and_the_first_agents_sequence_kept():
+    def reading(index, counts, sequence):
+        snapshot = Snapshot(monotonic_s=1.0, destinations=counts,
+                            destination_sequence=sequence)
+        return AgentReading.from_snapshot(index, snapshot, 1.0)
+    readings = {1: reading(1, {"QM2": 5, "QM1": 1}, ["QM2", "QM1"]),
+                0: reading(0, {"QM1": 3}, ["QM1", "QM1"])}
+    assert destinations(readings) == {"destinations": {"QM1": 4, "QM2": 5},
+                                      "destination_sequence": ["QM1", "QM1"]}
+    assert destinations({0: reading(0, {}, [])}) == {}  # a driver that does not say
