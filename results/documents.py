@@ -340,7 +340,8 @@ def _spread(runs: list[Run]) -> Table:
                              f"{name} {count:,} ({count / total:.1%})"
                              for name, count in put.items()))
             notes.append(f"{run.label}: the first {len(run.manifest.destination_sequence)} "
-                         "puts went to " + " ".join(run.manifest.destination_sequence))
+                         "puts (the first agent's senders, in the order they put) went to "
+                         + " ".join(run.manifest.destination_sequence))
     return Table(["run", "step", "balance", *[f"{m} delivered" for m in members]], rows, notes)
 
 

@@ -142,5 +142,6 @@ def test_002_spread_per_queue_instance_and_the_sequence_of_destinations(tmp_path
     assert table.rows[0][2:] == ["0.980", "300 (30.0%)", "300 (30.0%)", "400 (40.0%)"]
     notes = table.notes
     assert any(n.endswith("resolved to, over the run: QM1 1,000 (100.0%)") for n in notes)
-    assert any(n.endswith("the first 24 puts went to " + " ".join(["QM1", "QM2", "QM3"] * 8))
+    assert any(n.endswith("the first 24 puts (the first agent's senders, in the order they "
+                          "put) went to " + " ".join(["QM1", "QM2", "QM3"] * 8))
                for n in notes)
