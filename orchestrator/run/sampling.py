@@ -195,10 +195,10 @@ class TickMath:
         self.network[member.name] = (now, *counts)
         if before is None:
             return None, None
-        rates = [rate(earlier, before[0], count, now)[0]
-                 for earlier, count in zip(before[1:], counts)]
-        return (None if rates[0] is None else rates[0] * BITS_PER_BYTE / 1e6,
-                None if rates[1] is None else rates[1] * BITS_PER_BYTE / 1e6)
+        into, out = (None if (per_s := rate(earlier, before[0], count, now)[0]) is None
+                     else per_s * BITS_PER_BYTE / 1e6
+                     for earlier, count in zip(before[1:], counts))
+        return into, out
 
     @staticmethod
     def _cpu(previous: dict[str, CpuReading], name: str, reading: CpuReading | None

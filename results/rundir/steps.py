@@ -76,6 +76,12 @@ def _figure(how: Figure, default: Any = None) -> Any:
     return field(default=default, metadata={"figure": how})
 
 
+def _per_member(column: str, kind: type[KeyMean] = KeyMean) -> Any:
+    """A field of :class:`StepRow` taken per running member from its ``members`` rows'
+    ``column`` (the mean unless ``kind`` says otherwise)."""
+    return _figure(kind("members", "member", _RUNNING, column), {})
+
+
 @dataclass(frozen=True)
 class StepRow:
     """Figures for one phase of the plan over its steady part (after ``settle`` seconds), or
@@ -131,24 +137,17 @@ class StepRow:
     receivers: int | None = _figure(Max("consuming"))  # responders in request/reply
     queues: int | None = _figure(Max("queues_in_use"))  # queues (pairs) the senders use
     agents_cpu_percent: dict[str, float] = _figure(KeyMean("agents", "agent"), {})
-    cpu_quota_cores: dict[str, float] = _figure(KeyMean(
-        "members", "member", _RUNNING, "cpu_quota_cores"), {})
+    cpu_quota_cores: dict[str, float] = _per_member("cpu_quota_cores")
     blocked_s: float = _figure(Change("blocked_s"), 0.0)  # publishers held, agent-seconds
     # broker resources (RabbitMQ members): the most memory against the high watermark (%),
     # and the seconds each member's memory or disk alarm was in effect
-    memory_percent: dict[str, float] = _figure(
-        KeyMax("members", "member", _RUNNING, "memory_percent_of_watermark"), {})
-    memory_alarm_seconds: dict[str, int] = _figure(
-        KeyCount("members", "member", _RUNNING, "memory_alarm"), {})
-    disk_alarm_seconds: dict[str, int] = _figure(
-        KeyCount("members", "member", _RUNNING, "disk_alarm"), {})
+    memory_percent: dict[str, float] = _per_member("memory_percent_of_watermark", KeyMax)
+    memory_alarm_seconds: dict[str, int] = _per_member("memory_alarm", KeyCount)
+    disk_alarm_seconds: dict[str, int] = _per_member("disk_alarm", KeyCount)
     # each member's client traffic (Mb/s), and its link's bandwidth each way where known
-    network_in_mbps: dict[str, float] = _figure(
-        KeyMean("members", "member", _RUNNING, "network_in_mbps"), {})
-    network_out_mbps: dict[str, float] = _figure(
-        KeyMean("members", "member", _RUNNING, "network_out_mbps"), {})
-    network_link_mbps: dict[str, float] = _figure(
-        KeyMean("members", "member", _RUNNING, "network_link_mbps"), {})
+    network_in_mbps: dict[str, float] = _per_member("network_in_mbps")
+    network_out_mbps: dict[str, float] = _per_member("network_out_mbps")
+    network_link_mbps: dict[str, float] = _per_member("network_link_mbps")
 
     @property
     def ratio(self) -> float | None:
