@@ -38,7 +38,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-PROTOCOL_VERSION = 11
+PROTOCOL_VERSION = 12
 """Bumped whenever a message or path changes meaning; controller and agent must agree."""
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -139,6 +139,14 @@ class Destination:
     # its own (server-named, exclusive, auto-delete) with these bindings; None: it consumes
     # the queue it is given
     queue_arguments: dict[str, Any] = field(default_factory=dict)  # of a receiver's own queue
+    reply_exchange: str = ""  # request-reply: servers publish each reply there, keyed by its
+    # reply-to; "": the default exchange, straight to the requester's queue
+    sides: tuple[tuple[str, ...], ...] = ()  # linked clusters: each side's endpoints
+
+    def peers(self, endpoint: str) -> tuple[str, ...]:
+        """The endpoints a worker connected to ``endpoint`` may move to: its side's, where
+        clusters are linked (the other side has other queues), else every one."""
+        return next((side for side in self.sides if endpoint in side), self.endpoints)
 
 
 @dataclass(frozen=True)

@@ -346,16 +346,44 @@ def _spread(runs: list[Run]) -> Table:
 
 
 @table("004-split", "004 (IBM MQ for z/OS), Table 1: CPU per transaction by part",
-       "part (broker member, load generator agent); a column per run",
+       "part (broker member, by side where clusters are linked; load generator agent, by the "
+       "workers it runs); a column per run",
        unmeasured=("CHIN(s)", "TCPIP", "CF"))
 def _cost_split(runs: list[Run]) -> Table:
     members = sorted({m for run in runs for m in run.final.member_us_per_msg})
     agents = sorted({a for run in runs for a in run.final.agents_cpu_percent})
-    rows = [[f"member {m}", *[cell(run.final.member_us_per_msg.get(m), ",.2f") for run in runs]]
-            for m in members]
-    rows += [[f"agent {a}", *[cell(_agent_us(run.final, a), ",.2f") for run in runs]]
+    rows = [[_member_part(runs, m), *[cell(run.final.member_us_per_msg.get(m), ",.2f")
+                                      for run in runs]] for m in members]
+    rows += [[_agent_part(runs, a), *[cell(_agent_us(run.final, a), ",.2f") for run in runs]]
              for a in agents]
     rows.append(["total", *[cell(_total_us(run.final), ",.2f") for run in runs]])
-    return Table(["CPU us per transaction", *[run.label for run in runs]], rows,
-                 ["figures of each run's final step; agents run requesters and servers "
-                  "together here"])
+    notes = ["figures of each run's final step"]
+    if any("and" in run.manifest.agent_roles.get(a, "senders and receivers")
+           for run in runs for a in run.final.agents_cpu_percent):
+        notes.append("an agent that runs both kinds of worker has one figure for both")
+    notes += [f"{run.label}: the link ({run.manifest.link.kind}s) runs inside "
+              f"{run.manifest.link.runs_in}, so its CPU is in that member's row, and each "
+              "side's members also count the link as a client (side a: its consumer; side b: "
+              "its publisher)" for run in runs if run.manifest.link]
+    return Table(["CPU us per transaction", *[run.label for run in runs]], rows, notes)
+
+
+def _member_part(runs: list[Run], member: str) -> str:
+    """A member's row: its side and the link where clusters are linked."""
+    link = next((run.manifest.link for run in runs if run.manifest.link
+                 and run.manifest.link.side_of(member)), None)
+    if link is None:
+        return f"member {member}"
+    with_link = " + link" if member == link.runs_in else ""
+    return f"broker {link.side_of(member)}{with_link}: member {member}"
+
+
+def _agent_part(runs: list[Run], agent: str) -> str:
+    """An agent's row, with the workers it ran (requesters and servers for request/reply)."""
+    run = next((run for run in runs if agent in run.manifest.agent_roles), None)
+    if run is None:
+        return f"agent {agent}"
+    terms = run.manifest.terms
+    role = run.manifest.agent_roles[agent].replace("senders", terms.senders).replace(
+        "receivers", terms.receivers)
+    return f"agent {agent} ({role})"

@@ -215,6 +215,16 @@ class Provisioner:
         ``None`` where it cannot say."""
         return None
 
+    def sides(self) -> list[list[Member]]:
+        """The members by the cluster each belongs to, where the topology links several (each
+        side's queues are its own, and a worker stays on its side); empty: one cluster."""
+        return []
+
+    def link_state(self) -> dict[str, Any] | None:
+        """Linked clusters: each side's member names, the member the link runs in and each
+        shovel's state (:class:`results.rundir.manifest.LinkRecord`); ``None``: no link."""
+        return None
+
     def unmeasured(self) -> dict[str, str]:
         """The figures this placement cannot know, each with why (they stay unknown in the
         rows, never zero); none by default."""

@@ -23,6 +23,9 @@ def provisioner_for(topology: TopologySpec, record: Callable[[object], None] | N
     if topology.broker == "rabbitmq" and topology.placement == "kubernetes":
         from topologies.rabbitmq.kubernetes import RabbitKubernetesProvisioner
         return RabbitKubernetesProvisioner(topology)
+    if topology.broker == "rabbitmq" and topology.placement == "local" and topology.link:
+        from topologies.rabbitmq.linked import LinkedLocalRabbitMQ
+        return LinkedLocalRabbitMQ(topology)
     if topology.broker == "rabbitmq" and topology.placement == "local":
         from topologies.rabbitmq.local import LocalRabbitMQ
         return LocalRabbitMQ(topology)

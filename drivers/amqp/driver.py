@@ -16,8 +16,10 @@ since. A new channel starts from the queue's current leader.
 
 Requesters declare their own exclusive, auto-delete reply queue and match replies by
 correlation id; responders put each reply on the request's ``reply_to`` before acknowledging
-the request. A consumer processing time (``set_consumer_delay``) makes each receiver handle one
-message per delay, holding the rest of its prefetch unacknowledged, as a slow application does.
+the request (through ``Destination.reply_exchange`` where a link carries replies back to the
+requesters' cluster). A consumer processing time (``set_consumer_delay``) makes each receiver
+handle one message per delay, holding the rest of its prefetch unacknowledged, as a slow
+application does.
 """
 
 from __future__ import annotations

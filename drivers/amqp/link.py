@@ -61,7 +61,7 @@ class Carrier:
 
     def __init__(self, driver: LinkHost, endpoint: str):
         self.driver = driver
-        self.endpoints = rotation(driver.destination.endpoints, endpoint)
+        self.endpoints = rotation(driver.destination.peers(endpoint), endpoint)
         self.attempt = 0
         self.connection: pika.SelectConnection | None = None
         self.links: list[Link] = []

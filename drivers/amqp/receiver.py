@@ -235,7 +235,8 @@ class ReceiverLink(Link):
             self._took()
         if self.responds and properties is not None and properties.reply_to:
             self.channel.basic_publish(
-                "", properties.reply_to, buffer[offset:offset + HEADER_SIZE] + self.padding,
+                self.driver.destination.reply_exchange, properties.reply_to,
+                buffer[offset:offset + HEADER_SIZE] + self.padding,
                 pika.BasicProperties(delivery_mode=self.reply_mode,
                                      correlation_id=properties.correlation_id))
         if self.transactional:

@@ -69,7 +69,7 @@ class Worker:
         self.driver = driver
         self.role = role
         self.queue = queue
-        self.endpoints = rotation(driver.destination.endpoints, endpoint)
+        self.endpoints = rotation(driver.destination.peers(endpoint), endpoint)
         self.attempt = 0
         self.session: Session | None = None
         self.stopping = threading.Event()
@@ -107,7 +107,7 @@ class Worker:
                         endpoint, queue = self.move_to
                         self.move_to = None
                         self.queue = queue or self.queue
-                        self.endpoints = rotation(driver.destination.endpoints, endpoint)
+                        self.endpoints = rotation(driver.destination.peers(endpoint), endpoint)
                         self.attempt = 0
                     self._connect()
                     continue
@@ -225,7 +225,7 @@ class Worker:
                 self.driver.recorder.error(f"MQ {self.kind} before moving: {error}")
         old, self.session = self.session, session
         self.queue = target
-        self.endpoints = rotation(self.driver.destination.endpoints, endpoint)
+        self.endpoints = rotation(self.driver.destination.peers(endpoint), endpoint)
         if self.move_to == (endpoint, queue):
             self.move_to = None
         if old is not None:

@@ -42,15 +42,21 @@ class Launcher(Protocol):
 
 class LocalLauncher:
     """Agents as subprocesses on loopback: one per core unless the scenario says how many,
-    never more than the workers they host."""
+    never more than the workers they host. ``apart``: the first half of the agents host the
+    senders and the rest the receivers (linked clusters: the requesters' CPU and the servers'
+    measured apart), where there are two or more."""
 
-    def __init__(self, count: int, log_dir: Path, hide: frozenset[str] = frozenset()):
-        self.count, self.log_dir, self.hide = count, log_dir, hide
+    def __init__(self, count: int, log_dir: Path, hide: frozenset[str] = frozenset(),
+                 apart: bool = False):
+        self.count, self.log_dir, self.hide, self.apart = count, log_dir, hide, apart
 
     def start(self, lifetime_s: float) -> Fleet:
         """Spawn the agents (without the environment variables in ``hide``: secrets)."""
         from orchestrator.agents.local import spawn_local_agents
         agents = spawn_local_agents(self.count, self.log_dir, lifetime_s, self.hide)
+        if self.apart and len(agents) > 1:
+            half = len(agents) // 2
+            return Fleet(agents, agents[:half], agents[half:])
         return Fleet(agents, agents, agents)
 
     def stop(self, fleet: Fleet) -> list[str]:
@@ -141,7 +147,9 @@ def launcher_for(scenario: ScenarioSpec, topology: TopologySpec, run_id: str, to
     workload = scenario.workload
     count = scenario.agents or os.cpu_count() or 1
     return LocalLauncher(max(1, min(count, workload.senders + workload.receivers)),
-                         run_dir / "agents", frozenset(secret_variables(topology)))
+                         run_dir / "agents", frozenset(secret_variables(topology)),
+                         apart=topology.link is not None and min(workload.senders,
+                                                                 workload.receivers) > 0)
 
 
 def clock_agreement(clocks: dict[str, dict[str, float]]) -> dict[str, Any]:

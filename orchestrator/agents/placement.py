@@ -20,7 +20,7 @@ from orchestrator.specs.message import MIN_MESSAGE_BYTES as HEADER_BYTES
 from orchestrator.specs.message import MessageSpec
 from orchestrator.specs.routing import BindingSpec
 from orchestrator.specs.scenario import ScenarioSpec
-from orchestrator.specs.topology import QueueSpec
+from orchestrator.specs.topology import REPLY_EXCHANGE, QueueSpec
 
 
 @dataclass(frozen=True)
@@ -43,13 +43,18 @@ class Placement:
 def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
           members: Sequence[Any], agent_count: int, sender_agents: Sequence[int],
           receiver_agents: Sequence[int], queue: QueueSpec, first_rate: float,
-          bindings: Sequence[BindingSpec] = ()) -> Placement:
+          bindings: Sequence[BindingSpec] = (), sides: Sequence[Sequence[Any]] = ()
+          ) -> Placement:
     """Configurations for ``agent_count`` agents. ``members`` are the running members (each
     with ``index`` and ``endpoint``); ``sender_agents``/``receiver_agents`` are the positions of
     the agents that may host each kind; ``settings`` are the driver's own (how clients reach
     the provisioner's members); ``first_rate`` is each sender's rate at the start;
-    ``bindings`` the topology's (those of a queue per receiver are each receiver's to make)."""
+    ``bindings`` the topology's (those of a queue per receiver are each receiver's to make);
+    ``sides``: the running members of linked clusters, senders on the first side's and
+    receivers on the second's, replies through :data:`REPLY_EXCHANGE` (empty: one cluster)."""
     workload = scenario.workload
+    sender_members = list(sides[0]) if sides else list(members)
+    receiver_members = list(sides[1]) if sides else list(members)
     destination = protocol.Destination(
         endpoints=tuple(m.endpoint for m in members), queue=workload.queue,
         persistent=workload.message.persistent, confirms=workload.confirms,
@@ -70,7 +75,9 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
         reconnect_s=workload.reconnect_interval, reconnect=workload.reconnect, bind=workload.bind,
         tcp_options=dict(workload.tcp_options),
         senders_per_connection=workload.senders_per_connection,
-        receivers_per_connection=workload.receivers_per_connection)
+        receivers_per_connection=workload.receivers_per_connection,
+        reply_exchange=REPLY_EXCHANGE if sides else "",
+        sides=tuple(tuple(m.endpoint for m in side) for side in sides))
     # publishing to an exchange, each queue is a subscription with its own copy of a message;
     # each receiver of a stream reads every message from its own offset, each receiver of a
     # queue per receiver its own queue
@@ -80,7 +87,8 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
     receivers: list[list[protocol.ReceiverConfig]] = [[] for _ in range(agent_count)]
     seats = []
     for i in range(workload.receivers):
-        agent, member = receiver_agents[i % len(receiver_agents)], members[i % len(members)]
+        agent = receiver_agents[i % len(receiver_agents)]
+        member = receiver_members[i % len(receiver_members)]
         slot = i * queue.count // workload.receivers
         name = queue.instance(member.index, slot)
         receivers[agent].append(protocol.ReceiverConfig(
@@ -90,7 +98,8 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
             start_delay_s=i * workload.receiver_spacing))
         seats.append(Seat(("r", i + 1), agent, member.index))
     for i in range(workload.senders):
-        agent, member = sender_agents[i % len(sender_agents)], members[i % len(members)]
+        agent = sender_agents[i % len(sender_agents)]
+        member = sender_members[i % len(sender_members)]
         slot = i * queue.count // workload.senders
         target: str | list[str] = queue.instance(member.index, slot)
         if workload.bind == "not-fixed":

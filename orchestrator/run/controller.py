@@ -247,6 +247,7 @@ class Controller:
         if self.manifest.reused and started:
             holding.purge_left(self.provisioner, self.queue_spec, running, self._event)
         self.manifest = holding.note_unmeasured(self.provisioner, self.manifest, self._event)
+        self.manifest = holding.note_link(self.provisioner, self.manifest, self._event)
         setup.callback(self.crew.stop)
         with self.view.waiting(self.state, "checking queues, starting agents"):
             self.manifest = holding.check_queues(self.depth, running, self.scenario.workload,
@@ -265,6 +266,7 @@ class Controller:
         first = self.schedule.phase_at(0.0, self.history)
         self.crew.place(self.run_id, self.scenario, self.topology, self.provisioner, running,
                         self.queue_spec, first.rate_at(0.0), self.scaler)
+        self.manifest = self.manifest.replace(agent_roles=self.crew.roles)
         self.state.step = 1
         self.steering.apply(0.0, first)
         self.steering.started(first, 0.0)

@@ -31,6 +31,7 @@ class Crew:
         self.clock = clock or SystemClock()
         self.fleet = Fleet([], [], [])
         self.applied: dict[str, Any] = {}  # the last rate and delay sent
+        self.roles: dict[str, str] = {}  # agent index -> the kinds of worker it hosts
 
     @property
     def agents(self) -> list[AgentClient]:
@@ -66,13 +67,17 @@ class Crew:
         placement = place(scenario, topology.broker, provisioner.client_settings(), members,
                           len(agents), [position[id(a)] for a in self.fleet.senders],
                           [position[id(a)] for a in self.fleet.receivers], queue, first_rate,
-                          topology.bindings)
+                          topology.bindings,
+                          [[m for m in side if m.running] for side in provisioner.sides()])
         if scaler:
             for seat in placement.seats:
                 scaler.place(seat.worker, agents[seat.agent], seat.member)
         for agent in agents:
             config = placement.configs[position[id(agent)]]
             self.watch.hosting(agent.index, len(config.senders), len(config.receivers))
+            self.roles[str(agent.index)] = " and ".join(
+                kind for kind, workers in (("senders", config.senders),
+                                           ("receivers", config.receivers)) if workers) or "none"
         self.all(lambda agent: agent.configure(replace(
             placement.configs[position[id(agent)]],
             labels={"run_id": run_id, "scenario": scenario.name, "agent": str(agent.index)})))

@@ -5,7 +5,8 @@ connection of the controller's); deliveries awaiting an acknowledgement from eac
 member's own counters. Each figure is the latest reading of its source if that is at most
 ``MAX_DEPTH_AGE_S`` old (a member at its CPU quota may answer a little late); otherwise the
 depth is unknown (``None``), never 0. Where the broker offers no probe, the provisioner's
-sample carries the depths.
+sample carries the depths. Linked clusters (:meth:`Provisioner.sides`) are read side by side,
+each queue's messages summed over the sides.
 """
 
 from __future__ import annotations
@@ -33,6 +34,40 @@ CREATE_HINT = {
     "ibmmq": "define them on the queue managers before the run (DEFINE QLOCAL)"}
 
 
+class SideProbes:
+    """The probes of linked clusters, one per side, used as one: each queue's ready messages
+    summed over the sides, read at the midpoint of the sides' reads."""
+
+    def __init__(self, probes: list[Any]):
+        self.probes = probes
+
+    def read(self) -> tuple[dict[str, int], float]:
+        """``({queue: ready messages over the sides}, when)``."""
+        ready: dict[str, int] = {}
+        times = []
+        for probe in self.probes:
+            counts, at = probe.read()
+            times.append(at)
+            for name, count in counts.items():
+                ready[name] = ready.get(name, 0) + count
+        return ready, sum(times) / len(times)
+
+    def check(self) -> None:
+        """Each side's check (the queues exist on both)."""
+        for probe in self.probes:
+            probe.check()
+
+    def check_size(self, size: int) -> None:
+        """Each side takes the largest message."""
+        for probe in self.probes:
+            probe.check_size(size)
+
+    def close(self) -> None:
+        """Close every side's probe."""
+        for probe in self.probes:
+            probe.close()
+
+
 class QueueDepth:
     """The queue depth of one run: its probe, the latest readings, and the final count."""
 
@@ -52,8 +87,7 @@ class QueueDepth:
         queues = self.queue.instances(range(members))
         if not queues:
             return None
-        self.probe = self.probes(self.broker, [m.endpoint for m in self.provisioner.status()],
-                                 queues, self.provisioner.client_settings())
+        self.probe = self._probe(self.probes, self.provisioner.status(), queues)
         if self.probe is None:
             return None
         return lambda: DepthReading(*self.probe.read())
@@ -79,9 +113,8 @@ class QueueDepth:
         why = self.provisioner.unreachable_from_controller()
         if why:
             return self._unsubscribed(why, subscriptions)
-        probe = self.preflights(self.broker, [m.endpoint for m in running],
-                                self.queue.instances([m.index for m in running]),
-                                self.provisioner.client_settings())
+        probe = self._probe(self.preflights, running,
+                            self.queue.instances([m.index for m in running]))
         if probe is None:
             return None
         try:
@@ -168,8 +201,8 @@ class QueueDepth:
     def ready_in(self, queue: str) -> int | None:
         """Messages ready in one queue now, over a connection of its own (the scaler asks from
         its thread while the tick reads the others); ``None``: unknown."""
-        running = [m.endpoint for m in self.provisioner.status() if m.running]
-        probe = self.probes(self.broker, running, [queue], self.provisioner.client_settings())
+        probe = self._probe(self.probes, [m for m in self.provisioner.status() if m.running],
+                            [queue])
         if probe is None:
             depths = self.provisioner.settled_queue_depths()
             return None if depths is None else depths.get(queue, 0)
@@ -179,6 +212,18 @@ class QueueDepth:
             return None
         finally:
             probe.close()
+
+    def _probe(self, factory: ProbeFactory, members: list[Member], queues: list[str]) -> Any:
+        """A probe (or check) from ``factory`` over ``members``' endpoints; over linked
+        clusters, one per side as one (:class:`SideProbes`). ``None``: the broker has none."""
+        names = {m.name for m in members}
+        groups = [[m.endpoint for m in side if m.name in names]
+                  for side in self.provisioner.sides()] or [[m.endpoint for m in members]]
+        settings = self.provisioner.client_settings()
+        probes = [factory(self.broker, group, queues, settings) for group in groups if group]
+        if not probes or any(p is None for p in probes):
+            return None
+        return probes[0] if len(probes) == 1 else SideProbes(probes)
 
     def close(self) -> None:
         """Close the probe's connection."""

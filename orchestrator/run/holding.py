@@ -11,7 +11,7 @@ from orchestrator.errors import SurgeError
 from orchestrator.run.depth import QueueDepth
 from orchestrator.specs.topology import QueueSpec
 from orchestrator.specs.workload import WorkloadSpec
-from results.rundir.manifest import BrokerRecord, Clocks, Reuse, RunManifest
+from results.rundir.manifest import BrokerRecord, Clocks, LinkRecord, Reuse, RunManifest
 from topologies import lease
 from topologies.base import Member, Provisioner
 from topologies.rabbitmq.queues import placements
@@ -92,6 +92,19 @@ def note_unmeasured(provisioner: Provisioner, manifest: RunManifest, event: Even
         return manifest
     event("unmeasured", figures=unmeasured)
     return manifest.replace(unmeasured=unmeasured)
+
+
+def note_link(provisioner: Provisioner, manifest: RunManifest, event: Event) -> RunManifest:
+    """Linked clusters: which members are each side's, where the link runs and how its
+    shovels stand, in the events and run.json."""
+    state = provisioner.link_state()
+    if state is None:
+        return manifest
+    link = LinkRecord.model_validate(state)
+    running = sum(s == "running" for s in link.shovels.values())
+    event("link", link=link.model_dump(),
+          explain=f"{running} of {len(link.shovels)} shovels run, inside {link.runs_in}")
+    return manifest.replace(link=link)
 
 
 def check_queues(depth: QueueDepth, running: list[Member], workload: WorkloadSpec,

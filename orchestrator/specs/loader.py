@@ -75,6 +75,9 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None,
     problems += [at(*loc, message=message) for loc, message in
                  _unsupported(scenario, topology) + unreadable
                  + _stream_problems(scenario.workload, queue)]
+    if topology.link is not None and scenario.scaling is not None:
+        problems.append(at("scaling", message=f"topology {topology.name} links two clusters "
+                                              "that start whole: it does not scale"))
     if queue.type == "stream" and scenario.exit.queue_empty:
         problems.append(at("exit", "queue_empty", message=f"stream {queue.name} is never "
                                                           f"empty: its messages stay"))

@@ -137,6 +137,37 @@ class QueueSpec(Spec):
             and queue_name[len(self.name) + 1:].isdigit())
 
 
+LINK_SIDES = "ab"  # the sides of linked clusters, as their members' names carry them
+REPLY_EXCHANGE = "surge.replies"  # a linked topology's replies, on the servers' side
+REPLY_QUEUE = "surge.replies.to-a"  # where they wait for the link back to the requesters
+
+
+class LinkSpec(Spec):
+    """Two clusters joined by the broker's own link (document 004: messages moved between
+    queue managers): the members split into side a (requesters and senders connect there) and
+    side b (servers and receivers), each side a cluster of its own declaring the topology's
+    queues. A RabbitMQ dynamic shovel per queue moves what is published on side a to the same
+    queue on side b; responders publish replies to the exchange surge.replies on side b, whose
+    queue surge.replies.to-a a shovel empties into side a's default exchange (the reply queue's
+    name, kept as the routing key, finds the requester). The shovels run inside side b's first
+    member: their CPU is part of that member's."""
+
+    kind: Literal["shovel"] = Field("shovel", description="RabbitMQ dynamic shovels")
+    sides: list[int] = Field([1, 1], min_length=2, max_length=2,
+                             description="members of side a and of side b; together the "
+                                         "topology's members")
+    ack_mode: Literal["on-confirm", "on-publish", "no-ack"] = Field(
+        "on-confirm", description="when a shovel acknowledges at its source: on-confirm (after "
+                                  "the far side confirmed; nothing lost when the link drops), "
+                                  "on-publish, or no-ack")
+    prefetch: int = Field(1000, ge=1, le=65535,
+                          description="messages a shovel takes from its source before acks")
+
+    def side_of(self, index: int) -> int:
+        """0 (side a) or 1 (side b): the side of member ``index``."""
+        return 0 if index < self.sides[0] else 1
+
+
 class TopologySpec(Spec):
     """The broker side: which broker, where, how many members, how big each is."""
 
@@ -192,6 +223,9 @@ class TopologySpec(Spec):
         None, description="RabbitMQ through the cluster operator (placement kubernetes)")
     existing: ExistingSpec | None = Field(
         None, description="a cluster surge did not start (placement existing)")
+    link: LinkSpec | None = Field(
+        None, description="two clusters joined by shovels instead of one (RabbitMQ, placement "
+                          "local): requesters on side a, servers on side b")
 
     @model_validator(mode="before")
     @classmethod
@@ -227,6 +261,8 @@ class TopologySpec(Spec):
                       for i, q in enumerate(self.queues) if q.per_receiver]
             if self.placement != "kubernetes":  # there the CR's rendering checks them
                 found += _mq_name_problems(self.queues, self.members)
+        if self.link is not None:
+            found += self._link_problems(self.link)
         if self.placement == "existing":
             return found + self._existing_problems()
         if self.broker == "rabbitmq" and self.placement == "ssh":
@@ -249,6 +285,25 @@ class TopologySpec(Spec):
                                                   f"members says {self.members}"))
             if self.placement == "kubernetes" and mq.native_ha is None:
                 found.append((("ibmmq",), "placement kubernetes needs ibmmq.native_ha"))
+        return found
+
+    def _link_problems(self, link: LinkSpec) -> list[tuple[Loc, str]]:
+        """Linked clusters are local RabbitMQ, each side whole from the start, and every queue
+        a named one a shovel can consume from and survive it."""
+        if self.broker != "rabbitmq" or self.placement != "local":
+            return [(("link",), "a link joins two local RabbitMQ clusters: broker rabbitmq, "
+                                "placement local")]
+        found: list[tuple[Loc, str]] = []
+        if min(link.sides) < 1 or sum(link.sides) != self.members:
+            found.append((("link", "sides"), f"each side needs a member and together they are "
+                                             f"the topology's members ({self.members}); "
+                                             f"sides say {link.sides}"))
+        if self.start != self.members:
+            found.append((("start",), "a linked topology starts every member: start = members"))
+        found += [(("queues", i), "a shovel moves messages of a named queue: not per_member, "
+                                  "per_receiver or a stream")
+                  for i, q in enumerate(self.queues) if q.per_member or q.per_receiver
+                  or q.type == "stream"]
         return found
 
     def _existing_problems(self) -> list[tuple[Loc, str]]:

@@ -206,6 +206,20 @@ class BrokerRecord(Record):
         return f"Broker: {self.product} {self.version}".rstrip()
 
 
+class LinkRecord(Record):
+    """Linked clusters (a topology's ``link``): each side's members, the member the link runs
+    in, and each shovel's state once the clusters were up."""
+
+    kind: str = "shovel"
+    sides: list[list[str]]  # member node names, side a then side b
+    runs_in: str = ""  # the member whose CPU carries the link's
+    shovels: dict[str, str] = {}  # name -> starting, running, terminated
+
+    def side_of(self, member: str) -> str:
+        """``A`` or ``B``: the side of member ``member`` ("" if neither)."""
+        return next((letter for letter, names in zip("AB", self.sides) if member in names), "")
+
+
 class Reuse(Record):
     """Members that were already running when the run began, and who had started them."""
 
@@ -364,6 +378,8 @@ class RunManifest(Record):
     # resolved to, a cluster queue's instance), and the first puts' destinations in order
     destinations: dict[str, int] = {}
     destination_sequence: list[str] = []
+    link: LinkRecord | None = None  # linked clusters only
+    agent_roles: dict[str, str] = {}  # agent index -> senders, receivers, senders and receivers
 
     @classmethod
     def begin(cls, run_id: str, started_at: datetime, scenario: ScenarioSpec,

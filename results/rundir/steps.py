@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from orchestrator.specs.plan import Phase
+from orchestrator.specs.topology import LINK_SIDES
 from results.rundir.bottleneck import bottleneck
 from results.rundir.figures import (
     CONFIRM,
@@ -489,8 +490,12 @@ def cell(value: float | None, spec: str = ",.0f") -> str:
 
 
 def member_index(node_name: str) -> str:
-    """The pool index in a member's node name: ``surge-uniform-4-2@localhost`` -> ``2``."""
-    return node_name.split("@")[0].rsplit("-", 1)[-1]
+    """The pool index in a member's node name: ``surge-uniform-4-2@localhost`` -> ``2``; a
+    linked topology's member with its side: ``surge-local-linked-b-0@localhost`` -> ``b0``."""
+    parts = node_name.split("@")[0].rsplit("-", 2)
+    if len(parts) == 3 and parts[1] in LINK_SIDES:
+        return parts[1] + parts[2]
+    return parts[-1]
 
 
 def fixed_width(lines: list[list[str]]) -> str:

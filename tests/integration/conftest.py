@@ -36,8 +36,9 @@ def topology() -> TopologySpec:
 def local_cluster(topology: TopologySpec, state_root):
     """A local cluster of ``topology`` started for the duration, stopped by PID afterwards; fails
     if any of its broker processes is left behind."""
+    from topologies.rabbitmq.linked import LinkedLocalRabbitMQ
     from topologies.rabbitmq.local import LocalRabbitMQ
-    provisioner = LocalRabbitMQ(topology, state_root)
+    provisioner = (LinkedLocalRabbitMQ if topology.link else LocalRabbitMQ)(topology, state_root)
     seen_pids: set[int] = set()
     try:
         members = provisioner.up()

@@ -145,3 +145,26 @@ def test_002_spread_per_queue_instance_and_the_sequence_of_destinations(tmp_path
     assert any(n.endswith("the first 24 puts (the first agent's senders, in the order they "
                           "put) went to " + " ".join(["QM1", "QM2", "QM3"] * 8))
                for n in notes)
+
+
+def test_004_split_names_each_part_of_linked_clusters(tmp_path):
+    a, b = "surge-l-a-0@localhost", "surge-l-b-0@localhost"
+    row = StepRow(step=1, label="1", received_rate=1000.0, sent_rate=1000.0,
+                  achieved_rate=1000.0, senders=6, receivers=2, queues=1, members=2,
+                  cpu_percent={a: 30.0, b: 50.0}, agents_cpu_percent={"0": 10.0, "1": 12.0},
+                  host_cpu_percent=90.0)
+    run_dir = tmp_path / "linked"
+    run_dir.mkdir()
+    RunManifest(run_id="linked", scenario={"name": "linked",
+                                           "workload": {"pattern": "request-reply"}},
+                steps=[row], link={"sides": [[a], [b]], "runs_in": b,
+                                   "shovels": {"surge-pair-1": "running"}},
+                agent_roles={"0": "senders", "1": "receivers"}).write(run_dir)
+    table = document_table("004-split", [run_dir])
+    # CPU % of a core over 1,000 round trips/s: 10 us per percent
+    assert table.rows == [[f"broker A: member {a}", "300.00"],
+                          [f"broker B + link: member {b}", "500.00"],
+                          ["agent 0 (requesters)", "100.00"], ["agent 1 (responders)", "120.00"],
+                          ["total", "1,020.00"]]
+    assert any(f"runs inside {b}" in note for note in table.notes)
+    assert not any("both kinds" in note for note in table.notes)

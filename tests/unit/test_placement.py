@@ -91,3 +91,21 @@ def test_a_queue_per_receiver_gives_each_receiver_its_subscription_and_bindings(
                   5.0)
     assert plain.configs[0].destination.own_queues is None
     assert not plain.configs[0].senders_paused
+
+
+def test_linked_clusters_seat_senders_on_side_a_and_receivers_on_side_b():
+    side_a, side_b = members(0), members(1, 2)
+    placement = place(scenario(2, 2, pattern="request-reply"), "rabbitmq", {},
+                      side_a + side_b, 2, [0], [1], QueueSpec(name="q"), 5.0,
+                      sides=[side_a, side_b])
+    assert {s.worker: (s.agent, s.member) for s in placement.seats} == {
+        ("s", 1): (0, 0), ("s", 2): (0, 0), ("r", 1): (1, 1), ("r", 2): (1, 2)}
+    destination = placement.configs[0].destination
+    assert destination.reply_exchange == "surge.replies"
+    assert destination.sides == (("amqp://m0",), ("amqp://m1", "amqp://m2"))
+    # a worker reconnects within its side only: the other side has other queues
+    assert destination.peers("amqp://m2") == ("amqp://m1", "amqp://m2")
+    assert destination.peers("amqp://m0") == ("amqp://m0",)
+    one = place(scenario(1, 1), "rabbitmq", {}, side_a + side_b, 1, [0], [0],
+                QueueSpec(name="q"), 5.0).configs[0].destination
+    assert one.reply_exchange == "" and one.peers("amqp://m1") == one.endpoints

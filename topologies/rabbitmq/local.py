@@ -53,6 +53,8 @@ def default_state_root() -> Path:
 class LocalRabbitMQ(KeptSecrets, AdverseControls, Provisioner):
     """Local-process provisioner for RabbitMQ (a :class:`topologies.base.Provisioner`)."""
 
+    plugins = node.PLUGINS  # what each member's enabled-plugins file lists
+
     def __init__(self, topology: TopologySpec, state_root: Path | None = None):
         self.topology = topology
         self.state_dir = (state_root or default_state_root()) / topology.name
@@ -254,7 +256,7 @@ class LocalRabbitMQ(KeptSecrets, AdverseControls, Provisioner):
         if not entry.get("joined"):
             shutil.rmtree(files.root, ignore_errors=True)
         files.root.mkdir(parents=True, exist_ok=True)
-        node.write_files(member, files, seeds, self.secrets())
+        node.write_files(member, files, seeds, self.secrets(), self.plugins)
         group = CpuCgroup.create(f"surge-{self.topology.name}-{index}", None, BOOT_SHARES)
         env = node.node_env(member, files, ports.dist_port(self.topology.port_base, index),
                             self.epmd_port, self.state_dir)

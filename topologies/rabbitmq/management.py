@@ -113,6 +113,18 @@ class Management:
         rows = self.request("GET", "/connections?columns=node") or []
         return Counter(row.get("node", "?") for row in rows)
 
+    def set_shovel(self, name: str, value: dict[str, Any]) -> None:
+        """Declare (or replace) the dynamic shovel ``name`` of the virtual host: a runtime
+        parameter the member's shovel plugin starts at once."""
+        quoted = urllib.parse.quote(name, safe="")
+        self.request("PUT", f"/parameters/shovel/{self._vhost}/{quoted}", {"value": value})
+
+    def shovels(self) -> dict[str, str]:
+        """Each dynamic shovel of the cluster by name, with its state (starting, running,
+        terminated)."""
+        rows = self.request("GET", "/shovels") or []
+        return {row["name"]: row.get("state", "?") for row in rows}
+
     def running_nodes(self) -> list[str]:
         """Names of the cluster's members that are running."""
         rows = self.request("GET", "/nodes?columns=name,running") or []

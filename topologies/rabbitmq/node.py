@@ -14,6 +14,9 @@ from topologies.rabbitmq.credentials import ClusterSecrets
 
 RABBITMQ_BIN = Path(os.environ.get("SURGE_RABBITMQ_BIN", "/usr/lib/rabbitmq/bin"))
 PLUGINS = "[rabbitmq_management,rabbitmq_prometheus]."
+#: The same, for the members of linked clusters (:mod:`topologies.rabbitmq.linked`).
+SHOVEL_PLUGINS = ("[rabbitmq_management,rabbitmq_prometheus,rabbitmq_shovel,"
+                  "rabbitmq_shovel_management].")
 #: Where a local topology's epmd and Erlang distribution listen.
 LOOPBACK = "127.0.0.1"
 
@@ -48,7 +51,7 @@ class NodeFiles:
 
 
 def write_files(member: Member, files: NodeFiles, seeds: list[str],
-                secrets: ClusterSecrets) -> None:
+                secrets: ClusterSecrets, plugins: str = PLUGINS) -> None:
     """Write the node's configuration and enabled-plugins files; a blank node joins ``seeds``.
     The configuration holds the cluster's password: the node's directory is 0700, the file
     0600."""
@@ -56,7 +59,7 @@ def write_files(member: Member, files: NodeFiles, seeds: list[str],
     os.chmod(files.root, 0o700)
     for directory in (files.mnesia, files.logs):
         directory.mkdir(parents=True, exist_ok=True)
-    (files.root / "enabled_plugins").write_text(PLUGINS + "\n")
+    (files.root / "enabled_plugins").write_text(plugins + "\n")
     config = files.root / "rabbitmq.conf"
     config.unlink(missing_ok=True)
     descriptor = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -1,0 +1,53 @@
+"""Document 004's messages moved between brokers: two local clusters joined by shovels,
+requesters on one, servers on the other, and the cost per transaction split by part."""
+
+import pytest
+
+from orchestrator.run.controller import Controller
+from orchestrator.specs.scenario import ScenarioSpec
+from orchestrator.specs.topology import TopologySpec
+from results.documents import document_table
+from results.rundir.manifest import read_manifest
+from tests.integration.conftest import local_cluster
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def linked(state_root):
+    """Side a and side b, one member each at half a core, two queue pairs on both."""
+    topology = TopologySpec.model_validate({
+        "name": "linked1", "members": 2, "start": 2, "cpu_per_member": 0.5,
+        "port_base": 9400, "link": {"sides": [1, 1]},
+        "queues": [{"name": "pair-%d", "count": 2}]})
+    with local_cluster(topology, state_root) as provisioner:
+        yield provisioner
+
+
+def test_requests_cross_the_link_and_the_cost_is_split_by_part(linked, tmp_path):
+    spec = ScenarioSpec.model_validate({
+        "name": "it-linked", "topology": "unused.yaml", "agents": 2,
+        "workload": {"pattern": "request-reply", "queue": "pair-%d", "senders": 4,
+                     "receivers": 2, "in_flight": 1, "message": {"size": "1KiB"}},
+        "plan": [{"rate_per_sender": 0, "hold": "6s", "senders": [2, 4]}],
+        "measure": {"settle": "2s", "drain": "10s"}})
+    result = Controller(spec, linked.topology, tmp_path, live=False, keep_topology=True).run()
+    assert result.outcome == "completed" and result.accounting.balanced, result.accounting
+    manifest = read_manifest(result.run_dir)
+    a, b = (m.name for m in linked.status())
+    # every request went to side a and was served on side b: no reply without the link
+    assert manifest.link.sides == [[a], [b]] and manifest.link.runs_in == b
+    assert set(manifest.link.shovels) == {"surge-pair-1", "surge-pair-2", "surge-replies"}
+    assert set(manifest.link.shovels.values()) == {"running"}
+    assert manifest.agent_roles == {"0": "senders", "1": "receivers"}
+    assert [(s.senders, s.queues) for s in manifest.steps] == [(2, 1), (4, 2)]
+    assert all(s.achieved_rate > 0 and s.errors == 0 for s in manifest.steps)
+    final = manifest.steps[-1]
+    assert final.member_us_per_msg[a] > 0 and final.member_us_per_msg[b] > 0
+    split = document_table("004-split", [result.run_dir])
+    assert [row[0] for row in split.rows] == [
+        f"broker A: member {a}", f"broker B + link: member {b}",
+        "agent 0 (requesters)", "agent 1 (responders)", "total"]
+    parts = [float(row[1].replace(",", "")) for row in split.rows]
+    assert all(p > 0 for p in parts) and sum(parts[:-1]) == pytest.approx(parts[-1], rel=0.01)
+    assert any("runs inside " + b in note for note in split.notes)

@@ -1,0 +1,71 @@
+"""Linked clusters without a broker: how the topology splits into its sides (names, ports,
+secrets, the replies' exchange), the shovels it declares, and how depth probes and member
+labels see the two sides."""
+
+from orchestrator.run.depth import SideProbes
+from orchestrator.specs.topology import REPLY_EXCHANGE, REPLY_QUEUE, TopologySpec
+from results.rundir.steps import member_index
+from topologies.factory import provisioner_for
+from topologies.rabbitmq.linked import LinkedLocalRabbitMQ, side_topology
+from topologies.rabbitmq.ports import member_claims
+
+
+def linked(**more) -> TopologySpec:
+    return TopologySpec.model_validate({
+        "name": "ln", "members": 3, "start": 3, "port_base": 6000,
+        "link": {"sides": [1, 2]}, "queues": [{"name": "pair-%d", "count": 2}], **more})
+
+
+def test_each_side_is_a_cluster_of_its_own_with_the_ports_of_one(tmp_path):
+    provisioner = LinkedLocalRabbitMQ(linked(), tmp_path)
+    assert isinstance(provisioner_for(linked()), LinkedLocalRabbitMQ)
+    members = [provisioner.member(i) for i in range(3)]
+    assert [m.name for m in members] == ["surge-ln-a-0@localhost", "surge-ln-b-0@localhost",
+                                         "surge-ln-b-1@localhost"]
+    assert [(m.index, m.port, m.management_port) for m in members] == [
+        (0, 6000, 16000), (1, 6001, 16001), (2, 6002, 16002)]
+    sides = [c.topology for c in provisioner.clusters]
+    claims = [c.port for side, cluster in zip(sides, provisioner.clusters)
+              for i in range(side.members)
+              for c in member_claims(cluster.member(i), side.port_base)]
+    claims += [c.epmd_port for c in provisioner.clusters]
+    assert len(claims) == len(set(claims))  # no port taken twice, epmd included
+    # one broker user for both: the same settings reach either side
+    assert {c.secrets_file for c in provisioner.clusters} == {tmp_path / "ln/credentials.json"}
+    assert [(s.name, s.members, s.start, s.warm_pool) for s in sides] == [
+        ("ln-a", 1, 1, False), ("ln-b", 2, 2, False)]
+
+
+def test_side_b_holds_the_replies_and_a_shovel_per_queue_carries_the_requests(tmp_path):
+    a, b = side_topology(linked(), 0), side_topology(linked(), 1)
+    assert [q.name for q in a.queues] == ["pair-%d"] and not a.exchanges
+    assert [q.name for q in b.queues] == ["pair-%d", REPLY_QUEUE]
+    assert b.routes(REPLY_EXCHANGE, "amq.gen-anything") == {REPLY_QUEUE}
+    routes = LinkedLocalRabbitMQ(linked(), tmp_path).routes()
+    assert routes == {"surge-pair-1": {"src-queue": "pair-1", "dest-queue": "pair-1"},
+                      "surge-pair-2": {"src-queue": "pair-2", "dest-queue": "pair-2"},
+                      "surge-replies": {"src-queue": REPLY_QUEUE, "dest-exchange": ""}}
+
+
+def test_member_labels_carry_the_side():
+    assert member_index("surge-ln-b-1@localhost") == "b1"
+    assert member_index("surge-uniform-4-2@localhost") == "2"
+
+
+class Probe:
+    def __init__(self, ready, at):
+        self.ready, self.at, self.closed = ready, at, False
+
+    def read(self):
+        return dict(self.ready), self.at
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_queue_on_both_sides_is_read_as_the_sum_of_both():
+    probes = [Probe({"pair-1": 3, "pair-2": 0}, 10.0), Probe({"pair-1": 4}, 12.0)]
+    both = SideProbes(probes)
+    assert both.read() == ({"pair-1": 7, "pair-2": 0}, 11.0)
+    both.close()
+    assert all(p.closed for p in probes)
