@@ -34,6 +34,8 @@ class Agent:
         self.lock = threading.Lock()
         self.senders: dict[int, SenderRole] = {}
         self.receivers: dict[int, ReceiverRole] = {}
+        self.waiting: dict[int, tuple[ReceiverRole, protocol.ReceiverConfig]] = {}  # by id,
+        # receivers a later Rate starts
         self.bodies: Bodies | None = None  # the run's message bodies, once configured
         self.labels: dict[str, str] = {}  # of its /metrics: run_id, scenario, agent
 
@@ -51,8 +53,8 @@ class Agent:
                 role = receiver_kind(self.recorder, receiver.id, receiver.group,
                                      stream=config.destination.stream_offset is not None)
                 self.receivers[role.receiver_id] = role
-                self.driver.add_receiver(role, receiver.endpoint, receiver.queue,
-                                         receiver.start_delay_s)
+                self.waiting[role.receiver_id] = (role, receiver)
+            self._start_receivers(config.receivers_started)
             self.bodies = Bodies(config.message)
             payload = PayloadBuilder(self.bodies)
             for sender in config.senders:
@@ -76,9 +78,21 @@ class Agent:
         role.pause(paused)
         return role
 
+    def _start_receivers(self, upto: int | None) -> None:
+        """Connect the waiting receivers numbered up to ``upto`` (``None``: all)."""
+        for receiver_id in sorted(self.waiting):
+            if upto is None or receiver_id <= upto:
+                role, receiver = self.waiting.pop(receiver_id)
+                self.driver.add_receiver(role, receiver.endpoint, receiver.queue,
+                                         receiver.start_delay_s)
+
     def set_rate(self, rate: protocol.Rate) -> protocol.RateApplied:
         """Apply a new per-sender rate to every sender; with ``active``, only producers 1 to
-        ``active`` publish and the others pause."""
+        ``active`` publish and the others pause; receivers up to ``receivers`` start if they
+        wait."""
+        if rate.receivers is not None and self.waiting:
+            with self.lock:
+                self._start_receivers(rate.receivers)
         def apply() -> int:
             if self.bodies is not None and rate.size_class != self.bodies.current:
                 self.bodies.set_class(rate.size_class)

@@ -177,6 +177,8 @@ class Configure:
     receivers: list[ReceiverConfig] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)  # its /metrics: run_id, scenario, agent
     senders_paused: bool = False  # senders wait for the first Rate (receivers' own queues first)
+    receivers_started: int | None = None  # receivers 1..N connect now, the rest at the Rate
+    # that starts them; None: all now
 
 
 @dataclass(frozen=True)
@@ -191,11 +193,13 @@ class Configured:
 class Rate:
     """A live change without reconnecting: producers 1..``active`` publish at
     ``rate_per_sender`` msg/s, the others pause (``active`` None: all publish); messages take
-    size class ``size_class`` where sizes follow the plan."""
+    size class ``size_class`` where sizes follow the plan; receivers up to ``receivers`` are
+    started if they wait."""
 
     rate_per_sender: float
     active: int | None = None
     size_class: int = 0  # the message size class in force (MessageShape without weights)
+    receivers: int | None = None  # receivers 1..N started (they stay); None: no change
 
 
 @dataclass(frozen=True)

@@ -254,5 +254,7 @@ class Provisioner:
     """Declare the topology's queues again."""
     stop_vm: Callable[[int], None] | None = None
     """Stop member ``index``'s whole VM, not only its broker application."""
+    set_link: Callable[[bool], None] | None = None
+    """Bring a linked topology's link up (``True``) or take it down (``False``)."""
     await_quorum: Callable[..., float] | None = None
     """Wait until every quorum queue has a leader and all its members; seconds waited."""

@@ -125,10 +125,12 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
                                       else config.queue)})
         destination = dataclasses.replace(destination, backlog_per_sender=max(
             1, workload.max_backlog * instances // workload.senders))
+    started = scenario.plan[0].receivers if scenario.plan else None
     configs = [protocol.Configure(
         broker=broker, pattern=workload.pattern, message=message_shape(workload.message),
         destination=destination, settings=dict(settings), in_flight=workload.in_flight,
-        senders=senders[a], receivers=receivers[a], senders_paused=queue.per_receiver)
+        senders=senders[a], receivers=receivers[a], senders_paused=queue.per_receiver,
+        receivers_started=started[0] if isinstance(started, list) else started)
         for a in range(agent_count)]
     return Placement(configs, seats)
 

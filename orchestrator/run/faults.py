@@ -97,6 +97,8 @@ class FaultInjector:
             [i for i, m in enumerate(self.provisioner.status()) if m.running]
         if fault.kind == "memory_alarm":
             work, args = self._alarm, (members, fault.duration)
+        elif fault.kind == "link_down":
+            work, args = self._link_down, (fault.duration,)
         elif fault.kind == "delete_queues":
             work, args = self._delete_queues, (fault.restart_after,)
         else:
@@ -197,6 +199,27 @@ class FaultInjector:
                 self.event("fault_cleared", action="memory_alarm", members=names,
                            explain="memory alarm over")
 
+    def _link_down(self, duration: float) -> None:
+        """Take the link between linked clusters down for ``duration`` (less if the run
+        stops), then up again; it is brought up whatever happens in between."""
+        link = self._offered("link_down", self.provisioner.set_link)
+        if link is None:
+            return
+        try:
+            link(False)
+            self.event("link_down", explain=f"the link is down for {duration:g} s: what is sent "
+                                            "waits on side a")
+            self.clock.sleep(duration, self.stop)
+        except SurgeError as error:
+            self.event("fault_failed", action="link_down", error=str(error))
+        finally:
+            try:
+                retrying(lambda: link(True), clock=self.clock)
+                self.event("fault_cleared", action="link_down", explain="the link runs again")
+            except SurgeError as error:
+                self.event("fault_failed", action="link_down", error=str(error),
+                           explain="the link could not be brought up again")
+
     def _delete_queues(self, restart_after: float) -> None:
         """Delete the topology's queues (the broker cancels their consumers) and declare them
         again ``restart_after`` seconds later."""
@@ -228,6 +251,8 @@ def _what(fault: FaultSpec) -> str:
         return f"x{fault.factor:g}"
     if fault.kind == "delete_queues":
         return f"declared again after {fault.restart_after:g} s"
+    if fault.kind == "link_down":
+        return f"for {fault.duration:g} s"
     return "every member"
 
 

@@ -50,7 +50,7 @@ class Steering:
         size, and the consumers' processing time (profile or slowdown) or hold (a backlog
         being built)."""
         rate = protocol.Rate(round(self.rate(phase, elapsed), 3), phase.senders,
-                             self.size_class(elapsed))
+                             self.size_class(elapsed), phase.receivers)
         delay = self.faults.consumer_delay_s()
         delay = plans.value_at(self.delays, elapsed) if delay is None else delay
         held = self.backlogs.holding(phase)

@@ -14,14 +14,14 @@ from orchestrator.specs.limits import MAX_SPIKE_FACTOR, Number
 #: Fault kinds that take a member down until ``restart_after`` has passed.
 MEMBER_DOWN = ("kill_member", "stop_member")
 #: Fault kinds in force for ``duration``.
-LASTING = ("consumer_slowdown", "memory_alarm")
+LASTING = ("consumer_slowdown", "memory_alarm", "link_down")
 
 
 class FaultSpec(Spec):
     """An adverse condition the controller applies at a time or at the start of a plan step."""
 
     kind: Literal["kill_member", "stop_member", "rolling_restart", "consumer_slowdown",
-                  "publish_spike", "memory_alarm", "delete_queues"] = Field(
+                  "publish_spike", "memory_alarm", "delete_queues", "link_down"] = Field(
         description="kill_member: SIGKILL, restart after restart_after; stop_member: graceful "
                     "stop and start; rolling_restart: each running member's VM stopped and "
                     "started in turn, the next once every quorum queue has its leader and all "
@@ -30,7 +30,9 @@ class FaultSpec(Spec):
                     "for `duration`; memory_alarm: the member's (every running member's if "
                     "none) memory alarm set off for `duration`, the broker blocking publishers; "
                     "delete_queues: the topology's queues deleted (consumers cancelled by the "
-                    "broker, their messages lost) and declared again after restart_after")
+                    "broker, their messages lost) and declared again after restart_after; "
+                    "link_down: a linked topology's shovels removed for `duration`, then "
+                    "declared again (what was sent meanwhile waits on side a)")
     at: Seconds | None = Field(None, ge=0, description="seconds into the plan")
     at_step: int | None = Field(None, ge=1, description="at the start of this plan step")
     member: int | None = Field(None, ge=0, description="member index (kill_member, stop_member, "
@@ -38,8 +40,8 @@ class FaultSpec(Spec):
     restart_after: Seconds = Field(10.0, ge=0, description="seconds before the member starts "
                                                            "again (delete_queues: before the "
                                                            "queues are declared again)")
-    duration: Seconds = Field(30.0, gt=0, description="how long a slowdown, spike or memory "
-                                                      "alarm lasts")
+    duration: Seconds = Field(30.0, gt=0, description="how long a slowdown, spike, memory "
+                                                      "alarm or link down lasts")
     delay: Seconds = Field(0.01, gt=0, description="consumer_slowdown: processing time per "
                                                    "message")
     factor: Number = Field(2.0, gt=0, le=MAX_SPIKE_FACTOR,

@@ -75,6 +75,10 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None,
     problems += [at(*loc, message=message) for loc, message in
                  _unsupported(scenario, topology) + unreadable
                  + _stream_problems(scenario.workload, queue)]
+    problems += [at("faults", i, "kind", message=f"topology {topology.name} has no link to "
+                                                 f"take down")
+                 for i, f in enumerate(scenario.faults)
+                 if f.kind == "link_down" and topology.link is None]
     if topology.link is not None and scenario.scaling is not None:
         problems.append(at("scaling", message=f"topology {topology.name} links two clusters "
                                               "that start whole: it does not scale"))

@@ -19,7 +19,8 @@ from orchestrator.specs.scenario import BacklogSpec, DelayStep, StepSpec
 class Phase:
     """One held value: step ``index`` (1-based, counting repeats and sweep counts) from
     ``start_s`` to ``end_s``, moving linearly from ``from_rate`` when it ramps; ``senders`` is
-    the number of active senders (``None``: all)."""
+    the number of active senders (``None``: all), ``receivers`` of receivers started
+    (``None``: as before)."""
 
     index: int
     rate_per_sender: float
@@ -28,6 +29,7 @@ class Phase:
     from_rate: float | None = None
     senders: int | None = None
     backlog: BacklogSpec | None = None  # a backlog built and drained within this phase
+    receivers: int | None = None
 
     def rate_at(self, elapsed_s: float) -> float:
         """The per-sender rate ``elapsed_s`` into the run (inside this phase)."""
@@ -44,12 +46,15 @@ def expand(steps: list[StepSpec]) -> list[Phase]:
     clock = 0.0
     for step in steps:
         counts = step.senders if isinstance(step.senders, list) else [step.senders]
+        started = step.receivers if isinstance(step.receivers, list) else \
+            [step.receivers] * len(counts)
         for _ in range(step.repeat):
-            for senders in counts:
+            for senders, receivers in zip(counts, started):
                 previous = rate
                 rate = step.rate_per_sender.after(rate)
                 phases.append(Phase(len(phases) + 1, rate, clock, clock + step.hold,
-                                    previous if step.ramp else None, senders, step.backlog))
+                                    previous if step.ramp else None, senders, step.backlog,
+                                    receivers))
                 clock += step.hold
     return phases
 

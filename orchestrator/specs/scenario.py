@@ -81,11 +81,16 @@ class StepSpec(Spec):
     senders: int | list[int] | None = Field(
         None, description="senders (requesters) active in this step; a list is a client-count "
                           "sweep, one step per count, e.g. [1, 2, 4, 8]; default all")
+    receivers: int | list[int] | None = Field(
+        None, description="receivers (responders) started by this step, receivers 1 to N; a "
+                          "list goes with a senders list, count for count (document 004: the "
+                          "servers of each added queue pair). A receiver once started stays: "
+                          "the counts never fall. Default: all from the start")
     backlog: BacklogSpec | None = Field(
         None, description="build a backlog with receivers held, then drain it, within this "
                           "step's hold (which bounds it)")
 
-    @field_validator("senders")
+    @field_validator("senders", "receivers")
     @classmethod
     def _sweep_counts(cls, value: int | list[int] | None) -> int | list[int] | None:
         counts = value if isinstance(value, list) else [] if value is None else [value]
@@ -282,6 +287,7 @@ class ScenarioSpec(Spec):
         steps = 0
         for i, step in enumerate(self.plan):
             counts = step.senders if isinstance(step.senders, list) else [step.senders or 1]
+            found += _receiver_problems(i, step, self.workload.receivers)
             if max(counts) > self.workload.senders:
                 found.append((("plan", i, "senders"), f"{max(counts)} is more than the "
                                                       f"workload's {self.workload.senders} "
@@ -292,6 +298,13 @@ class ScenarioSpec(Spec):
                                            f"here (this one is {step.repeat} repeats x "
                                            f"{len(counts)} sender counts = {phases:,})"))
             steps += phases
+        started = [n for step in self.plan for n in _listed(step.receivers)]
+        if started != sorted(started):
+            at = next(i for i, step in enumerate(self.plan) if _listed(step.receivers) and
+                      min(_listed(step.receivers)) < max(
+                          [n for s in self.plan[:i] for n in _listed(s.receivers)], default=0))
+            found.append((("plan", at, "receivers"), f"receivers once started stay: the counts "
+                                                     f"never fall (got {started})"))
         spike = max((f.factor for f in self.faults if f.kind == "publish_spike"), default=1.0)
         found += plan_problems(self.plan, self.workload.senders, spike, steps <= MAX_PHASES)
         for i, fault in enumerate(self.faults):
@@ -312,3 +325,24 @@ class ScenarioSpec(Spec):
                   and not self.plan[i].rate_per_sender.relative
                   and self.plan[i].rate_per_sender.after(0.0) == 0]
         return found
+
+
+def _listed(counts: int | list[int] | None) -> list[int]:
+    """A step's client counts as a list (none given: empty)."""
+    return counts if isinstance(counts, list) else [] if counts is None else [counts]
+
+
+def _receiver_problems(index: int, step: StepSpec, receivers: int) -> list[tuple[Loc, str]]:
+    """A step's receivers within the workload's, and a list of them beside a list of senders
+    of the same length."""
+    found: list[tuple[Loc, str]] = []
+    counts = _listed(step.receivers)
+    if counts and max(counts) > receivers:
+        found.append((("plan", index, "receivers"), f"{max(counts)} is more than the "
+                                                    f"workload's {receivers} receivers"))
+    if isinstance(step.receivers, list) and (
+            not isinstance(step.senders, list) or len(step.senders) != len(step.receivers)):
+        found.append((("plan", index, "receivers"), "a list of receivers goes with a list of "
+                                                    "senders of the same length, count for "
+                                                    "count"))
+    return found

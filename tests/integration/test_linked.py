@@ -8,6 +8,8 @@ from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import TopologySpec
 from results.documents import document_table
 from results.rundir.manifest import read_manifest
+from results.rundir.tables import read_rows
+from results.timeline import read_events
 from tests.integration.conftest import local_cluster
 
 pytestmark = pytest.mark.integration
@@ -51,3 +53,24 @@ def test_requests_cross_the_link_and_the_cost_is_split_by_part(linked, tmp_path)
     parts = [float(row[1].replace(",", "")) for row in split.rows]
     assert all(p > 0 for p in parts) and sum(parts[:-1]) == pytest.approx(parts[-1], rel=0.01)
     assert any("runs inside " + b in note for note in split.notes)
+
+
+def test_a_link_down_holds_the_requests_on_side_a_and_loses_none(linked, tmp_path):
+    spec = ScenarioSpec.model_validate({
+        "name": "it-link-down", "topology": "unused.yaml", "agents": 2,
+        "workload": {"pattern": "request-reply", "queue": "pair-%d", "senders": 4,
+                     "receivers": 2, "in_flight": 1, "message": {"size": "1KiB"},
+                     "reply_timeout": "30s"},
+        "plan": [{"rate_per_sender": 0, "hold": "14s"}],
+        "faults": [{"kind": "link_down", "at": 4, "duration": 5}],
+        "measure": {"settle": "2s", "drain": "15s"}})
+    result = Controller(spec, linked.topology, tmp_path, live=False, keep_topology=True).run()
+    assert result.outcome == "completed" and result.accounting.balanced, result.accounting
+    kinds = [e["kind"] for e in read_events(result.run_dir)]
+    assert "link_down" in kinds and kinds.index("link_down") < kinds.index("fault_cleared")
+    manifest = read_manifest(result.run_dir)
+    assert manifest.accounting_details["timeouts"] == 0
+    # the seconds with the link down carried nothing end to end; the others did
+    ticks = read_rows(result.run_dir, "ticks")
+    assert max(t["receive_rate"] for t in ticks if 6 <= t["elapsed_s"] < 9) == 0
+    assert min(t["receive_rate"] for t in ticks if 11 <= t["elapsed_s"] < 14) > 0

@@ -1,7 +1,10 @@
+import re
+
 import pytest
+from pydantic import ValidationError
 
 from orchestrator.specs.plan import duration, expand, phase_at
-from orchestrator.specs.scenario import StepSpec
+from orchestrator.specs.scenario import ScenarioSpec, StepSpec
 
 
 def steps(*rows):
@@ -28,3 +31,25 @@ def test_phase_at(elapsed, index):
     phases = expand(steps((50, 20, 1), ("+50", 20, 3)))
     found = phase_at(phases, elapsed)
     assert (found.index if found else None) == index
+
+
+def test_a_sweep_starts_receivers_count_for_count_and_they_stay():
+    phases = expand([StepSpec.model_validate({"rate_per_sender": 0, "hold": 5,
+                                              "senders": [6, 12], "receivers": [2, 4]}),
+                     StepSpec.model_validate({"rate_per_sender": 0, "hold": 5})])
+    assert [(p.senders, p.receivers) for p in phases] == [(6, 2), (12, 4), (None, None)]
+
+
+@pytest.mark.parametrize("plan, problem", [
+    ([{"rate_per_sender": 0, "hold": "5s", "senders": [1, 2], "receivers": [1, 2, 3]}],
+     "a list of receivers goes with a list of senders of the same length"),
+    ([{"rate_per_sender": 0, "hold": "5s", "senders": [1, 2], "receivers": [3, 5]}],
+     "5 is more than the workload's 4 receivers"),
+    ([{"rate_per_sender": 0, "hold": "5s", "receivers": 3},
+      {"rate_per_sender": 0, "hold": "5s", "receivers": 2}],
+     "receivers once started stay: the counts never fall (got [3, 2])"),
+])
+def test_receiver_counts_that_cannot_be_are_refused(plan, problem):
+    with pytest.raises(ValidationError, match=re.escape(problem)):
+        ScenarioSpec.model_validate({"name": "s", "topology": "t.yaml", "plan": plan,
+                                     "workload": {"queue": "q", "senders": 2, "receivers": 4}})

@@ -170,6 +170,15 @@ class LinkedLocalRabbitMQ(KeptSecrets, Provisioner):
                 for q in self.topology.queues for name in q.names} | {
             "surge-replies": {"src-queue": REPLY_QUEUE, "dest-exchange": ""}}
 
+    def set_link(self, up: bool) -> None:
+        """Declare the shovels again and wait until they run (``up``), or remove them."""
+        if up:
+            self._link()
+            return
+        api = self.clusters[1].management()
+        for name in self.routes():
+            api.delete_shovel(name)
+
     def _link(self) -> None:
         """Declare every shovel on side b and wait until each runs."""
         secrets = self.secrets()

@@ -119,6 +119,12 @@ class Management:
         quoted = urllib.parse.quote(name, safe="")
         self.request("PUT", f"/parameters/shovel/{self._vhost}/{quoted}", {"value": value})
 
+    def delete_shovel(self, name: str) -> None:
+        """Remove the dynamic shovel ``name``: it stops, and what it held unacknowledged goes
+        back to its source queue."""
+        quoted = urllib.parse.quote(name, safe="")
+        self.request("DELETE", f"/parameters/shovel/{self._vhost}/{quoted}")
+
     def shovels(self) -> dict[str, str]:
         """Each dynamic shovel of the cluster by name, with its state (starting, running,
         terminated)."""
