@@ -162,14 +162,18 @@ def memory_lines(ax, members: list[dict]) -> None:
 
 def network_lines(ax, members: list[dict]) -> None:
     """Each member's client traffic in (solid) and out (dashed, in the member's colour) in
-    Mb/s, and its link's bandwidth (dotted) where the topology gives it."""
+    Mb/s, and its link's bandwidth (dotted) where the topology gives it. A second whose count
+    the broker had not refreshed is left out (the next one spans it); a stopped member's
+    seconds break the line."""
     for i, (name, rows) in enumerate(by_member(members).items()):
-        x = [m["elapsed_s"] for m in rows]
         short = name.split("@")[0]
         for column, style, label in (("network_in_mbps", "-", f"{short} in"),
                                      ("network_out_mbps", "--", f"{short} out")):
-            ax.plot(x, known(m.get(column) if m["running"] else None for m in rows),
-                    color=f"C{i}", linestyle=style, linewidth=1, label=label)
+            points = [(m["elapsed_s"], m.get(column) if m["running"] else float("nan"))
+                      for m in rows]
+            shown = [(x, y) for x, y in points if y is not None]
+            ax.plot([x for x, _ in shown], [y for _, y in shown], color=f"C{i}",
+                    linestyle=style, linewidth=1, label=label)
         links = {m["network_link_mbps"] for m in rows if m.get("network_link_mbps")}
         if links:
             ax.axhline(max(links), color=f"C{i}", linestyle=":", linewidth=1,

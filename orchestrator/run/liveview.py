@@ -151,6 +151,14 @@ def achieved(s: ViewState) -> float | None:
         / target
 
 
+def target_text(s: ViewState) -> str:
+    """The target the achieved share is judged against: in a step's first second the rates
+    were measured at the previous target, so both are said (``2,000 -> 3,000``)."""
+    if s.measured_target is not None and s.measured_target != s.target_rate:
+        return f"{s.measured_target:,.0f} -> {s.target_rate:,.0f}"
+    return f"{s.target_rate:,.0f}"
+
+
 def sparkline(values: Iterable[float | None], width: int = HISTORY_S) -> str:
     """The last ``width`` values as bars scaled to their highest (a gap where unknown)."""
     shown = list(values)[-width:]
@@ -178,7 +186,7 @@ def plain_line(s: ViewState) -> str:
     missing = f"  ({s.missing} sources missing)" if s.missing else ""
     ratio, unit, terms = achieved(s), s.terms.unit, s.terms
     target = ("senders stopped" if s.phase in ("draining", "paused") else
-              f"target {s.target_rate:,.0f} {unit}  achieved {figure(ratio, '.1%')}"
+              f"target {target_text(s)} {unit}  achieved {figure(ratio, '.1%')}"
               if s.target_rate else "target max")
     return (f"[{s.elapsed_s:6.0f}/{s.planned_s:.0f} s] {s.phase} step {s.step}/{s.steps} "
             f"{target}  {terms.senders} {figure(s.sending)}  {terms.receivers} "
@@ -207,7 +215,7 @@ def render(s: ViewState):
         if ratio >= 0.9 else "red"
     stopped = s.phase in ("draining", "paused")
     table.add_row(f"{s.step}/{s.steps}", figure(s.sending), figure(s.consuming),
-                  "stopped" if stopped else f"{s.target_rate:,.0f}" if s.target_rate else "max",
+                  "stopped" if stopped else target_text(s) if s.target_rate else "max",
                   figure(s.send_rate), figure(s.receive_rate),
                   Text(s.phase if stopped else figure(ratio, ".1%"), style=style),
                   figure(s.backlog), figure(s.queue_depth), figure(s.p50_ms, ".1f"),

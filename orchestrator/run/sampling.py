@@ -25,6 +25,8 @@ COUNTERS = ("sent", "received", "confirmed", "nacked", "skipped", "errors", "rec
 RATED = ("sent", "received", "confirmed", "skipped")
 MIN_INTERVAL_S = 1e-3  # two readings closer than this give no rate
 BITS_PER_BYTE = 8
+IDLE_AFTER_S = 3.0  # a byte count unchanged this long is a link without traffic, not one
+# whose count the broker has not refreshed yet (RabbitMQ does about once a second)
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,8 @@ class TickMath:
         self.agents: dict[int, AgentReading] = {}
         self.members: dict[str, CpuReading] = {}
         self.hosts: dict[str, CpuReading] = {}
-        self.network: dict[str, tuple[float, int, int]] = {}  # member: (at, in, out bytes)
+        # member: (when it last changed, bytes) in, then out
+        self.network: dict[str, tuple[tuple[float, int], tuple[float, int]]] = {}
 
     def step(self, elapsed_s: float, agents: dict[int, AgentReading | None],
              members: list[MemberSample] | None = None,
@@ -183,22 +186,23 @@ class TickMath:
         return tick
 
     def _network(self, member: MemberSample, now: float) -> tuple[float | None, float | None]:
-        """A member's client traffic in and out (Mb/s) since its previous known reading (a
-        missed one is spanned); unknown for the member's first reading, while it is stopped,
-        and where a count fell (a connection closed and took its bytes with it)."""
+        """A member's client traffic in and out (Mb/s), each way since its count last changed
+        (a missed reading is spanned). The broker refreshes its counts about once a second,
+        not when they are read: a count that has not moved is not a second without traffic
+        but one not refreshed yet, unknown until it moves (then its rate spans the seconds
+        since) or stays put for :data:`IDLE_AFTER_S` (then it is 0). Unknown too for the
+        member's first reading, while it is stopped, and where a count fell (a connection
+        closed and took its bytes with it)."""
         figures = member.resources
         if not member.running or figures is None or figures.network_in_bytes is None \
                 or figures.network_out_bytes is None:
             return None, None
         before = self.network.get(member.name)
-        counts = (figures.network_in_bytes, figures.network_out_bytes)
-        self.network[member.name] = (now, *counts)
-        if before is None:
-            return None, None
-        into, out = (None if (per_s := rate(earlier, before[0], count, now)[0]) is None
-                     else per_s * BITS_PER_BYTE / 1e6
-                     for earlier, count in zip(before[1:], counts))
-        return into, out
+        into, out = (_traffic(None if before is None else before[way], count, now)
+                     for way, count in enumerate((figures.network_in_bytes,
+                                                  figures.network_out_bytes)))
+        self.network[member.name] = (into[1], out[1])
+        return into[0], out[0]
 
     @staticmethod
     def _cpu(previous: dict[str, CpuReading], name: str, reading: CpuReading | None
@@ -268,3 +272,16 @@ class Timeliness:
         return {"tick_lateness_s": quantiles(self.lateness_s), "ticks_skipped": self.skipped,
                 "depth_age_s": quantiles(self.depth_age_s),
                 "controller_cpu_percent": self.cpu_percent(), "load_s": self.wall_s}
+
+
+def _traffic(before: tuple[float, int] | None, count: int, now: float
+             ) -> tuple[float | None, tuple[float, int]]:
+    """One way of a member's traffic: Mb/s since ``before`` (when the count last changed, and
+    to what) and what to keep as the last change (see :meth:`TickMath._network`)."""
+    if before is None:
+        return None, (now, count)
+    changed_at, earlier = before
+    if count == earlier and now - changed_at < IDLE_AFTER_S:
+        return None, before
+    per_s = rate(earlier, changed_at, count, now)[0]
+    return (None if per_s is None else per_s * BITS_PER_BYTE / 1e6), (now, count)

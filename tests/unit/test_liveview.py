@@ -67,3 +67,7 @@ def test_a_steps_first_second_is_judged_against_the_rate_asked_over_it():
     # the rates of a tick were measured over the second before it, at the old target
     state = running(target_rate=2000.0, measured_target=1000.0, receive_rate=1000.0)
     assert achieved(state) == 1.0 and "100.0%" in shown(state)
+    # and the line says which target that is, beside the new one
+    assert "target 1,000 -> 2,000 msg/s  achieved 100.0%" in plain_line(state)
+    assert "target 2,000 msg/s" in plain_line(running(target_rate=2000.0,
+                                                      measured_target=2000.0))

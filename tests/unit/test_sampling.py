@@ -109,8 +109,27 @@ def test_member_network_is_each_way_in_mbps_over_the_ticks_and_unknown_where_a_c
     assert traffic(4.0, 100_000, 375_000) == (None, pytest.approx(1.0))
     assert traffic(5.0, 200_000, 375_000, running=False) == (None, None)
     assert math.step(6.0, {}, [member(1.0, 6.0)]).member_network_mbps["m0"] == (None, None)
-    # the unknown seconds are spanned: from the reading at 4 s, 0.5 MB in over 3 s
-    assert traffic(7.0, 475_000, 375_000)[0] == pytest.approx(1.0)
+    # the unknown seconds are spanned: from the reading at 4 s, 0.5 MB in over 3 s; out has
+    # not moved for 3 s: no traffic
+    assert traffic(7.0, 475_000, 375_000) == (pytest.approx(1.0), 0.0)
+
+
+def test_a_byte_count_the_broker_has_not_refreshed_is_unknown_not_zero_then_spanned():
+    math = TickMath()
+
+    def traffic(elapsed, received):
+        sample = MemberSample("m0", True, None, 0.5,
+                              resources=BrokerResources(network_in_bytes=received,
+                                                        network_out_bytes=0))
+        return math.step(elapsed, {}, [sample]).member_network_mbps["m0"][0]
+
+    # 1 Mb/s throughout, the count refreshed every other second
+    assert traffic(1.0, 0) is None
+    assert traffic(2.0, 0) is None  # not refreshed: neither 0 nor, next, twice the rate
+    assert traffic(3.0, 250_000) == pytest.approx(1.0)
+    assert traffic(4.0, 250_000) is None
+    assert traffic(5.0, 500_000) == pytest.approx(1.0)
+    assert [traffic(t, 500_000) for t in (6.0, 7.0, 8.0)] == [None, None, 0.0]  # idle
 
 
 def test_host_cpu_is_busy_over_capacity_of_the_whole_host():
