@@ -351,11 +351,15 @@ def _spread(runs: list[Run]) -> Table:
        unmeasured=("CHIN(s)", "TCPIP", "CF"))
 def _cost_split(runs: list[Run]) -> Table:
     members = sorted({m for run in runs for m in run.final.member_us_per_msg})
-    agents = sorted({a for run in runs for a in run.final.agents_cpu_percent})
     rows = [[_member_part(runs, m), *[cell(run.final.member_us_per_msg.get(m), ",.2f")
                                       for run in runs]] for m in members]
-    rows += [[_agent_part(runs, a), *[cell(_agent_us(run.final, a), ",.2f") for run in runs]]
-             for a in agents]
+    agents: dict[str, dict[str, str]] = {}  # an agent's row (by what it ran) -> run -> cell
+    for run in runs:
+        for agent in sorted(run.final.agents_cpu_percent):
+            agents.setdefault(_agent_part(run, agent), {})[run.label] = cell(
+                _agent_us(run.final, agent), ",.2f")
+    rows += [[part, *[cells.get(run.label, "-") for run in runs]]
+             for part, cells in agents.items()]
     rows.append(["total", *[cell(_total_us(run.final), ",.2f") for run in runs]])
     notes = ["figures of each run's final step"]
     if any("and" in run.manifest.agent_roles.get(a, "senders and receivers")
@@ -378,10 +382,10 @@ def _member_part(runs: list[Run], member: str) -> str:
     return f"broker {link.side_of(member)}{with_link}: member {member}"
 
 
-def _agent_part(runs: list[Run], agent: str) -> str:
-    """An agent's row, with the workers it ran (requesters and servers for request/reply)."""
-    run = next((run for run in runs if agent in run.manifest.agent_roles), None)
-    if run is None:
+def _agent_part(run: Run, agent: str) -> str:
+    """An agent's row, with the workers it ran in ``run`` (requesters and responders for
+    request/reply)."""
+    if agent not in run.manifest.agent_roles:
         return f"agent {agent}"
     terms = run.manifest.terms
     role = run.manifest.agent_roles[agent].replace("senders", terms.senders).replace(

@@ -168,3 +168,16 @@ def test_004_split_names_each_part_of_linked_clusters(tmp_path):
                           ["total", "1,020.00"]]
     assert any(f"runs inside {b}" in note for note in table.notes)
     assert not any("both kinds" in note for note in table.notes)
+
+
+def test_004_split_gives_agents_that_ran_other_workers_rows_of_their_own(tmp_path, runs):
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    RunManifest(run_id="linked", scenario={"name": "linked",
+                                           "workload": {"pattern": "request-reply"}},
+                steps=[step(1, 6, 1, 1000.0, 50.0, 20.0)],
+                agent_roles={"0": "senders"}).write(linked)
+    table = document_table("004-split", [runs[0], linked])
+    assert [row[0] for row in table.rows] == ["member m-0@h", "agent 0",
+                                              "agent 0 (requesters)", "total"]
+    assert [row[1:] for row in table.rows[1:3]] == [["200.00", "-"], ["-", "200.00"]]
