@@ -122,8 +122,13 @@ def _rabbitmq_members_text(topology: TopologySpec) -> str:
               if not q.per_receiver else f"each receiver declares its own queue ({q.name})"
               for q in topology.queues for name in _shown_names(q)]
     where = "over SSH" if topology.placement == "ssh" else "on loopback"
+    link = [] if topology.link is None else [
+        "", f"## Link ({topology.link.kind}s declared on side b, {topology.link.ack_mode}; "
+            f"side a: members 0 to {topology.link.sides[0] - 1}, side b: the rest; each side "
+            f"declares the queues)", "",
+        *provisioner.route_lines()]
     return "\n".join([f"## Members (rabbitmq-server {where}, one cgroup each)", "",
-                      fixed_width(rows), "", "## Queues (management API)", "", *queues])
+                      fixed_width(rows), "", "## Queues (management API)", "", *queues, *link])
 
 
 def _load_text(scenario: ScenarioSpec, topology: TopologySpec) -> str:
@@ -134,14 +139,19 @@ def _load_text(scenario: ScenarioSpec, topology: TopologySpec) -> str:
              f"{workload.receivers} receivers on {workload.queue}, "
              f"{workload.message.summary} {persistence}",
              "", "## Load plan", ""]
-    rows = [["step", "from s", "to s", "msg/s per sender", "senders", "target msg/s"]]
+    started = any(phase.receivers is not None for phase in phases)
+    rows = [["step", "from s", "to s", "msg/s per sender", "senders",
+             *(["receivers started"] if started else []), "target msg/s"]]
+    receivers = workload.receivers
     for phase in phases:
         senders = phase.senders or workload.senders
+        receivers = phase.receivers or receivers
         rate = (f"{phase.from_rate:g} -> {phase.rate_per_sender:g}" if phase.from_rate is not None
                 else f"{phase.rate_per_sender:g}" if phase.rate_per_sender else "max")
         target = phase.rate_per_sender * senders
         rows.append([str(phase.index), f"{phase.start_s:g}", f"{phase.end_s:g}", rate,
-                     str(senders), f"{target:,.0f}" if target else "max"])
+                     str(senders), *([str(receivers)] if started else []),
+                     f"{target:,.0f}" if target else "max"])
     lines.append(fixed_width(rows))
     if scenario.consumer_profile:
         lines += ["", "## Consumer processing time", ""]

@@ -89,6 +89,18 @@ def test_surge_plan_for_the_local_rabbitmq_cluster():
     assert "declare quorum queue perf-test-10" in result.output
 
 
+def test_surge_plan_for_linked_clusters_names_the_sides_shovels_and_servers_started():
+    result = CliRunner().invoke(app, ["plan", str(ROOT / "scenarios" /
+                                                   "linked-queue-pair-growth.yaml")])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "surge-local-linked-a-0@localhost" in out and "surge-local-linked-b-0@localhost" in out
+    assert "surge-pair-5: side a's pair-5 -> side b's pair-5" in out
+    assert "surge-replies: side b's surge.replies.to-a -> side a's default exchange" in out
+    assert "receivers started" in out and "   5      80   100               max       30  " \
+        "               10" in out
+
+
 def test_surge_plan_for_native_ha_prints_the_manifests():
     result = CliRunner().invoke(app, ["plan", str(ROOT / "scenarios" /
                                                    "mq-native-ha-requester-sweep.yaml")])

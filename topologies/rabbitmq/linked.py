@@ -179,6 +179,13 @@ class LinkedLocalRabbitMQ(KeptSecrets, Provisioner):
         for name in self.routes():
             api.delete_shovel(name)
 
+    def route_lines(self) -> list[str]:
+        """Each shovel in words, for ``surge plan``."""
+        return [f"{name}: side b's {route['src-queue']} -> side a's default exchange (the "
+                f"key, the requester's reply queue, kept)" if name == "surge-replies" else
+                f"{name}: side a's {route['src-queue']} -> side b's {route['dest-queue']}"
+                for name, route in self.routes().items()]
+
     def _link(self) -> None:
         """Declare every shovel on side b and wait until each runs."""
         secrets = self.secrets()
