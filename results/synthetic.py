@@ -129,7 +129,7 @@ def write_run(run_dir: Path, seconds: int = 40, phase_s: int = 20, second_member
                 **_resources(index, second, received if read else None, receive)})
         for host, percent in ((CONTROLLER_HOST, 50.0), ("broker-1", 30.0)):
             writer.row("hosts", {**stamp, "host": host, "cpu_percent": percent,
-                                 "cpu_interval_s": 1.0})
+                                 "cpu_interval_s": 1.0, "cpu_cores_busy": percent / 100 * 2})
         for agent in range(agents):
             writer.row("agents", {
                 **stamp, "agent": agent, "monotonic_s": 500.0 + second,

@@ -79,7 +79,8 @@ def resource_columns(resources: BrokerResources | None) -> dict[str, Any]:
 def host_rows(stamped: dict[str, Any], tick: Tick) -> list[dict[str, Any]]:
     """One ``hosts`` row per host whose CPU this tick knows (the controller's and brokers')."""
     return [{**stamped, "host": host, "cpu_percent": percent,
-             "cpu_interval_s": tick.host_cpu_interval_s.get(host)}
+             "cpu_interval_s": tick.host_cpu_interval_s.get(host),
+             "cpu_cores_busy": tick.host_cores_busy.get(host)}
             for host, percent in tick.host_cpu_percent.items()]
 
 

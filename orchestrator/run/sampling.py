@@ -25,6 +25,7 @@ COUNTERS = ("sent", "received", "confirmed", "nacked", "skipped", "errors", "rec
 RATED = ("sent", "received", "confirmed", "skipped")
 MIN_INTERVAL_S = 1e-3  # two readings closer than this give no rate
 BITS_PER_BYTE = 8
+CFS_PERIOD_S = 0.1  # the kernel's CPU quota period (topologies.cgroups.PERIOD_US)
 IDLE_AFTER_S = 3.0  # a byte count unchanged this long is a link without traffic, not one
 # whose count the broker has not refreshed yet (RabbitMQ does about once a second)
 
@@ -90,6 +91,7 @@ class Tick:
     agent_cpu_percent: dict[int, float | None] = field(default_factory=dict)
     host_cpu_percent: dict[str, float | None] = field(default_factory=dict)
     host_cpu_interval_s: dict[str, float | None] = field(default_factory=dict)
+    host_cores_busy: dict[str, float | None] = field(default_factory=dict)
     # each member's client traffic (Mb/s) in and out since its previous reading
     member_network_mbps: dict[str, tuple[float | None, float | None]] = field(
         default_factory=dict)
@@ -133,6 +135,7 @@ class TickMath:
         self.agents: dict[int, AgentReading] = {}
         self.members: dict[str, CpuReading] = {}
         self.hosts: dict[str, CpuReading] = {}
+        self.spill: dict[str, float] = {}  # member: CPU-seconds moved to its next interval
         # member: (when it last changed, bytes) in, then out
         self.network: dict[str, tuple[tuple[float, int], tuple[float, int]]] = {}
 
@@ -176,13 +179,18 @@ class TickMath:
         for member in members or []:
             percent, interval = self._cpu(self.members, member.name,
                                           member.cpu if member.running else None)
-            tick.member_cpu_percent[member.name] = percent
+            tick.member_cpu_percent[member.name] = self._within_quota(
+                member.name, percent, interval, member.cpu_quota_cores)
             tick.member_cpu_interval_s[member.name] = interval
             tick.member_network_mbps[member.name] = self._network(member, elapsed_s)
         for name, reading in (hosts or {}).items():
+            before = self.hosts.get(name)
             percent, interval = self._cpu(self.hosts, name, reading)
             tick.host_cpu_percent[name] = percent
             tick.host_cpu_interval_s[name] = interval
+            tick.host_cores_busy[name] = None if percent is None or not interval or \
+                before is None or reading is None else \
+                (reading.seconds - before.seconds) / interval
         return tick
 
     def _network(self, member: MemberSample, now: float) -> tuple[float | None, float | None]:
@@ -203,6 +211,23 @@ class TickMath:
                                                   figures.network_out_bytes)))
         self.network[member.name] = (into[1], out[1])
         return into[0], out[0]
+
+    def _within_quota(self, name: str, percent: float | None, interval: float | None,
+                      quota: float | None) -> float | None:
+        """A capped member's CPU% over one reading's interval, with what the quota's periods
+        straddling the interval's edges let through moved to the next interval. The kernel
+        grants the quota per 100 ms period, so a window of one second that takes in a period
+        more than it lasts reads up to ``quota * period`` seconds over the quota: no more
+        CPU was used than allowed, it fell on the other side of a read. That much, at most,
+        goes to the next interval (the total is kept); anything beyond it is shown as read
+        (a quota not in force)."""
+        if percent is None or not interval or quota is None:
+            self.spill.pop(name, None)
+            return percent
+        busy = percent / 100 * interval + self.spill.get(name, 0.0)
+        spill = min(max(0.0, busy - quota * interval), quota * CFS_PERIOD_S)
+        self.spill[name] = spill
+        return 100 * (busy - spill) / interval
 
     @staticmethod
     def _cpu(previous: dict[str, CpuReading], name: str, reading: CpuReading | None

@@ -263,7 +263,6 @@ class TopologySpec(Spec):
                 found += _mq_name_problems(self.queues, self.members)
         if self.link is not None:
             found += self._link_problems(self.link)
-        found += self._standby_quorum_problems()
         if self.placement == "existing":
             return found + self._existing_problems()
         if self.broker == "rabbitmq" and self.placement == "ssh":
@@ -286,23 +285,6 @@ class TopologySpec(Spec):
                                                   f"members says {self.members}"))
             if self.placement == "kubernetes" and mq.native_ha is None:
                 found.append((("ibmmq",), "placement kubernetes needs ibmmq.native_ha"))
-        return found
-
-    def _standby_quorum_problems(self) -> list[tuple[Loc, str]]:
-        """A quorum queue whose replicas would go to members of the warm pool that stand by
-        (joined, stopped): RabbitMQ never finishes declaring it."""
-        if self.broker != "rabbitmq" or self.placement != "local" or \
-                not self.warm_pool or self.start >= self.members:
-            return []
-        found: list[tuple[Loc, str]] = []
-        for i, queue in enumerate(self.queues):
-            size = queue.arguments.get("x-quorum-initial-group-size")
-            if queue.type == "quorum" and isinstance(size, int) and size > self.start:
-                found.append((("queues", i, "arguments"), (
-                    f"x-quorum-initial-group-size {size} is more than the {self.start} members "
-                    f"started: the warm pool's others stand by joined but stopped, and a quorum "
-                    f"queue with replicas on them is never declared; start {size} or more, "
-                    f"set warm_pool: false, or lower the group size")))
         return found
 
     def _link_problems(self, link: LinkSpec) -> list[tuple[Loc, str]]:

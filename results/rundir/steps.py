@@ -114,6 +114,10 @@ class StepRow:
     skipped: int = _figure(Change("skipped"), 0)  # sends a stalled sender could not make up
     hosts_cpu_percent: dict[str, float] = _figure(  # broker hosts (SSH)
         KeyMean("hosts", "host", ("host", "!=", CONTROLLER_HOST)), {})
+    # every host's busy cores, the controller's included (its load generator and any local
+    # members); runs before them have none
+    hosts_cores_busy: dict[str, float] = _figure(
+        KeyMean("hosts", "host", column="cpu_cores_busy"), {})
     missing_seconds: int = _figure(
         Missing(flags=("agents_missing", "broker_missing"), nulls=("queue_depth",)), 0)
     start_s: float = _figure(FromWindow("start_s"), 0.0)
@@ -165,6 +169,13 @@ class StepRow:
                 if (us := self.us_per_msg(percent)) is not None}
 
     @property
+    def host_us_per_msg(self) -> dict[str, float]:
+        """Each host's CPU microseconds per message (round trip), everything on it together:
+        its mean busy cores over the mean receive rate (``controller`` is this machine's)."""
+        return {h: us for h, cores in self.hosts_cores_busy.items()
+                if (us := self.us_per_msg(100 * cores)) is not None}
+
+    @property
     def broker_us_per_msg(self) -> float | None:
         """The members' CPU microseconds per message (round trip) together; unknown without
         member CPU or without messages received."""
@@ -193,7 +204,8 @@ class StepRow:
         saturated."""
         return {**asdict(self), "ratio": self.ratio, "broker_us_per_msg": self.broker_us_per_msg,
                 "generator_us_per_msg": self.generator_us_per_msg,
-                "member_us_per_msg": self.member_us_per_msg, "bottleneck": self.bottleneck}
+                "member_us_per_msg": self.member_us_per_msg,
+                "host_us_per_msg": self.host_us_per_msg, "bottleneck": self.bottleneck}
 
 
 FIGURES: dict[str, Figure] = {f.name: f.metadata["figure"] for f in dataclasses.fields(StepRow)}

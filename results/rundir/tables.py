@@ -234,7 +234,9 @@ COLUMNS: dict[str, list[Column]] = {
                "all its cores over `cpu_interval_s` (%); null on the first reading or when "
                "missing"),
         Column("cpu_interval_s", pa.float64(), "The interval `cpu_percent` is over, on the "
-               "host's own clock (s)")],
+               "host's own clock (s)"),
+        Column("cpu_cores_busy", pa.float64(), "Cores busy on average over `cpu_interval_s` "
+               "(CPU seconds per second, all its processes); null where `cpu_percent` is")],
     "agents": [
         *_when(),
         Column("agent", pa.int32(), "The agent's index"),

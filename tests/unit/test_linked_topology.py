@@ -69,3 +69,22 @@ def test_a_queue_on_both_sides_is_read_as_the_sum_of_both():
     assert both.read() == ({"pair-1": 7, "pair-2": 0}, 11.0)
     both.close()
     assert all(p.closed for p in probes)
+
+
+def test_a_quorum_queue_with_replicas_on_members_standing_by_is_refused_before_any_start(
+        tmp_path):
+    import pytest
+
+    from orchestrator.errors import ProvisionError
+    from topologies.rabbitmq.local import LocalRabbitMQ, standby_replicas
+    topology = TopologySpec.model_validate({
+        "name": "q", "members": 3, "start": 1, "port_base": 6100, "queues": [
+            {"name": "perf", "type": "quorum",
+             "arguments": {"x-quorum-initial-group-size": 3}}]})
+    with pytest.raises(ProvisionError, match="x-quorum-initial-group-size 3 is more than the 1 "
+                                             "members started.*Nothing was started"):
+        LocalRabbitMQ(topology, tmp_path).up()
+    assert not (tmp_path / "q" / "state.json").exists()
+    # without a warm pool, or with as many members started, the queue can be declared
+    assert standby_replicas(topology.model_copy(update={"warm_pool": False})) == ""
+    assert standby_replicas(topology.model_copy(update={"start": 3})) == ""

@@ -120,5 +120,6 @@ def test_every_step_field_is_recorded():
     recorded = set(RunManifest(run_id="r", scenario={"name": "s"},
                                steps=[StepRow(step=1, label="1")]).to_json()["steps"][0])
     assert recorded == {f.name for f in fields(StepRow)} | {
-        "ratio", "broker_us_per_msg", "generator_us_per_msg", "member_us_per_msg", "bottleneck"}
+        "ratio", "broker_us_per_msg", "generator_us_per_msg", "member_us_per_msg",
+        "host_us_per_msg", "bottleneck"}
     assert asdict(StepRow(step=1, label="1")).keys() <= recorded

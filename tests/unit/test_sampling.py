@@ -83,6 +83,19 @@ def test_member_cpu_is_over_the_reading_interval_and_never_above_the_quota():
     assert tick.member_cpu_interval_s["m0"] == pytest.approx(1.6)
 
 
+def test_a_period_straddling_a_read_moves_to_the_next_second_and_no_second_reads_above_quota():
+    math = TickMath()
+    math.step(0.0, {}, [member(0.0, 0.0)])
+    # half a core: 0.508 s then 0.492 s of CPU in two seconds (a 100 ms period's share fell
+    # before the read), shown as 50 % and 50 %, never 50.8 %; the total is kept
+    first = math.step(1.0, {}, [member(0.508, 1.0)]).member_cpu_percent["m0"]
+    second = math.step(2.0, {}, [member(1.0, 2.0)]).member_cpu_percent["m0"]
+    assert (first, second) == (pytest.approx(50.0), pytest.approx(50.0))
+    # more than a period's share over is no alignment: a quota not in force is shown as read
+    over = math.step(3.0, {}, [member(1.8, 3.0)]).member_cpu_percent["m0"]
+    assert over == pytest.approx(75.0)  # 0.8 s: 0.05 s of it moves on, the rest shows
+
+
 def test_member_cpu_unknown_when_unread_stopped_or_restarted():
     math = TickMath()
     math.step(1.0, {}, [member(5.0, 1.0)])
@@ -137,6 +150,17 @@ def test_host_cpu_is_busy_over_capacity_of_the_whole_host():
     math.step(1.0, {}, hosts={"h": CpuReading(100.0, 50.0, 400.0)})
     tick = math.step(2.0, {}, hosts={"h": CpuReading(101.0, 51.0, 402.0), "g": None})
     assert tick.host_cpu_percent == {"h": pytest.approx(50.0), "g": None}
+    # one CPU-second over one second: one of its two cores busy
+    assert tick.host_cores_busy == {"h": pytest.approx(1.0), "g": None}
+
+
+def test_a_step_costs_each_host_its_busy_cores_per_message():
+    from results.rundir.steps import StepRow
+    row = StepRow(step=1, label="1", received_rate=2000.0,
+                  hosts_cores_busy={"controller": 1.5, "broker-1": 0.5})
+    # 1.5 cores at 2,000 msg/s: 750 us of CPU per message
+    assert row.host_us_per_msg == {"controller": pytest.approx(750.0),
+                                   "broker-1": pytest.approx(250.0)}
 
 
 def test_agent_cpu_from_its_own_process_time():

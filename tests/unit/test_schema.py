@@ -46,7 +46,6 @@ SCHEMA_CANNOT_TELL = {
     "campaign_bad_keys.yaml": "the form of override paths (keys of set and matrix)",
     "capacity_members.yaml": "member counts against the topology's",
     "topology_link.yaml": "a link's sides against the members, and the queues a shovel takes",
-    "topology_quorum_standby.yaml": "a queue's replicas against the members started",
     # what the files a spec names hold
     "campaign_cells_fail.yaml": "the scenarios a campaign names and their fields' values",
     "campaign_value_bomb.yaml": "the scenario a campaign's values are set in",

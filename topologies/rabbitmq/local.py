@@ -95,7 +95,11 @@ class LocalRabbitMQ(KeptSecrets, AdverseControls, Provisioner):
     def up(self) -> list[Member]:
         """Serve ``topology.start`` members (reusing running ones), boot the rest of a warm pool
         to standby, cluster them and declare the queues. Every port of every member to boot is
-        checked first: a busy one is an error and nothing starts."""
+        checked first: a busy one is an error and nothing starts, as is a quorum queue whose
+        replicas would go to members standing by (:func:`standby_replicas`)."""
+        refused = standby_replicas(self.topology)
+        if refused:
+            raise ProvisionError(refused)
         with self._locked():
             state = self._reconcile(self._read_state())
             self._provision_secrets(state)
@@ -413,6 +417,23 @@ class LocalRabbitMQ(KeptSecrets, AdverseControls, Provisioner):
         with open(self.state_dir / "lock", "w") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             yield
+
+
+def standby_replicas(topology: TopologySpec) -> str:
+    """Why ``topology`` cannot start as a warm pool ("" if it can): a quorum queue with more
+    replicas than members started puts the rest on members standing by (joined, broker
+    application stopped), and RabbitMQ never finishes declaring it."""
+    if not topology.warm_pool or topology.start >= topology.members:
+        return ""
+    for queue in topology.queues:
+        size = queue.arguments.get("x-quorum-initial-group-size")
+        if queue.type == "quorum" and isinstance(size, int) and size > topology.start:
+            return (f"{topology.name}: queue {queue.name}'s x-quorum-initial-group-size {size} "
+                    f"is more than the {topology.start} members started; the warm pool's "
+                    f"others stand by joined but stopped, and a quorum queue with replicas on "
+                    f"them is never declared: start {size} or more, set warm_pool: false, or "
+                    f"lower the group size. Nothing was started")
+    return ""
 
 
 def _alive(pid: int | None, marker: str) -> bool:
