@@ -65,7 +65,12 @@ def test_a_link_down_holds_the_requests_on_side_a_and_loses_none(linked, tmp_pat
         "faults": [{"kind": "link_down", "at": 4, "duration": 5}],
         "measure": {"settle": "2s", "drain": "15s"}})
     result = Controller(spec, linked.topology, tmp_path, live=False, keep_topology=True).run()
-    assert result.outcome == "completed" and result.accounting.balanced, result.accounting
+    accounting = result.accounting
+    assert result.outcome == "completed"
+    # every request answered, none lost; a request the removed shovel had delivered but not
+    # yet acknowledged comes again (at least once), counted as a duplicate, never hidden
+    assert accounting.received == accounting.sent and accounting.lost == 0 and \
+        accounting.unexplained == 0 and accounting.still_queued == 0, accounting
     kinds = [e["kind"] for e in read_events(result.run_dir)]
     assert "link_down" in kinds and kinds.index("link_down") < kinds.index("fault_cleared")
     manifest = read_manifest(result.run_dir)
