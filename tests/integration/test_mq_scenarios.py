@@ -34,7 +34,8 @@ EXPORTER_OFFSET = 20  # each queue manager's exporter listens 20 ports above it 
 QUICK = {"measure.settle": "1s", "measure.drain": "15s"}  # every run here: seconds
 SWEEP_QUEUES = [{"name": "request%d", "count": 2}, {"name": "reply%d", "count": 2}]
 PAIRS = {"workload.queue": "PAIR%d", "workload.senders": 12,  # 6 requesters per pair
-         "plan.0.senders": [6, 12], "plan.0.hold": "2s"}
+         "workload.receivers": 4,  # 2 responders per pair, started with it
+         "plan.0.senders": [6, 12], "plan.0.receivers": [2, 4], "plan.0.hold": "2s"}
 
 
 __all__ = ["sshd"]  # mq_emulated's fixture, used here as it is
@@ -136,11 +137,12 @@ def test_the_native_ha_requester_sweep_runs_its_loop_on_an_emulated_queue_manage
 
 
 def pair_topology(sshd, bin_dir: Path, tmp_path: Path) -> Path:
-    """Document 004's five queue pairs on one emulated queue manager: request queues
-    PAIR1..PAIR5 (``pair-%d`` is no MQ name: MQ names have no ``-``) and the shared reply
-    queues PAIR1.REPLY.. the requesters read."""
+    """Two of document 004's queue pairs on one emulated queue manager (the 12 requesters and
+    4 responders of ``PAIRS`` fill them in blocks, 6 and 2 a pair): request queues PAIR1 and
+    PAIR2 (``pair-%d`` is no MQ name: MQ names have no ``-``) and the shared reply queues
+    PAIR1.REPLY and PAIR2.REPLY the requesters read."""
     return request_reply_topology(sshd, bin_dir, tmp_path, [
-        {"name": "PAIR%d", "count": 5}, {"name": "PAIR%d.REPLY", "count": 5}])
+        {"name": "PAIR%d", "count": 2}, {"name": "PAIR%d.REPLY", "count": 2}])
 
 
 def test_the_zos_queue_pair_growth_runs_on_an_emulated_queue_manager(
@@ -152,6 +154,7 @@ def test_the_zos_queue_pair_growth_runs_on_an_emulated_queue_manager(
         tmp_path, mqemu_library)
     assert_answered(manifest)
     assert [phase.senders for phase in manifest.phases] == [6, 12]  # 1 then 2 pairs
+    assert [row["receivers"] for row in document["steps"] if row["step"]] == [2, 4]
     assert {row["step"] for row in document["steps"]} == {1, 2}, document["steps"]
 
 
@@ -181,7 +184,7 @@ def test_the_zos_queue_pairs_campaign_runs_every_message_size_on_emulated_mq(
     pairs for 2 s, on one emulated queue manager brought up once for the three."""
     manifests = surge_campaign("campaigns/zos-queue-pairs.yaml", {
         "topology": str(pair_topology(sshd, standins, tmp_path)), **PAIRS,
-        "plan.0.senders": [12], **QUICK}, tmp_path, mqemu_library)
+        "plan.0.senders": [12], "plan.0.receivers": [4], **QUICK}, tmp_path, mqemu_library)
     assert [m.scenario["workload"]["message"]["size"] for m in manifests] == \
         [2048, 65536, 4 * 1024 * 1024]
     for manifest in manifests:
