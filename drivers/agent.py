@@ -7,6 +7,7 @@ so a crashed controller leaves no agent behind.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -117,6 +118,11 @@ class Agent:
         roles = [self.senders[i] for i in move.senders] + \
                 [self.receivers[i] for i in move.receivers]
         for role in roles:
+            waiting = self.waiting.get(getattr(role, "receiver_id", None))
+            if waiting is not None:  # not started: it will start where it was moved
+                self.waiting[role.receiver_id] = (role, dataclasses.replace(
+                    waiting[1], endpoint=move.endpoint, queue=move.queue or waiting[1].queue))
+                continue
             if move.queue and isinstance(role, ReceiverRole):
                 self._on_loop(lambda r=role: r.moved_to(move.queue))
             elif move.queue:
