@@ -30,16 +30,22 @@ class Driver:
         self.moved.append(role.receiver_id)
 
 
-def test_waiting_receivers_start_with_the_rate_that_starts_them(monkeypatch):
+def configured(monkeypatch, receivers: int, started: int) -> tuple[agent_module.Agent, Driver]:
+    """An agent whose ``receivers`` all start on ``amqp://m0``, the first ``started`` now."""
     driver = Driver()
     monkeypatch.setattr(agent_module, "_make_driver", lambda config, recorder: driver)
     monkeypatch.setattr(agent_module.Agent, "_on_loop", lambda self, function: function())
     agent = agent_module.Agent()
     agent.configure(protocol.Configure(
         broker="rabbitmq", pattern="point-to-point", message=protocol.MessageShape(),
-        destination=protocol.Destination(endpoints=("amqp://m0",), queue="q"),
+        destination=protocol.Destination(endpoints=("amqp://m0", "amqp://m1"), queue="q"),
         receivers=[protocol.ReceiverConfig(id=i, endpoint="amqp://m0", queue="q")
-                   for i in (1, 2, 3, 4)], receivers_started=2))
+                   for i in range(1, receivers + 1)], receivers_started=started))
+    return agent, driver
+
+
+def test_waiting_receivers_start_with_the_rate_that_starts_them(monkeypatch):
+    agent, driver = configured(monkeypatch, 4, 2)
     assert driver.added == [1, 2]
     agent.set_rate(protocol.Rate(0.0, receivers=3))
     assert driver.added == [1, 2, 3]
@@ -51,15 +57,7 @@ def test_waiting_receivers_start_with_the_rate_that_starts_them(monkeypatch):
 
 
 def test_a_waiting_receiver_moved_starts_where_it_was_moved(monkeypatch):
-    driver = Driver()
-    monkeypatch.setattr(agent_module, "_make_driver", lambda config, recorder: driver)
-    monkeypatch.setattr(agent_module.Agent, "_on_loop", lambda self, function: function())
-    agent = agent_module.Agent()
-    agent.configure(protocol.Configure(
-        broker="rabbitmq", pattern="point-to-point", message=protocol.MessageShape(),
-        destination=protocol.Destination(endpoints=("amqp://m0", "amqp://m1"), queue="q"),
-        receivers=[protocol.ReceiverConfig(id=i, endpoint="amqp://m0", queue="q")
-                   for i in (1, 2)], receivers_started=1))
+    agent, driver = configured(monkeypatch, 2, 1)
     agent.move(protocol.Move("amqp://m1", receivers=[1, 2]))
     assert driver.moved == [1]  # the connected one moves; the waiting one is not connected
     agent.set_rate(protocol.Rate(0.0, receivers=2))

@@ -67,10 +67,15 @@ def test_provisioning_plan_uploads_then_creates_then_starts():
         max(i for i, s in enumerate(steps) if s.purpose == "create")
 
 
-def test_surge_plan_prints_everything_without_touching_anything():
-    result = CliRunner().invoke(app, ["plan", str(ROOT / "scenarios" /
-                                                   "mq-uniform-cluster-scaling.yaml")])
+def planned(scenario: str):
+    """``surge plan`` of a shipped scenario, which must succeed."""
+    result = CliRunner().invoke(app, ["plan", str(ROOT / "scenarios" / scenario)])
     assert result.exit_code == 0, result.output
+    return result
+
+
+def test_surge_plan_prints_everything_without_touching_anything():
+    result = planned("mq-uniform-cluster-scaling.yaml")
     out = result.output
     assert "crtmqm -lc -p 1414 -ii /nfs1/uniclus.ini -ic /nfs1/uniclus.mqsc " \
            "-iv CONNAME=MQHost1(1414) UC01QM01" in out
@@ -81,18 +86,14 @@ def test_surge_plan_prints_everything_without_touching_anything():
 
 
 def test_surge_plan_for_the_local_rabbitmq_cluster():
-    result = CliRunner().invoke(app, ["plan", str(ROOT / "scenarios" /
-                                                   "rabbitmq-lost-broker.yaml")])
-    assert result.exit_code == 0, result.output
+    result = planned("rabbitmq-lost-broker.yaml")
     assert "surge-local-3-2@localhost" in result.output
     assert "at 90 s: kill_member member 1" in result.output
     assert "declare quorum queue perf-test-10" in result.output
 
 
 def test_surge_plan_for_linked_clusters_names_the_sides_shovels_and_servers_started():
-    result = CliRunner().invoke(app, ["plan", str(ROOT / "scenarios" /
-                                                   "linked-queue-pair-growth.yaml")])
-    assert result.exit_code == 0, result.output
+    result = planned("linked-queue-pair-growth.yaml")
     out = result.output
     assert "surge-local-linked-a-0@localhost" in out and "surge-local-linked-b-0@localhost" in out
     assert "surge-pair-5: side a's pair-5 -> side b's pair-5" in out
@@ -102,9 +103,7 @@ def test_surge_plan_for_linked_clusters_names_the_sides_shovels_and_servers_star
 
 
 def test_surge_plan_for_native_ha_prints_the_manifests():
-    result = CliRunner().invoke(app, ["plan", str(ROOT / "scenarios" /
-                                                   "mq-native-ha-requester-sweep.yaml")])
-    assert result.exit_code == 0, result.output
+    result = planned("mq-native-ha-requester-sweep.yaml")
     out = result.output
     assert "kind: QueueManager" in out and "type: NativeHA" in out
     assert "  queues.mqsc: |\n    define qlocal('queue') maxdepth(5000) replace" in out
