@@ -97,8 +97,7 @@ class LinkedLocalRabbitMQ(KeptSecrets, Provisioner):
 
     def status(self) -> list[Member]:
         """Every member of both sides, with whether it runs."""
-        return [m for side, cluster in enumerate(self.clusters)
-                for m in self._global(side, cluster.status())]
+        return [m for side in self.sides() for m in side]
 
     def sides(self) -> list[list[Member]]:
         """Side a's members, then side b's."""
