@@ -18,7 +18,7 @@ from typing import get_args
 from orchestrator.errors import SurgeError
 from orchestrator.specs.tables import DocumentTable as TableName
 from orchestrator.specs.units import parse_size
-from results.rundir.manifest import MANIFEST_FILE, RunManifest, read_manifest
+from results.rundir.manifest import MANIFEST_FILE, LinkRecord, RunManifest, read_manifest
 from results.rundir.steps import StepRow, cell, fixed_width
 
 
@@ -365,11 +365,19 @@ def _cost_split(runs: list[Run]) -> Table:
     if any("and" in run.manifest.agent_roles.get(a, "senders and receivers")
            for run in runs for a in run.final.agents_cpu_percent):
         notes.append("an agent that runs both kinds of worker has one figure for both")
-    notes += [f"{run.label}: the link ({run.manifest.link.kind}s) runs inside "
-              f"{run.manifest.link.runs_in}, so its CPU is in that member's row, and each "
-              "side's members also count the link as a client (side a: its consumer; side b: "
-              "its publisher)" for run in runs if run.manifest.link]
+    notes += [_link_note(run.label, run.manifest.link) for run in runs if run.manifest.link]
     return Table(["CPU us per transaction", *[run.label for run in runs]], rows, notes)
+
+
+def _link_note(label: str, link: LinkRecord) -> str:
+    """Where the link's CPU is, in a run's note."""
+    if link.runs_in:
+        return (f"{label}: the link ({link.kind}s) runs inside {link.runs_in}, so its CPU is in "
+                "that member's row, and each side's members also count the link as a client "
+                "(side a: its consumer; side b: its publisher)")
+    return (f"{label}: the link ({link.kind}s) runs inside each queue manager (its sender "
+            "and receiver channel agents, as document 004's CHIN), so its CPU is in both "
+            "members' rows; a message crossing is one more get on one side and put on the other")
 
 
 def _member_part(runs: list[Run], member: str) -> str:
@@ -378,7 +386,7 @@ def _member_part(runs: list[Run], member: str) -> str:
                  and run.manifest.link.side_of(member)), None)
     if link is None:
         return f"member {member}"
-    with_link = " + link" if member == link.runs_in else ""
+    with_link = " + link" if member == link.runs_in or not link.runs_in else ""
     return f"broker {link.side_of(member)}{with_link}: member {member}"
 
 

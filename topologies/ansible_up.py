@@ -170,9 +170,9 @@ def mq_inventory(topology: TopologySpec, files_dir: Path) -> dict[str, Any]:
     starts), and ``files_dir``, where :func:`write_mq_files` put the files to copy."""
     from topologies.mq import uniform
     mq = topology.ibmmq
-    if mq is None or topology.placement != "ssh":
+    if mq is None or topology.placement != "ssh" or topology.link is not None:
         raise ProvisionError(f"topology {topology.name}: --via ansible provisions an MQ uniform "
-                             "cluster on ibmmq.hosts (placement ssh)")
+                             "cluster on ibmmq.hosts (placement ssh, no link)")
     qms = uniform.queue_managers(topology)
     hosts = {}
     for spec in mq.hosts:

@@ -205,6 +205,10 @@ class Provisioner:
     """Whether the broker moves clients itself (an MQ uniform cluster): the scaler then sends
     no moves."""
 
+    transit_queues: frozenset[str] = frozenset()
+    """Queues holding the workload's messages on their way between linked clusters (an MQ
+    transmission queue): counted with the workload's queues, never as lost."""
+
     def member_stats(self, member: Member) -> MemberStats | None:
         """Member ``member``'s own figures, where :attr:`asks_members`; ``None``: unknown."""
         return None

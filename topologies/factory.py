@@ -11,9 +11,9 @@ from topologies.base import Provisioner
 def provisioner_for(topology: TopologySpec, record: Callable[[object], None] | None = None
                     ) -> Provisioner:
     """RabbitMQ on loopback, on SSH hosts, through the cluster operator on Kubernetes or as it
-    already runs elsewhere; an MQ uniform cluster over SSH, MQ Native HA on Kubernetes, or MQ
-    queue managers surge did not start; ``record`` receives every remote
-    command's result where there are remote commands."""
+    already runs elsewhere; over SSH an MQ uniform cluster or two queue managers joined by
+    channels, MQ Native HA on Kubernetes, or MQ queue managers surge did not start; ``record``
+    receives every remote command's result where there are remote commands."""
     if topology.broker == "rabbitmq" and topology.placement == "existing":
         from topologies.rabbitmq.existing import ExistingRabbitMQ
         return ExistingRabbitMQ(topology, record=record)
@@ -32,6 +32,9 @@ def provisioner_for(topology: TopologySpec, record: Callable[[object], None] | N
     if topology.placement == "existing" and topology.broker == "ibmmq":
         from topologies.mq.existing import ExistingQueueManagers
         return ExistingQueueManagers(topology, record=record)
+    if topology.placement == "ssh" and topology.link:
+        from topologies.mq.linked import LinkedQueueManagers
+        return LinkedQueueManagers(topology, record=record)
     if topology.placement == "ssh":
         from topologies.mq.provision import UniformClusterProvisioner
         return UniformClusterProvisioner(topology, record=record)

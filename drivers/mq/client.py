@@ -98,20 +98,6 @@ def _conname(host: str) -> str:
     return f"{host}({DEFAULT_PORT})"
 
 
-def reply_queue_name(request_queue: str, configured: str = "") -> str:
-    """The shared reply queue of requests to ``request_queue``: ``configured``, else the name
-    with ``request`` replaced by ``reply`` in its case (``REQUEST1`` -> ``REPLY1``), else the
-    name with ``.reply`` appended."""
-    if configured:
-        return configured
-    at = request_queue.lower().rfind("request")
-    if at < 0:
-        return request_queue + (".REPLY" if request_queue.isupper() else ".reply")
-    word = request_queue[at:at + 7]
-    reply = "REPLY" if word.isupper() else "Reply" if word[0].isupper() else "reply"
-    return request_queue[:at] + reply + request_queue[at + 7:]
-
-
 @contextlib.contextmanager
 def environment(values: dict[str, str]) -> Iterator[None]:
     """Set environment variables around an MQCONNX (the client reads them then)."""

@@ -78,13 +78,13 @@ from drivers.mq.client import (
     MqClientMissing,
     MqEndpoint,
     load_mqi,
-    reply_queue_name,
 )
 from drivers.mq.connect import connect
 from drivers.mq.settings import MqSettings
 from drivers.mq.workers import ReceiverWorker, RequesterWorker, SenderWorker, Worker
 from drivers.protocol import Destination
 from drivers.routing import KeyPicker
+from orchestrator.specs.mq import reply_queue_name
 
 __all__ = ["MqClientMissing", "MqDriver", "MqEndpoint", "load_mqi", "reply_queue_name"]
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, SenderRole

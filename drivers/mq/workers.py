@@ -21,7 +21,6 @@ from drivers.mq.client import (
     PAUSED_POLL_S,
     MqEndpoint,
     Session,
-    reply_queue_name,
     text_of,
 )
 from drivers.mq.settings import MqSettings
@@ -35,6 +34,7 @@ from drivers.workers import (
     ResponderRole,
     SenderRole,
 )
+from orchestrator.specs.mq import reply_queue_name
 from orchestrator.specs.mqtopics import topic_string
 
 

@@ -76,7 +76,7 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
         tcp_options=dict(workload.tcp_options),
         senders_per_connection=workload.senders_per_connection,
         receivers_per_connection=workload.receivers_per_connection,
-        reply_exchange=REPLY_EXCHANGE if sides else "",
+        reply_exchange=REPLY_EXCHANGE if sides and broker == "rabbitmq" else "",
         sides=tuple(tuple(m.endpoint for m in side) for side in sides))
     # publishing to an exchange, each queue is a subscription with its own copy of a message;
     # each receiver of a stream reads every message from its own offset, each receiver of a

@@ -175,8 +175,10 @@ class QueueDepth:
         return self.probe is not None or (broker is not None and broker.queue_depths is not None)
 
     def total(self, depths: dict[str, int]) -> int:
-        """Messages in the workload queue, over all its per-member instances."""
-        return sum(n for name, n in depths.items() if self.queue.owns(name))
+        """Messages in the workload queue, over all its per-member instances, and those on
+        their way to it between linked clusters (:attr:`Provisioner.transit_queues`)."""
+        return sum(n for name, n in depths.items()
+                   if self.queue.owns(name) or name in self.provisioner.transit_queues)
 
     def settled(self) -> dict[str, int] | None:
         """Messages per queue once the receivers are gone (each delivery they had not

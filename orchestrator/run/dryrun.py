@@ -59,15 +59,20 @@ def _topology_text(topology: TopologySpec) -> str:
 
 
 def _uniform_cluster_text(topology: TopologySpec) -> str:
-    from topologies.mq import provision, uniform
+    from topologies.mq import pointtopoint, provision, uniform
     steps = provision.plan(topology)
     files = {step.text: step.content for step in steps if step.what == "upload"}
     lines = ["## Commands, host by host, in order (over SSH)", ""]
     lines += [step.describe() for step in steps]
-    lines += ["", "## Later, on demand",
-              *[f"[{qm.host.name}] run    {uniform.strmqm(topology, qm)}  # scale-out"
-                for qm in uniform.queue_managers(topology)[topology.start:]],
-              "[any]     run    endmqm -r <QM>  # scale-in: clients move to the other members"]
+    if topology.link is None:
+        lines += ["", "## Later, on demand",
+                  *[f"[{qm.host.name}] run    {uniform.strmqm(topology, qm)}  # scale-out"
+                    for qm in uniform.queue_managers(topology)[topology.start:]],
+                  "[any]     run    endmqm -r <QM>  # scale-in: clients move to the other "
+                  "members"]
+    if topology.link is not None:
+        lines += ["", "## Link (sender and receiver channels, started after strmqm)", "",
+                  *pointtopoint.route_lines(topology)]
     for path, content in files.items():
         lines += ["", f"## {path}", "", content.rstrip()]
     return "\n".join(lines)

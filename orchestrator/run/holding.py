@@ -101,9 +101,10 @@ def note_link(provisioner: Provisioner, manifest: RunManifest, event: Event) -> 
     if state is None:
         return manifest
     link = LinkRecord.model_validate(state)
-    running = sum(s == "running" for s in link.shovels.values())
+    states = link.states()
+    running = sum(s == "running" for s in states.values())
     event("link", link=link.model_dump(),
-          explain=f"{running} of {len(link.shovels)} shovels run, inside {link.runs_in}")
+          explain=f"{running} of {len(states)} {link.kind}s run, {link.where()}")
     return manifest.replace(link=link)
 
 

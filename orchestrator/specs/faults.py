@@ -31,8 +31,9 @@ class FaultSpec(Spec):
                     "none) memory alarm set off for `duration`, the broker blocking publishers; "
                     "delete_queues: the topology's queues deleted (consumers cancelled by the "
                     "broker, their messages lost) and declared again after restart_after; "
-                    "link_down: a linked topology's shovels removed for `duration`, then "
-                    "declared again (what was sent meanwhile waits on side a)")
+                    "link_down: a linked topology's shovels removed (RabbitMQ) or sender "
+                    "channels stopped (IBM MQ) for `duration`, then brought back (what was "
+                    "sent meanwhile waits on side a)")
     at: Seconds | None = Field(None, ge=0, description="seconds into the plan")
     at_step: int | None = Field(None, ge=1, description="at the start of this plan step")
     member: int | None = Field(None, ge=0, description="member index (kill_member, stop_member, "

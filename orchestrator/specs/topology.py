@@ -145,23 +145,44 @@ REPLY_QUEUE = "surge.replies.to-a"  # where they wait for the link back to the r
 class LinkSpec(Spec):
     """Two clusters joined by the broker's own link (document 004: messages moved between
     queue managers): the members split into side a (requesters and senders connect there) and
-    side b (servers and receivers), each side a cluster of its own declaring the topology's
-    queues. A RabbitMQ dynamic shovel per queue moves what is published on side a to the same
-    queue on side b; responders publish replies to the exchange surge.replies on side b, whose
-    queue surge.replies.to-a a shovel empties into side a's default exchange (the reply queue's
-    name, kept as the routing key, finds the requester). The shovels run inside side b's first
-    member: their CPU is part of that member's."""
+    side b (servers and receivers).
 
-    kind: Literal["shovel"] = Field("shovel", description="RabbitMQ dynamic shovels")
+    ``shovel`` (RabbitMQ, placement local): each side a cluster of its own declaring the
+    topology's queues. A dynamic shovel per queue moves what is published on side a to the
+    same queue on side b; responders publish replies to the exchange surge.replies on side b,
+    whose queue surge.replies.to-a a shovel empties into side a's default exchange (the reply
+    queue's name, kept as the routing key, finds the requester). The shovels run inside side
+    b's first member: their CPU is part of that member's.
+
+    ``channel`` (IBM MQ, placement ssh): two queue managers, each with a transmission queue
+    named after the other and a sender channel emptying it into the other's receiver channel
+    (``<QMA>.TO.<QMB>`` and back). On side a each request queue is a remote queue definition
+    pointing at side b's local queue and each reply queue (``PAIR1.REPLY`` of ``PAIR1``) is
+    local; a responder's reply, addressed to the requester's queue manager, goes onto side b's
+    transmission queue named after it. The channels' agents run inside each queue manager."""
+
+    kind: Literal["shovel", "channel"] = Field(
+        "shovel", description="shovel: RabbitMQ dynamic shovels; channel: IBM MQ sender and "
+                              "receiver channels with a transmission queue each way")
     sides: list[int] = Field([1, 1], min_length=2, max_length=2,
                              description="members of side a and of side b; together the "
                                          "topology's members")
     ack_mode: Literal["on-confirm", "on-publish", "no-ack"] = Field(
-        "on-confirm", description="when a shovel acknowledges at its source: on-confirm (after "
-                                  "the far side confirmed; nothing lost when the link drops), "
-                                  "on-publish, or no-ack")
+        "on-confirm", description="shovel: when it acknowledges at its source: on-confirm "
+                                  "(after the far side confirmed; nothing lost when the link "
+                                  "drops), on-publish, or no-ack")
     prefetch: int = Field(1000, ge=1, le=65535,
-                          description="messages a shovel takes from its source before acks")
+                          description="shovel: messages it takes from its source before acks")
+    npmspeed: Literal["normal", "fast"] = Field(
+        "normal", description="channel: NPMSPEED; normal carries non-persistent messages "
+                              "inside the batch's unit of work (nothing lost when the channel "
+                              "stops), fast outside it")
+    batch_size: int = Field(50, ge=1, le=9999,
+                            description="channel: BATCHSZ, messages sent before the receiver "
+                                        "commits")
+    xmitq_maxdepth: int = Field(100000, ge=1, le=999999999,
+                                description="channel: MAXDEPTH of each transmission queue "
+                                            "(requests wait there while the link is down)")
 
     def side_of(self, index: int) -> int:
         """0 (side a) or 1 (side b): the side of member ``index``."""
@@ -224,8 +245,9 @@ class TopologySpec(Spec):
     existing: ExistingSpec | None = Field(
         None, description="a cluster surge did not start (placement existing)")
     link: LinkSpec | None = Field(
-        None, description="two clusters joined by shovels instead of one (RabbitMQ, placement "
-                          "local): requesters on side a, servers on side b")
+        None, description="two clusters joined by the broker's link instead of one (RabbitMQ "
+                          "shovels, placement local; IBM MQ channels, placement ssh): "
+                          "requesters on side a, servers on side b")
 
     @model_validator(mode="before")
     @classmethod
@@ -288,22 +310,51 @@ class TopologySpec(Spec):
         return found
 
     def _link_problems(self, link: LinkSpec) -> list[tuple[Loc, str]]:
-        """Linked clusters are local RabbitMQ, each side whole from the start, and every queue
-        a named one a shovel can consume from and survive it."""
-        if self.broker != "rabbitmq" or self.placement != "local":
-            return [(("link",), "a link joins two local RabbitMQ clusters: broker rabbitmq, "
-                                "placement local")]
-        found: list[tuple[Loc, str]] = []
+        """Linked clusters are local RabbitMQ joined by shovels or two IBM MQ queue managers
+        over SSH joined by channels, each side whole from the start, and every queue a named
+        one the link can move messages of."""
+        found = self._link_kind_problems(link)
+        if found:
+            return found
         if min(link.sides) < 1 or sum(link.sides) != self.members:
             found.append((("link", "sides"), f"each side needs a member and together they are "
                                              f"the topology's members ({self.members}); "
                                              f"sides say {link.sides}"))
         if self.start != self.members:
             found.append((("start",), "a linked topology starts every member: start = members"))
-        found += [(("queues", i), "a shovel moves messages of a named queue: not per_member, "
+        found += [(("queues", i), "a link moves messages of a named queue: not per_member, "
                                   "per_receiver or a stream")
                   for i, q in enumerate(self.queues) if q.per_member or q.per_receiver
                   or q.type == "stream"]
+        return found
+
+    def _link_kind_problems(self, link: LinkSpec) -> list[tuple[Loc, str]]:
+        """The link the broker has, where surge can build it."""
+        if link.kind == "shovel" and (self.broker != "rabbitmq" or self.placement != "local"):
+            return [(("link", "kind"), "shovels join two local RabbitMQ clusters: broker "
+                                       "rabbitmq, placement local (IBM MQ: kind channel)")]
+        if link.kind == "shovel":
+            return []
+        mq = self.ibmmq
+        if self.broker != "ibmmq" or self.placement != "ssh" or mq is None:
+            return [(("link", "kind"), "channels join two IBM MQ queue managers surge creates "
+                                       "over SSH: broker ibmmq, placement ssh (RabbitMQ: kind "
+                                       "shovel)")]
+        if link.sides != [1, 1]:
+            return [(("link", "sides"), f"channels join one queue manager on each side: sides "
+                                        f"[1, 1]; sides say {link.sides}")]
+        found: list[tuple[Loc, str]] = []
+        if mq.cluster_queues:
+            found.append((("ibmmq", "cluster_queues"), "queue managers joined by channels "
+                                                       "hold queues of their own: false"))
+        names = [mq.qm_name(0), mq.qm_name(1)]
+        channel = f"{names[0]}.TO.{names[1]}"
+        if len(channel) > 20:
+            found.append((("ibmmq", "qm_prefix"), f"the channel {channel} is longer than MQ's "
+                                                  f"20 characters: a shorter qm_prefix"))
+        found += [(("queues", i), f"a queue may not be named like a queue manager ({name}): "
+                                  f"the transmission queues carry those names")
+                  for i, q in enumerate(self.queues) for name in q.names if name in names]
         return found
 
     def _existing_problems(self) -> list[tuple[Loc, str]]:

@@ -208,12 +208,21 @@ class BrokerRecord(Record):
 
 class LinkRecord(Record):
     """Linked clusters (a topology's ``link``): each side's members, the member the link runs
-    in, and each shovel's state once the clusters were up."""
+    in, and the state of each shovel or sender channel once the clusters were up."""
 
-    kind: str = "shovel"
+    kind: str = "shovel"  # or channel (IBM MQ)
     sides: list[list[str]]  # member node names, side a then side b
-    runs_in: str = ""  # the member whose CPU carries the link's
+    runs_in: str = ""  # the member whose CPU carries the link's; "": each member its own part
     shovels: dict[str, str] = {}  # name -> starting, running, terminated
+    channels: dict[str, str] = {}  # sender channel -> running, retrying, stopped, inactive...
+
+    def states(self) -> dict[str, str]:
+        """Each part of the link (shovel or sender channel) and its state."""
+        return {**self.shovels, **self.channels}
+
+    def where(self) -> str:
+        """Where the link's work is done, in words."""
+        return f"inside {self.runs_in}" if self.runs_in else "inside each queue manager"
 
     def side_of(self, member: str) -> str:
         """``A`` or ``B``: the side of member ``member`` ("" if neither)."""

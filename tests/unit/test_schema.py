@@ -39,6 +39,7 @@ SCHEMA_CANNOT_TELL = {
     "spike_factor.yaml": "a spike factor against the rates of the plan",
     "nested_cross_field.yaml": "a queue's count against its name",
     "several_cross_field.yaml": "fields against each other",
+    "topology_link_channel.yaml": "queue names against queue manager names",
     "message_memory.yaml": "message size times senders against this machine's memory",
     "topology_cross_field.yaml": "fields against each other",
     "topology_cpu_overflow.yaml": "cores times members",

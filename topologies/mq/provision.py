@@ -27,7 +27,7 @@ from orchestrator.specs.mqtopics import mqsc_name
 from orchestrator.specs.topology import TopologySpec
 from topologies.base import BrokerSample, CpuReading, Member, MemberSample, Provisioner
 from topologies.hostcpu import HOST_CPU_COMMAND, LatestReadings, parse_host_cpu
-from topologies.mq import metrics, uniform
+from topologies.mq import metrics, pointtopoint, uniform
 from topologies.mq.figures import Figures, PublishedFigures
 from topologies.mq.uniform import QueueManager, client_settings
 
@@ -59,26 +59,51 @@ class PlanStep:
 
 
 def plan(topology: TopologySpec) -> list[PlanStep]:
-    """Everything ``up()`` does, in order: per host, the shared files, then every queue
-    manager's ``crtmqm``, then ``strmqm`` for the first ``start`` ones."""
-    files = uniform.file_paths(topology)
-    contents = {files["ini"]: uniform.ini_text(topology),
-                files["mqsc"]: uniform.mqsc_text(topology),
-                files["ccdt"]: uniform.ccdt_text(topology)}
-    purposes = {files["ini"]: "-ii: qm.ini attributes (AutoCluster, custom stanzas)",
-                files["mqsc"]: "-ic: MQSC run at every start",
-                files["ccdt"]: "JSON CCDT for clients (MQCCDTURL)"}
+    """Everything ``up()`` does, in order: per host, the files, then every queue manager's
+    ``crtmqm``, then ``strmqm`` for the first ``start`` ones; queue managers joined by channels
+    (a ``link``) then start their senders."""
     qms = uniform.queue_managers(topology)
     steps: list[PlanStep] = []
     for host in topology.ibmmq.hosts:
-        steps += [PlanStep(host.name, "upload", path, content, purposes[path])
-                  for path, content in contents.items()]
-        steps += [PlanStep(host.name, "run", uniform.crtmqm(topology, qm), purpose="create",
-                           shell=shlex.join(uniform.crtmqm_args(topology, qm)))
-                  for qm in qms if qm.host.name == host.name]
+        here = [qm for qm in qms if qm.host.name == host.name]
+        steps += [PlanStep(host.name, "upload", path, content, purpose)
+                  for path, (content, purpose) in _files(topology, here).items()]
+        steps += [PlanStep(host.name, "run", uniform.crtmqm(topology, qm, _own(topology, qm)),
+                           purpose="create",
+                           shell=shlex.join(uniform.crtmqm_args(topology, qm,
+                                                                _own(topology, qm))))
+                  for qm in here]
     steps += [PlanStep(qm.host.name, "run", uniform.strmqm(topology, qm), purpose="start")
               for qm in qms[:topology.start]]
+    if topology.link is not None:
+        steps += [PlanStep(qm.host.name, "run", pointtopoint.start_command(topology, qm),
+                           purpose="link: start its sender channel") for qm in qms]
     return steps
+
+
+def _files(topology: TopologySpec, qms: list[QueueManager]) -> dict[str, tuple[str, str]]:
+    """The files a host needs for queue managers ``qms``, with what each is for: the uniform
+    cluster's shared ones, or each linked queue manager's own."""
+    if topology.link is None:
+        files = uniform.file_paths(topology)
+        return {files["ini"]: (uniform.ini_text(topology),
+                               "-ii: qm.ini attributes (AutoCluster, custom stanzas)"),
+                files["mqsc"]: (uniform.mqsc_text(topology), "-ic: MQSC run at every start"),
+                files["ccdt"]: (uniform.ccdt_text(topology), "JSON CCDT for clients (MQCCDTURL)")}
+    out = {uniform.file_paths(topology)["ini"]: (pointtopoint.ini_text(topology),
+                                                 "-ii: qm.ini custom stanzas")}
+    for qm in qms:
+        files = pointtopoint.file_paths(topology, qm)
+        out[files["mqsc"]] = (pointtopoint.mqsc_text(topology, qm),
+                              f"-ic: {qm.name}'s channels and queues, run at every start")
+        out[files["link"]] = (pointtopoint.start_mqsc(topology, qm),
+                              f"START CHANNEL of {qm.name}'s sender")
+    return out
+
+
+def _own(topology: TopologySpec, qm: QueueManager) -> dict[str, str] | None:
+    """``qm``'s ``-ii``/``-ic`` files where they are its own (linked), else the shared ones."""
+    return None if topology.link is None else pointtopoint.file_paths(topology, qm)
 
 
 class UniformClusterProvisioner(Provisioner):
@@ -202,13 +227,19 @@ class UniformClusterProvisioner(Provisioner):
         """Exact depths from ``runmqsc`` on every running queue manager (summed over the
         cluster's instances of each queue)."""
         names = [name for queue in self.topology.queues for name in queue.names]
-        depths = dict.fromkeys(names, 0)
-        script = "\n".join(f"DISPLAY QLOCAL({mqsc_name(name)}) CURDEPTH" for name in names) + "\n"
+        return self._read_depths({qm.index: names for qm in self.qms})
+
+    def _read_depths(self, local: dict[int, list[str]]) -> dict[str, int]:
+        """``DISPLAY QLOCAL ... CURDEPTH`` of the queues ``local`` names on each running queue
+        manager (by index), summed by queue name; every name listed, 0 where none is."""
+        depths = {name: 0 for names in local.values() for name in names}
+        upper = {name.upper(): name for name in depths}  # MQSC folds unquoted names
         for qm in self.qms:
-            if self._state(qm) != "Running":
+            if not local.get(qm.index) or self._state(qm) != "Running":
                 continue
+            script = "\n".join(f"DISPLAY QLOCAL({mqsc_name(name)}) CURDEPTH"
+                               for name in local[qm.index]) + "\n"
             result = self._run(qm.host.name, f"runmqsc -e {qm.name}", input_text=script)
-            upper = {name.upper(): name for name in names}  # MQSC folds unquoted names
             for name, depth in _curdepths(result.stdout).items():
                 ours = upper.get(name, name)
                 depths[ours] = depths.get(ours, 0) + depth

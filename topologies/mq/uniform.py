@@ -60,10 +60,16 @@ def ini_text(topology: TopologySpec) -> str:
         lines += [f"   Repository{number}Conname={qms[index].conname}",
                   f"   Repository{number}Name={qms[index].name}"]
     lines += [f"   ClusterName={mq.cluster}", "   Type=Uniform", "#", "# Custom entries"]
+    return "\n".join(lines + stanza_lines(mq)) + "\n"
+
+
+def stanza_lines(mq: MqSpec) -> list[str]:
+    """The custom stanzas (:func:`ini_stanzas`) as qm.ini lines."""
+    lines = []
     for stanza, entries in ini_stanzas(mq).items():
         lines.append(f"{stanza}:")
         lines += [f"   {key}={value}" for key, value in entries.items()]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def ini_stanzas(mq: MqSpec) -> dict[str, dict[str, str]]:
@@ -101,17 +107,23 @@ def mqsc_text(topology: TopologySpec) -> str:
         "* Uniform cluster receiver channel",
         "define channel('+AUTOCL+_+QMNAME+') chltype(clusrcvr) trptype(tcp) "
         "conname('+CONNAME+') cluster('+AUTOCL+') replace",
-        "* Listener backlog",
-        f"alter LISTENER(SYSTEM.LISTENER.TCP.1) TRPTYPE(TCP) BACKLOG({mq.listener_backlog})",
-        "* Application channel",
-        f"define channel({mq.channel}) chltype(svrconn) trptype(tcp) replace",
-        f"alter channel({mq.channel}) chltype(SVRCONN) sharecnv({mq.sharecnv})",
+        *application_lines(mq),
         "* Queues",
     ]
     clustered = f" cluster({mq.cluster}) clwluseq(any)" if mq.cluster_queues else ""
     lines += [f"define qlocal({mqsc_name(name)}){clustered} replace"
               for queue in topology.queues for name in queue.names]
     return "\n".join(lines + mqsc_lines(topology)) + "\n"
+
+
+def application_lines(mq: MqSpec) -> list[str]:
+    """The MQSC of the clients' side: the listener backlog and the SVRCONN channel with its
+    conversation sharing."""
+    return ["* Listener backlog",
+            f"alter LISTENER(SYSTEM.LISTENER.TCP.1) TRPTYPE(TCP) BACKLOG({mq.listener_backlog})",
+            "* Application channel",
+            f"define channel({mq.channel}) chltype(svrconn) trptype(tcp) replace",
+            f"alter channel({mq.channel}) chltype(SVRCONN) sharecnv({mq.sharecnv})"]
 
 
 def file_paths(topology: TopologySpec) -> dict[str, str]:
@@ -122,19 +134,22 @@ def file_paths(topology: TopologySpec) -> dict[str, str]:
             "ccdt": f"{directory}/{mq.ccdt_file}"}
 
 
-def crtmqm_args(topology: TopologySpec, qm: QueueManager) -> list[str]:
+def crtmqm_args(topology: TopologySpec, qm: QueueManager,
+                files: dict[str, str] | None = None) -> list[str]:
     """``crtmqm -lc -p 1414 -ii /nfs1/uniclus.ini -ic /nfs1/uniclus.mqsc
     -iv CONNAME=MQHost1(1414) UC01QM01`` as arguments: linear logging, the listener port, the
-    shared files and this queue manager's own CONNAME."""
-    files = file_paths(topology)
+    ``-ii`` and ``-ic`` files (``files``, the shared ones by default) and this queue manager's
+    own CONNAME."""
+    files = files or file_paths(topology)
     return ["crtmqm", "-lc", "-p", str(qm.port), "-ii", files["ini"], "-ic", files["mqsc"],
             "-iv", f"CONNAME={qm.conname}", qm.name]
 
 
-def crtmqm(topology: TopologySpec, qm: QueueManager) -> str:
+def crtmqm(topology: TopologySpec, qm: QueueManager,
+           files: dict[str, str] | None = None) -> str:
     """The ``crtmqm`` line as document 000 prints it (a shell needs the CONNAME quoted: run
     ``shlex.join(crtmqm_args(...))``)."""
-    return " ".join(crtmqm_args(topology, qm))
+    return " ".join(crtmqm_args(topology, qm, files))
 
 
 def strmqm(topology: TopologySpec, qm: QueueManager) -> str:
