@@ -58,9 +58,16 @@ class SideProbes:
             probe.check()
 
     def check_size(self, size: int) -> None:
-        """Each side takes the largest message."""
+        """Each side takes the largest message, where its probe can ask."""
         for probe in self.probes:
-            probe.check_size(size)
+            if hasattr(probe, "check_size"):
+                probe.check_size(size)
+
+    def identify(self) -> dict[str, Any] | None:
+        """What side a's broker says it is, where its check can ask (both sides run the same
+        broker)."""
+        first = self.probes[0]
+        return first.identify() if hasattr(first, "identify") else None
 
     def close(self) -> None:
         """Close every side's probe."""

@@ -33,21 +33,22 @@ A mixin of ``qmgr.QueueManager`` with its MQSC commands:
 
 from __future__ import annotations
 
-import binascii
 import contextlib
+import itertools
 import json
 import os
-import socket
 import sys
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import mqi
-from mqi import MD, OD, PMO, get, put
+from mca import PUT_OK, MessageChannel, message_line, receive
+from mqi import PMO, get, put
 from mqsc import COMMANDS, Command, command, not_found, wanted
-from objects import Handle, Message, Reply, fail
+from objects import Attributes, Handle, Message, Reply, fail
 from peers import Peer, running
 
 DEFBINDS = {"OPEN": mqi.MQBND_BIND_ON_OPEN, "NOTFIXED": mqi.MQBND_BIND_NOT_FIXED,
@@ -75,6 +76,10 @@ class ClusterHandle(Handle):
     def __init__(self, name: str, options: int, bind: int, bound: Instance | None):
         super().__init__("queue", name, options)
         self.bind, self.bound = bind, bound
+
+    def resolved(self, qmgr: str) -> tuple[str, str]:
+        """Bound on open: the chosen instance's queue manager."""
+        return self.name, self.bound.qmgr if self.bound else qmgr
 
 
 @dataclass
@@ -151,18 +156,7 @@ class Cluster:
     def _receive_cluster_message(self, cmd: Command) -> list[str]:
         """A message another member's channel delivers (not an MQSC command: the emulator's
         cluster channel): onto the local instance, MQMD as sent."""
-        queue = self.queues.get(cmd.name)
-        if queue is None:
-            return not_found(cmd.name)
-        md = bytearray(binascii.unhexlify(cmd.attrs.get("MD") or ""))
-        body = binascii.unhexlify(cmd.attrs.get("BODY") or "")
-        expiry = get(MD, md, "Expiry")
-        expires = None if expiry == mqi.MQEI_UNLIMITED else time.monotonic() + expiry / 10
-        if queue.depth() >= queue.maxdepth:
-            return [f"AMQ8101S: queue {cmd.name} full."]  # MQ would use the dead-letter queue
-        queue.add(Message(md, body, expires))
-        self.cond.notify_all()
-        return ["AMQ8201I: message put."]
+        return receive(self, cmd)
 
     # -- open, put, inquire (called from qmgr.py) ----------------------------------------------
 
@@ -195,13 +189,8 @@ class Cluster:
             bound = None if bind == mqi.MQOO_BIND_NOT_FIXED else self._choose(instances)
         if local and options & mqi.MQOO_OUTPUT:
             self.queues[name].opens_out += 1  # MQCLOSE takes it back
-        reply = self._new_handle(conn, ClusterHandle(name, options, bind, bound), od,
-                                 wanted_hobj)
-        if bound is not None:
-            put(OD, od, "ResolvedQMgrName", bound.qmgr.encode() if bound.peer else
-                self.name.encode())
-            reply = reply[0], reply[1], [reply[2][0], bytes(od)]
-        return reply
+        return self._new_handle(conn, ClusterHandle(name, options, bind, bound), od,
+                                wanted_hobj)
 
     def put_cluster(self, conn, handle: ClusterHandle, md_in: bytes, pmo_in: bytes,
                     body: bytes) -> Reply:
@@ -229,35 +218,18 @@ class Cluster:
         put(PMO, pmo, "ResolvedQMgrName", instance.qmgr.encode())
         return mqi.MQCC_OK, 0, [bytes(message.md[:len(md_in)]), bytes(pmo)]
 
-    def inquire_cluster(self, handle: Handle, selectors: list[int], int_count: int,
-                        char_length: int) -> Reply | None:
-        """MQINQ on a cluster queue with no local instance (else None: the local queue's
-        attributes, as MQ gives them)."""
+    def cluster_attributes(self, handle: Handle) -> Attributes | None:
+        """What MQINQ answers for a cluster queue with no local instance (else None: the local
+        queue's attributes, as MQ gives them)."""
         if not isinstance(handle, ClusterHandle) or handle.name in self.queues:
             return None
         instances = self._instances(handle.name)
-        defbind = instances[0].defbind if instances else mqi.MQBND_BIND_ON_OPEN
-        ints, chars, cc, rc = [], b"", mqi.MQCC_OK, 0
-        for selector in selectors:
-            if selector == mqi.MQCA_Q_NAME:
-                chars += handle.name.encode().ljust(48)
-            elif selector == mqi.MQCA_Q_MGR_NAME:
-                chars += self.name.encode().ljust(48)
-            elif selector == mqi.MQIA_Q_TYPE:
-                ints.append(mqi.MQQT_CLUSTER)
-            elif selector == mqi.MQIA_DEF_BIND:
-                ints.append(defbind)
-            elif selector in (mqi.MQIA_CURRENT_Q_DEPTH, mqi.MQIA_MAX_Q_DEPTH,
-                              mqi.MQIA_OPEN_INPUT_COUNT, mqi.MQIA_OPEN_OUTPUT_COUNT):
-                ints.append(mqi.MQIAV_NOT_APPLICABLE)
-                cc, rc = mqi.MQCC_WARNING, mqi.MQRC_SELECTOR_NOT_FOR_TYPE
-            else:
-                return fail(mqi.MQRC_SELECTOR_ERROR)
-        if len(ints) > int_count:
-            return fail(mqi.MQRC_INT_ATTR_COUNT_TOO_SMALL)
-        if len(chars) > char_length:
-            return fail(mqi.MQRC_CHAR_ATTRS_TOO_SHORT)
-        return cc, rc, [b"".join(i.to_bytes(4, "little", signed=True) for i in ints), chars]
+        return {mqi.MQCA_Q_NAME: handle.name.encode().ljust(48),
+                mqi.MQCA_Q_MGR_NAME: self.name.encode().ljust(48),
+                mqi.MQIA_Q_TYPE: mqi.MQQT_CLUSTER,
+                mqi.MQIA_DEF_BIND: instances[0].defbind if instances else mqi.MQBND_BIND_ON_OPEN,
+                mqi.MQIA_CURRENT_Q_DEPTH: None, mqi.MQIA_MAX_Q_DEPTH: None,
+                mqi.MQIA_OPEN_INPUT_COUNT: None, mqi.MQIA_OPEN_OUTPUT_COUNT: None}
 
     # -- the workload management algorithm -----------------------------------------------------
 
@@ -332,17 +304,18 @@ class Cluster:
                 self._channel(instance.peer).send(name, message, True)
 
 
-class Channel:
-    """A cluster-sender channel to one member: its transmission queue and the thread that
-    delivers it, in order."""
+class Channel(MessageChannel):
+    """A cluster-sender channel to one member: its transmission queue (kept by the channel,
+    not a queue of the queue manager's) and the thread that delivers it, in order."""
 
-    def __init__(self, qm: Cluster, peer: Peer):
+    retry_s = RETRY_S
+
+    def __init__(self, qm: Any, peer: Peer):
+        super().__init__(f"clussdr-{peer.name}")
         self.qm, self.peer = qm, peer
         self.pending: deque[tuple[str, Message, bool]] = deque()
         self.cond = threading.Condition()
-        self.thread = threading.Thread(target=self._run, name=f"clussdr-{peer.name}",
-                                       daemon=True)
-        self.thread.start()
+        self.start()
 
     def send(self, queue: str, message: Message, not_fixed: bool) -> None:
         """Put ``message`` for ``queue`` on the transmission queue."""
@@ -355,37 +328,37 @@ class Channel:
         with self.cond:
             return len(self.pending)
 
-    def _run(self) -> None:
-        stream = None  # (writer, reader, socket) once connected
-        while True:
-            with self.cond:
-                while not self.pending:
-                    self.cond.wait()
-                batch = list(self.pending)[:BATCH]
-            try:
-                stream = stream or _connect(self.peer)
-                for queue, message, _ in batch:
-                    stream[0].write(_put_line(queue, message))
-                stream[0].flush()
-                for queue, _, _ in batch:
-                    answer = _answer(stream[1])
-                    if not answer.startswith("AMQ8201I"):
-                        print(f"cluster channel to {self.peer.name}: {queue}: {answer}",
-                              file=sys.stderr, flush=True)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    stream and stream[2].close()
-                stream = None
-                if not running(self.peer.pid):
-                    self._give_back()
-                time.sleep(RETRY_S)
-                continue
-            with self.cond:
-                for _ in batch:
-                    self.pending.popleft()
+    def next_batch(self) -> list[tuple[str, Message, bool]]:
+        """The first :data:`BATCH` messages waiting, once there are any."""
+        with self.cond:
+            while not self.pending:
+                self.cond.wait()
+            return list(itertools.islice(self.pending, BATCH))
 
-    def _give_back(self) -> None:
+    def addresses(self) -> list[tuple[str, int]]:
+        """The member's listener."""
+        return [(self.peer.host, self.peer.port)]
+
+    def lines(self, batch: list[tuple[str, Message, bool]]) -> list[str]:
+        """``PUT CLUSMSG`` of each message."""
+        return [message_line("CLUSMSG", queue, message) for queue, message, _ in batch]
+
+    def delivered(self, batch: list[tuple[str, Message, bool]], answers: list[str]) -> bool:
+        """Answered, so off the transmission queue; one the member could not take is dropped
+        with a line in the log (MQ would use the dead-letter queue)."""
+        for (queue, _, _), answer in zip(batch, answers, strict=True):
+            if not answer.startswith(PUT_OK):
+                print(f"cluster channel to {self.peer.name}: {queue}: {answer}",
+                      file=sys.stderr, flush=True)
+        with self.cond:
+            for _ in batch:
+                self.pending.popleft()
+        return True
+
+    def failed(self, error: OSError) -> None:
         """The member ended: its messages put not fixed are chosen again; bound ones wait."""
+        if running(self.peer.pid):
+            return
         with self.cond:
             moving = [(q, m) for q, m, not_fixed in self.pending if not_fixed]
             kept = [entry for entry in self.pending if not entry[2]]
@@ -393,32 +366,6 @@ class Channel:
             self.pending.extend(kept)
         for queue, message in moving:
             self.qm.rechoose(queue, message)
-
-
-def _connect(peer: Peer):
-    """The member's admin port, as a text stream to write and one to read."""
-    sock = socket.create_connection((peer.host, peer.port), timeout=10)
-    sock.sendall(mqi.ADMIN_MAGIC)
-    return (sock.makefile("w", encoding="utf-8", newline="\n"),
-            sock.makefile("r", encoding="utf-8", newline="\n"), sock)
-
-
-def _put_line(queue: str, message: Message) -> str:
-    md = bytearray(message.md)
-    if message.expires is not None:  # what is left of its expiry travels with it
-        put(MD, md, "Expiry", max(0, int((message.expires - time.monotonic()) * 10)))
-    quoted = queue.replace("'", "''")
-    return (f"PUT CLUSMSG('{quoted}') MD({binascii.hexlify(bytes(md)).decode().upper()}) "
-            f"BODY({binascii.hexlify(message.body).decode().upper()})\n")
-
-
-def _answer(stream) -> str:
-    lines = []
-    for line in stream:
-        if line.rstrip("\n") == ".":
-            return " ".join(lines)
-        lines.append(line.rstrip("\n"))
-    raise ConnectionError("the member closed the channel")
 
 
 def _published(directory, qmgr: str) -> dict[str, dict]:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from objects import MAX_DEPTH, Queue, Subscription
+from objects import MAX_DEPTH, NORMAL, XMITQ, Queue, Subscription
 
 
 @dataclass(frozen=True)
@@ -33,10 +33,11 @@ class Command:
 Handler = Callable[[Any, Command], list[str]]
 COMMANDS: dict[tuple[str, str], Handler] = {}
 """(verb, object type) -> the method running it."""
-ALIASES = {"DIS": "DISPLAY", "DEF": "DEFINE", "QL": "QLOCAL", "Q": "QUEUE", "QUEUE": "QLOCAL"}
+ALIASES = {"DIS": "DISPLAY", "DEF": "DEFINE", "QL": "QLOCAL", "Q": "QUEUE", "QUEUE": "QLOCAL",
+           "CHL": "CHANNEL", "CHS": "CHSTATUS"}
 ACCEPTED = {("ALTER", "CHANNEL"): "AMQ8016I: IBM MQ channel changed.",
             ("ALTER", "LISTENER"): "AMQ8623I: IBM MQ listener changed.",
-            ("ALTER", "QMGR"): "AMQ8005I: IBM MQ queue manager changed."}
+            ("SET", "CHLAUTH"): "AMQ8877I: IBM MQ channel authentication record set."}
 """MQSC the -ic files of surge's provisioners hold that the emulator accepts and ignores."""
 
 
@@ -89,7 +90,7 @@ def not_found(name: str) -> list[str]:
 class Mqsc:
     """The MQSC commands of the queue manager (a mixin of ``QueueManager``, whose ``name``,
     ``cond``, ``queues``, ``subs``, ``conns``, ``peers``, ``new_id`` and ``_settle`` they
-    use)."""
+    use); channels: channels.py, remote queues and ALTER QMGR: remote.py."""
 
     def admin(self, line: str) -> list[str]:
         """Run one MQSC-like command; the output lines (errors start with 'AMQ')."""
@@ -103,16 +104,6 @@ class Mqsc:
             return [f"AMQ8405E: syntax error or unsupported command: {line.strip()}"]
         with self.cond:
             return handler(self, cmd)
-
-    @command("DEFINE", "CHANNEL")
-    def _define_channel(self, cmd: Command) -> list[str]:
-        """Channels are not emulated (one listener takes any SVRCONN name), except that a
-        cluster-receiver channel joins its cluster: the queue manager announces it to its
-        peers (:mod:`peers`), as MQ's full repositories would learn it."""
-        cluster = cmd.attrs.get("CLUSTER")
-        if (cmd.attrs.get("CHLTYPE") or "").upper() == "CLUSRCVR" and cluster:
-            self.peers.announce(tuple({*self.peers.me.clusters, cluster}))
-        return ["AMQ8014I: IBM MQ channel created."]
 
     @command("DISPLAY", "CLUSQMGR")
     def _display_clusqmgrs(self, cmd: Command) -> list[str]:
@@ -129,11 +120,17 @@ class Mqsc:
 
     @command("DEFINE", "QLOCAL", "QMODEL")
     def _define_queue(self, cmd: Command) -> list[str]:
+        """A local or model queue; REPLACE keeps the messages of the queue it replaces, its
+        other attributes are the command's (defaults where it gives none), as in MQ."""
         name = cmd.name
         if name in self.queues and "REPLACE" not in cmd.attrs:
             return [f"AMQ8150E: object {name} already exists."]
+        usage = (cmd.attrs.get("USAGE") or NORMAL).upper()
+        if usage not in (NORMAL, XMITQ):
+            return [f"AMQ8405E: USAGE(NORMAL|XMITQ) expected: USAGE({usage})."]
         old = self.queues.get(name)
-        queue = Queue(name, int(cmd.attrs.get("MAXDEPTH") or MAX_DEPTH), cmd.obj == "QMODEL")
+        queue = Queue(name, int(cmd.attrs.get("MAXDEPTH") or MAX_DEPTH), cmd.obj == "QMODEL",
+                      usage=usage)
         if old is not None:
             queue.levels, queue.uncommitted = old.levels, old.uncommitted
             queue.opens_in, queue.opens_out = old.opens_in, old.opens_out
@@ -185,8 +182,10 @@ class Mqsc:
         found = [q for q in self.queues.values() if not q.model and wanted(cmd.name, q.name)]
         if not found:
             return not_found(cmd.name)
+        usage = {"USAGE", "ALL"} & set(cmd.attrs)
         return [f"QUEUE({q.name}) TYPE(QLOCAL) CURDEPTH({q.depth()}) MAXDEPTH({q.maxdepth}) "
-                f"IPPROCS({q.opens_in}) OPPROCS({q.opens_out})" for q in found]
+                f"IPPROCS({q.opens_in}) OPPROCS({q.opens_out})"
+                + (f" USAGE({q.usage})" if usage or q.usage != NORMAL else "") for q in found]
 
     @command("RESET", "QSTATS")
     def _reset_qstats(self, cmd: Command) -> list[str]:

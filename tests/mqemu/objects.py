@@ -1,13 +1,15 @@
 """What an EMULATED queue manager holds (tests only; NOT IBM MQ): messages, queues,
-subscriptions, handles and connections, and MQ's topic wildcard matching."""
+subscriptions, handles and connections, MQ's topic wildcard matching, and the MQINQ answer built
+from a handle's attributes."""
 
 from __future__ import annotations
 
 import itertools
 import socket
+import struct
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 import mqi
@@ -15,8 +17,12 @@ from mqi import MD, get
 from properties import Property
 
 MAX_DEPTH = 5000  # MQ's default MAXDEPTH
+NORMAL, XMITQ = "NORMAL", "XMITQ"  # a local queue's USAGE
 FAILED = mqi.MQCC_FAILED
 Reply = tuple[int, int, list[bytes]]
+Attributes = dict[int, int | bytes | None]
+"""What MQINQ may answer for an object: selector -> integer, blank-padded characters, or None
+(an attribute of local queues that this object does not have: MQIAV_NOT_APPLICABLE)."""
 
 
 def fail(reason: int) -> Reply:
@@ -32,6 +38,9 @@ class Message:
     body: bytes
     expires: float | None  # time.monotonic() deadline, None = unlimited
     properties: dict[str, Property] = field(default_factory=dict)
+    destination: tuple[str, str] | None = None
+    """On a transmission queue: the queue and queue manager it goes to (MQXQH's RemoteQName
+    and RemoteQMgrName)."""
 
     @property
     def priority(self) -> int:
@@ -43,11 +52,13 @@ class Message:
 
 @dataclass
 class Queue:
-    """A local (or temporary dynamic) queue: per-priority FIFO lists of committed messages."""
+    """A local (or temporary dynamic) queue: per-priority FIFO lists of committed messages; a
+    transmission queue has USAGE(XMITQ)."""
 
     name: str
     maxdepth: int = MAX_DEPTH
     model: bool = False
+    usage: str = NORMAL
     temporary_of: int = 0  # the connection that created this temporary dynamic queue
     levels: dict[int, deque[Message]] = field(default_factory=dict)
     uncommitted: int = 0  # put or got under syncpoint, not yet committed (counted in CURDEPTH)
@@ -71,16 +82,36 @@ class Queue:
 
     def take(self, match: Callable[[Message], bool] | None) -> Message | None:
         """The first matching message of the highest priority (expired ones are dropped)."""
+        found = self._in_order()
+        try:
+            return next((m for m in found if match is None or match(m)), None)
+        finally:
+            found.close()
+
+    def peek(self, count: int) -> list[Message]:
+        """The first ``count`` messages in the order MQGET takes them, left on the queue."""
+        found = self._in_order()
+        try:
+            return list(itertools.islice(found, count))
+        finally:
+            found.close()
+
+    def _in_order(self) -> Generator[Message, None, None]:
+        """Committed messages, highest priority first, FIFO within one; the expired ones met
+        are dropped once the caller has stopped reading."""
         now = time.monotonic()
         for priority in sorted(self.levels, reverse=True):
             level = self.levels[priority]
-            for message in list(level) if match else level:
-                if message.expired(now):
+            expired = []
+            try:
+                for message in level:
+                    if message.expired(now):
+                        expired.append(message)
+                    else:
+                        yield message
+            finally:
+                for message in expired:
                     level.remove(message)
-                    continue
-                if match is None or match(message):
-                    return message
-        return None
 
     def remove(self, message: Message) -> None:
         """A destructive get of ``message``."""
@@ -108,6 +139,16 @@ class Handle:
     kind: str  # "queue" | "topic" | "qmgr" | "sub"
     name: str
     options: int = 0
+
+    def resolved(self, qmgr: str) -> tuple[str, str]:
+        """The queue and queue manager an MQOPEN of it resolved to (MQOD ResolvedQName,
+        ResolvedQMgrName), ``qmgr`` being the local queue manager."""
+        return self.name, qmgr
+
+    @property
+    def opened_queue(self) -> str | None:
+        """The local queue whose IPPROCS/OPPROCS count this handle."""
+        return self.name if self.kind == "queue" else None
 
 
 @dataclass
@@ -139,3 +180,29 @@ def topic_matches(pattern: str, topic: str) -> bool:
             return False
         return (p[0] == "+" or p[0] == t[0]) and match(p[1:], t[1:])
     return match(pattern.split("/"), topic.split("/"))
+
+
+def answer_inquiry(known: Attributes, selectors: list[int], int_count: int,
+                   char_length: int) -> Reply:
+    """MQINQ's reply for ``selectors`` of an object with ``known`` attributes: unknown ones fail
+    (MQRC_SELECTOR_ERROR); a None one is MQIAV_NOT_APPLICABLE with MQCC_WARNING and
+    MQRC_SELECTOR_NOT_FOR_TYPE ("MQINQ and clusters", and remote queues)."""
+    ints: list[int] = []
+    chars = b""
+    cc, rc = mqi.MQCC_OK, mqi.MQRC_NONE
+    for selector in selectors:
+        if selector not in known:
+            return fail(mqi.MQRC_SELECTOR_ERROR)
+        value = known[selector]
+        if value is None:
+            ints.append(mqi.MQIAV_NOT_APPLICABLE)
+            cc, rc = mqi.MQCC_WARNING, mqi.MQRC_SELECTOR_NOT_FOR_TYPE
+        elif isinstance(value, int):
+            ints.append(value)
+        else:
+            chars += value
+    if len(ints) > int_count:
+        return fail(mqi.MQRC_INT_ATTR_COUNT_TOO_SMALL)
+    if len(chars) > char_length:
+        return fail(mqi.MQRC_CHAR_ATTRS_TOO_SHORT)
+    return cc, rc, [struct.pack(f"<{len(ints)}i", *ints), chars]

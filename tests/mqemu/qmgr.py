@@ -22,24 +22,27 @@ from collections.abc import Callable
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 import mqi  # noqa: E402  (run as a script: the module beside this file)
+from channels import Channels, ChannelState  # noqa: E402
 from cluster import Cluster, ClusterHandle, ClusterState  # noqa: E402
 from mqi import CD, CNO, GMO, MD, OD, PMO, SD, get, put, text  # noqa: E402
 from mqsc import Mqsc  # noqa: E402
 from objects import (  # noqa: E402
     FAILED,
+    Attributes,
     Connection,
     Handle,
     Message,
     Queue,
     Reply,
     Subscription,
+    answer_inquiry,
     fail,
     topic_matches,
 )
 from peers import Peer, Peers  # noqa: E402
 from properties import PropertyVerbs  # noqa: E402
 from rebalance import BALANCE_TIMEOUT_S, INTERVAL_S, MOVE_CC, Balancer  # noqa: E402
-from remote import RemoteHandle, RemoteQueues  # noqa: E402
+from remote import RemoteDefinition, RemoteHandle, RemoteQueues  # noqa: E402
 from topics import TopicObjects  # noqa: E402
 
 DESCRIPTION = "EMULATED queue manager for tests, NOT IBM MQ"
@@ -47,10 +50,11 @@ DESCRIPTION = "EMULATED queue manager for tests, NOT IBM MQ"
 VERSION, COMMAND_LEVEL = "09040000", 940  # the MQ level whose behaviour it follows
 
 
-class QueueManager(Cluster, RemoteQueues, Mqsc, PropertyVerbs, TopicObjects):
+class QueueManager(Cluster, RemoteQueues, Channels, Mqsc, PropertyVerbs, TopicObjects):
     """The emulated queue manager's state; every verb runs under one condition's lock. Its
     MQSC commands: :class:`mqsc.Mqsc`; cluster queues: :class:`cluster.Cluster`; other
-    queue managers' queues: :class:`remote.RemoteQueues`; message handles and properties:
+    queue managers' queues: :class:`remote.RemoteQueues`; sender and receiver channels:
+    :class:`channels.Channels`; message handles and properties:
     :class:`properties.PropertyVerbs`; topic objects: :class:`topics.TopicObjects`."""
 
     def __init__(self, name: str, user: str = "", password: str = "",
@@ -63,7 +67,9 @@ class QueueManager(Cluster, RemoteQueues, Mqsc, PropertyVerbs, TopicObjects):
         self.queues: dict[str, Queue] = {}
         self.subs: dict[str, Subscription] = {}
         self.topic_objects: dict[str, str] = {"SYSTEM.BASE.TOPIC": ""}
-        self.remote_defs: dict[str, tuple[str, str]] = {}
+        self.remote_defs: dict[str, RemoteDefinition] = {}
+        self.defxmitq = ""  # ALTER QMGR DEFXMITQ
+        self.channels = ChannelState()
         self.conns: dict[int, Connection] = {}
         self.cluster = ClusterState()
         self.numbers = itertools.count(1)
@@ -173,8 +179,9 @@ class QueueManager(Cluster, RemoteQueues, Mqsc, PropertyVerbs, TopicObjects):
             hobj = next(conn.next_handle)
         conn.handles[hobj] = handle
         if handle.kind == "queue":
-            put(OD, od, "ResolvedQName", handle.name.encode())
-            put(OD, od, "ResolvedQMgrName", self.name.encode())
+            queue, qmgr = handle.resolved(self.name)
+            put(OD, od, "ResolvedQName", queue.encode())
+            put(OD, od, "ResolvedQMgrName", qmgr.encode())
         put(OD, od, "ResolvedType", {"queue": mqi.MQOT_Q, "topic": mqi.MQOT_TOPIC,
                                      "qmgr": mqi.MQOT_Q_MGR}[handle.kind])
         return mqi.MQCC_OK, 0, [struct.pack("<i", hobj), bytes(od)]
@@ -193,7 +200,7 @@ class QueueManager(Cluster, RemoteQueues, Mqsc, PropertyVerbs, TopicObjects):
             if sub and (not sub.durable or options & mqi.MQCO_REMOVE_SUB):
                 self._drop_sub(sub)
             return
-        queue = self.queues.get(handle.name) if handle.kind == "queue" else None
+        queue = self.queues.get(handle.opened_queue or "")
         if queue is None:
             return
         if handle.options & mqi.MQOO_INPUT:
@@ -238,7 +245,7 @@ class QueueManager(Cluster, RemoteQueues, Mqsc, PropertyVerbs, TopicObjects):
 
     def _enqueue(self, conn: Connection, queue: Queue, message: Message, syncpoint: bool) -> int:
         if queue.depth() >= queue.maxdepth:
-            return 2053  # MQRC_Q_FULL
+            return mqi.MQRC_Q_FULL
         if syncpoint:
             queue.uncommitted += 1
             conn.uow_puts.append((queue, message))
@@ -411,29 +418,16 @@ class QueueManager(Cluster, RemoteQueues, Mqsc, PropertyVerbs, TopicObjects):
             return fail(mqi.MQRC_HOBJ_ERROR)
         if not handle.options & mqi.MQOO_INQUIRE:
             return fail(mqi.MQRC_NOT_OPEN_FOR_INQUIRE)
-        clustered = self.inquire_cluster(handle, selectors, int_count, char_length)
-        if clustered is not None:
-            return clustered
-        known = self._inquirable(handle)
-        ints: list[int] = []
-        chars = b""
-        for selector in selectors:
-            if selector not in known:
-                return fail(mqi.MQRC_SELECTOR_ERROR)
-            value = known[selector]
-            if isinstance(value, int):
-                ints.append(value)
-            else:
-                chars += value
-        if len(ints) > int_count:
-            return fail(mqi.MQRC_INT_ATTR_COUNT_TOO_SMALL)
-        if len(chars) > char_length:
-            return fail(mqi.MQRC_CHAR_ATTRS_TOO_SHORT)
-        return mqi.MQCC_OK, 0, [struct.pack(f"<{len(ints)}i", *ints), chars]
+        return answer_inquiry(self._inquirable(handle), selectors, int_count, char_length)
 
-    def _inquirable(self, handle: Handle) -> dict[int, int | bytes]:
+    def _inquirable(self, handle: Handle) -> Attributes:
         """What MQINQ answers for the queue manager or a queue: integer attributes, and
-        character ones blank-padded to their MQ lengths."""
+        character ones blank-padded to their MQ lengths (a cluster queue resolved to other
+        members only, or another queue manager's queue: what MQ keeps of those)."""
+        for elsewhere in (self.cluster_attributes, self.remote_attributes):
+            attributes = elsewhere(handle)
+            if attributes is not None:
+                return attributes
         queue = self.queues.get(handle.name)
         if handle.kind == "qmgr":
             return {mqi.MQCA_Q_MGR_NAME: self.name.encode().ljust(48),
