@@ -371,6 +371,12 @@ def _cost_split(runs: list[Run]) -> Table:
 
 def _link_note(label: str, link: LinkRecord) -> str:
     """Where the link's CPU is, in a run's note."""
+    if link.runs_in and not link.side_of(link.runs_in):
+        return (f"{label}: the link ({link.kind}s) runs in a member of its own, "
+                f"{link.runs_in}, so its row is the link's CPU alone: an upper bound, since "
+                "both its ends are network clients (inside side b one end would be local); each "
+                "side's members also count it as a client (side a: its consumer; side b: its "
+                "publisher)")
     if link.runs_in:
         return (f"{label}: the link ({link.kind}s) runs inside {link.runs_in}, so its CPU is in "
                 "that member's row, and each side's members also count the link as a client "
@@ -383,9 +389,12 @@ def _link_note(label: str, link: LinkRecord) -> str:
 def _member_part(runs: list[Run], member: str) -> str:
     """A member's row: its side and the link where clusters are linked."""
     link = next((run.manifest.link for run in runs if run.manifest.link
-                 and run.manifest.link.side_of(member)), None)
+                 and (run.manifest.link.side_of(member) or member == run.manifest.link.runs_in)),
+                None)
     if link is None:
         return f"member {member}"
+    if not link.side_of(member):
+        return f"link ({link.kind}s, own member): member {member}"
     with_link = " + link" if member == link.runs_in or not link.runs_in else ""
     return f"broker {link.side_of(member)}{with_link}: member {member}"
 

@@ -229,6 +229,11 @@ class Provisioner:
         shovel's state (:class:`results.rundir.manifest.LinkRecord`); ``None``: no link."""
         return None
 
+    def route_lines(self) -> list[str]:
+        """Linked clusters: each part of the link in words, for ``surge plan``; none by
+        default."""
+        return []
+
     def unmeasured(self) -> dict[str, str]:
         """The figures this placement cannot know, each with why (they stay unknown in the
         rows, never zero); none by default."""

@@ -15,8 +15,9 @@ import yaml
 from orchestrator.specs import plan as plans
 from orchestrator.specs.loader import load_scenario
 from orchestrator.specs.scenario import ScenarioSpec
-from orchestrator.specs.topology import QueueSpec, TopologySpec
+from orchestrator.specs.topology import LinkSpec, QueueSpec, TopologySpec
 from results.rundir.steps import fixed_width
+from topologies.base import Provisioner
 
 
 class _BlockDumper(yaml.SafeDumper):
@@ -127,13 +128,19 @@ def _rabbitmq_members_text(topology: TopologySpec) -> str:
               if not q.per_receiver else f"each receiver declares its own queue ({q.name})"
               for q in topology.queues for name in _shown_names(q)]
     where = "over SSH" if topology.placement == "ssh" else "on loopback"
-    link = [] if topology.link is None else [
-        "", f"## Link ({topology.link.kind}s declared on side b, {topology.link.ack_mode}; "
-            f"side a: members 0 to {topology.link.sides[0] - 1}, side b: the rest; each side "
-            f"declares the queues)", "",
-        *provisioner.route_lines()]
+    link = [] if topology.link is None else _shovels_text(topology.link, provisioner)
     return "\n".join([f"## Members (rabbitmq-server {where}, one cgroup each)", "",
                       fixed_width(rows), "", "## Queues (management API)", "", *queues, *link])
+
+
+def _shovels_text(link: LinkSpec, provisioner: Provisioner) -> list[str]:
+    """Where linked clusters' members are and each shovel in words."""
+    b_end = sum(link.sides) - 1
+    where = (f"in the link's own member {b_end + 1}" if link.own_members
+             else "in side b's first member")
+    return ["", f"## Link ({link.kind}s run {where}, {link.ack_mode}; side a: members 0 to "
+                f"{link.sides[0] - 1}, side b: {link.sides[0]} to {b_end}; each side declares "
+                f"the queues)", "", *provisioner.route_lines()]
 
 
 def _load_text(scenario: ScenarioSpec, topology: TopologySpec) -> str:

@@ -138,6 +138,7 @@ class QueueSpec(Spec):
 
 
 LINK_SIDES = "ab"  # the sides of linked clusters, as their members' names carry them
+LINK_OWN = "link"  # the name part of a linked topology's own link member
 REPLY_EXCHANGE = "surge.replies"  # a linked topology's replies, on the servers' side
 REPLY_QUEUE = "surge.replies.to-a"  # where they wait for the link back to the requesters
 
@@ -184,9 +185,24 @@ class LinkSpec(Spec):
                                 description="channel: MAXDEPTH of each transmission queue "
                                             "(requests wait there while the link is down)")
 
+    runs_on: Literal["b", "own"] = Field(
+        "b", description="shovel: where the shovels run: b, inside side b's first member "
+                         "(its CPU is broker B's and the link's together); own, in one more "
+                         "member after side b's, of the same size, whose CPU is the link's "
+                         "alone (an upper bound: both its ends are network clients)")
+
+    @property
+    def own_members(self) -> int:
+        """Members of the link's own (1 with ``runs_on: own``), after side b's."""
+        return 1 if self.runs_on == "own" else 0
+
     def side_of(self, index: int) -> int:
-        """0 (side a) or 1 (side b): the side of member ``index``."""
-        return 0 if index < self.sides[0] else 1
+        """0 (side a), 1 (side b) or 2 (the link's own member): where member ``index`` is."""
+        return 0 if index < self.sides[0] else 1 if index < sum(self.sides) else 2
+
+    def first_of(self, side: int) -> int:
+        """The index of ``side``'s first member (2: the link's own)."""
+        return sum(self.sides[:side])
 
 
 class TopologySpec(Spec):
@@ -316,9 +332,10 @@ class TopologySpec(Spec):
         found = self._link_kind_problems(link)
         if found:
             return found
-        if min(link.sides) < 1 or sum(link.sides) != self.members:
-            found.append((("link", "sides"), f"each side needs a member and together they are "
-                                             f"the topology's members ({self.members}); "
+        if min(link.sides) < 1 or sum(link.sides) + link.own_members != self.members:
+            own = " with the link's own" if link.own_members else ""
+            found.append((("link", "sides"), f"each side needs a member and together{own} they "
+                                             f"are the topology's members ({self.members}); "
                                              f"sides say {link.sides}"))
         if self.start != self.members:
             found.append((("start",), "a linked topology starts every member: start = members"))
@@ -343,6 +360,9 @@ class TopologySpec(Spec):
         if link.sides != [1, 1]:
             return [(("link", "sides"), f"channels join one queue manager on each side: sides "
                                         f"[1, 1]; sides say {link.sides}")]
+        if link.runs_on == "own":
+            return [(("link", "runs_on"), "channels run inside each queue manager (their "
+                                          "agents): runs_on b")]
         found: list[tuple[Loc, str]] = []
         if mq.cluster_queues:
             found.append((("ibmmq", "cluster_queues"), "queue managers joined by channels "

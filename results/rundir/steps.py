@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from orchestrator.specs.plan import Phase
-from orchestrator.specs.topology import LINK_SIDES
+from orchestrator.specs.topology import LINK_OWN, LINK_SIDES
 from results.rundir.bottleneck import bottleneck
 from results.rundir.figures import (
     CONFIRM,
@@ -503,9 +503,10 @@ def cell(value: float | None, spec: str = ",.0f") -> str:
 
 def member_index(node_name: str) -> str:
     """The pool index in a member's node name: ``surge-uniform-4-2@localhost`` -> ``2``; a
-    linked topology's member with its side: ``surge-local-linked-b-0@localhost`` -> ``b0``."""
+    linked topology's member with its side: ``surge-local-linked-b-0@localhost`` -> ``b0`` (the
+    link's own: ``link0``)."""
     parts = node_name.split("@")[0].rsplit("-", 2)
-    if len(parts) == 3 and parts[1] in LINK_SIDES:
+    if len(parts) == 3 and parts[1] in (*LINK_SIDES, LINK_OWN):
         return parts[1] + parts[2]
     return parts[-1]
 

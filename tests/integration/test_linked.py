@@ -79,3 +79,38 @@ def test_a_link_down_holds_the_requests_on_side_a_and_loses_none(linked, tmp_pat
     ticks = read_rows(result.run_dir, "ticks")
     assert max(t["receive_rate"] for t in ticks if 6 <= t["elapsed_s"] < 9) == 0
     assert min(t["receive_rate"] for t in ticks if 11 <= t["elapsed_s"] < 14) > 0
+
+
+@pytest.fixture(scope="module")
+def linked_own(state_root):
+    """As ``linked``, with the shovels in a third member of their own."""
+    topology = TopologySpec.model_validate({
+        "name": "linked2", "members": 3, "start": 3, "cpu_per_member": 0.5,
+        "port_base": 9410, "link": {"sides": [1, 1], "runs_on": "own"},
+        "queues": [{"name": "pair-%d", "count": 2}]})
+    with local_cluster(topology, state_root) as provisioner:
+        yield provisioner
+
+
+def test_a_link_of_its_own_has_its_own_row_in_the_split(linked_own, tmp_path):
+    spec = ScenarioSpec.model_validate({
+        "name": "it-linked-own", "topology": "unused.yaml", "agents": 2,
+        "workload": {"pattern": "request-reply", "queue": "pair-%d", "senders": 4,
+                     "receivers": 2, "in_flight": 1, "message": {"size": "1KiB"}},
+        "plan": [{"rate_per_sender": 0, "hold": "6s"}],
+        "measure": {"settle": "2s", "drain": "10s"}})
+    result = Controller(spec, linked_own.topology, tmp_path, live=False,
+                        keep_topology=True).run()
+    assert result.outcome == "completed" and result.accounting.balanced, result.accounting
+    manifest = read_manifest(result.run_dir)
+    a, b, own = (m.name for m in linked_own.status())
+    assert own.startswith("surge-linked2-link-0@")
+    assert manifest.link.sides == [[a], [b]] and manifest.link.runs_in == own
+    assert set(manifest.link.shovels.values()) == {"running"}
+    split = document_table("004-split", [result.run_dir])
+    assert [row[0] for row in split.rows] == [
+        f"broker A: member {a}", f"broker B: member {b}", f"link (shovels, own member): member "
+        f"{own}", "agent 0 (requesters)", "agent 1 (responders)", "total"]
+    parts = [float(row[1].replace(",", "")) for row in split.rows]
+    assert all(p > 0 for p in parts) and sum(parts[:-1]) == pytest.approx(parts[-1], rel=0.01)
+    assert any("a member of its own" in note for note in split.notes)

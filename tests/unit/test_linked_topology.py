@@ -2,6 +2,8 @@
 secrets, the replies' exchange), the shovels it declares, and how depth probes and member
 labels see the two sides."""
 
+import pytest
+
 from orchestrator.run.depth import SideProbes
 from orchestrator.specs.topology import REPLY_EXCHANGE, REPLY_QUEUE, TopologySpec
 from results.rundir.steps import member_index
@@ -88,3 +90,24 @@ def test_a_quorum_queue_with_replicas_on_members_standing_by_is_refused_before_a
     # without a warm pool, or with as many members started, the queue can be declared
     assert standby_replicas(topology.model_copy(update={"warm_pool": False})) == ""
     assert standby_replicas(topology.model_copy(update={"start": 3})) == ""
+
+
+def test_a_link_of_its_own_is_one_more_member_after_side_b(tmp_path):
+    topology = linked(members=4, start=4, link={"sides": [1, 2], "runs_on": "own"})
+    provisioner = LinkedLocalRabbitMQ(topology, tmp_path)
+    assert [provisioner.member(i).name for i in range(4)] == [
+        "surge-ln-a-0@localhost", "surge-ln-b-0@localhost", "surge-ln-b-1@localhost",
+        "surge-ln-link-0@localhost"]
+    assert provisioner.member(3).port == 6003 and member_index("surge-ln-link-0@localhost") \
+        == "link0"
+    own = provisioner.clusters[2].topology
+    assert (own.name, own.members, own.queues, own.exchanges) == ("ln-link", 1, [], [])
+    # workers and depth probes see the two sides only; the shovels live in the link's member
+    assert [len(side) for side in provisioner.sides()] == [1, 2]
+    assert provisioner._runs_link is provisioner.clusters[2]
+
+
+def test_a_link_of_its_own_counts_in_the_members_and_channels_have_none():
+    with pytest.raises(ValueError, match="together with the link's own they are the topology's "
+                                         r"members \(3\)"):
+        linked(link={"sides": [2, 1], "runs_on": "own"})

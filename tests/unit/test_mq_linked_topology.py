@@ -44,6 +44,7 @@ def problems(data: dict) -> list[str]:
     ({"link": {"kind": "channel", "sides": [2, 1]}, "members": 3, "start": 3},
      "link.sides: channels join one queue manager on each side"),
     ({"start": 1}, "start: a linked topology starts every member"),
+    ({"link": {"kind": "channel", "runs_on": "own"}}, "link.runs_on: channels run inside each"),
     ({"queues": [{"name": "LQ02"}]}, "queues.0: a queue may not be named like a queue manager"),
 ])
 def test_a_channel_link_is_refused_where_it_cannot_be_built(change, expected):

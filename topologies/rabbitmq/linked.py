@@ -9,7 +9,9 @@ whole listens where it would in one cluster. Both sides use the topology's one b
 settings. Side b also gets the replies' exchange and queue.
 
 The shovels are runtime parameters declared through side b's management API, so they run in
-one of side b's members: one per queue of the topology from side a to the same queue on side b,
+one of side b's members, or, with ``runs_on: own``, through the management API of one more
+member (``<topology>-link``, no queues) that runs nothing else, whose CPU is then the link's
+alone: one per queue of the topology from side a to the same queue on side b,
 and one from side b's reply queue to side a's default exchange, keeping the routing key (the
 requester's reply queue). Each consumes a named durable queue and, with ``on-confirm``,
 acknowledges only what the far side confirmed: a dropped link loses nothing.
@@ -27,6 +29,7 @@ from pathlib import Path
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.routing import BindingSpec, ExchangeSpec
 from orchestrator.specs.topology import (
+    LINK_OWN,
     LINK_SIDES,
     REPLY_EXCHANGE,
     REPLY_QUEUE,
@@ -37,25 +40,28 @@ from topologies.base import BrokerSample, Member, MemberStats, Provisioner
 from topologies.rabbitmq import credentials, node
 from topologies.rabbitmq.credentials import KeptSecrets
 from topologies.rabbitmq.local import LocalRabbitMQ, default_state_root
-from topologies.rabbitmq.prometheus import node_stats
 
 LINK_TIMEOUT_S = 60.0  # until every shovel says it runs
 
 
 def side_topology(topology: TopologySpec, side: int) -> TopologySpec:
     """The cluster of one side: its members, the topology's queues, and on side b the
-    replies' exchange, queue and binding."""
-    assert topology.link is not None
-    count = topology.link.sides[side]
-    offset = topology.link.sides[0] if side else 0
-    update = {"name": f"{topology.name}-{LINK_SIDES[side]}", "members": count, "start": count,
-              "port_base": topology.port_base + offset, "warm_pool": False, "link": None}
+    replies' exchange, queue and binding; side 2 is the link's own member (no queues)."""
+    link = topology.link
+    assert link is not None
+    count = link.sides[side] if side < 2 else link.own_members
+    name = LINK_SIDES[side] if side < 2 else LINK_OWN
+    update: dict[str, object] = {
+        "name": f"{topology.name}-{name}", "members": count, "start": count,
+        "port_base": topology.port_base + link.first_of(side), "warm_pool": False, "link": None}
     if side == 1:
         update.update(
             queues=[*topology.queues, QueueSpec(name=REPLY_QUEUE)],
             exchanges=[*topology.exchanges, ExchangeSpec(name=REPLY_EXCHANGE, type="topic")],
             bindings=[*topology.bindings, BindingSpec(exchange=REPLY_EXCHANGE, queue=REPLY_QUEUE,
                                                       routing_key="#")])
+    elif side == 2:
+        update.update(queues=[], exchanges=[], bindings=[])
     return topology.model_copy(update=update)
 
 
@@ -72,7 +78,8 @@ class LinkedLocalRabbitMQ(KeptSecrets, Provisioner):
         root = state_root or default_state_root()
         self.state_dir = root / topology.name
         self.secrets_file = self.state_dir / "credentials.json"
-        self.clusters = [LocalRabbitMQ(side_topology(topology, side), root) for side in (0, 1)]
+        parts = (0, 1, 2) if topology.link.own_members else (0, 1)
+        self.clusters = [LocalRabbitMQ(side_topology(topology, side), root) for side in parts]
         for cluster in self.clusters:
             cluster.plugins = node.SHOVEL_PLUGINS
             cluster.secrets_file = self.secrets_file
@@ -82,11 +89,16 @@ class LinkedLocalRabbitMQ(KeptSecrets, Provisioner):
         if not 0 <= index < self.topology.members:
             raise ProvisionError(f"{self.topology.name} has no member {index}")
         side = self.link.side_of(index)
-        return self.clusters[side], index - (self.link.sides[0] if side else 0)
+        return self.clusters[side], index - self.link.first_of(side)
 
     def _global(self, side: int, members: list[Member]) -> list[Member]:
-        offset = self.link.sides[0] if side else 0
+        offset = self.link.first_of(side)
         return [dataclasses.replace(m, index=m.index + offset) for m in members]
+
+    @property
+    def _runs_link(self) -> LocalRabbitMQ:
+        """The cluster the shovels are declared in and run in: the link's own, or side b."""
+        return self.clusters[-1]
 
     # -- the pool ---------------------------------------------------------------------------
 
@@ -96,18 +108,20 @@ class LinkedLocalRabbitMQ(KeptSecrets, Provisioner):
         return dataclasses.replace(cluster.member(local), index=index)
 
     def status(self) -> list[Member]:
-        """Every member of both sides, with whether it runs."""
-        return [m for side in self.sides() for m in side]
+        """Every member of both sides (and the link's own), with whether it runs."""
+        return [m for side, cluster in enumerate(self.clusters)
+                for m in self._global(side, cluster.status())]
 
     def sides(self) -> list[list[Member]]:
         """Side a's members, then side b's."""
-        return [self._global(side, cluster.status()) for side, cluster in enumerate(self.clusters)]
+        return [self._global(side, cluster.status())
+                for side, cluster in enumerate(self.clusters[:2])]
 
     def up(self) -> list[Member]:
         """Start both sides (at once), then declare the shovels and wait until they run."""
         credentials.private_dir(self.state_dir)
         credentials.load_or_create(self.secrets_file)
-        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        with concurrent.futures.ThreadPoolExecutor(len(self.clusters)) as pool:
             list(pool.map(lambda cluster: cluster.up(), self.clusters))
         self._link()
         return self.status()
@@ -140,26 +154,26 @@ class LinkedLocalRabbitMQ(KeptSecrets, Provisioner):
         return BrokerSample([m for cluster in self.clusters for m in cluster.sample().members])
 
     def member_stats(self, member: Member) -> MemberStats | None:
-        """The member's own figures from its Prometheus endpoint (a shovel is one more client
-        of each member it connects to: its publishes and deliveries count there)."""
-        return node_stats(member.metrics_url)
+        """The member's own figures (:meth:`LocalRabbitMQ.member_stats`; a shovel is one more
+        client of each member it connects to: its publishes and deliveries count there)."""
+        return self.clusters[0].member_stats(member)
 
     def settled_queue_depths(self) -> dict[str, int]:
         """Messages per queue name, both sides together (a request on its way is in side a's
         queue or side b's, never both once the link has settled)."""
         total: dict[str, int] = {}
-        for cluster in self.clusters:
+        for cluster in self.clusters[:2]:
             for name, count in cluster.settled_queue_depths().items():
                 total[name] = total.get(name, 0) + count
         return total
 
     def link_state(self) -> dict[str, object]:
-        """Each side's member names, the member the shovels run in (side b's first) and each
-        shovel's state, as side b says."""
+        """Each side's member names, the member the shovels run in (side b's first, or the
+        link's own) and each shovel's state, as that member says."""
         sides = self.sides()
         return {"kind": "shovel", "sides": [[m.name for m in side] for side in sides],
-                "runs_in": sides[1][0].name,
-                "shovels": dict(sorted(self.clusters[1].management().shovels().items()))}
+                "runs_in": self._runs_link.member(0).name,
+                "shovels": dict(sorted(self._runs_link.management().shovels().items()))}
 
     # -- the link ---------------------------------------------------------------------------
 
@@ -174,7 +188,7 @@ class LinkedLocalRabbitMQ(KeptSecrets, Provisioner):
         if up:
             self._link()
             return
-        api = self.clusters[1].management()
+        api = self._runs_link.management()
         for name in self.routes():
             api.delete_shovel(name)
 
@@ -186,12 +200,12 @@ class LinkedLocalRabbitMQ(KeptSecrets, Provisioner):
                 for name, route in self.routes().items()]
 
     def _link(self) -> None:
-        """Declare every shovel on side b and wait until each runs."""
+        """Declare every shovel where the link runs and wait until each runs."""
         secrets = self.secrets()
         uris = [[f"amqp://{secrets.user}:{urllib.parse.quote(secrets.password, safe='')}"
                  f"@{m.host}:{m.port}" for m in cluster.status() if m.running]
-                for cluster in self.clusters]
-        api = self.clusters[1].management()
+                for cluster in self.clusters[:2]]
+        api = self._runs_link.management()
         common = {"ack-mode": self.link.ack_mode, "src-prefetch-count": self.link.prefetch,
                   "reconnect-delay": 1}
         for name, route in self.routes().items():
