@@ -89,7 +89,7 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
     for i in range(workload.receivers):
         agent = receiver_agents[i % len(receiver_agents)]
         member = receiver_members[i % len(receiver_members)]
-        slot = i * queue.count // workload.receivers
+        slot = queue.slot(i, workload.receivers)
         name = queue.instance(member.index, slot)
         receivers[agent].append(protocol.ReceiverConfig(
             id=i + 1, endpoint=member.endpoint, queue=name,
@@ -100,7 +100,7 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
     for i in range(workload.senders):
         agent = sender_agents[i % len(sender_agents)]
         member = sender_members[i % len(sender_members)]
-        slot = i * queue.count // workload.senders
+        slot = queue.slot(i, workload.senders)
         target: str | list[str] = queue.instance(member.index, slot)
         if workload.bind == "not-fixed":
             target = [queue.instance(m.index, slot) for m in members] if queue.per_member \

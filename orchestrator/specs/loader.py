@@ -79,6 +79,7 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None,
                                                  f"take down")
                  for i, f in enumerate(scenario.faults)
                  if f.kind == "link_down" and topology.link is None]
+    problems += [at(*loc, message=message) for loc, message in _unserved(scenario, queue)]
     if topology.link is not None and scenario.scaling is not None:
         problems.append(at("scaling", message=f"topology {topology.name} links two clusters "
                                               "that start whole: it does not scale"))
@@ -423,3 +424,32 @@ def _mq_bind_problems(bind: str, topology: TopologySpec) -> list[str]:
                 f"that reconnect to any member (MQRC_RECONNECT_INCOMPATIBLE 2547): set "
                 f"ibmmq.reconnect: qmgr or no in topology {topology.name}, or bind: not-fixed"]
     return []
+
+
+def _unserved(scenario: ScenarioSpec, queue: QueueSpec) -> list[tuple[Loc, str]]:
+    """Request/reply steps that start fewer responders than their requesters' queues need:
+    requesters and responders fill the queues of a pattern in blocks (document 004's pairs),
+    so a count that is not a whole number of blocks leaves a queue's requests unanswered."""
+    workload = scenario.workload
+    if workload.pattern != "request-reply" or queue.count == 1:
+        return []
+    found: list[tuple[Loc, str]] = []
+    for index, step in enumerate(scenario.plan):
+        if step.receivers is None:
+            continue
+        senders = step.senders if isinstance(step.senders, list) else \
+            [step.senders or workload.senders]
+        receivers = step.receivers if isinstance(step.receivers, list) else \
+            [step.receivers] * len(senders)
+        for sending, serving in zip(senders, receivers):
+            missing = sorted({queue.slot(i, workload.senders) for i in range(sending)}
+                             - {queue.slot(i, workload.receivers) for i in range(serving)})
+            if missing:
+                names = ", ".join(queue.names[m] for m in missing)
+                found.append((("plan", index, "receivers"), (
+                    f"{serving} responders beside {sending} requesters leave {names} "
+                    f"unanswered: the {workload.receivers} responders fill the "
+                    f"{queue.count} queues in blocks of {workload.receivers / queue.count:g}, "
+                    f"the requesters in blocks of {workload.senders / queue.count:g}")))
+                break
+    return found

@@ -124,6 +124,11 @@ class QueueSpec(Spec):
             return [self.instance(i) for i in member_indices]
         return self.names
 
+    def slot(self, worker: int, workers: int) -> int:
+        """The queue of a pattern that worker ``worker`` (0-based) of ``workers`` uses: the
+        workers fill the queues in blocks, in order."""
+        return worker * self.count // workers
+
     def owns(self, queue_name: str) -> bool:
         """Whether ``queue_name`` is this queue, one of its per-member instances or of its
         pattern."""

@@ -40,6 +40,7 @@ SCHEMA_CANNOT_TELL = {
     "nested_cross_field.yaml": "a queue's count against its name",
     "several_cross_field.yaml": "fields against each other",
     "topology_link_channel.yaml": "queue names against queue manager names",
+    "scenario_unserved_pairs.yaml": "the responders started against the topology's queues",
     "message_memory.yaml": "message size times senders against this machine's memory",
     "topology_cross_field.yaml": "fields against each other",
     "topology_cpu_overflow.yaml": "cores times members",
