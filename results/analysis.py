@@ -510,16 +510,35 @@ def _cost(analysis: RunAnalysis, span: tuple[float, float], broker_s: float | No
     generator_us = generator_s * 1e6 / received if received and generator_s is not None \
         else None
 
+    hosts_s = _hosts_cpu_s(analysis.host_samples, span)
+
     def monthly(us_per_msg: float | None) -> float | None:
         # Cores busy at 1,000 msg/s = 1,000 * us/msg / 1e6.
         return None if us_per_msg is None else \
             1000 * us_per_msg / 1e6 * price_per_core_hour * HOURS_PER_MONTH
     return {"messages": received, "broker_cpu_s": broker_s, "generator_cpu_s": generator_s,
             "broker_us_per_msg": broker_us, "generator_us_per_msg": generator_us,
+            "hosts_cpu_s": hosts_s,
+            "host_us_per_msg": {host: used * 1e6 / received for host, used in hosts_s.items()}
+            if received else {},
             "price_per_core_hour": price_per_core_hour, "include_drain": include_drain,
             "span_s": None if include_drain else [start, end],
             "broker_cost_per_1k_msg_s_month": monthly(broker_us),
             "generator_cost_per_1k_msg_s_month": monthly(generator_us)}
+
+
+def _hosts_cpu_s(samples: list[dict[str, Any]], span: tuple[float, float]) -> dict[str, float]:
+    """CPU-seconds each host used over ``span`` (everything on it), from its readings of the
+    hosts table (cores busy x the reading's interval); a host with no reading there is left
+    out, never 0."""
+    start, end = span
+    used: dict[str, float] = {}
+    for sample in samples:
+        busy, interval = sample.get("cpu_cores_busy"), sample.get("cpu_interval_s")
+        if busy is None or interval is None or not start < sample["elapsed_s"] <= end:
+            continue
+        used[sample["host"]] = used.get(sample["host"], 0.0) + busy * interval
+    return used
 
 
 def _steps_span(ticks: list[dict[str, Any]]) -> tuple[float, float]:

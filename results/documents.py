@@ -10,6 +10,7 @@ cannot measure here are named in :attr:`DocumentTable.unmeasured`.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,17 +102,20 @@ def table(name: str, title: str, rows: str, unmeasured: tuple[str, ...] = (),
 
 def load_runs(run_dirs: list[Path]) -> list[Run]:
     """The runs in ``run_dirs``, each with a step table (a run without one is an error naming
-    its ``run.json``); files and directories named ``_...`` beside runs (logs, the lake) are
-    passed over."""
-    runs = []
+    its ``run.json``) and a label of its own (runs that would share one, as cells of one
+    scenario differing only in their fixed overrides, are labelled by their directories);
+    files and directories named ``_...`` beside runs (logs, the lake) are passed over."""
+    found = []
     for run_dir in run_dirs:
         if run_dir.name.startswith("_") or run_dir.is_file():  # the lake, logs: not runs
             continue
         manifest = read_manifest(run_dir)
         if not manifest.steps:
             raise SurgeError(f"{run_dir / MANIFEST_FILE}: no step table; did the run finish?")
-        runs.append(Run(label(run_dir.name, manifest.scenario_name), manifest))
-    return runs
+        found.append((run_dir.name, label(run_dir.name, manifest.scenario_name), manifest))
+    taken = Counter(name for _, name, _ in found)
+    return [Run(name if taken[name] == 1 else directory, manifest)
+            for directory, name, manifest in found]
 
 
 def label(directory: str, scenario: str) -> str:

@@ -241,10 +241,14 @@ def _markdown(analysis: RunAnalysis, derived: dict[str, Any], plots: list[str]) 
     if unknown:
         lines += ["", "Shares are of the known readings only.", *unknown]
     terms = analysis.manifest.terms
+    by_host = cost.get("host_us_per_msg") or {}
+    hosts = ["- by host, everything on it: " + ", ".join(
+        f"{host} {_num(us, 1)}" for host, us in sorted(by_host.items()))
+        + f" CPU us/{terms.each}"] if by_host else []
     lines += ["", "## Cost", "", _broker_cost_line(cost, terms),
               f"- load generator: {_num(cost.get('generator_us_per_msg'), 1)} CPU "
               f"us/{terms.each}; {_money(cost.get('generator_cost_per_1k_msg_s_month'))} per "
-              f"1,000 {terms.unit} per month",
+              f"1,000 {terms.unit} per month", *hosts,
               f"- at {cost.get('price_per_core_hour')} per core-hour, "
               f"{cost.get('messages', 0):,} {terms.counted} received "
               + ("over the whole run, drain included" if cost.get("include_drain") or

@@ -16,7 +16,7 @@ from results.report import step_table_text
 from results.rundir.histogram import SUB_COUNT
 from results.rundir.manifest import FORMAT_VERSION, read_manifest
 from results.rundir.steps import FIGURES, drain_row, jain_index, step_rows
-from results.rundir.tables import read_table, table_files
+from results.rundir.tables import CONTROLLER_HOST, read_table, table_files
 from results.synthetic import DRAIN_RATE
 from results.synthetic import write_run as write_synthetic
 
@@ -151,6 +151,10 @@ def test_cost_per_message_and_per_month(spark, tmp_path):
     assert cost["broker_us_per_msg"] == pytest.approx(11.5e6 / received)
     assert cost["broker_cost_per_1k_msg_s_month"] == pytest.approx(
         1000 * 11.5 / received * 0.05 * 730)
+    # by host, everything on it: the controller's at 1 core busy, broker-1's at 0.6 of one
+    assert cost["hosts_cpu_s"] == pytest.approx({CONTROLLER_HOST: 40.0, "broker-1": 24.0})
+    assert cost["host_us_per_msg"] == pytest.approx({CONTROLLER_HOST: 40e6 / received,
+                                                     "broker-1": 24e6 / received})
     drained = analyze_run(spark, run_dir, 0.05, include_drain=True).cost
     assert drained["messages"] == received + 10 * DRAIN_RATE
     assert drained["broker_cpu_s"] == pytest.approx(11.5 + 10 * 0.40)

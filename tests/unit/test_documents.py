@@ -181,3 +181,17 @@ def test_004_split_gives_agents_that_ran_other_workers_rows_of_their_own(tmp_pat
     assert [row[0] for row in table.rows] == ["member m-0@h", "agent 0",
                                               "agent 0 (requesters)", "total"]
     assert [row[1:] for row in table.rows[1:3]] == [["200.00", "-"], ["-", "200.00"]]
+
+
+def test_cells_of_one_scenario_that_would_share_a_label_are_named_by_their_directories(
+        tmp_path):
+    cells = []
+    for name, cpu in (("002-linked-r1", 20.0), ("003-linked-r1", 30.0)):
+        cells.append(tmp_path / name)
+        cells[-1].mkdir()
+        RunManifest(run_id=name, scenario={"name": "linked",
+                                           "workload": {"pattern": "request-reply"}},
+                    steps=[step(1, 6, 1, 1000.0, 50.0, cpu)]).write(cells[-1])
+    table = document_table("004-split", cells)
+    assert table.header == ["CPU us per transaction", "002-linked-r1", "003-linked-r1"]
+    assert table.rows[1] == ["agent 0", "200.00", "300.00"]  # each its own run's figure
