@@ -15,24 +15,34 @@ from tests.integration.conftest import local_cluster
 pytestmark = pytest.mark.integration
 
 
+def linked_topology(name: str, port_base: int, **link) -> TopologySpec:
+    """Side a and side b, one member each at half a core (and the link's own member with
+    ``runs_on: own``), two queue pairs on both."""
+    members = 3 if link.get("runs_on") == "own" else 2
+    return TopologySpec.model_validate({
+        "name": name, "members": members, "start": members, "cpu_per_member": 0.5,
+        "port_base": port_base, "link": {"sides": [1, 1], **link},
+        "queues": [{"name": "pair-%d", "count": 2}]})
+
+
+def pairs(name: str, hold: str, **more) -> ScenarioSpec:
+    """Request/reply over the pairs: 4 requesters on side a, 2 responders on side b."""
+    workload = {"pattern": "request-reply", "queue": "pair-%d", "senders": 4, "receivers": 2,
+                "in_flight": 1, "message": {"size": "1KiB"}, **more.pop("workload", {})}
+    return ScenarioSpec.model_validate({
+        "name": name, "topology": "unused.yaml", "agents": 2, "workload": workload,
+        "plan": [{"rate_per_sender": 0, "hold": hold, **more.pop("step", {})}],
+        "measure": {"settle": "2s", "drain": more.pop("drain", "10s")}, **more})
+
+
 @pytest.fixture(scope="module")
 def linked(state_root):
-    """Side a and side b, one member each at half a core, two queue pairs on both."""
-    topology = TopologySpec.model_validate({
-        "name": "linked1", "members": 2, "start": 2, "cpu_per_member": 0.5,
-        "port_base": 9400, "link": {"sides": [1, 1]},
-        "queues": [{"name": "pair-%d", "count": 2}]})
-    with local_cluster(topology, state_root) as provisioner:
+    with local_cluster(linked_topology("linked1", 9400), state_root) as provisioner:
         yield provisioner
 
 
 def test_requests_cross_the_link_and_the_cost_is_split_by_part(linked, tmp_path):
-    spec = ScenarioSpec.model_validate({
-        "name": "it-linked", "topology": "unused.yaml", "agents": 2,
-        "workload": {"pattern": "request-reply", "queue": "pair-%d", "senders": 4,
-                     "receivers": 2, "in_flight": 1, "message": {"size": "1KiB"}},
-        "plan": [{"rate_per_sender": 0, "hold": "6s", "senders": [2, 4]}],
-        "measure": {"settle": "2s", "drain": "10s"}})
+    spec = pairs("it-linked", "6s", step={"senders": [2, 4]})
     result = Controller(spec, linked.topology, tmp_path, live=False, keep_topology=True).run()
     assert result.outcome == "completed" and result.accounting.balanced, result.accounting
     manifest = read_manifest(result.run_dir)
@@ -56,14 +66,8 @@ def test_requests_cross_the_link_and_the_cost_is_split_by_part(linked, tmp_path)
 
 
 def test_a_link_down_holds_the_requests_on_side_a_and_loses_none(linked, tmp_path):
-    spec = ScenarioSpec.model_validate({
-        "name": "it-link-down", "topology": "unused.yaml", "agents": 2,
-        "workload": {"pattern": "request-reply", "queue": "pair-%d", "senders": 4,
-                     "receivers": 2, "in_flight": 1, "message": {"size": "1KiB"},
-                     "reply_timeout": "30s"},
-        "plan": [{"rate_per_sender": 0, "hold": "14s"}],
-        "faults": [{"kind": "link_down", "at": 4, "duration": 5}],
-        "measure": {"settle": "2s", "drain": "15s"}})
+    spec = pairs("it-link-down", "14s", workload={"reply_timeout": "30s"}, drain="15s",
+                 faults=[{"kind": "link_down", "at": 4, "duration": 5}])
     result = Controller(spec, linked.topology, tmp_path, live=False, keep_topology=True).run()
     accounting = result.accounting
     assert result.outcome == "completed"
@@ -83,22 +87,13 @@ def test_a_link_down_holds_the_requests_on_side_a_and_loses_none(linked, tmp_pat
 
 @pytest.fixture(scope="module")
 def linked_own(state_root):
-    """As ``linked``, with the shovels in a third member of their own."""
-    topology = TopologySpec.model_validate({
-        "name": "linked2", "members": 3, "start": 3, "cpu_per_member": 0.5,
-        "port_base": 9410, "link": {"sides": [1, 1], "runs_on": "own"},
-        "queues": [{"name": "pair-%d", "count": 2}]})
+    topology = linked_topology("linked2", 9410, runs_on="own")
     with local_cluster(topology, state_root) as provisioner:
         yield provisioner
 
 
 def test_a_link_of_its_own_has_its_own_row_in_the_split(linked_own, tmp_path):
-    spec = ScenarioSpec.model_validate({
-        "name": "it-linked-own", "topology": "unused.yaml", "agents": 2,
-        "workload": {"pattern": "request-reply", "queue": "pair-%d", "senders": 4,
-                     "receivers": 2, "in_flight": 1, "message": {"size": "1KiB"}},
-        "plan": [{"rate_per_sender": 0, "hold": "6s"}],
-        "measure": {"settle": "2s", "drain": "10s"}})
+    spec = pairs("it-linked-own", "6s")
     result = Controller(spec, linked_own.topology, tmp_path, live=False,
                         keep_topology=True).run()
     assert result.outcome == "completed" and result.accounting.balanced, result.accounting
