@@ -375,19 +375,19 @@ def _cost_split(runs: list[Run]) -> Table:
 
 def _link_note(label: str, link: LinkRecord) -> str:
     """Where the link's CPU is, in a run's note."""
-    if link.runs_in and not link.side_of(link.runs_in):
-        return (f"{label}: the link ({link.kind}s) runs in a member of its own, "
-                f"{link.runs_in}, so its row is the link's CPU alone: an upper bound, since "
-                "both its ends are network clients (inside side b one end would be local); each "
-                "side's members also count it as a client (side a: its consumer; side b: its "
-                "publisher)")
-    if link.runs_in:
+    if not link.runs_in:
+        return (f"{label}: the link ({link.kind}s) runs inside each queue manager (its sender "
+                "and receiver channel agents, as document 004's CHIN), so its CPU is in both "
+                "members' rows; a message crossing is one more get on one side and put on the "
+                "other")
+    clients = ("each side's members also count the link as a client (side a: its consumer; "
+               "side b: its publisher)")
+    if link.side_of(link.runs_in):
         return (f"{label}: the link ({link.kind}s) runs inside {link.runs_in}, so its CPU is in "
-                "that member's row, and each side's members also count the link as a client "
-                "(side a: its consumer; side b: its publisher)")
-    return (f"{label}: the link ({link.kind}s) runs inside each queue manager (its sender "
-            "and receiver channel agents, as document 004's CHIN), so its CPU is in both "
-            "members' rows; a message crossing is one more get on one side and put on the other")
+                f"that member's row, and {clients}")
+    return (f"{label}: the link ({link.kind}s) runs in a member of its own, {link.runs_in}, so "
+            "its row is the link's CPU alone: an upper bound, since both its ends are network "
+            f"clients (inside side b one end would be local); {clients}")
 
 
 def _member_part(runs: list[Run], member: str) -> str:

@@ -71,7 +71,7 @@ def _uniform_cluster_text(topology: TopologySpec) -> str:
                     for qm in uniform.queue_managers(topology)[topology.start:]],
                   "[any]     run    endmqm -r <QM>  # scale-in: clients move to the other "
                   "members"]
-    if topology.link is not None:
+    else:
         lines += ["", "## Link (sender and receiver channels, started after strmqm)", "",
                   *pointtopoint.route_lines(topology)]
     for path, content in files.items():
@@ -135,12 +135,11 @@ def _rabbitmq_members_text(topology: TopologySpec) -> str:
 
 def _shovels_text(link: LinkSpec, provisioner: Provisioner) -> list[str]:
     """Where linked clusters' members are and each shovel in words."""
-    b_end = sum(link.sides) - 1
-    where = (f"in the link's own member {b_end + 1}" if link.own_members
-             else "in side b's first member")
+    own = link.first_of(2)
+    where = f"in the link's own member {own}" if link.own_members else "in side b's first member"
     return ["", f"## Link ({link.kind}s run {where}, {link.ack_mode}; side a: members 0 to "
-                f"{link.sides[0] - 1}, side b: {link.sides[0]} to {b_end}; each side declares "
-                f"the queues)", "", *provisioner.route_lines()]
+                f"{link.first_of(1) - 1}, side b: {link.first_of(1)} to {own - 1}; each side "
+                f"declares the queues)", "", *provisioner.route_lines()]
 
 
 def _load_text(scenario: ScenarioSpec, topology: TopologySpec) -> str:

@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import Problem, SpecError, one_line
+from orchestrator.specs import plan as plans
 from orchestrator.specs import yamlsafe
 from orchestrator.specs.base import COLLECT, Loc, Spec, cross_problems
 from orchestrator.specs.caveats import scenario_caveats
@@ -435,19 +436,16 @@ def _unserved(scenario: ScenarioSpec, queue: QueueSpec) -> list[tuple[Loc, str]]
         return []
     found: list[tuple[Loc, str]] = []
     for index, step in enumerate(scenario.plan):
-        if step.receivers is None:
-            continue
-        senders = step.senders if isinstance(step.senders, list) else \
-            [step.senders or workload.senders]
-        receivers = step.receivers if isinstance(step.receivers, list) else \
-            [step.receivers] * len(senders)
-        for sending, serving in zip(senders, receivers):
+        for phase in plans.expand([step]):
+            if phase.receivers is None:
+                continue
+            sending = phase.senders or workload.senders
             missing = sorted({queue.slot(i, workload.senders) for i in range(sending)}
-                             - {queue.slot(i, workload.receivers) for i in range(serving)})
+                             - {queue.slot(i, workload.receivers) for i in range(phase.receivers)})
             if missing:
                 names = ", ".join(queue.names[m] for m in missing)
                 found.append((("plan", index, "receivers"), (
-                    f"{serving} responders beside {sending} requesters leave {names} "
+                    f"{phase.receivers} responders beside {sending} requesters leave {names} "
                     f"unanswered: the {workload.receivers} responders fill the "
                     f"{queue.count} queues in blocks of {workload.receivers / queue.count:g}, "
                     f"the requesters in blocks of {workload.senders / queue.count:g}")))

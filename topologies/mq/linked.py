@@ -97,13 +97,8 @@ class LinkedQueueManagers(UniformClusterProvisioner):
         """Start both senders and wait until they run (``up``), or stop them (each after its
         current batch: what is put meanwhile waits on its transmission queue)."""
         for qm in self.qms:
-            if not self._running.get(qm.index, False):
-                continue
-            if up:
-                self._run(qm.host.name, pointtopoint.start_command(self.topology, qm))
-            else:
-                self._run(qm.host.name, f"runmqsc -e {qm.name}",
-                          input_text=pointtopoint.stop_mqsc(self.topology, qm))
+            if self._running.get(qm.index, False):
+                self._sender(qm, up)
         self._await_link(up)
 
     def route_lines(self) -> list[str]:
@@ -112,7 +107,15 @@ class LinkedQueueManagers(UniformClusterProvisioner):
 
     def _start(self, qm: QueueManager) -> None:
         super()._start(qm)
-        self._run(qm.host.name, pointtopoint.start_command(self.topology, qm))
+        self._sender(qm, up=True)
+
+    def _sender(self, qm: QueueManager, up: bool) -> None:
+        """START CHANNEL of ``qm``'s sender (its uploaded file, as planned), or STOP."""
+        if up:
+            self._run(qm.host.name, pointtopoint.start_command(self.topology, qm))
+        else:
+            self._run(qm.host.name, f"runmqsc -e {qm.name}",
+                      input_text=pointtopoint.stop_mqsc(self.topology, qm))
 
     def _senders(self) -> dict[str, str]:
         """Each running queue manager's sender channel and its status."""

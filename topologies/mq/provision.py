@@ -68,11 +68,11 @@ def plan(topology: TopologySpec) -> list[PlanStep]:
         here = [qm for qm in qms if qm.host.name == host.name]
         steps += [PlanStep(host.name, "upload", path, content, purpose)
                   for path, (content, purpose) in _files(topology, here).items()]
-        steps += [PlanStep(host.name, "run", uniform.crtmqm(topology, qm, _own(topology, qm)),
-                           purpose="create",
-                           shell=shlex.join(uniform.crtmqm_args(topology, qm,
-                                                                _own(topology, qm))))
-                  for qm in here]
+        for qm in here:
+            files = _own(topology, qm)
+            steps.append(PlanStep(host.name, "run", uniform.crtmqm(topology, qm, files),
+                                  purpose="create",
+                                  shell=shlex.join(uniform.crtmqm_args(topology, qm, files))))
     steps += [PlanStep(qm.host.name, "run", uniform.strmqm(topology, qm), purpose="start")
               for qm in qms[:topology.start]]
     if topology.link is not None:
