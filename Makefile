@@ -84,10 +84,13 @@ $(RABBIT):
 
 # pip's output goes to $(VENV)/pip.log, shown (its end) only if pip fails.
 PIP := $(BIN)/pip --disable-pip-version-check
-$(BIN)/surge: pyproject.toml
+# The compiled hot path is built in place (gcc, from the $(RABBIT) step's packages); make deps
+# builds it again when its sources change. SURGE_SPEEDUPS=0 runs the pure-Python code instead.
+$(BIN)/surge: pyproject.toml setup.py drivers/_speedups.pyx results/rundir/_histogram.pyx
 	$(PYTHON) -m venv $(VENV)
 	@echo "installing surge into $(VENV) (pip's output: $(VENV)/pip.log)"
-	@{ $(PIP) install --upgrade pip && $(PIP) install -e '.[dev]'; } >$(VENV)/pip.log 2>&1 || \
+	@{ $(PIP) install --upgrade pip && $(PIP) install -e '.[dev]' && \
+		$(BIN)/python setup.py -q build_ext --inplace; } >$(VENV)/pip.log 2>&1 || \
 		{ tail -n 30 $(VENV)/pip.log; echo "pip failed; all of its output: $(VENV)/pip.log"; exit 1; }
 	touch $@
 

@@ -11,6 +11,8 @@ import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from results.rundir import compiled
+
 ExportedBitmaps = dict[int, bytes]
 """producer_id -> zlib-compressed bitmap, bit n (little-endian bit order) set if seq n was seen."""
 
@@ -25,31 +27,12 @@ class _Producer:
         self.high = -1
 
 
-class SequenceTracker:
-    """Records which (producer_id, seq) pairs one receiving process has seen.
-
-    Counters: received (every record, duplicates included), duplicates (seq already seen by this
-    tracker) and out_of_order (first sighting of a seq lower than the highest seen so far from
-    that producer; duplicates are not also counted here). A stream's tracker counts a seq seen
-    again as a re-read instead: a stream keeps its messages, and a consumer that subscribes
-    again from its offset reads them again.
-    """
+class TrackerCore:
+    """What each delivery runs through: the bitmaps per producer, the counters and
+    :meth:`record`. The pure-Python reference of the compiled core (``drivers/_speedups.pyx``);
+    :class:`SequenceTracker` is built on whichever runs (:mod:`results.rundir.compiled`)."""
 
     __slots__ = ("_producers", "received", "duplicates", "out_of_order", "rereads", "stream")
-
-    def __init__(self, stream: bool = False) -> None:
-        """Create an empty tracker (of a stream's reader, if ``stream``)."""
-        self._producers: dict[int, _Producer] = {}
-        self.received = 0
-        self.duplicates = 0
-        self.out_of_order = 0
-        self.rereads = 0
-        self.stream = stream
-
-    @property
-    def unique(self) -> int:
-        """Distinct (producer_id, seq) pairs seen by this tracker."""
-        return self.received - self.duplicates
 
     def record(self, producer_id: int, seq: int) -> bool:
         """Record one delivery; seq must be >= 0 (it is unsigned in the header). Whether it
@@ -76,6 +59,37 @@ class SequenceTracker:
         else:
             state.high = seq
         return True
+
+
+_compiled = compiled.load("drivers._speedups")
+_Core: type[TrackerCore] = TrackerCore if _compiled is None else _compiled.TrackerCore
+
+
+class SequenceTracker(_Core):  # type: ignore[valid-type,misc]
+    """Records which (producer_id, seq) pairs one receiving process has seen.
+
+    Counters: received (every record, duplicates included), duplicates (seq already seen by this
+    tracker) and out_of_order (first sighting of a seq lower than the highest seen so far from
+    that producer; duplicates are not also counted here). A stream's tracker counts a seq seen
+    again as a re-read instead: a stream keeps its messages, and a consumer that subscribes
+    again from its offset reads them again.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, stream: bool = False) -> None:
+        """Create an empty tracker (of a stream's reader, if ``stream``)."""
+        self._producers: dict = {}
+        self.received = 0
+        self.duplicates = 0
+        self.out_of_order = 0
+        self.rereads = 0
+        self.stream = stream
+
+    @property
+    def unique(self) -> int:
+        """Distinct (producer_id, seq) pairs seen by this tracker."""
+        return self.received - self.duplicates
 
     def export(self) -> ExportedBitmaps:
         """Return each producer's bitmap, trailing zero bytes dropped, zlib-compressed."""

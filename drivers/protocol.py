@@ -307,6 +307,8 @@ class Snapshot:
     # publisher confirms: from publish to the broker's confirm (empty without confirms)
     confirm_latency: dict[str, Any] = field(default_factory=dict)
     fast_path: FastPath | None = None  # None: the driver has no fast path (MQ)
+    # results.rundir.compiled.state(): "compiled", or "pure (why)"; empty from an older agent
+    hot_path: str = ""
     # messages put per destination where the broker says (IBM MQ: the queue manager each put
     # resolved to; empty elsewhere), and the first of them in put order
     destinations: dict[str, int] = field(default_factory=dict)

@@ -17,6 +17,7 @@ from drivers.header import SCHEDULED, HeaderError, decode, saturate
 from drivers.message import PayloadBuilder
 from drivers.protocol import FastPath, Snapshot
 from drivers.rate import RateSchedule, unlimited_batch
+from results.rundir import compiled
 from results.rundir.histogram import LatencyHistogram
 
 DESTINATION_SEQUENCE = 24  # destinations kept in put order (document 002's sequence)
@@ -140,7 +141,8 @@ class Recorder:
             blocked_s=self.blocking.seconds(time.monotonic()),
             last_error=self.last_error or "", latency=interval.to_dict(),
             intended_latency=intended.to_dict(), confirm_latency=confirm.to_dict(),
-            fast_path=self.fast_path, destinations=dict(self.destinations),
+            fast_path=self.fast_path, hot_path=compiled.state(),
+            destinations=dict(self.destinations),
             destination_sequence=list(self.destination_sequence))
 
     def sent_per_producer(self) -> dict[int, int]:
@@ -354,26 +356,16 @@ class RequesterRole(SenderRole):
         self.recorder.timeouts += len(late)
 
 
-class ReceiverRole:
-    """One receiver: reads headers, records latency (from the actual send time, and from the
-    intended one for messages of rate-limited senders) and sequence numbers."""
+class ReceiverCore:
+    """What each delivery runs through: its header read, its sequence number tracked
+    (``tracker``), its latency recorded in ``recorder`` and counted. The pure-Python reference
+    of the compiled core (``drivers/_speedups.pyx``); :class:`ReceiverRole` is built on
+    whichever runs (:mod:`results.rundir.compiled`)."""
 
     serves_requests = False  # a responder: requests are counted as served, not received
-
-    def __init__(self, recorder: Recorder, receiver_id: int = 0, group: str = "",
-                 stream: bool = False):
-        self.receiver_id = receiver_id
-        self.recorder = recorder
-        self.stream = stream  # it reads a stream: a message read again is a re-read
-        self.group = group
-        self._track = recorder.tracker_for(group, stream).record
-
-    def moved_to(self, queue: str) -> None:
-        """It consumes from ``queue`` from now on: a receiver of a subscription (its group
-        the queue's name) counts what it gets there in that queue's subscription."""
-        if self.group and not self.stream and self.group != queue:
-            self.group = queue
-            self._track = self.recorder.tracker_for(queue).record
+    recorder: Recorder
+    tracker: SequenceTracker
+    stream: bool
 
     def on_body(self, body: bytes, offset: int = 0, redelivered: bool = False) -> None:
         """Account for one delivered message whose body starts at ``offset`` in ``body``."""
@@ -383,7 +375,7 @@ class ReceiverRole:
         except HeaderError:
             recorder.header_errors += 1
             return
-        if not self._track(producer_id, seq) and self.stream:
+        if not self.tracker.record(producer_id, seq) and self.stream:
             return
         if self.serves_requests:
             recorder.served += 1
@@ -395,6 +387,30 @@ class ReceiverRole:
             recorder.received += 1
         if redelivered:
             recorder.redelivered += 1
+
+
+_compiled = compiled.load("drivers._speedups")
+_ReceiverCore: type[ReceiverCore] = ReceiverCore if _compiled is None else _compiled.ReceiverCore
+
+
+class ReceiverRole(_ReceiverCore):  # type: ignore[valid-type,misc]
+    """One receiver: reads headers, records latency (from the actual send time, and from the
+    intended one for messages of rate-limited senders) and sequence numbers."""
+
+    def __init__(self, recorder: Recorder, receiver_id: int = 0, group: str = "",
+                 stream: bool = False):
+        self.receiver_id = receiver_id
+        self.recorder = recorder
+        self.stream = stream  # it reads a stream: a message read again is a re-read
+        self.group = group
+        self.tracker = recorder.tracker_for(group, stream)
+
+    def moved_to(self, queue: str) -> None:
+        """It consumes from ``queue`` from now on: a receiver of a subscription (its group
+        the queue's name) counts what it gets there in that queue's subscription."""
+        if self.group and not self.stream and self.group != queue:
+            self.group = queue
+            self.tracker = self.recorder.tracker_for(queue)
 
 
 class ResponderRole(ReceiverRole):

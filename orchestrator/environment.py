@@ -43,6 +43,11 @@ VARIABLES: dict[str, tuple[str, str]] = {
         "of its own frame encoding and decoding (also off by itself on a pika version it was "
         "not checked against); read by the agents, whose state run.json records (fast_path) "
         "and the step table shows", "1"),
+    "SURGE_SPEEDUPS": (
+        "0 runs the pure-Python hot path (frame decoding, header stamping, sequence tracking, "
+        "latency records) instead of its compiled twin; pure is also what a wheel built "
+        "without a C compiler runs. Read by the agents; run.json (hot_path) and the step "
+        "table say which ran", "1"),
     "SURGE_PERFTEST_PASSWORD": (
         "the password of the broker a surge perftest command line names with -h/-H; surge "
         "perftest sets it for its run from the URI (its topology file names the variable, "

@@ -19,6 +19,7 @@ from itertools import accumulate, repeat
 from operator import sub
 
 from drivers.header import HEADER_SIZE, PREFIX, stamp_fields
+from results.rundir import compiled
 
 FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT = 1, 2, 3, 8
 FRAME_END = 0xCE
@@ -129,12 +130,20 @@ class FrameEncoder:
         :meth:`drivers.workers.SenderRole.lags`: the header flags, the first message's schedule
         lag (us) and how much less each next one's is (they were due 1 / rate apart)."""
         buffer = self._mutable * n  # one copy of n messages, stamped in place
-        first, step, stamp = self.header_offset + len(PREFIX), self.length, stamp_fields
-        flags = lags[0]
-        for offset, seq, lag in zip(range(first, first + n * step, step),
-                                    range(first_seq, first_seq + n), _each_lag(lags, n)):
-            stamp(buffer, offset, flags, producer_id, seq, send_ns, lag)
+        stamp_run(buffer, self.header_offset + len(PREFIX), self.length, n, producer_id,
+                  first_seq, send_ns, lags)
         return buffer
+
+
+def stamp_run(buffer: bytearray, first: int, step: int, n: int, producer_id: int,
+              first_seq: int, send_ns: int, lags: tuple[int, int, float]) -> None:
+    """Stamp the headers of ``n`` messages ``step`` bytes apart in ``buffer``, the first one's
+    fields (after its :data:`~drivers.header.PREFIX`) at ``first``: sequence numbers from
+    ``first_seq``, schedule lags as :func:`_each_lag` gives them."""
+    stamp, flags = stamp_fields, lags[0]
+    for offset, seq, lag in zip(range(first, first + n * step, step),
+                                range(first_seq, first_seq + n), _each_lag(lags, n)):
+        stamp(buffer, offset, flags, producer_id, seq, send_ns, lag)
 
 
 def _each_lag(lags: tuple[int, int, float], n: int):
@@ -187,13 +196,23 @@ class Templates:
         parts[0::2] = [self.methods[i] for i in picks]
         parts[1::2] = [self.contents[i] for i in picks]
         buffer = bytearray().join(parts)
-        lengths, header_at = self.lengths, self.header_at
-        starts = accumulate((lengths[i] for i in picks[:-1]), initial=0)
-        stamp, flags, prefix = stamp_fields, lags[0], len(PREFIX)
-        for start, i, seq, lag in zip(starts, picks, range(first_seq, first_seq + n),
-                                      _each_lag(lags, n)):
-            stamp(buffer, start + header_at[i] + prefix, flags, producer_id, seq, send_ns, lag)
+        stamp_picks(buffer, picks, self.lengths, self.header_at, producer_id, first_seq, send_ns,
+                    lags)
         return buffer
+
+
+def stamp_picks(buffer: bytearray, picks: list[int], lengths: list[int], header_at: list[int],
+                producer_id: int, first_seq: int, send_ns: int,
+                lags: tuple[int, int, float]) -> None:
+    """Stamp the headers of consecutive messages in ``buffer``, message ``i`` through template
+    ``picks[i]`` (``lengths`` bytes long, its header at ``header_at``), as :func:`stamp_run`
+    stamps them."""
+    n = len(picks)
+    starts = accumulate((lengths[i] for i in picks[:-1]), initial=0)
+    stamp, flags, prefix = stamp_fields, lags[0], len(PREFIX)
+    for start, i, seq, lag in zip(starts, picks, range(first_seq, first_seq + n),
+                                  _each_lag(lags, n)):
+        stamp(buffer, start + header_at[i] + prefix, flags, producer_id, seq, send_ns, lag)
 
 
 class FrameDecoder:
@@ -297,3 +316,11 @@ class FrameDecoder:
         self.tag, self.redelivered, self.remaining = tag, redelivered, remaining
         self.first_buffer, self.first_offset, self.skip = first_buffer, first_offset, skip
         return held + len(data) - len(self.leftover), frames
+
+
+PyFrameDecoder, py_stamp_run, py_stamp_picks = FrameDecoder, stamp_run, stamp_picks
+"""The pure-Python reference of what may run compiled (``drivers/_speedups.pyx``)."""
+_compiled = compiled.load("drivers._speedups")
+if _compiled is not None:
+    FrameDecoder = _compiled.FrameDecoder  # type: ignore[misc]
+    stamp_run, stamp_picks = _compiled.stamp_run, _compiled.stamp_picks

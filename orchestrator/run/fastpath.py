@@ -1,5 +1,6 @@
-"""Whether a run's load agents ran the AMQP fast path: their snapshots' states, as one record
-of ``run.json`` (:class:`results.rundir.manifest.FastPathRecord`)."""
+"""Which paths a run's load agents ran, from their snapshots, as records of ``run.json``: the
+AMQP fast path (:class:`results.rundir.manifest.FastPathRecord`) and the compiled or pure hot
+path (:class:`results.rundir.manifest.HotPathRecord`)."""
 
 from __future__ import annotations
 
@@ -7,28 +8,41 @@ from collections.abc import Mapping
 from typing import Any
 
 from drivers import protocol
+from results.rundir.compiled import COMPILED
 
 
 def fast_path_fields(snapshots: Mapping[int, protocol.Snapshot]) -> dict[str, Any]:
-    """The manifest's ``fast_path`` from each agent's last snapshot (by agent index): on where
-    every agent ran it; else why not, naming the agents where they differ. Nothing (``{}``)
-    before any snapshot, or where no agent's driver has a fast path (MQ)."""
-    states = {i: s.fast_path for i, s in snapshots.items() if s.fast_path is not None}
-    if not states:
-        return {}
+    """The manifest's ``fast_path`` and ``hot_path`` from each agent's last snapshot (by agent
+    index): on where every agent ran it; else why not, naming the agents where they differ.
+    Neither before any snapshot; no ``fast_path`` where no agent's driver has one (MQ)."""
+    fast = {i: (s.fast_path.on, s.fast_path.why) for i, s in snapshots.items()
+            if s.fast_path is not None}
+    hot = {i: (s.hot_path == COMPILED, s.hot_path.removeprefix("pure (").removesuffix(")"))
+           for i, s in snapshots.items() if s.hot_path}
+    fields = {}
+    for name, states in (("fast_path", fast), ("hot_path", hot)):
+        if states:
+            on, why = _one(states)
+            fields[name] = {"on": on, "why": why}
+    return fields
+
+
+def _one(states: Mapping[int, tuple[bool, str]]) -> tuple[bool, str]:
+    """On where every agent says on; else why not, naming the agents where they differ."""
     off: dict[str, list[int]] = {}
     for index in sorted(states):
-        if not states[index].on:
-            off.setdefault(states[index].why, []).append(index)
+        on, why = states[index]
+        if not on:
+            off.setdefault(why, []).append(index)
     if not off:
-        return {"fast_path": {"on": True, "why": ""}}
+        return True, ""
     if len(off) == 1 and len(next(iter(off.values()))) == len(states):
-        return {"fast_path": {"on": False, "why": next(iter(off))}}  # all off, for one reason
+        return False, next(iter(off))  # all off, for one reason
     parts = [f"{_agents(indexes)}: {why}" for why, indexes in off.items()]
     on = sorted(set(states) - {i for indexes in off.values() for i in indexes})
     if on:
         parts.append(f"on in {_agents(on)}")
-    return {"fast_path": {"on": False, "why": "; ".join(parts)}}
+    return False, "; ".join(parts)
 
 
 def _agents(indexes: list[int]) -> str:

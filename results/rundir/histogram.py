@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from itertools import compress
 from typing import Any
 
+from results.rundir import compiled
+
 SUB_BITS = 5
 SUB_COUNT = 1 << SUB_BITS
 EXACT_LIMIT = 2 * SUB_COUNT
@@ -52,18 +54,13 @@ def _midpoint(index: int) -> float:
     return (low + high - 1) / 2
 
 
-class LatencyHistogram:
-    """Counts latencies in log-linear buckets; exact count, sum, min and max."""
+class HistogramCore:
+    """What each record runs through: the counts per bucket, count, sum, min and max, and
+    :meth:`record`. The pure-Python reference of the compiled core
+    (``results/rundir/_histogram.pyx``); :class:`LatencyHistogram` is built on whichever
+    runs (:mod:`results.rundir.compiled`)."""
 
     __slots__ = ("_counts", "count", "total_us", "_min", "_max")
-
-    def __init__(self) -> None:
-        """Create an empty histogram."""
-        self._counts: list[int] = [0] * NUM_BUCKETS
-        self.count = 0
-        self.total_us = 0
-        self._min = MAX_VALUE_US + 1
-        self._max = -1
 
     def record(self, value_us: int) -> None:
         """Record one latency in integer microseconds."""
@@ -83,6 +80,24 @@ class LatencyHistogram:
             self._min = value_us
         if value_us > self._max:
             self._max = value_us
+
+
+_compiled = compiled.load("results.rundir._histogram")
+_Core: type[HistogramCore] = HistogramCore if _compiled is None else _compiled.HistogramCore
+
+
+class LatencyHistogram(_Core):  # type: ignore[valid-type,misc]
+    """Counts latencies in log-linear buckets; exact count, sum, min and max."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        """Create an empty histogram."""
+        self._counts: list[int] = [0] * NUM_BUCKETS
+        self.count = 0
+        self.total_us = 0
+        self._min = MAX_VALUE_US + 1
+        self._max = -1
 
     def record_many(self, value_us: int, n: int) -> None:
         """Record the same latency n times."""

@@ -186,6 +186,19 @@ class FastPathRecord(Record):
         return fast_path_line(self.on, self.why)
 
 
+class HotPathRecord(Record):
+    """Whether the run's load agents ran the compiled hot path (:mod:`results.rundir.compiled`)
+    or the pure-Python one, and if pure, why (naming the agents when they differ)."""
+
+    on: bool
+    why: str = ""
+
+    def line(self) -> str:
+        """``hot path: compiled``, or ``pure (why)``."""
+        return "hot path: compiled" if self.on else \
+            f"hot path: pure ({self.why or 'reason unknown'})"
+
+
 class BrokerRecord(Record):
     """What the broker said it is when the run's clients were checked before the load: its
     product, version and description, and whether it is an emulator for tests (whose CPU and
@@ -382,6 +395,7 @@ class RunManifest(Record):
     # what they had sent, received, confirmed and nacked by their last reading
     agents_lost: list[dict[str, Any]] = []
     fast_path: FastPathRecord | None = None  # AMQP runs only, as the agents' snapshots said
+    hot_path: HotPathRecord | None = None  # compiled or pure, as the agents' snapshots said
     broker: BrokerRecord | None = None  # as the check before the load found it (IBM MQ)
     # messages put per destination where the broker said (IBM MQ: the queue manager each put
     # resolved to, a cluster queue's instance), and the first puts' destinations in order
@@ -415,8 +429,10 @@ class RunManifest(Record):
 
     def headings(self) -> list[str]:
         """What a reader of the step table must know first, one line each: the broker when
-        it is an emulator or said its version, the AMQP fast path when recorded."""
-        return [record.line() for record in (self.broker, self.fast_path) if record]
+        it is an emulator or said its version, the AMQP fast path and the hot path when
+        recorded."""
+        return [record.line() for record in (self.broker, self.fast_path, self.hot_path)
+                if record]
 
     @property
     def terms(self) -> Terms:

@@ -6,7 +6,9 @@ need (linked from this interpreter's site-packages, so nothing is downloaded): n
 matplotlib. In it: ``surge --help``, ``surge examples``, ``surge validate`` of every shipped
 spec, ``surge plan`` of the MQ uniform cluster, Native HA and RabbitMQ on Kubernetes, a
 20-second run on a local RabbitMQ member (ports from 7610, names ``whl-*``), and the analysis
-commands saying what to install. The image environments run the Containerfile's own Python
+commands saying what to install. The wheel is a platform one (the compiled hot path, built
+with gcc); a pure one (``SURGE_PURE_BUILD=1``) installs into a venv of its own and runs too,
+on the pure-Python path. The image environments run the Containerfile's own Python
 steps of each target, offline: ``agent`` (the core install) and ``analysis`` (with the
 ``analysis`` extra), then the commands the Kubernetes manifests run in them.
 Deselect with ``-m 'not slow'``.
@@ -39,6 +41,7 @@ REPO = Path(__file__).resolve().parents[2]
 HERE_BIN = Path(sys.executable).parent  # this interpreter's pip and python
 PACKAGES = ("orchestrator", "drivers", "topologies", "results")
 PORT_BASE = 7610
+PURE_PORT = 7650  # the pure wheel's run
 RUN_NAME = "whl-run"
 STEP_S = 10
 
@@ -196,23 +199,21 @@ def root(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("whl")
 
 
-@pytest.fixture(scope="module")
-def wheel(root) -> Path:
+def build_wheel(root: Path, name: str, env: dict[str, str]) -> Path:
     """The wheel, built by the Containerfile's own wheel step from a copy of the build context
     (the checkout is left untouched: no build/ or egg-info in it)."""
-    context, dist = root / "context", root / "dist"
+    context, dist = root / f"context-{name}", root / f"dist-{name}"
     copy_build_context(context)
     [step] = python_steps(stage_named("wheel"))
-    # offline and fast: this interpreter's setuptools instead of an isolated build environment
-    run_step(step, {"/dist": dist}, context, {"PIP_NO_BUILD_ISOLATION": "0"})
+    # offline and fast: this interpreter's setuptools and Cython instead of an isolated build
+    run_step(step, {"/dist": dist}, context, {"PIP_NO_BUILD_ISOLATION": "0", **env})
     [built] = dist.glob("surge-*.whl")
     return built
 
 
-@pytest.fixture(scope="module")
-def core(root, wheel) -> Path:
-    """A fresh venv with the wheel and the closure of its core requirements only."""
-    venv = root / "core"
+def core_venv(root: Path, name: str, wheel: Path) -> Path:
+    """A fresh venv with ``wheel`` and the closure of its core requirements only."""
+    venv = root / name
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
                    timeout=60)
     core_requirements = wheel_metadata(wheel).get_all("Requires-Dist")
@@ -221,6 +222,26 @@ def core(root, wheel) -> Path:
                     "install", "-q", "--no-deps", "--no-index", str(wheel)],
                    check=True, timeout=120, env=clean_env())
     return venv
+
+
+@pytest.fixture(scope="module")
+def wheel(root) -> Path:
+    """The platform wheel: the compiled hot path built with this machine's gcc."""
+    return build_wheel(root, "platform", {})
+
+
+@pytest.fixture(scope="module")
+def core(root, wheel) -> Path:
+    return core_venv(root, "core", wheel)
+
+
+@pytest.fixture(scope="module")
+def pure(root) -> Path:
+    """A fresh venv with the pure wheel (``SURGE_PURE_BUILD=1``: what a machine without a
+    compiler builds)."""
+    built = build_wheel(root, "pure", {"SURGE_PURE_BUILD": "1"})
+    assert built.name.endswith("-py3-none-any.whl"), built.name
+    return core_venv(root, "pure", built)
 
 
 @pytest.fixture(scope="module")
@@ -300,12 +321,15 @@ def test_plans_render_from_the_shipped_templates(core, examples, elsewhere, scen
     assert "## Load plan" in out
 
 
-def test_a_local_run_records_and_skips_the_analysis(local_run, root):
+def test_a_local_run_records_and_skips_the_analysis(local_run, root, wheel):
     done, run_dirs = local_run
     out = ok(done)
     assert len(run_dirs) == 1, run_dirs
     manifest = json.loads((run_dirs[0] / "run.json").read_text())
     assert manifest["outcome"] == "completed" and len(manifest["steps"]) == 2
+    assert re.search(r"-cp\d+-cp\d+-linux_\w+\.whl$", wheel.name), wheel.name
+    assert manifest["hot_path"] == {"on": True, "why": ""}
+    assert "hot path: compiled" in out
     assert re.search(r"^ *step +senders +receivers +queues +target msg/s +achieved msg/s", out,
                      re.MULTILINE)
     assert "what saturated:" in out
@@ -319,6 +343,30 @@ def test_a_local_run_records_and_skips_the_analysis(local_run, root):
                 or re.search(rf"epmd.*-port {PORT_BASE + 30000}\b", command)):
             left.append(f"{process.pid} {command}")
     assert not left, f"left behind: {left}"
+
+
+def test_the_pure_wheel_installs_and_runs_the_pure_path(pure, examples, elsewhere, root):
+    """The same quickstart, one 5-second step on a member of its own, from the pure wheel:
+    it runs, accounts for every message and says it ran the pure path."""
+    name = "whl-pure"
+    done = in_venv(pure, "surge", "run", str(examples / "scenarios" / "quickstart.yaml"),
+                   "--no-live", "--runs-dir", "runs-pure",
+                   "--set", f"topology.name={name}", "--set", f"topology.port_base={PURE_PORT}",
+                   "--set", "topology.members=1", "--set", "topology.start=1",
+                   "--set", "workload.senders=2", "--set", "workload.receivers=2",
+                   "--set", "plan.0.hold=5s", "--set", "plan.1.hold=5s",
+                   "--set", "plan.1.repeat=1",
+                   cwd=elsewhere, env={"SURGE_STATE_DIR": str(root / "state-pure")},
+                   timeout=300)
+    out = ok(done)
+    [run_dir] = [d for d in (elsewhere / "runs-pure").iterdir() if d.is_dir()]
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert manifest["outcome"] == "completed"
+    assert manifest["hot_path"] == {"on": False,
+                                    "why": "not built in this install (a pure wheel)"}
+    assert "hot path: pure (not built in this install (a pure wheel))" in out
+    assert manifest["accounting"]["lost"] == 0 and manifest["accounting"]["received"] > 0
+    assert not [so for package in PACKAGES for so in (site_packages(pure) / package).rglob("*.so")]
 
 
 def test_analyze_without_the_extra_says_what_to_install(core, local_run, elsewhere):

@@ -8,9 +8,11 @@ import json
 import pytest
 
 from drivers.protocol import FastPath, Snapshot
+from drivers.workers import Recorder
 from orchestrator.run.fastpath import fast_path_fields
 from results.report import headings_text
-from results.rundir.manifest import FastPathRecord, read_manifest
+from results.rundir import compiled
+from results.rundir.manifest import FastPathRecord, HotPathRecord, read_manifest
 from results.rundir.steps import as_text, fast_path_line
 from tests.fakes import FakeClock, MemoryLauncher
 from tests.unit.test_controller import run, scenario, topology
@@ -73,3 +75,26 @@ def test_a_later_surge_s_extra_key_in_it_is_ignored(tmp_path):
     (result.run_dir / "run.json").write_text(json.dumps(data))
     assert read_manifest(result.run_dir).fast_path == FastPathRecord(on=True)
 
+
+
+@pytest.mark.parametrize("states, expected", [
+    (("", ""), {}),  # agents of an older surge: nothing to say
+    (("compiled", "compiled"), {"on": True, "why": ""}),
+    (("pure (turned off by SURGE_SPEEDUPS=0)",) * 2,
+     {"on": False, "why": "turned off by SURGE_SPEEDUPS=0"}),
+    (("compiled", "pure (not built in this install (a pure wheel))"),
+     {"on": False, "why": "agent 1: not built in this install (a pure wheel); on in agent 0"}),
+])
+def test_the_agents_hot_paths_as_one_record(states, expected):
+    fields = fast_path_fields({i: Snapshot(monotonic_s=1.0, hot_path=s)
+                               for i, s in enumerate(states)})
+    assert fields == ({"hot_path": expected} if expected else {})
+
+
+def test_the_hot_path_line_says_which_ran():
+    assert HotPathRecord(on=True).line() == "hot path: compiled"
+    assert HotPathRecord(on=False, why="x").line() == "hot path: pure (x)"
+
+
+def test_an_agent_snapshot_says_which_hot_path_ran():
+    assert Recorder().snapshot().hot_path == compiled.state() != ""

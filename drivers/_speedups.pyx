@@ -1,0 +1,339 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled twins of the drivers' per-message code: :class:`FrameDecoder` and the header
+stamping of :mod:`drivers.amqp.frames` (``stamp_run``, ``stamp_picks``), the
+:class:`TrackerCore` of :mod:`drivers.accounting` and the :class:`ReceiverCore` of
+:mod:`drivers.workers`. Each does what its pure-Python reference
+does, output for output (``tests/unit/test_compiled.py`` runs both on the same inputs);
+:mod:`results.rundir.compiled` says which runs."""
+
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.string cimport memset
+from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
+
+from results.rundir._histogram cimport HistogramCore
+
+cdef enum:
+    FRAME_END = 0xCE
+    HEADER_SIZE = 28  # drivers.header.HEADER_SIZE
+    DELIVER_INDEX = (60 << 16) | 60  # Basic.Deliver: class 60, method 60
+    INITIAL_BYTES = 1024  # drivers.accounting._INITIAL_BYTES
+
+cdef bytes EMPTY_BODY = b"\0" * HEADER_SIZE
+
+
+cdef inline uint32_t be32(const uint8_t* p) noexcept nogil:
+    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
+
+
+cdef inline uint64_t be64(const uint8_t* p) noexcept nogil:
+    return (<uint64_t>be32(p) << 32) | be32(p + 4)
+
+
+cdef inline void put32(uint8_t* p, uint32_t v) noexcept nogil:
+    p[0] = v >> 24
+    p[1] = v >> 16
+    p[2] = v >> 8
+    p[3] = v
+
+
+cdef inline void put64(uint8_t* p, uint64_t v) noexcept nogil:
+    put32(p, v >> 32)
+    put32(p + 4, <uint32_t>v)
+
+
+cdef object _bad_end():
+    from drivers.amqp.frames import FrameError  # the pure module's, whichever decoder raised
+    return FrameError("invalid frame end marker")
+
+
+cdef class FrameDecoder:
+    """The compiled twin of ``drivers.amqp.frames.FrameDecoder``: same constructor, same
+    :meth:`feed`, same calls of ``on_delivery`` and ``on_frame``."""
+
+    cdef public int channel_number
+    cdef public object on_delivery, on_frame, leftover, first_buffer
+    cdef public unsigned long long tag
+    cdef public bint redelivered
+    cdef public long long remaining, first_offset, skip
+
+    def __init__(self, int channel_number, on_delivery, on_frame):
+        self.channel_number = channel_number
+        self.on_delivery = on_delivery
+        self.on_frame = on_frame
+        self.leftover = b""
+        self.tag = 0
+        self.redelivered = False
+        self.remaining = -1
+        self.first_buffer, self.first_offset = b"", 0
+        self.skip = 0
+
+    def feed(self, data):
+        """Read ``data``, the next bytes of the stream: how many bytes it took in and how many
+        frames it read itself (see the pure-Python reference)."""
+        cdef int channel_number = self.channel_number, kind, channel
+        cdef unsigned long long tag = self.tag
+        cdef bint redelivered = self.redelivered
+        cdef long long remaining = self.remaining, first_offset = self.first_offset
+        cdef long long skip = self.skip, size
+        cdef Py_ssize_t pos = 0, frames = 0, end, end_of_data, held, tag_at, n
+        cdef const uint8_t[::1] view
+        cdef const uint8_t* b = NULL
+        on_delivery = self.on_delivery
+        first_buffer = self.first_buffer
+        n = len(data)
+        if skip:
+            if n < skip:
+                self.skip = skip - n
+                return n, 0
+            view = data
+            if view[skip - 1] != FRAME_END:
+                raise _bad_end()
+            pos, skip, frames = skip, 0, 1
+            self.skip = 0
+            if remaining <= 0:
+                remaining = -1
+                on_delivery(first_buffer, first_offset, tag, redelivered)
+        leftover = self.leftover
+        buffer = leftover + data if leftover else data
+        end_of_data, held = len(buffer), len(leftover)
+        if end_of_data:
+            view = buffer
+            b = &view[0]
+        while end_of_data - pos >= 7:
+            kind = b[pos]
+            channel = (b[pos + 1] << 8) | b[pos + 2]
+            size = be32(b + pos + 3)
+            end = pos + 8 + size
+            if end > end_of_data:
+                if kind == 3 and channel == channel_number and remaining > 0 and (
+                        first_offset >= 0 or end_of_data - pos - 7 >= HEADER_SIZE):
+                    if first_offset < 0:
+                        first_buffer, first_offset = buffer, pos + 7
+                    remaining -= size
+                    skip, pos = end - end_of_data, end_of_data
+                break
+            if b[end - 1] != FRAME_END:
+                raise _bad_end()
+            if channel == channel_number:
+                if kind == 3 and remaining > 0:
+                    frames += 1
+                    if first_offset < 0:
+                        first_buffer, first_offset = buffer, pos + 7
+                    remaining -= size
+                    if remaining <= 0:
+                        remaining = -1
+                        on_delivery(first_buffer, first_offset, tag, redelivered)
+                    pos = end
+                    continue
+                if kind == 2 and remaining == 0:
+                    frames += 1
+                    remaining = <long long>be64(b + pos + 11)
+                    first_offset = -1
+                    if remaining == 0:
+                        remaining = -1
+                        on_delivery(EMPTY_BODY, 0, tag, redelivered)
+                    pos = end
+                    continue
+                if kind == 1 and be32(b + pos + 7) == DELIVER_INDEX:
+                    frames += 1
+                    tag_at = pos + 12 + b[pos + 11]
+                    tag = be64(b + tag_at)
+                    redelivered = b[tag_at + 8] & 1
+                    remaining = 0
+                    pos = end
+                    continue
+            self.on_frame(buffer[pos:end])
+            pos = end
+        self._keep(buffer, pos, tag, redelivered, remaining, first_buffer, first_offset, skip)
+        return held + n - len(self.leftover), frames
+
+    cdef void _keep(self, buffer, Py_ssize_t pos, unsigned long long tag, bint redelivered,
+                    long long remaining, first_buffer, long long first_offset,
+                    long long skip):
+        self.leftover = buffer[pos:] if pos < len(buffer) else b""
+        self.tag, self.redelivered, self.remaining = tag, redelivered, remaining
+        self.first_buffer, self.first_offset, self.skip = first_buffer, first_offset, skip
+
+
+cdef inline void _stamp(uint8_t* p, uint8_t flags, uint32_t producer_id, uint64_t seq,
+                        int64_t send_ns, int32_t lag) noexcept nogil:
+    p[0] = flags
+    put32(p + 1, producer_id)
+    put64(p + 5, seq)
+    put64(p + 13, <uint64_t>send_ns)
+    put32(p + 21, <uint32_t>lag)
+
+
+cdef inline int32_t _lag(double lag) except? -1:
+    if not -2147483648.0 <= lag <= 2147483647.0:
+        raise OverflowError(f"schedule lag {lag} us is out of the header's int32 range")
+    return <int32_t>lag
+
+
+cdef uint8_t* _room(bytearray buffer, Py_ssize_t last) except NULL:
+    if last > PyByteArray_GET_SIZE(buffer):
+        raise ValueError(f"a header ends at byte {last}, after the buffer's end")
+    return <uint8_t*>PyByteArray_AS_STRING(buffer)
+
+
+def stamp_run(bytearray buffer, Py_ssize_t first, Py_ssize_t step, Py_ssize_t n,
+              uint32_t producer_id, uint64_t first_seq, int64_t send_ns, tuple lags):
+    """Stamp the headers of ``n`` messages ``step`` bytes apart (see the pure reference)."""
+    cdef uint8_t flags = lags[0]
+    cdef double lag = <long long>lags[1], less = lags[2]
+    cdef Py_ssize_t i
+    if n <= 0:
+        return
+    cdef uint8_t* p = _room(buffer, first + (n - 1) * step + HEADER_SIZE - 3)
+    for i in range(n):
+        _stamp(p + first + i * step, flags, producer_id, first_seq + i, send_ns, _lag(lag))
+        lag -= less
+
+
+def stamp_picks(bytearray buffer, list picks, list lengths, list header_at,
+                uint32_t producer_id, uint64_t first_seq, int64_t send_ns, tuple lags):
+    """Stamp the headers of consecutive messages through their templates (see the pure
+    reference)."""
+    cdef uint8_t flags = lags[0]
+    cdef double lag = <long long>lags[1], less = lags[2]
+    cdef Py_ssize_t i, pick, start = 0, at, n = len(picks)
+    cdef uint8_t* p = _room(buffer, 0)
+    cdef Py_ssize_t size = PyByteArray_GET_SIZE(buffer)
+    for i in range(n):
+        pick = picks[i]
+        at = start + <Py_ssize_t>header_at[pick] + 3
+        if at + HEADER_SIZE - 3 > size:
+            raise ValueError(f"a header ends at byte {at + HEADER_SIZE - 3}, after the "
+                             "buffer's end")
+        _stamp(p + at, flags, producer_id, first_seq + i, send_ns, _lag(lag))
+        lag -= less
+        start += <Py_ssize_t>lengths[pick]
+
+
+cdef class Producer:
+    """One producer's bitmap of sequence numbers seen, and the highest one."""
+
+    cdef public bytearray bits
+    cdef public long long high
+
+    def __init__(self):
+        self.bits = bytearray(INITIAL_BYTES)
+        self.high = -1
+
+
+cdef class TrackerCore:
+    """The compiled twin of ``drivers.accounting.TrackerCore``."""
+
+    cdef public dict _producers
+    cdef public long long received, duplicates, out_of_order, rereads
+    cdef public bint stream
+
+    cpdef bint record(self, object producer_id, unsigned long long seq) except? 0:
+        """Record one delivery; whether it is the first of that message here."""
+        cdef Producer state = self._producers.get(producer_id)
+        cdef Py_ssize_t i = seq >> 3, length
+        cdef uint8_t mask = 1 << (seq & 7)
+        cdef uint8_t* bits
+        if state is None:
+            state = Producer()
+            self._producers[producer_id] = state
+        length = PyByteArray_GET_SIZE(state.bits)
+        if i >= length:
+            grown = max(i + 1, 2 * length)
+            PyByteArray_Resize(state.bits, grown)
+            memset(PyByteArray_AS_STRING(state.bits) + length, 0, grown - length)
+        bits = <uint8_t*>PyByteArray_AS_STRING(state.bits)
+        if bits[i] & mask:
+            if self.stream:
+                self.rereads += 1
+                return False
+            self.received += 1
+            self.duplicates += 1
+            return False
+        self.received += 1
+        bits[i] |= mask
+        if <long long>seq < state.high:
+            self.out_of_order += 1
+        else:
+            state.high = seq
+        return True
+
+
+cdef object _wall_clock = None
+
+
+def use_wall_clock(clock=None):
+    """Read the wall clock (ns since the epoch) through ``clock``: a fake one in tests that
+    fake ``time`` for the pure code; ``None``, the system's (what ``time.time_ns`` reads)."""
+    global _wall_clock
+    _wall_clock = clock
+
+
+cdef inline int64_t _now_ns() except? -1:
+    cdef timespec now
+    if _wall_clock is not None:
+        return _wall_clock()
+    clock_gettime(CLOCK_REALTIME, &now)
+    return <int64_t>now.tv_sec * 1000000000 + now.tv_nsec
+
+
+cdef inline int64_t _us(int64_t ns) noexcept nogil:
+    """``ns // 1000`` as Python floors it (a negative latency: clocks that disagree)."""
+    cdef int64_t us = ns / 1000
+    return us - 1 if ns % 1000 < 0 else us
+
+
+cdef class ReceiverCore:
+    """The compiled twin of ``drivers.workers.ReceiverCore``: a version 2 header read here,
+    anything else (version 1, too short, not a header) by ``drivers.header.decode``."""
+
+    cdef public object recorder
+    cdef public TrackerCore tracker
+    cdef public bint stream
+    serves_requests = False
+
+    def on_body(self, body, Py_ssize_t offset=0, bint redelivered=False):
+        """Account for one delivered message whose body starts at ``offset`` in ``body``."""
+        cdef const uint8_t* p = NULL
+        cdef Py_ssize_t size = 0
+        cdef uint32_t producer_id
+        cdef uint64_t seq
+        cdef int64_t sent_ns, latency_us
+        cdef int32_t lag_us
+        cdef bint scheduled
+        cdef HistogramCore histogram
+        recorder = self.recorder
+        if type(body) is bytes:
+            p, size = <const uint8_t*>PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body)
+        elif type(body) is bytearray:
+            p, size = <const uint8_t*>PyByteArray_AS_STRING(body), PyByteArray_GET_SIZE(body)
+        if p != NULL and 0 <= offset and size - offset >= HEADER_SIZE and \
+                p[offset] == 0x53 and p[offset + 1] == 0x47 and p[offset + 2] == 2:  # SG, v2
+            p += offset
+            scheduled = p[3] & 1
+            producer_id, seq = be32(p + 4), be64(p + 8)
+            sent_ns, lag_us = <int64_t>be64(p + 16), <int32_t>be32(p + 24)
+        else:
+            from drivers.header import HeaderError, decode
+            try:
+                producer_id, seq, sent_ns, lag = decode(body, offset)
+            except HeaderError:
+                recorder.header_errors += 1
+                return
+            scheduled, lag_us = lag is not None, lag or 0
+        if not self.tracker.record(producer_id, seq) and self.stream:
+            return
+        if self.serves_requests:
+            recorder.served += 1
+        else:
+            latency_us = _us(_now_ns() - sent_ns)
+            histogram = recorder.latency
+            histogram.add(latency_us)
+            if scheduled:
+                histogram = recorder.intended_latency
+                histogram.add(latency_us + lag_us)
+            recorder.received += 1
+        if redelivered:
+            recorder.redelivered += 1
