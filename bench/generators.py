@@ -59,6 +59,7 @@ from orchestrator.errors import AgentError, ProvisionError  # noqa: E402
 from orchestrator.specs.scenario import ExitSpec, ScenarioSpec
 from orchestrator.specs.topology import QueueSpec, TopologySpec
 from orchestrator.specs.workload import WorkloadSpec
+from results.rundir import compiled  # noqa: E402
 from topologies.rabbitmq.local import LocalRabbitMQ  # noqa: E402
 from topologies.rabbitmq.prometheus import node_stats  # noqa: E402
 
@@ -159,10 +160,13 @@ class Running:
 
 
 class Surge:
-    name = "surge"
+    """surge's agents on the compiled hot path where it is built; ``pure``: with
+    ``SURGE_SPEEDUPS=0``, the pure-Python one (results.rundir.compiled)."""
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, pure: bool = False):
         self.workdir = workdir
+        self.name = "surge-pure" if pure else "surge"
+        self.env = {compiled.ENV: "0" if pure else "1"}
 
     def unsupported(self, case: Case) -> str | None:
         return None
@@ -178,7 +182,16 @@ class Surge:
         scenario = ScenarioSpec.model_construct(name="genbench", workload=workload, plan=[],
                                                 exit=ExitSpec())
         count = max(1, min(os.cpu_count() or 1, case.producers + case.consumers))
-        agents = spawn_local_agents(count, self.workdir / "agents", run_s + LIFETIME_MARGIN_S)
+        saved = {name: os.environ.get(name) for name in self.env}
+        os.environ.update(self.env)  # the agents' environment is this process's
+        try:
+            agents = spawn_local_agents(count, self.workdir / "agents", run_s + LIFETIME_MARGIN_S)
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
         stop_polling = threading.Event()
         last: dict[int, protocol.Snapshot] = {}
 
@@ -372,7 +385,7 @@ def measure(generator: Any, case: Case, broker: Broker, warmup: float, seconds: 
         running = generator.start(case, queue, broker, run_s=warmup + seconds)
         try:
             time.sleep(warmup)
-            if profile_to is not None and generator.name == "surge":
+            if profile_to is not None and generator.name.startswith("surge"):
                 samplers = profile(py_spy, running.roots, seconds, profile_to)
             at0, in0, out0 = broker.counters()
             cpu0, broker0, host0 = tree_cpu(running.roots), broker.cpu_seconds(), host_busy()
@@ -405,6 +418,9 @@ COLUMNS = (("consumed msg/s", "consumed", "{:,.0f}"), ("published msg/s", "publi
            ("pub-cons", "backlog_window", "{:,.0f}"), ("depth at end", "backlog_end", "{:,.0f}"))
 
 
+RATIO_KEYS = ("consumed", "per_cpu_s")  # the figures compared with the C client's, as ratios
+
+
 def spread(values: list[float], form: str) -> str:
     """min / median / max."""
     return " / ".join(form.format(v) for v in (min(values), statistics.median(values),
@@ -419,12 +435,20 @@ def print_table(case: Case, results: dict[str, list[dict]], skipped: dict[str, s
              for name in order if results.get(name)}
     widths = [max([len(title)] + [len(c[i]) for c in cells.values()])
               for i, (title, _, _) in enumerate(COLUMNS)]
-    print(f"{'generator':9} " + "  ".join(f"{t:>{w}}" for (t, _, _), w in zip(COLUMNS, widths)))
+    print(f"{'generator':10} " + "  ".join(f"{t:>{w}}" for (t, _, _), w in zip(COLUMNS, widths)))
     for name in order:
         if name in cells:
-            print(f"{name:9} " + "  ".join(f"{c:>{w}}" for c, w in zip(cells[name], widths)))
+            print(f"{name:10} " + "  ".join(f"{c:>{w}}" for c, w in zip(cells[name], widths)))
         else:
-            print(f"{name:9} - ({skipped.get(name, 'no measurement')})")
+            print(f"{name:10} - ({skipped.get(name, 'no measurement')})")
+    if "c" in cells:
+        c = {key: statistics.median(r[key] for r in results["c"]) for key in RATIO_KEYS}
+        for name in order:
+            if name != "c" and name in cells and all(c.values()):
+                ratios = [statistics.median(r[key] for r in results[name]) / c[key]
+                          for key in RATIO_KEYS]
+                print(f"{name} / c (medians): consumed msg/s x{ratios[0]:.2f}, "
+                      f"msgs/CPU-s x{ratios[1]:.2f}")
     sys.stdout.flush()
 
 
@@ -448,7 +472,7 @@ def main() -> None:
         args.profile.mkdir(parents=True, exist_ok=True)
     cases = [CASES[name] for name in args.cases.split(",") if name]
     wanted = args.generators.split(",")
-    if unknown := set(wanted) - {"surge", "pika", "c"}:
+    if unknown := set(wanted) - {"surge", "surge-pure", "pika", "c"}:
         parser.error(f"unknown generators {sorted(unknown)}")
     if not 1 <= args.rounds <= 20 or not 1 <= args.seconds <= 600 or not 2 <= args.warmup <= 60:
         parser.error("rounds 1-20, seconds 1-600, warmup 2-60")
@@ -456,7 +480,8 @@ def main() -> None:
     topology = TopologySpec(name="genbench", members=1, start=1, port_base=args.port_base)
     provisioner = LocalRabbitMQ(topology)
     with tempfile.TemporaryDirectory(prefix="genbench-") as workdir:
-        available = {"surge": lambda: Surge(Path(workdir)), "pika": PlainPika,
+        available = {"surge": lambda: Surge(Path(workdir)),
+                     "surge-pure": lambda: Surge(Path(workdir), pure=True), "pika": PlainPika,
                      "c": lambda: CClient(Path(workdir))}
         generators = [available[name]() for name in wanted]
         try:

@@ -44,7 +44,7 @@ MAX_RECV_BYTES = 1024 * 1024  # reads grow to this while they come back full
 _CONNECTION_HOOKS = ("_adapter_emit_data", "_output_marshaled_frames", "_process_frame",
                      "_on_data_available")
 _TRANSPORT_HOOKS = ("_MAX_RECV_BYTES", "_sock", "_tx_buffered_byte_count", "_state",
-                    "_STATE_ACTIVE")
+                    "_STATE_ACTIVE", "_nbio", "_on_socket_readable", "_initiate_abort")
 
 CHECKED_PIKA = ("1.3", "1.4")  # minor versions whose private hooks the fast paths were checked on
 
@@ -102,8 +102,10 @@ def install_direct_io(connection) -> None:
     Writes: each is sent at once when nothing is waiting before it; what the socket does not
     take goes to pika's transport, which sends it when the socket is writable, as it does
     everything written while it waits. The frames of one pika message go as one write.
-    Reads: one ``recv`` per readable event, where pika reads until the socket says "would
-    block", an exception per event.
+    Reads: one ``recv`` per readable event, handed straight to the connection, where pika
+    reads until the socket says "would block" (an exception per event) through six calls of
+    its transport; the end of the stream, a socket error and anything that is not the active
+    state go to pika's own reader, which tears the connection down as it always does.
     """
     transport = connection._transport
     if type(transport) is not _AsyncPlaintextTransport:
@@ -128,9 +130,30 @@ def install_direct_io(connection) -> None:
         connection.frames_sent += len(frames)
         write_now(data)
 
+    pika_reader, recv, abort = transport._on_socket_readable, sock.recv, transport._initiate_abort
+
+    def read_now() -> None:
+        if transport._state != active:
+            return pika_reader()
+        try:
+            data = recv(transport._MAX_RECV_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError:
+            return pika_reader()
+        if not data:
+            return pika_reader()
+        try:
+            connection._on_data_available(data)
+        except Exception as error:  # noqa: BLE001 - as pika's reader: logged, then torn down
+            log.exception("reading the connection failed: %r", error)
+            abort(error)
+        return None
+
     connection._adapter_emit_data = write_now
     connection._output_marshaled_frames = output
     transport._MAX_CONSUME_BYTES = 1  # the poll is level-triggered: the rest is read next turn
+    transport._nbio.set_reader(sock.fileno(), read_now)
 
 
 def install_decoder(connection, channel_number: int, on_delivery: OnDelivery) -> FrameDecoder:

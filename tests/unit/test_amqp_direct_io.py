@@ -30,7 +30,7 @@ def wired():
                                          nbio=SelectorIOServicesAdapter(loop))
     transport.received = received
     connection = SimpleNamespace(_transport=transport, _adapter_emit_data=transport.write,
-                                 bytes_sent=0, frames_sent=0)
+                                 bytes_sent=0, frames_sent=0, _on_data_available=received.append)
     install_direct_io(connection)
     yield connection, transport, loop, peer
     loop.close()
@@ -89,7 +89,7 @@ def test_a_message_s_frames_leave_in_one_write_and_are_counted(wired, monkeypatc
     real_send = transport._sock.send
     monkeypatch.setattr(transport, "_sock", SimpleNamespace(
         send=lambda data: sends.append(bytes(data)) or real_send(data),
-        fileno=transport._sock.fileno))
+        fileno=transport._sock.fileno, recv=transport._sock.recv))
     install_direct_io(connection)  # again, over the counting socket
     connection._output_marshaled_frames([b"method", b"header", b"body"])
     assert sends == [b"methodheaderbody"]
@@ -112,3 +112,32 @@ def test_a_readable_event_reads_once_and_leaves_the_rest_for_the_next(wired):
 def test_ack_frames_are_what_pika_sends(tag, multiple):
     ours = frame.Method(5, spec.Basic.Ack(delivery_tag=tag, multiple=multiple)).marshal()
     assert ack_frame(5, tag, multiple) == ours
+
+
+def reader_of(transport):
+    """What the loop calls when the transport's socket is readable."""
+    return transport._nbio._watchers[transport._sock.fileno()].reader
+
+
+def test_a_readable_event_goes_straight_to_the_connection(wired):
+    connection, transport, loop, peer = wired
+    transport._MAX_RECV_BYTES = 10
+    peer.sendall(b"y" * 15)
+    read = reader_of(transport)
+    read()
+    assert transport.received == [b"y" * 10]
+    read()
+    read()  # nothing left: "would block" ends it quietly
+    assert transport.received == [b"y" * 10, b"y" * 5]
+
+
+def test_the_end_of_the_stream_goes_to_pika_s_reader(wired, monkeypatch):
+    connection, transport, loop, peer = wired
+    ended = []
+    monkeypatch.setattr(transport._protocol, "eof_received", lambda: ended.append(1) or False,
+                        raising=False)
+    aborted = []
+    monkeypatch.setattr(transport, "_initiate_abort", aborted.append)
+    peer.close()
+    reader_of(transport)()
+    assert ended == [1] and aborted == [None]  # pika's own handling: closed, not kept open
