@@ -36,7 +36,7 @@ from pika.adapters.select_connection import IOLoop
 from drivers.amqp import wire as amqp_wire
 from drivers.amqp.frames import Templates
 from drivers.amqp.link import Carrier
-from drivers.amqp.receiver import ReceiverLink, stream_offset
+from drivers.amqp.receiver import AckFlusher, ReceiverLink, stream_offset
 from drivers.amqp.sender import RequesterLink, SenderLink
 from drivers.amqp.settings import AmqpSettings
 from drivers.base import Driver
@@ -78,6 +78,7 @@ class AmqpDriver(Driver):
         self.senders: list[SenderLink] = []
         self._carriers: dict[tuple[str, str], Carrier] = {}  # the connection each kind fills
         self.receivers: list[ReceiverLink] = []
+        self.ack_flusher = AckFlusher(self.ioloop)
         self.thread = threading.Thread(target=self.ioloop.start, name="amqp-loop", daemon=True)
 
     def start(self) -> None:

@@ -33,7 +33,7 @@ BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 class LinkHost(Protocol):
     """What a link uses of its driver (:class:`drivers.amqp.driver.AmqpDriver`): the run's
     destination and messages, the client settings, the recorder, the loop, the shared key
-    picker and templates, and how receivers take messages now."""
+    picker and templates, how receivers take messages now and who flushes their acks."""
 
     destination: Destination
     settings: AmqpSettings
@@ -46,6 +46,7 @@ class LinkHost(Protocol):
     consume_arguments: dict[str, Any]
     consumer_delay_s: float
     receivers_paused: bool
+    ack_flusher: Any  # drivers.amqp.receiver.AckFlusher
 
     def fast_path_on(self, connection: Any) -> bool:
         """Whether ``connection`` may use the fast path."""

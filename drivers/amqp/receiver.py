@@ -35,7 +35,6 @@ class ReceiverLink(Link):
         self.unacked = 0
         self.last_tag = 0
         self.decoding = False  # deliveries parsed by amqp_wire, acks sent as its frames
-        self.timer = None
         self.consumer_tag: str | None = None
         self.responds = isinstance(role, ResponderRole)
         # get the request and put the reply in one transaction (MQ's syncpoint)
@@ -148,8 +147,8 @@ class ReceiverLink(Link):
             self.consumer_tag = channel.basic_consume(
                 self.queue, self._delivered, auto_ack=not self.manual,
                 callback=self._consuming, arguments=self.driver.consume_arguments or None)
-        if self.manual and self.timer is None:  # one flush timer, whatever the reconnects
-            self.timer = self.driver.ioloop.call_later(ACK_FLUSH_S, self._flush_timer)
+        if self.manual:
+            self.driver.ack_flusher.add(self)
 
     def _delivered(self, channel, method, properties, body) -> None:
         self._arrived(body, 0, method.delivery_tag, method.redelivered, properties)
@@ -312,10 +311,32 @@ class ReceiverLink(Link):
         else:
             self.close()
 
-    def _flush_timer(self) -> None:
-        self.flush()
-        if not self.closing:
-            self.timer = self.driver.ioloop.call_later(ACK_FLUSH_S, self._flush_timer)
+
+
+class AckFlusher:
+    """Flushes the manual acks of every receiver of a driver at least every
+    :data:`ACK_FLUSH_S`, on one timer for all of them (a timer each is a loop turn each: 1,800
+    a second for 180 receivers), until each is closing (then once more)."""
+
+    def __init__(self, ioloop) -> None:
+        self.ioloop = ioloop
+        self.links: dict[int, ReceiverLink] = {}  # by id, in the order they came
+        self.timer = None
+
+    def add(self, link: ReceiverLink) -> None:
+        """Flush ``link``'s acks from now on (again after a reconnect: still once)."""
+        self.links[id(link)] = link
+        if self.timer is None:
+            self.timer = self.ioloop.call_later(ACK_FLUSH_S, self._flush)
+
+    def _flush(self) -> None:
+        self.timer = None
+        for key, link in list(self.links.items()):
+            link.flush()
+            if link.closing:
+                del self.links[key]
+        if self.links:
+            self.timer = self.ioloop.call_later(ACK_FLUSH_S, self._flush)
 
 
 def stream_offset(offset: int | str) -> int | str | datetime:
