@@ -38,7 +38,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-PROTOCOL_VERSION = 12
+PROTOCOL_VERSION = 13
 """Bumped whenever a message or path changes meaning; controller and agent must agree."""
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -272,7 +272,10 @@ class Snapshot:
     nacked: int = 0  # messages nacked, each once (at its first nack)
     nacks_republished: int = 0  # publishes again of messages whose last publish was nacked
     nacks_repeated: int = 0  # nacks of messages nacked before
-    held: int = 0
+    held: int = 0  # deliveries slowed or paused receivers hold, not yet handled
+    # deliveries receivers handled whose acknowledgement is not sent yet (acks go in batches):
+    # with ``held``, what the broker counts as delivered to this agent and unacknowledged
+    unacked: int = 0
     received: int = 0
     redelivered: int = 0
     duplicates: int = 0

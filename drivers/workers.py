@@ -43,6 +43,7 @@ class Recorder:
         self.unmatched = 0
         self.timeouts = 0
         self.held = 0  # deliveries a slowed receiver holds, not yet handled (nor counted)
+        self.unacked = 0  # deliveries receivers handled whose (batched) ack is not sent yet
         self.cancels = 0  # consumers the broker cancelled
         self.returned = 0  # mandatory messages the broker returned (no queue took them)
         self.requeued = 0  # deliveries nacked back to their queue
@@ -122,7 +123,7 @@ class Recorder:
             monotonic_s=time.monotonic(), cpu_seconds=time.process_time(),
             sent=self.sent, confirmed=self.confirmed, nacked=self.nacked,
             nacks_republished=self.nacks_republished, nacks_repeated=self.nacks_repeated,
-            held=self.held,
+            held=self.held, unacked=self.unacked,
             received=self.received, redelivered=self.redelivered,
             duplicates=sum(t.duplicates for t in self.trackers.values()),
             out_of_order=sum(t.out_of_order for t in self.trackers.values()),

@@ -73,14 +73,12 @@ class BrokerResources:
 @dataclass(frozen=True)
 class MemberStats:
     """A member's own figures, asked of the member itself: client connections, messages
-    published into and delivered out of it (cumulative), its channels' deliveries waiting
-    for an acknowledgement now (``None`` where the source does not know them), and the CPU its
-    runtime reports having used (where the provisioner cannot read the member's CPU itself)."""
+    published into and delivered out of it (cumulative), and the CPU its runtime reports
+    having used (where the provisioner cannot read the member's CPU itself)."""
 
     connections: int
     messages_in: int
     messages_out: int
-    unacknowledged: int | None = None
     at: float | None = None  # when the member answered (the reader's monotonic clock)
     cpu: CpuReading | None = None
     resources: BrokerResources | None = None  # None: the source reports none
@@ -98,7 +96,6 @@ class MemberSample:
     connections: int | None = None
     messages_in: int | None = None  # published through this member, cumulative
     messages_out: int | None = None  # delivered through this member, cumulative
-    unacknowledged: int | None = None  # its channels' deliveries awaiting an ack, now
     cpu_age_s: float | None = None  # at most how old the CPU figure is; None: not said
     resources: BrokerResources | None = None  # None: all unknown
 
@@ -109,7 +106,6 @@ class MemberSample:
                        connections=stats.connections if stats else None,
                        messages_in=stats.messages_in if stats else None,
                        messages_out=stats.messages_out if stats else None,
-                       unacknowledged=stats.unacknowledged if stats else None,
                        resources=stats.resources if stats else None)
 
 

@@ -72,11 +72,20 @@ class ReceiverLink(Link):
 
     def _channel_closed(self, channel, reason) -> None:
         self._mark_consuming(False)
+        self._forget_deliveries()
         super()._channel_closed(channel, reason)
 
     def _connection_closed(self, connection, reason) -> None:
         self._mark_consuming(False)
+        self._forget_deliveries()
         super()._connection_closed(connection, reason)
+
+    def _forget_deliveries(self) -> None:
+        """The channel is gone, and with it every delivery it had not acknowledged: the
+        broker puts them back in the queue, so the receiver no longer holds them."""
+        self._drop_pending()
+        self.recorder.unacked -= self.unacked
+        self.unacked = 0
 
     def _cancelled(self, _frame) -> None:
         """The broker cancelled this consumer: count it and consume again after a backoff (the
@@ -127,9 +136,8 @@ class ReceiverLink(Link):
 
     def _consume_from(self, channel) -> None:
         """Consume (or poll) ``self.queue`` on ``channel``."""
-        self.unacked = 0
         self.committing = False  # a commit on a channel that closed never completes
-        self._drop_pending()
+        self._forget_deliveries()
         # the decoder reads one channel of a connection: a shared one is read by pika
         self.decoding = not (self.responds or self.nack or self.polling) and \
             len(self.carrier.links) == 1 and self.driver.fast_path_on(self.connection)
@@ -244,6 +252,7 @@ class ReceiverLink(Link):
         elif self.manual:
             self.last_tag = tag
             self.unacked += 1
+            self.recorder.unacked += 1
             if self.unacked >= self.ack_every:
                 self._ack_up_to(tag)
 
@@ -277,6 +286,7 @@ class ReceiverLink(Link):
                            ack_frame(self.channel.channel_number, tag, True))
         else:
             self.channel.basic_ack(tag, multiple=True)
+        self.recorder.unacked -= self.unacked
         self.unacked = 0
         if self.commit_every and not self.closing:  # closing: committed before the close
             self._commit()

@@ -298,11 +298,11 @@ class Controller:
         while not self.stop_requested.is_set():
             planned = self.ticker.next_tick(planned, self.stop_requested)
             started = self.clock.monotonic()
-            self.ticker.sampler.start()
             elapsed = started - self.ticker.t0
             phase = self.schedule.phase_at(elapsed, self.history)
-            if phase is None:
+            if phase is None:  # no reads started: the drain's first tick asks after the stop
                 break
+            self.ticker.sampler.start()
             self.faults.tick(elapsed)
             self.steering.apply(elapsed, phase)
             if phase.index != current.index:

@@ -1,10 +1,16 @@
 """Messages in the workload's queues, as exactly as the broker lets us know them.
 
 Ready messages are read from the queues themselves (a passive declare per queue, on a
-connection of the controller's); deliveries awaiting an acknowledgement from each serving
-member's own counters. Each figure is the latest reading of its source if that is at most
-``MAX_DEPTH_AGE_S`` old (a member at its CPU quota may answer a little late); otherwise the
-depth is unknown (``None``), never 0. Where the broker offers no probe, the provisioner's
+connection of the controller's); deliveries awaiting an acknowledgement are the ones the run's
+own receivers hold, as each live agent reports them (``held``: not yet handled; ``unacked``:
+handled, the batched ack not sent yet). Both are current counts read at a known time, never
+the difference of two lifetime counters: a member's ``delivered - acknowledged`` keeps every
+delivery a closed channel requeued (another client's, a shovel's, an earlier run's), so it
+never came back to 0 and froze the depth while it looked fresh. Deliveries on their way to a
+receiver, and those of consumers that are not the run's, are in no figure: the row's backlog
+(sent - received) counts them. The depth is known when the queue reading and every live
+agent's latest reading are at most ``MAX_DEPTH_AGE_S`` old (its age is the oldest's);
+otherwise it is unknown (``None``), never 0. Where the broker offers no probe, the provisioner's
 sample carries the depths. Linked clusters (:meth:`Provisioner.sides`) are read side by side,
 each queue's messages summed over the sides.
 """
@@ -17,12 +23,12 @@ from typing import Any
 from drivers.base import MessageTooLarge, Unchecked
 from orchestrator.clock import Clock
 from orchestrator.errors import ProvisionError
-from orchestrator.run.sampling import DepthReading
+from orchestrator.run.sampling import AgentReading, DepthReading
 from orchestrator.specs.topology import QueueSpec
 from orchestrator.specs.workload import WorkloadSpec
-from topologies.base import BrokerSample, Member, MemberSample, MemberStats, Provisioner
+from topologies.base import BrokerSample, Member, Provisioner
 
-MAX_DEPTH_AGE_S = 1.0  # an older queue or member reading makes the depth unknown
+MAX_DEPTH_AGE_S = 1.0  # an older queue or agent reading makes the depth unknown
 SETTLE_READS, SETTLE_PAUSE_S = 5, 0.5  # final depth: read until two reads agree
 
 ProbeFactory = Callable[[str, list[str], list[str], dict[str, Any]], Any]
@@ -84,7 +90,9 @@ class QueueDepth:
         self.clock, self.probes, self.preflights = clock, probes, preflights
         self.probe: Any = None
         self.reading: DepthReading | None = None
-        self.member_stats: dict[str, MemberStats] = {}  # each member's latest own figures
+        # a time every reading of the latest known depth was taken after (None: unknown,
+        # or from the broker's sample, which does not say)
+        self.read_after: float | None = None
         self.identity: dict[str, Any] | None = None  # what the broker said it is, if asked
 
     def open(self, members: int) -> Callable[[], DepthReading] | None:
@@ -146,29 +154,40 @@ class QueueDepth:
             probe.close()
         return None
 
-    def fold(self, reading: DepthReading | None, members: Iterable[MemberSample],
-             stats: dict[str, MemberStats]) -> None:
-        """Keep this tick's new readings (a missing one leaves the previous in place)."""
+    def fold(self, reading: DepthReading | None) -> None:
+        """Keep this tick's new queue reading (a missing one leaves the previous in place)."""
         self.reading = reading or self.reading
-        self.member_stats.update(stats)
 
-    def now(self, broker: BrokerSample | None, members: Iterable[MemberSample]
+    def now(self, broker: BrokerSample | None, agents: Iterable[AgentReading | None]
             ) -> tuple[int | None, float | None]:
-        """Messages in the workload's queues, ready plus unacknowledged, and the age of the
-        older of the two readings in seconds; ``(None, None)`` when either is too old."""
+        """Messages in the workload's queues: ready, plus the deliveries the receivers of the
+        live ``agents`` (each one's latest reading; ``None``: none yet) hold unacknowledged;
+        and the age of the oldest of those readings in seconds. ``(None, None)`` when any of
+        them is missing or older than ``MAX_DEPTH_AGE_S``."""
+        self.read_after = None
         if self.probe is None:
             depths = broker.queue_depths if broker else None
             return (None, None) if depths is None else (self.total(depths), None)
         now = self.clock.monotonic()
         if self.reading is None or now - self.reading.at > MAX_DEPTH_AGE_S:
             return None, None
-        ready = self.total(self.reading.ready)
-        stats = [self.member_stats.get(m.name) for m in members if m.running]
-        if not stats or any(s is None or s.unacknowledged is None or s.at is None
-                            or now - s.at > MAX_DEPTH_AGE_S for s in stats):
+        readings = list(agents)
+        if any(r is None or now - r.taken_at > MAX_DEPTH_AGE_S for r in readings):
             return None, None
-        oldest = min([self.reading.at] + [s.at for s in stats])
-        return ready + sum(s.unacknowledged for s in stats), now - oldest
+        ready = self.total(self.reading.ready)
+        held = sum(int(r.counters["held"] + r.counters["unacked"]) for r in readings)
+        oldest = min([self.reading.at] + [r.taken_at for r in readings])
+        self.read_after = min([self.reading.at] + [r.taken_after for r in readings])
+        return ready + held, now - oldest
+
+    def read_since(self, since: float) -> bool:
+        """Whether the latest depth was read entirely after ``since`` (controller clock):
+        every reading it is made of taken later (the queue reading's midpoint; each agent's
+        snapshot asked for after it). A depth from the broker's sample (no probe) is this
+        tick's sample, and counts as read after ``since``."""
+        if self.probe is None:
+            return True
+        return self.read_after is not None and self.read_after > since
 
     def fresh_at(self) -> float | None:
         """When the queue reading was taken, if it is fresh enough to count in this tick."""

@@ -46,11 +46,14 @@ def drain(ticker: Ticker, crew: Crew, depth: QueueDepth, drain_s: float,
           stop: threading.Event, record: Callable[[float, float], TickRecord],
           routing: Routing | None = None) -> int | None:
     """Keep ticking (``record(planned, started)``) after the senders stopped until every
-    message sent was received and the queues are empty or ``drain_s`` passes (5 s once a stop
-    was asked for); the last queue depth. Where an exchange routes each message to any number
-    of queues (``routing``), receipts are not compared with sends: empty queues say it. A
-    stream is never empty: its readers have read everything once they received every copy
-    (where every message has as many; else the drain takes ``drain_s``)."""
+    message sent was received and the queues are empty, or ``drain_s`` passes (5 s once a
+    stop was asked for); the last queue depth. Both are judged on readings asked for after the
+    stop: each live agent's (its totals) and the depth's (known only if at most a second old,
+    as in every tick: :meth:`QueueDepth.now`), so the drain ends at the first tick that sees
+    the last message received and acknowledged. Where an exchange routes each message to any
+    number of queues (``routing``), receipts are not compared with sends: empty queues say
+    it. A stream is never empty: its readers have read everything once they received every
+    copy (where every message has as many; else the drain takes ``drain_s``)."""
     stream = routing is not None and routing.readers > 0
     copies = 1 if routing is None else routing.copies_each()
     clock = ticker.clock
@@ -63,8 +66,9 @@ def drain(ticker: Ticker, crew: Crew, depth: QueueDepth, drain_s: float,
         second = record(planned, clock.monotonic())
         tick, queued = second.tick, second.row["queue_depth"]
         live = [ticker.math.agents.get(a.index) for a in crew.live]
-        settled = all(r is not None and r.seen > stopped for r in live)
-        empty = stream or queued == 0 or (queued is None and not depth.readable(ticker.broker))
+        settled = all(r is not None and r.taken_after > stopped for r in live)
+        empty = stream or (queued == 0 and depth.read_since(stopped)) or (
+            queued is None and not depth.readable(ticker.broker))
         caught_up = crew.watch.lost or (
             routing is not None and not stream) or (copies is not None and tick.totals[
                 "received"] >= tick.totals["sent"] * (copies if stream else 1))

@@ -21,7 +21,7 @@ from topologies.base import CpuReading, MemberSample
 
 COUNTERS = ("sent", "received", "confirmed", "nacked", "skipped", "errors", "reconnects",
             "connections", "held", "senders_done", "cancels", "blocked", "blocked_s",
-            "receivers_done")
+            "receivers_done", "unacked")
 RATED = ("sent", "received", "confirmed", "skipped")
 MIN_INTERVAL_S = 1e-3  # two readings closer than this give no rate
 BITS_PER_BYTE = 8
@@ -34,7 +34,8 @@ IDLE_AFTER_S = 3.0  # a byte count unchanged this long is a link without traffic
 class AgentReading:
     """One ``/snapshot`` of one agent: cumulative counters, the latency of the interval since
     its previous snapshot (and from the intended send times: ``intended``), taken at ``at``
-    (the agent's monotonic clock) and received at ``seen`` (the controller's)."""
+    (the agent's monotonic clock), asked for at ``asked`` and received at ``seen`` (the
+    controller's: the agent took it in between; ``asked`` ``None``: not said, take ``seen``)."""
 
     agent: int
     at: float
@@ -50,16 +51,29 @@ class AgentReading:
     sending: int = 0  # its senders publishing now
     destinations: dict[str, int] = field(default_factory=dict)  # puts per destination so far
     destination_sequence: tuple[str, ...] = ()  # its first puts' destinations, in order
+    asked: float | None = None
 
     @classmethod
-    def from_snapshot(cls, agent: int, snapshot: Snapshot, seen: float) -> AgentReading:
+    def from_snapshot(cls, agent: int, snapshot: Snapshot, seen: float,
+                      asked: float | None = None) -> AgentReading:
         """From the agent's snapshot (``at`` is its ``monotonic_s``)."""
         return cls(agent, snapshot.monotonic_s, seen,
                    {name: getattr(snapshot, name) for name in COUNTERS},
                    _histogram(snapshot.latency), snapshot.cpu_seconds, snapshot.last_error,
                    _histogram(snapshot.intended_latency), _histogram(snapshot.confirm_latency),
                    snapshot.consuming, tuple(snapshot.sending_queues), snapshot.sending,
-                   snapshot.destinations, tuple(snapshot.destination_sequence))
+                   snapshot.destinations, tuple(snapshot.destination_sequence), asked)
+
+    @property
+    def taken_after(self) -> float:
+        """A time the snapshot was certainly taken after (controller clock)."""
+        return self.seen if self.asked is None else self.asked
+
+    @property
+    def taken_at(self) -> float:
+        """When the snapshot was taken, as well as the controller can say: the midpoint of
+        asking and receiving it, as every reading of a tick is stamped."""
+        return self.seen if self.asked is None else (self.asked + self.seen) / 2
 
 
 def _histogram(data: dict[str, Any]) -> LatencyHistogram:

@@ -57,7 +57,8 @@ class Ticker:
         elapsed, lateness = started - self.t0, started - planned
         rate = target(phase, elapsed) if phase else 0.0
         running = sum(1 for m in self.broker.members if m.running) if self.broker else 0
-        depth, age = self.depth.now(self.tick_broker, self.tick_members)
+        depth, age = self.depth.now(self.tick_broker,
+                                    [self.math.agents.get(a.index) for a in self.crew.live])
         self.lateness.add(lateness, age)
         stamped = rows.stamp(self.clock.time(), elapsed, phase.index if phase else 0)
         row = rows.tick_row(stamped, tick, lateness_s=lateness, target_rate=rate,
@@ -116,10 +117,11 @@ class Ticker:
         not asked)."""
         if agent.index in self.crew.watch.lost:
             return None
+        asked = self.clock.monotonic()
         snapshot = agent.snapshot(timeout_s=SCRAPE_TIMEOUT_S)
         seen = self.clock.monotonic()
         self.crew.watch.seen(agent.index, snapshot, seen - self.t0)
-        return AgentReading.from_snapshot(agent.index, snapshot, seen)
+        return AgentReading.from_snapshot(agent.index, snapshot, seen, asked)
 
     def _fold(self, results: dict[str, Any]) -> Tick:
         """Turn one tick's collected results into figures (missing and failed reads as
@@ -144,7 +146,7 @@ class Ticker:
         """Each member as this tick saw it: from this tick's broker sample (or, if it missed,
         the last one's running flags with every figure unknown), with the figures each member
         gave of itself this tick where the provisioner asks members one by one; the queue
-        depth gets this tick's readings."""
+        depth gets this tick's queue reading."""
         if broker is not None:
             members = broker.members
         elif self.broker is not None:
@@ -155,8 +157,7 @@ class Ticker:
         own = any(key.startswith("stats:") for key in self.sampler.sources)
         stats = {m.name: _ok(results.get(f"stats:{i}")) if m.running else None
                  for i, m in enumerate(members)} if own else {}
-        self.depth.fold(_ok(results.get("depth")), members,
-                        {name: s for name, s in stats.items() if s is not None})
+        self.depth.fold(_ok(results.get("depth")))
         return [m.with_stats(stats.get(m.name)) for m in members] if own else members
 
 

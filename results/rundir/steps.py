@@ -274,8 +274,9 @@ def _shape(tick: Mapping[str, Any]) -> tuple[int, int]:
 
 def drain_ticks(phases: Sequence[Phase | Mapping[str, Any]], ticks: list[dict]) -> list[dict]:
     """The ticks after the last step, while the receivers emptied the queues, from the
-    second tick on: the first one's figures are of the second in which the step ended (its
-    rates and clients are the step's)."""
+    second tick on: the first one's figures still take in the second in which the step ended
+    (its rates span it, its clients are the step's). A drain that ended at its first tick
+    has none."""
     if not phases:
         return []
     end = _phase(phases[-1]).start_s

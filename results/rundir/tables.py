@@ -159,9 +159,12 @@ COLUMNS: dict[str, list[Column]] = {
                "asked for (count)"),
         Column("members_running", pa.int32(), "Broker members running, from the latest "
                "broker sample (count; 0 before any)"),
-        Column("queue_depth", pa.int64(), "Messages in the workload's queues, ready plus "
-               "unacknowledged (count); null when a reading is missing or too old"),
-        Column("depth_age_s", pa.float64(), "Age of the older of the readings `queue_depth` "
+        Column("queue_depth", pa.int64(), "Messages in the workload's queues: ready (asked "
+               "of the queues themselves) plus the deliveries the live agents' receivers hold "
+               "unacknowledged (`held` + `unacked`) (count); null when a reading is missing or "
+               "older than 1 s; where no probe asks the queues (IBM MQ), the broker's own "
+               "per-queue depth"),
+        Column("depth_age_s", pa.float64(), "Age of the oldest of the readings `queue_depth` "
                "is made of (s); null when the depth does not come from the queues themselves "
                "or is unknown"),
         Column("backlog", pa.int64(), "`sent` - `received` (count): includes what flow "
@@ -204,7 +207,11 @@ COLUMNS: dict[str, list[Column]] = {
                f"the live agents (count); null where a driver does not say{_RECENT}"),
         Column("queues_in_use", pa.int64(), "Distinct queues the publishing senders send to "
                "(count; request/reply: the request queues, document 004's queue pairs)"
-               f"{_RECENT}")],
+               f"{_RECENT}"),
+        # runs since the depth counts the receivers' own unacknowledged deliveries
+        Column("unacked", pa.int64(), "Deliveries the receivers handled whose acknowledgement "
+               "is not sent yet (acks go in batches, flushed every 100 ms), summed over the "
+               f"agents (count){_RECENT}")],
     "members": [
         *_when(),
         Column("member", pa.string(), "The member's name"),

@@ -136,8 +136,8 @@ class ExistingRabbitMQ(Provisioner):
                              stats=stats)
 
     def member_stats(self, member: Member) -> MemberStats | None:
-        """A member's connections, messages, unacknowledged deliveries and CPU (the VM's
-        runtime), from its own Prometheus endpoint; ``None``: it did not answer in time."""
+        """A member's connections, messages and CPU (the VM's runtime), from its own
+        Prometheus endpoint; ``None``: it did not answer in time."""
         url = self.spec.members[member.index].prometheus
         return node_stats(f"{url}/metrics", tls=self._context(url), cpu=True) if url else None
 
@@ -156,8 +156,6 @@ class ExistingRabbitMQ(Provisioner):
             if not any(m.management for m in self.spec.members):
                 out["member connections and messages"] = (
                     "neither a Prometheus endpoint for every member nor a management URL")
-            out["unacknowledged deliveries (queue depth)"] = (
-                "members' own counters need their Prometheus endpoints")
         if self.topology.cpu_per_member is None:
             out["member CPU quota"] = ("a cluster surge did not start: give cpu_per_member (the "
                                        "cores each member has) to see CPU as a share")

@@ -139,9 +139,9 @@ class Management:
 
 def management_stats(api: Management | None) -> Callable[[Member], MemberStats | None]:
     """Per member its connections and the messages the queues it leads moved, from one call of
-    the management API of a running member (unacknowledged deliveries are not known per node
-    there: ``None``). A member the answer leaves out (its statistics not
-    in yet, or busy) is unknown, never zero; so is every member if the API does not answer."""
+    the management API of a running member. A member the answer leaves out (its statistics
+    not in yet, or busy) is unknown, never zero; so is every member if the API does not
+    answer."""
     try:
         connections = api.connections_per_node() if api else None
         _, messages = api.queues() if api else ({}, None)

@@ -19,9 +19,6 @@ SCRAPE_TIMEOUT_S = 2.0  # a member at its CPU quota answers slowly; late is kept
 _WANTED = {"rabbitmq_connections": "connections",
            "rabbitmq_global_messages_received": "received",
            "rabbitmq_global_messages_delivered": "delivered",
-           "rabbitmq_global_messages_delivered_consume_manual_ack": "manual",
-           "rabbitmq_global_messages_delivered_get_manual_ack": "manual",
-           "rabbitmq_global_messages_acknowledged": "acknowledged",
            "erlang_vm_statistics_runtime_milliseconds": "runtime_ms"}  # optional: user CPU
 _CORE = frozenset(_WANTED.values()) - {"runtime_ms"}  # without them the member is unknown
 _RESOURCES = {  # optional, each unknown on its own when absent: BrokerResources' fields
@@ -95,13 +92,15 @@ def _value(line: str, name: str) -> float | None:
 def parse_node_stats(text: str) -> MemberStats | None:
     """A member's figures from Prometheus text (summed over protocols and queue types);
     ``None`` if any of the message and connection counters is absent (a resource figure
-    absent is unknown on its own: :class:`~topologies.base.BrokerResources`). Unacknowledged
-    is deliveries needing an ack less acks; a delivery requeued by a closed channel stays
-    counted (the broker keeps no counter of requeues), so after reconnects it is an upper
-    bound. The CPU is the VM's runtime (user seconds of all its threads; measured against the
-    kernel's figures), not yet stamped (``at`` 0). The sample lines are read as they are (name,
-    labels, value, an optional timestamp): the families read are plain gauges and counters,
-    and a general parser cost more than the rest of the read."""
+    absent is unknown on its own: :class:`~topologies.base.BrokerResources`). No count of
+    unacknowledged deliveries is made from these counters: deliveries needing an ack less
+    acks keeps, for the node's lifetime, every delivery a closed channel requeued (the broker
+    counts no requeues), so it never comes back to 0 (the run's depth takes the receivers'
+    own counts: :mod:`orchestrator.run.depth`). The CPU is the VM's runtime (user seconds of
+    all its threads; measured against the kernel's figures), not yet stamped (``at`` 0). The
+    sample lines are read as they are (name, labels, value, an optional timestamp): the
+    families read are plain gauges and counters, and a general parser cost more than the rest
+    of the read."""
     found: dict[str, float] = {}
     for line in wanted_lines(text).splitlines():
         if line.startswith("#"):
@@ -113,11 +112,9 @@ def parse_node_stats(text: str) -> MemberStats | None:
             found[key] = found.get(key, 0.0) + value
     if not set(found) >= _CORE:
         return None
-    unacknowledged = max(0, int(found["manual"] - found["acknowledged"]))
     cpu = CpuReading(found["runtime_ms"] / 1000.0, 0.0) if "runtime_ms" in found else None
     return MemberStats(int(found["connections"]), int(found["received"]),
-                       int(found["delivered"]), unacknowledged, cpu=cpu,
-                       resources=_resources(found))
+                       int(found["delivered"]), cpu=cpu, resources=_resources(found))
 
 
 def _resources(found: dict[str, float]) -> BrokerResources | None:

@@ -127,8 +127,8 @@ class SshRabbitMQ(KeptSecrets, Provisioner):
     asks_members = True  # every member answers for itself
 
     def member_stats(self, member: Member) -> MemberStats | None:
-        """Connections, messages and unacknowledged deliveries, from the member's own
-        Prometheus endpoint (``None``: it did not answer in time, or does not run)."""
+        """Connections and messages, from the member's own Prometheus endpoint (``None``: it
+        did not answer in time, or does not run)."""
         return node_stats(member.metrics_url)
 
     def settled_queue_depths(self) -> dict[str, int]:
