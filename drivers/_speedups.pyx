@@ -53,15 +53,17 @@ cdef class FrameDecoder:
     :meth:`feed`, same calls of ``on_delivery`` and ``on_frame``."""
 
     cdef public int channel_number
-    cdef public object on_delivery, on_frame, leftover, first_buffer
+    cdef public object on_delivery, on_frame, leftover, first_buffer, properties
     cdef public unsigned long long tag
-    cdef public bint redelivered
+    cdef public bint redelivered, with_properties
     cdef public long long remaining, first_offset, skip
 
-    def __init__(self, int channel_number, on_delivery, on_frame):
+    def __init__(self, int channel_number, on_delivery, on_frame, bint properties=False):
         self.channel_number = channel_number
         self.on_delivery = on_delivery
         self.on_frame = on_frame
+        self.with_properties = properties
+        self.properties = b""
         self.leftover = b""
         self.tag = 0
         self.redelivered = False
@@ -74,14 +76,14 @@ cdef class FrameDecoder:
         frames it read itself (see the pure-Python reference)."""
         cdef int channel_number = self.channel_number, kind, channel
         cdef unsigned long long tag = self.tag
-        cdef bint redelivered = self.redelivered
+        cdef bint redelivered = self.redelivered, keep = self.with_properties
         cdef long long remaining = self.remaining, first_offset = self.first_offset
         cdef long long skip = self.skip, size
         cdef Py_ssize_t pos = 0, frames = 0, end, end_of_data, held, tag_at, n
         cdef const uint8_t[::1] view
         cdef const uint8_t* b = NULL
         on_delivery = self.on_delivery
-        first_buffer = self.first_buffer
+        first_buffer, properties = self.first_buffer, self.properties
         n = len(data)
         if skip:
             if n < skip:
@@ -94,7 +96,10 @@ cdef class FrameDecoder:
             self.skip = 0
             if remaining <= 0:
                 remaining = -1
-                on_delivery(first_buffer, first_offset, tag, redelivered)
+                if keep:
+                    on_delivery(first_buffer, first_offset, tag, redelivered, properties)
+                else:
+                    on_delivery(first_buffer, first_offset, tag, redelivered)
         leftover = self.leftover
         buffer = leftover + data if leftover else data
         end_of_data, held = len(buffer), len(leftover)
@@ -124,16 +129,25 @@ cdef class FrameDecoder:
                     remaining -= size
                     if remaining <= 0:
                         remaining = -1
-                        on_delivery(first_buffer, first_offset, tag, redelivered)
+                        if keep:
+                            on_delivery(first_buffer, first_offset, tag, redelivered,
+                                        properties)
+                        else:
+                            on_delivery(first_buffer, first_offset, tag, redelivered)
                     pos = end
                     continue
                 if kind == 2 and remaining == 0:
                     frames += 1
                     remaining = <long long>be64(b + pos + 11)
                     first_offset = -1
+                    if keep:  # after class id, weight and body size: flags, properties
+                        properties = buffer[pos + 19:end - 1]
                     if remaining == 0:
                         remaining = -1
-                        on_delivery(EMPTY_BODY, 0, tag, redelivered)
+                        if keep:
+                            on_delivery(EMPTY_BODY, 0, tag, redelivered, properties)
+                        else:
+                            on_delivery(EMPTY_BODY, 0, tag, redelivered)
                     pos = end
                     continue
                 if kind == 1 and be32(b + pos + 7) == DELIVER_INDEX:
@@ -147,6 +161,7 @@ cdef class FrameDecoder:
             self.on_frame(buffer[pos:end])
             pos = end
         self._keep(buffer, pos, tag, redelivered, remaining, first_buffer, first_offset, skip)
+        self.properties = properties
         return held + n - len(self.leftover), frames
 
     cdef void _keep(self, buffer, Py_ssize_t pos, unsigned long long tag, bint redelivered,
