@@ -28,9 +28,11 @@ the rounds.
         [--warmup 3] [--cases 1+1-classic,4+4-quorum,...] [--generators surge,pika,c]
         [--port 11200] [--base-tree ../surge-base --generators surge,base]
 
-The member's ports derive from ``--port-base`` as a topology's do, or are the five ports from
-``--port`` (AMQP, management, Prometheus, Erlang distribution, epmd), for a host where only a
-small range is free; its node is then named after that port.
+A run with ``--base-tree`` keeps its output in ``bench/results/generators_vs_base.txt``, apart
+from the generators' own comparison. The member's ports derive from ``--port-base`` as a
+topology's do, or are the five ports from ``--port`` (AMQP, management, Prometheus, Erlang
+distribution, epmd), for a host where only a small range is free; its node is then named after
+that port.
 """
 
 from __future__ import annotations
@@ -565,5 +567,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     from bench.record import recorded
-    with recorded("generators"):
+    # a change measured against its base is kept apart from the generators' own comparison
+    with recorded("generators_vs_base" if "--base-tree" in sys.argv else "generators"):
         main()
