@@ -11,7 +11,9 @@ rounds (each round rotates which goes first):
   pair, prefetch 200, multi-ack every 50), where the case is one it can do;
 * ``c``: ``bench/c/amqpgen.c`` on Debian's librabbitmq, compiled here with ``gcc -O2``
   (prefetch 200, multi-ack every 50, at most 2,000 unconfirmed publishes per producer, as
-  surge's driver).
+  surge's driver);
+* ``base``: surge again, its agents running the code of another checkout (``--base-tree``, a
+  worktree of an earlier commit): a change and what it changes measured side by side.
 
 Each measurement declares a fresh queue, starts the generator, waits ``--warmup`` seconds,
 then measures ``--seconds``: published and consumed msg/s from the member's own Prometheus
@@ -24,12 +26,20 @@ the rounds.
 
     PYTHONPATH=. .venv/bin/python bench/generators.py [--rounds 3] [--seconds 10]
         [--warmup 3] [--cases 1+1-classic,4+4-quorum,...] [--generators surge,pika,c]
+        [--port 11200] [--base-tree ../surge-base --generators surge,base]
+
+A run with ``--base-tree`` keeps its output in ``bench/results/generators_vs_base.txt``, apart
+from the generators' own comparison. The member's ports derive from ``--port-base`` as a
+topology's do, or are the five ports from ``--port`` (AMQP, management, Prometheus, Erlang
+distribution, epmd), for a host where only a small range is free; its node is then named after
+that port.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -61,6 +71,7 @@ from orchestrator.specs.topology import QueueSpec, TopologySpec
 from orchestrator.specs.workload import WorkloadSpec
 from results.rundir import compiled  # noqa: E402
 from topologies.rabbitmq.local import LocalRabbitMQ  # noqa: E402
+from topologies.rabbitmq.node import amqp_url  # noqa: E402
 from topologies.rabbitmq.prometheus import node_stats  # noqa: E402
 
 C_SOURCE = Path(__file__).resolve().parent / "c" / "amqpgen.c"
@@ -110,6 +121,24 @@ CASES = {c.name: c for c in (
     Case("1+1-1MiB", 1, 1, size=1 << 20),
     Case("4+4-request-reply", 4, 4, in_flight=10),
 )}
+
+
+class OneRange(LocalRabbitMQ):
+    """The one member with every port in ``port`` .. ``port + 4``: AMQP, management,
+    Prometheus, Erlang distribution, epmd."""
+
+    def __init__(self, topology: TopologySpec, port: int):
+        super().__init__(topology)
+        self.port = port
+        self.epmd_port = port + 4
+
+    def member(self, index: int):
+        port = self.port
+        return dataclasses.replace(super().member(index), port=port, management_port=port + 1,
+                                   prometheus_port=port + 2, endpoint=amqp_url("127.0.0.1", port))
+
+    def dist_port(self, index: int) -> int:
+        return self.port + 3
 
 
 class Broker:
@@ -163,9 +192,10 @@ class Surge:
     """surge's agents on the compiled hot path where it is built; ``pure``: with
     ``SURGE_SPEEDUPS=0``, the pure-Python one (results.rundir.compiled)."""
 
-    def __init__(self, workdir: Path, pure: bool = False):
+    def __init__(self, workdir: Path, tree: Path | None = None, pure: bool = False):
         self.workdir = workdir
-        self.name = "surge-pure" if pure else "surge"
+        self.tree = tree  # the checkout whose code the agents run (None: this one)
+        self.name = "base" if tree is not None else "surge-pure" if pure else "surge"
         self.env = {compiled.ENV: "0" if pure else "1"}
 
     def unsupported(self, case: Case) -> str | None:
@@ -182,16 +212,9 @@ class Surge:
         scenario = ScenarioSpec.model_construct(name="genbench", workload=workload, plan=[],
                                                 exit=ExitSpec())
         count = max(1, min(os.cpu_count() or 1, case.producers + case.consumers))
-        saved = {name: os.environ.get(name) for name in self.env}
-        os.environ.update(self.env)  # the agents' environment is this process's
-        try:
-            agents = spawn_local_agents(count, self.workdir / "agents", run_s + LIFETIME_MARGIN_S)
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+        with _code_of(self.tree, self.env):
+            agents = spawn_local_agents(count, self.workdir / f"agents-{self.name}",
+                                        run_s + LIFETIME_MARGIN_S)
         stop_polling = threading.Event()
         last: dict[int, protocol.Snapshot] = {}
 
@@ -226,6 +249,27 @@ class Surge:
         poller = threading.Thread(target=poll, name="snapshots", daemon=True)
         poller.start()
         return Running([agent.process.pid for agent in agents], stop)
+
+
+@contextlib.contextmanager
+def _code_of(tree: Path | None, env: dict[str, str]):
+    """Processes started meanwhile run the code of checkout ``tree`` (``python -m`` looks in
+    the working directory first, then ``PYTHONPATH``), with ``env`` in their environment."""
+    cwd = os.getcwd()
+    changes = {**env, **({"PYTHONPATH": str(tree)} if tree is not None else {})}
+    saved = {name: os.environ.get(name) for name in changes}
+    os.environ.update(changes)
+    if tree is not None:
+        os.chdir(tree)
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _plain_rpc(host: str, port: int, queue: str, credentials: tuple[str, str], size: int,
@@ -467,22 +511,34 @@ def main() -> None:
                         help="the py-spy executable, for --profile")
     parser.add_argument("--port-base", type=int, default=8000,
                         help="the member's ports (AMQP, management, Prometheus) derive from it")
+    parser.add_argument("--port", type=int, metavar="PORT",
+                        help="instead: the member's five ports are PORT .. PORT+4 (AMQP, "
+                             "management, Prometheus, Erlang distribution, epmd)")
+    parser.add_argument("--base-tree", type=Path, metavar="DIR",
+                        help="generator 'base': surge agents running the code of checkout DIR")
     args = parser.parse_args()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     cases = [CASES[name] for name in args.cases.split(",") if name]
     wanted = args.generators.split(",")
-    if unknown := set(wanted) - {"surge", "surge-pure", "pika", "c"}:
+    if unknown := set(wanted) - {"surge", "surge-pure", "pika", "c", "base"}:
         parser.error(f"unknown generators {sorted(unknown)}")
+    if "base" in wanted and not (args.base_tree and (args.base_tree / "drivers").is_dir()):
+        parser.error("generator 'base' needs --base-tree, a checkout of surge")
     if not 1 <= args.rounds <= 20 or not 1 <= args.seconds <= 600 or not 2 <= args.warmup <= 60:
         parser.error("rounds 1-20, seconds 1-600, warmup 2-60")
 
-    topology = TopologySpec(name="genbench", members=1, start=1, port_base=args.port_base)
-    provisioner = LocalRabbitMQ(topology)
+    if args.port is None:
+        provisioner = LocalRabbitMQ(TopologySpec(name="genbench", members=1, start=1,
+                                                 port_base=args.port_base))
+    else:
+        provisioner = OneRange(TopologySpec(name=f"genbench-{args.port}", members=1, start=1),
+                               args.port)
     with tempfile.TemporaryDirectory(prefix="genbench-") as workdir:
         available = {"surge": lambda: Surge(Path(workdir)),
                      "surge-pure": lambda: Surge(Path(workdir), pure=True), "pika": PlainPika,
-                     "c": lambda: CClient(Path(workdir))}
+                     "c": lambda: CClient(Path(workdir)),
+                     "base": lambda: Surge(Path(workdir), args.base_tree.resolve())}
         generators = [available[name]() for name in wanted]
         try:
             (member,) = [m for m in provisioner.up() if m.running]
@@ -526,5 +582,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     from bench.record import recorded
-    with recorded("generators"):
+    # a change measured against its base is kept apart from the generators' own comparison
+    with recorded("generators_vs_base" if "--base-tree" in sys.argv else "generators"):
         main()

@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Compiled twins of the drivers' per-message code: :class:`FrameDecoder` and the header
-stamping of :mod:`drivers.amqp.frames` (``stamp_run``, ``stamp_picks``), the
+stamping of :mod:`drivers.amqp.frames` (``stamp_run``, ``stamp_picks``,
+``stamp_sequences``), the
 :class:`TrackerCore` of :mod:`drivers.accounting` and the :class:`ReceiverCore` of
 :mod:`drivers.workers`. Each does what its pure-Python reference
 does, output for output (``tests/unit/test_compiled.py`` runs both on the same inputs);
@@ -225,6 +226,25 @@ def stamp_picks(bytearray buffer, list picks, list lengths, list header_at,
         _stamp(p + at, flags, producer_id, first_seq + i, send_ns, _lag(lag))
         lag -= less
         start += <Py_ssize_t>lengths[pick]
+
+
+cdef const char* HEX = b"0123456789abcdef"
+
+
+def stamp_sequences(bytearray buffer, offsets, uint64_t first_seq):
+    """Message ``k``'s sequence number ``first_seq + k`` in 16 lowercase hex digits at
+    ``offsets[k]`` (see the pure reference)."""
+    cdef uint8_t* p = <uint8_t*>PyByteArray_AS_STRING(buffer)
+    cdef Py_ssize_t size = PyByteArray_GET_SIZE(buffer), at
+    cdef uint64_t seq = first_seq
+    cdef int digit
+    for offset in offsets:
+        at = offset
+        if at < 0 or at + 16 > size:
+            raise ValueError(f"sequence digits at byte {at}: outside the buffer")
+        for digit in range(16):
+            p[at + digit] = HEX[(seq >> (60 - 4 * digit)) & 0xF]
+        seq += 1
 
 
 cdef class Producer:

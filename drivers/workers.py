@@ -291,7 +291,11 @@ class RequesterRole(SenderRole):
     correlation id comes back, and records the round trip (2 puts + 2 gets) as its latency;
     rate-limited, also from the request's intended send time. The requests owed are the
     latest due (the oldest are dropped when more are owed than the window allows), and the
-    oldest of them goes first."""
+    oldest of them goes first.
+
+    A request's correlation id has a fixed width: the producer id in 8 and the sequence number
+    in 16 lowercase hex digits, ``0000000a:00000000000000ff`` (:meth:`correlation`), so that a
+    sender may stamp each request's last 16 digits into a template in place."""
 
     def __init__(self, producer_id: int, rate: float, payload: PayloadBuilder,
                  recorder: Recorder, in_flight: int = 1, now: float | None = None,
@@ -301,6 +305,12 @@ class RequesterRole(SenderRole):
         # correlation id -> (send time, intended send time or None if unscheduled), monotonic ns
         self.waiting: dict[str, tuple[int, int | None]] = {}
         self.owed = 0
+        self.correlation_prefix = f"{producer_id:08x}:"
+        """What every correlation id of this requester starts with."""
+
+    def correlation(self, seq: int) -> str:
+        """The correlation id of request ``seq``."""
+        return f"{self.correlation_prefix}{seq:016x}"
 
     def room(self) -> int:
         """How many requests may be sent now: due ones, within the in-flight window."""
@@ -322,18 +332,31 @@ class RequesterRole(SenderRole):
 
     def request(self) -> tuple[str, bytes]:
         """The next request's correlation id and body."""
-        seq = self.seq
-        if self.limit is not None and seq >= self.limit:
+        seq = self.take_requests(1)
+        return self.correlation(seq), self.body(seq)
+
+    def take_requests(self, n: int) -> int:
+        """Send the next ``n`` requests (:meth:`room` says how many may go): they wait for
+        their replies from now. Returns the first one's sequence number; their bodies are
+        stamped with :meth:`lags` of it, their correlation ids are :meth:`correlation` of it
+        and the next ones."""
+        first = self.seq
+        if self.limit is not None and first + n > self.limit:
             raise ValueError("requester is past its message limit")
-        self.seq = seq + 1
-        self.owed -= 1
-        correlation = f"{self.producer_id}:{seq}"
-        schedule, intended = self.schedule, None
-        if schedule.rate:
-            self._place(seq, schedule.last_due - self.owed / schedule.rate)
-            intended = int(self._first_due * 1e9)
-        self.waiting[correlation] = (time.monotonic_ns(), intended)
-        return correlation, self.body(seq)
+        self.seq = first + n
+        self.owed -= n
+        waiting, prefix, now_ns = self.waiting, self.correlation_prefix, time.monotonic_ns()
+        schedule = self.schedule
+        if not schedule.rate:
+            for seq in range(first, first + n):
+                waiting[f"{prefix}{seq:016x}"] = (now_ns, None)
+            return first
+        # the oldest owed goes first: the last of them was due when the schedule's last was
+        self._place(first, schedule.last_due - (self.owed + n - 1) / schedule.rate)
+        due, interval = self._first_due, self._interval
+        for k, seq in enumerate(range(first, first + n)):
+            waiting[f"{prefix}{seq:016x}"] = (now_ns, int((due + k * interval) * 1e9))
+        return first
 
     def on_reply(self, correlation: str | None) -> None:
         """Match a reply to its request; a reply nobody waits for is counted as unmatched."""

@@ -17,7 +17,10 @@ since. A new channel starts from the queue's current leader.
 Requesters declare their own exclusive, auto-delete reply queue and match replies by
 correlation id; responders put each reply on the request's ``reply_to`` before acknowledging
 the request (through ``Destination.reply_exchange`` where a link carries replies back to the
-requesters' cluster). A consumer processing time (``set_consumer_delay``) makes each receiver
+requesters' cluster). On the fast path (a connection of their own, no transactions, consumer
+rate or limit), requests are stamped from templates in batches, correlation ids included, and a
+responder writes the replies and acks of one socket read's requests at once. A consumer
+processing time (``set_consumer_delay``) makes each receiver
 handle one message per delay, holding the rest of its prefetch unacknowledged, as a slow
 application does.
 """

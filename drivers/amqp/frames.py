@@ -1,10 +1,13 @@
 """AMQP 0-9-1 frames surge encodes and decodes itself on the hot paths: plain code over bytes.
 
 :class:`FrameEncoder` builds the wire bytes of a sender's publishes (a template encoded once, a
-batch being that template repeated with each message's header stamped in place) and of a
-receiver's Basic.Ack. :class:`FrameDecoder` takes Basic.Deliver, its content header and body
-frames of one channel off a byte stream and hands every other frame on, whole and undecoded.
-Neither knows pika: :mod:`drivers.amqp.wire` connects them to pika's connections.
+batch being that template repeated with each message's header stamped in place; a requester's
+also with its correlation id's sequence digits stamped) and of a receiver's Basic.Ack;
+:class:`ReplyEncoder` those of a responder's replies. :class:`FrameDecoder` takes
+Basic.Deliver, its content header and body frames of one channel off a byte stream and hands
+every other frame on, whole and undecoded; :func:`reply_fields` reads a delivery's
+correlation id and reply-to. None of them knows pika: :mod:`drivers.amqp.wire` connects them
+to pika's connections.
 
 Frame layout (AMQP 0-9-1, 4.2.3): type (1 octet), channel (2), payload size (4), payload,
 end marker 0xCE. Of a delivered body only the first bytes (the surge header) are looked at:
@@ -14,8 +17,8 @@ the rest of a large one is skipped as it arrives, never joined.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
-from itertools import accumulate, repeat
+from collections.abc import Callable, Iterable
+from itertools import accumulate, count, repeat
 from operator import sub
 
 from drivers.header import HEADER_SIZE, PREFIX, stamp_fields
@@ -26,7 +29,12 @@ FRAME_END = 0xCE
 FRAME_OVERHEAD = 8  # type, channel, size before the payload; the end marker after it
 BASIC = 60  # class id of Basic
 PUBLISH, DELIVER, ACK = 40, 60, 80  # method ids of Basic
-DELIVERY_MODE_FLAG = 0x1000  # content header property flag of delivery-mode
+# content header property flags of Basic (AMQP 0-9-1, 4.2.5.2), the properties in this order
+CONTENT_TYPE_FLAG, CONTENT_ENCODING_FLAG, HEADERS_FLAG = 0x8000, 0x4000, 0x2000
+DELIVERY_MODE_FLAG, PRIORITY_FLAG, CORRELATION_ID_FLAG, REPLY_TO_FLAG = \
+    0x1000, 0x0800, 0x0400, 0x0200
+SEQUENCE_DIGITS = 16  # a stamped sequence number in properties: lowercase hex, zero-padded
+CORRELATION_AT = 4  # in basic_properties(): after flags, delivery mode, the id's length
 
 _FRAME_HEADER = struct.Struct(">BHI")
 _U32 = struct.Struct(">I")
@@ -34,10 +42,13 @@ _U64 = struct.Struct(">Q")
 _ACK = struct.Struct(">BHIHHQBB")  # method frame: class, method, delivery tag, multiple, end
 _CONTENT_SIZE = struct.Struct(">HHQ")  # content header: class, weight, body size
 _DELIVERY_MODE = struct.Struct(">HB")  # properties: only the delivery-mode flag, and the mode
+_PROPERTIES_AT = 19  # in a content header frame: type, channel, size, class, weight, body size
 _DELIVER_INDEX = BASIC << 16 | DELIVER
+_END = bytes([FRAME_END])
 
-# (buffer, offset of the body's first byte, delivery tag, redelivered)
-OnDelivery = Callable[[bytes, int, int, bool], None]
+# (buffer, offset of the body's first byte, delivery tag, redelivered); a decoder made with
+# ``properties=True`` adds a fifth argument, the content header's property bytes
+OnDelivery = Callable[..., None]
 # the bytes of one whole frame that is not the decoder's (type, channel, size, payload, end)
 OnFrame = Callable[[bytes], None]
 
@@ -56,6 +67,58 @@ def _short_string(value: str, what: str) -> bytes:
         raise ValueError(f"{what} {value[:40]!r}...: AMQP short strings hold at most 255 bytes,"
                          f" this one is {len(data)}")
     return bytes([len(data)]) + data
+
+
+def basic_properties(delivery_mode: int, correlation_id: bytes | None = None,
+                     reply_to: bytes | None = None) -> bytes:
+    """The property flags and properties of a content header with ``delivery_mode`` and, where
+    given, ``correlation_id`` (from :data:`CORRELATION_AT` in them) and ``reply_to``."""
+    flags = DELIVERY_MODE_FLAG | (CORRELATION_ID_FLAG if correlation_id is not None else 0) \
+        | (REPLY_TO_FLAG if reply_to is not None else 0)
+    return _DELIVERY_MODE.pack(flags, delivery_mode) \
+        + (_short(correlation_id, "correlation id") if correlation_id is not None else b"") \
+        + (_short(reply_to, "reply-to") if reply_to is not None else b"")
+
+
+def _short(data: bytes, what: str) -> bytes:
+    if len(data) > 255:
+        raise ValueError(f"{what} {data[:40]!r}...: AMQP short strings hold at most 255 bytes,"
+                         f" this one is {len(data)}")
+    return bytes([len(data)]) + data
+
+
+def reply_fields(properties: bytes) -> tuple[bytes | None, bytes | None]:
+    """The correlation id and reply-to (``None`` where absent) of content header
+    ``properties``: property flags first, as :class:`FrameDecoder` hands them on. The
+    properties before them are stepped over by their flags, in their order: content-type,
+    content-encoding (short strings), headers (a table: its size, 4 octets, first),
+    delivery-mode, priority (an octet each). :class:`FrameError` if they are cut short."""
+    try:
+        flags = properties[0] << 8 | properties[1]
+        pos, more = 2, flags
+        while more & 1:  # another flags word follows (never for Basic: 14 flags fit in one)
+            more = properties[pos] << 8 | properties[pos + 1]
+            pos += 2
+        if flags & 0xE000:
+            if flags & CONTENT_TYPE_FLAG:
+                pos += 1 + properties[pos]
+            if flags & CONTENT_ENCODING_FLAG:
+                pos += 1 + properties[pos]
+            if flags & HEADERS_FLAG:
+                pos += 4 + _U32.unpack_from(properties, pos)[0]
+        pos += (flags >> 12 & 1) + (flags >> 11 & 1)  # delivery-mode, priority
+        correlation = reply_to = None
+        if flags & CORRELATION_ID_FLAG:
+            end = pos + 1 + properties[pos]
+            correlation, pos = properties[pos + 1:end], end
+        if flags & REPLY_TO_FLAG:
+            end = pos + 1 + properties[pos]
+            reply_to, pos = properties[pos + 1:end], end
+    except (IndexError, struct.error):
+        pos = len(properties) + 1
+    if pos > len(properties):
+        raise FrameError("content header properties cut short")
+    return correlation, reply_to
 
 
 def ack_frame(channel_number: int, tag: int, multiple: bool) -> bytes:
@@ -98,29 +161,36 @@ class FrameEncoder:
     header and body frames of at most ``frame_max`` bytes each. The body is the surge header
     (stamped per message) followed by ``filler`` (default zeros); the content header carries
     ``properties``, their AMQP encoding (property flags first; default: only the delivery
-    mode, ``persistent`` or not). :meth:`batch` stamps copies of it; :class:`Templates`
-    interleaves several."""
+    mode, ``persistent`` or not). With ``sequence_at``, each message's sequence number is also
+    stamped into its properties, from that offset in them: :data:`SEQUENCE_DIGITS` lowercase
+    hex digits (the end of a requester's correlation id). :meth:`batch` stamps copies of it;
+    :class:`Templates` interleaves several."""
 
     def __init__(self, channel_number: int, routing_key: str, size: int, persistent: bool,
                  frame_max: int, exchange: str = "", filler: bytes | None = None,
-                 properties: bytes | None = None, mandatory: bool = False):
+                 properties: bytes | None = None, mandatory: bool = False,
+                 sequence_at: int | None = None):
         method = publish_frame(channel_number, exchange, routing_key, mandatory)
         content, header_at = content_frames(channel_number, size, persistent, frame_max,
                                             filler, properties)
-        self._join(method, content, header_at)
+        self._join(method, content, header_at, _sequence_offset(method, sequence_at))
 
     @classmethod
-    def joined(cls, method: bytes, content: bytes, header_at: int) -> FrameEncoder:
+    def joined(cls, method: bytes, content: bytes, header_at: int,
+               sequence_at: int | None = None) -> FrameEncoder:
         """The publish of a method frame and content frames already encoded (``header_at``:
-        where the surge header starts in ``content``)."""
+        where the surge header starts in ``content``; ``sequence_at``: as for a new one)."""
         encoder = cls.__new__(cls)
-        encoder._join(method, content, header_at)
+        encoder._join(method, content, header_at, _sequence_offset(method, sequence_at))
         return encoder
 
-    def _join(self, method: bytes, content: bytes, header_at: int) -> None:
+    def _join(self, method: bytes, content: bytes, header_at: int, sequence_offset: int
+              ) -> None:
         self._mutable = bytearray(method + content)
         self.header_offset = len(method) + header_at
         """Where the first message's surge header starts."""
+        self.sequence_offset = sequence_offset
+        """Where its sequence digits start in its properties (-1: none are stamped)."""
         self.length = len(self._mutable)
         """Bytes of one publish."""
 
@@ -132,6 +202,9 @@ class FrameEncoder:
         buffer = self._mutable * n  # one copy of n messages, stamped in place
         stamp_run(buffer, self.header_offset + len(PREFIX), self.length, n, producer_id,
                   first_seq, send_ns, lags)
+        if self.sequence_offset >= 0:
+            at, step = self.sequence_offset, self.length
+            stamp_sequences(buffer, range(at, at + n * step, step), first_seq)
         return buffer
 
 
@@ -144,6 +217,19 @@ def stamp_run(buffer: bytearray, first: int, step: int, n: int, producer_id: int
     for offset, seq, lag in zip(range(first, first + n * step, step),
                                 range(first_seq, first_seq + n), _each_lag(lags, n)):
         stamp(buffer, offset, flags, producer_id, seq, send_ns, lag)
+
+
+def _sequence_offset(method: bytes, sequence_at: int | None) -> int:
+    """Where, in a publish of ``method``, digits stamped at ``sequence_at`` in the content
+    header's properties start (-1: none)."""
+    return -1 if sequence_at is None else len(method) + _PROPERTIES_AT + sequence_at
+
+
+def stamp_sequences(buffer: bytearray, offsets: Iterable[int], first_seq: int) -> None:
+    """Message ``k``'s sequence number ``first_seq + k`` in :data:`SEQUENCE_DIGITS` lowercase
+    hex digits at ``offsets[k]``."""
+    for offset, seq in zip(offsets, count(first_seq)):
+        buffer[offset:offset + SEQUENCE_DIGITS] = b"%016x" % seq
 
 
 def _each_lag(lags: tuple[int, int, float], n: int):
@@ -164,7 +250,8 @@ class Templates:
 
     def __init__(self, channel_number: int, frame_max: int, targets: list[tuple[str, str]],
                  sizes: list[int], fillers: list[bytes], persistent: bool,
-                 properties: bytes | None = None, mandatory: bool = False):
+                 properties: bytes | None = None, mandatory: bool = False,
+                 sequence_at: int | None = None):
         methods = [publish_frame(channel_number, exchange, key, mandatory)
                    for exchange, key in targets]
         contents = [content_frames(channel_number, size, persistent, frame_max, filler,
@@ -174,6 +261,8 @@ class Templates:
         self.content_header_at = [at for _ in methods for _, at in contents]
         self.lengths = [len(m) + len(c) for m in methods for c, _ in contents]
         self.header_at = [len(m) + at for m in methods for _, at in contents]
+        self.sequence_at = sequence_at  # as FrameEncoder's, the same in every template
+        self.sequence_offsets = [_sequence_offset(m, sequence_at) for m in self.methods]
         self._encoders: dict[int, FrameEncoder] = {}
 
     def __len__(self) -> int:
@@ -184,7 +273,7 @@ class Templates:
         if template not in self._encoders:
             self._encoders[template] = FrameEncoder.joined(
                 self.methods[template], self.contents[template],
-                self.content_header_at[template])
+                self.content_header_at[template], self.sequence_at)
         return self._encoders[template]
 
     def mixed(self, picks: list[int], producer_id: int, first_seq: int, send_ns: int,
@@ -198,6 +287,11 @@ class Templates:
         buffer = bytearray().join(parts)
         stamp_picks(buffer, picks, self.lengths, self.header_at, producer_id, first_seq, send_ns,
                     lags)
+        if self.sequence_at is not None:
+            offsets, lengths = self.sequence_offsets, self.lengths
+            starts = accumulate((lengths[i] for i in picks[:-1]), initial=0)
+            stamp_sequences(buffer, [start + offsets[i] for start, i in zip(starts, picks)],
+                            first_seq)
         return buffer
 
 
@@ -215,6 +309,55 @@ def stamp_picks(buffer: bytearray, picks: list[int], lengths: list[int], header_
         stamp(buffer, start + header_at[i] + prefix, flags, producer_id, seq, send_ns, lag)
 
 
+class ReplyEncoder:
+    """The wire bytes of a responder's replies on channel ``channel_number``: each a
+    Basic.Publish to ``exchange`` with the request's reply-to as routing key, a content header
+    with ``delivery_mode`` and the request's correlation id, and a body of the request's surge
+    header followed by ``filler``, in body frames of at most ``frame_max`` bytes."""
+
+    MAX_KEYS = 4096  # method frames kept, one per reply-to (a requester's queue)
+
+    def __init__(self, channel_number: int, exchange: str, delivery_mode: int, filler: bytes,
+                 frame_max: int):
+        self.channel_number = channel_number
+        self.exchange = exchange
+        size = HEADER_SIZE + len(filler)
+        # the content header, but for its size and the correlation id at its end
+        self._header = _CONTENT_SIZE.pack(BASIC, 0, size) + _DELIVERY_MODE.pack(
+            DELIVERY_MODE_FLAG | CORRELATION_ID_FLAG, delivery_mode)
+        self._uncorrelated = _frame(FRAME_HEADER, channel_number, _CONTENT_SIZE.pack(
+            BASIC, 0, size) + _DELIVERY_MODE.pack(DELIVERY_MODE_FLAG, delivery_mode))
+        chunk = frame_max - FRAME_OVERHEAD
+        body = bytes(HEADER_SIZE) + filler
+        frames = b"".join(_frame(FRAME_BODY, channel_number, body[start:start + chunk])
+                          for start in range(0, size, chunk))
+        self._body_head, self._body_tail = frames[:7], frames[7 + HEADER_SIZE:]
+        self._publish = struct.pack(">HHH", BASIC, PUBLISH, 0) + _short_string(exchange,
+                                                                               "exchange")
+        self._methods: dict[bytes, bytes] = {}
+
+    def reply(self, reply_to: bytes, correlation_id: bytes | None, header: bytes) -> bytes:
+        """The publish of the reply to ``reply_to`` of a request with ``correlation_id``
+        (``None``: without one) whose surge header is ``header``."""
+        method = self._methods.get(reply_to)
+        if method is None:
+            if len(self._methods) >= self.MAX_KEYS:
+                self._methods.clear()
+            method = self._methods[reply_to] = _frame(
+                FRAME_METHOD, self.channel_number,
+                self._publish + bytes((len(reply_to),)) + reply_to + b"\0")
+        if correlation_id is None:
+            content_header = self._uncorrelated
+        else:
+            n = len(correlation_id)
+            if n > 255:
+                raise ValueError(f"correlation id of {n} bytes: at most 255")
+            content_header = _FRAME_HEADER.pack(FRAME_HEADER, self.channel_number,
+                                                len(self._header) + 1 + n) \
+                + self._header + bytes((n,)) + correlation_id + _END
+        return b"".join((method, content_header, self._body_head, header, self._body_tail))
+
+
 class FrameDecoder:
     """Reads the deliveries of channel ``channel_number`` off a byte stream fed in pieces of
     any size; every other frame (other channels, other methods, heartbeats) goes whole to
@@ -222,18 +365,30 @@ class FrameDecoder:
 
     A delivery is Basic.Deliver, a content header and body frames; ``on_delivery`` gets it once
     its last body byte has arrived, with the buffer holding its first body frame and where that
-    body starts there (a zero-length body: :data:`~drivers.header.HEADER_SIZE` zero bytes).
+    body starts there (a zero-length body: :data:`~drivers.header.HEADER_SIZE` zero bytes),
+    its delivery tag and redelivered flag: ``on_delivery(buffer, offset, tag, redelivered)``.
     Only the first body frame is kept, and of a frame not yet whole only once its first
     ``HEADER_SIZE`` bytes are in; the rest is counted as it comes and never joined.
+
+    With ``properties`` (request/reply: a reply's correlation id, a request's reply-to), it
+    also hands on the delivery's content header properties: ``on_delivery(buffer, offset,
+    tag, redelivered, properties)``, ``properties`` a ``bytes`` copy of the content header's
+    payload after class id, weight and body size (the property flags, then the properties
+    they announce, as the broker sent them; :func:`reply_fields` reads two of them). Without,
+    nothing of the header but the body size is read.
     """
 
-    __slots__ = ("channel_number", "on_delivery", "on_frame", "leftover", "tag", "redelivered",
-                 "remaining", "first_buffer", "first_offset", "skip")
+    __slots__ = ("channel_number", "on_delivery", "on_frame", "with_properties", "properties",
+                 "leftover", "tag", "redelivered", "remaining", "first_buffer", "first_offset",
+                 "skip")
 
-    def __init__(self, channel_number: int, on_delivery: OnDelivery, on_frame: OnFrame):
+    def __init__(self, channel_number: int, on_delivery: OnDelivery, on_frame: OnFrame,
+                 properties: bool = False):
         self.channel_number = channel_number
         self.on_delivery = on_delivery
         self.on_frame = on_frame
+        self.with_properties = properties
+        self.properties = b""  # of the delivery being read (with_properties only)
         self.leftover = b""  # the start of a frame not yet whole
         self.tag = 0  # of the delivery being read
         self.redelivered = False
@@ -252,6 +407,7 @@ class FrameDecoder:
                                                 _U64.unpack_from)
         tag, redelivered, remaining = self.tag, self.redelivered, self.remaining
         first_buffer, first_offset, skip = self.first_buffer, self.first_offset, self.skip
+        keep, properties = self.with_properties, self.properties
         pos = frames = 0
         if skip:
             if len(data) < skip:
@@ -263,7 +419,10 @@ class FrameDecoder:
             self.skip = 0
             if remaining <= 0:
                 remaining = -1
-                on_delivery(first_buffer, first_offset, tag, redelivered)
+                if keep:
+                    on_delivery(first_buffer, first_offset, tag, redelivered, properties)
+                else:
+                    on_delivery(first_buffer, first_offset, tag, redelivered)
         leftover = self.leftover
         buffer = leftover + data if leftover else data
         end_of_data, held = len(buffer), len(leftover)
@@ -290,16 +449,24 @@ class FrameDecoder:
                     remaining -= size
                     if remaining <= 0:
                         remaining = -1
-                        on_delivery(first_buffer, first_offset, tag, redelivered)
+                        if keep:
+                            on_delivery(first_buffer, first_offset, tag, redelivered, properties)
+                        else:
+                            on_delivery(first_buffer, first_offset, tag, redelivered)
                     pos = end
                     continue
                 if kind == 2 and remaining == 0:
                     frames += 1
                     remaining = unpack_u64(buffer, pos + 11)[0]
                     first_offset = -1
+                    if keep:  # after class id, weight and body size: flags, properties
+                        properties = buffer[pos + 19:end - 1]
                     if remaining == 0:
                         remaining = -1
-                        on_delivery(b"\0" * HEADER_SIZE, 0, tag, redelivered)
+                        if keep:
+                            on_delivery(b"\0" * HEADER_SIZE, 0, tag, redelivered, properties)
+                        else:
+                            on_delivery(b"\0" * HEADER_SIZE, 0, tag, redelivered)
                     pos = end
                     continue
                 if kind == 1 and unpack_u32(buffer, pos + 7)[0] == _DELIVER_INDEX:
@@ -315,12 +482,15 @@ class FrameDecoder:
         self.leftover = buffer[pos:] if pos < end_of_data else b""
         self.tag, self.redelivered, self.remaining = tag, redelivered, remaining
         self.first_buffer, self.first_offset, self.skip = first_buffer, first_offset, skip
+        self.properties = properties
         return held + len(data) - len(self.leftover), frames
 
 
-PyFrameDecoder, py_stamp_run, py_stamp_picks = FrameDecoder, stamp_run, stamp_picks
+PyFrameDecoder, py_stamp_run, py_stamp_picks, py_stamp_sequences = \
+    FrameDecoder, stamp_run, stamp_picks, stamp_sequences
 """The pure-Python reference of what may run compiled (``drivers/_speedups.pyx``)."""
 _compiled = compiled.load("drivers._speedups")
 if _compiled is not None:
     FrameDecoder = _compiled.FrameDecoder  # type: ignore[misc]
     stamp_run, stamp_picks = _compiled.stamp_run, _compiled.stamp_picks
+    stamp_sequences = _compiled.stamp_sequences

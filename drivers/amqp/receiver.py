@@ -1,7 +1,8 @@
 """Receiver and responder links: consuming with a prefetch (deliveries read by the fast path's
 decoder), acknowledging in batches, a consumer processing time or hold, streams read from an
 offset, a queue of the receiver's own declared and bound, responders putting each reply before
-acknowledging its request."""
+acknowledging its request (on the fast path: the replies and acks of one socket read's
+requests as frames of :class:`~drivers.amqp.frames.ReplyEncoder`, in one write)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from datetime import datetime
 import pika
 
 from drivers.amqp import wire as amqp_wire
-from drivers.amqp.frames import ack_frame
+from drivers.amqp.frames import ReplyEncoder, ack_frame, reply_fields
 from drivers.amqp.link import BACKOFF_S, Carrier, Link, LinkHost
 from drivers.header import HEADER_SIZE
 from drivers.workers import ReceiverRole, ResponderRole
@@ -58,6 +59,8 @@ class ReceiverLink(Link):
         if self.responds:
             self.padding = bytes(max(0, destination.reply_size - HEADER_SIZE))
             self.reply_mode = 2 if destination.persistent else 1
+        self.replies: ReplyEncoder | None = None  # a responder's, on the fast path
+        self.outgoing: list[bytes] = []  # its replies and acks not yet written
 
 
     def _consuming(self, _frame) -> None:
@@ -138,10 +141,22 @@ class ReceiverLink(Link):
         """Consume (or poll) ``self.queue`` on ``channel``."""
         self.committing = False  # a commit on a channel that closed never completes
         self._forget_deliveries()
-        # the decoder reads one channel of a connection: a shared one is read by pika
-        self.decoding = not (self.responds or self.nack or self.polling) and \
+        # the decoder reads one channel of a connection: a shared one is read by pika; a
+        # responder in transactions, at a rate or up to a limit replies through pika too
+        self.decoding = not (self.nack or self.polling) and not (self.responds and (
+            self.transactional or self.commit_every or self.interval or
+            self.limit is not None)) and \
             len(self.carrier.links) == 1 and self.driver.fast_path_on(self.connection)
-        if self.decoding:
+        self.replies = None
+        self.outgoing.clear()
+        if self.decoding and self.responds:
+            destination = self.driver.destination
+            self.replies = ReplyEncoder(channel.channel_number, destination.reply_exchange,
+                                        self.reply_mode, self.padding,
+                                        self.connection.params.frame_max)
+            amqp_wire.install_decoder(self.connection, channel.channel_number, self._arrived,
+                                      properties=True, after_read=self._write_out)
+        elif self.decoding:
             amqp_wire.install_decoder(self.connection, channel.channel_number, self._arrived)
         channel.basic_qos(prefetch_count=self.driver.destination.prefetch,
                           global_qos=self.driver.destination.global_qos)
@@ -213,6 +228,7 @@ class ReceiverLink(Link):
             if delay > 0:
                 self.busy_until = time.monotonic() + delay
                 break
+        self._write_out()
         if self.pending and not self.committing:
             self.pending_timer = self.driver.ioloop.call_later(delay, self._work_pending)
 
@@ -240,12 +256,8 @@ class ReceiverLink(Link):
         self.role.on_body(buffer, offset, redelivered)
         if self.limit is not None:  # the count serves the limit alone: off the usual path
             self._took()
-        if self.responds and properties is not None and properties.reply_to:
-            self.channel.basic_publish(
-                self.driver.destination.reply_exchange, properties.reply_to,
-                buffer[offset:offset + HEADER_SIZE] + self.padding,
-                pika.BasicProperties(delivery_mode=self.reply_mode,
-                                     correlation_id=properties.correlation_id))
+        if self.responds:
+            self._reply(buffer, offset, properties)
         if self.transactional:
             self.channel.basic_ack(tag)
             self._commit()
@@ -255,6 +267,22 @@ class ReceiverLink(Link):
             self.recorder.unacked += 1
             if self.unacked >= self.ack_every:
                 self._ack_up_to(tag)
+
+    def _reply(self, buffer: bytes, offset: int, properties) -> None:
+        """Put the reply to a request (one without reply-to gets none): on the fast path
+        into :attr:`outgoing` (``properties`` the content header's bytes), else through pika
+        (``properties`` pika's)."""
+        if self.replies is not None:
+            correlation, reply_to = reply_fields(properties)
+            if reply_to:
+                self.outgoing.append(self.replies.reply(
+                    reply_to, correlation, buffer[offset:offset + HEADER_SIZE]))
+        elif properties is not None and properties.reply_to:
+            self.channel.basic_publish(
+                self.driver.destination.reply_exchange, properties.reply_to,
+                buffer[offset:offset + HEADER_SIZE] + self.padding,
+                pika.BasicProperties(delivery_mode=self.reply_mode,
+                                     correlation_id=properties.correlation_id))
 
     def _nack(self, tag: int, buffer: bytes, offset: int, redelivered: bool) -> None:
         """Nack a delivery: back to its queue (not received), or dropped by the broker
@@ -281,7 +309,9 @@ class ReceiverLink(Link):
         self.pending.clear()
 
     def _ack_up_to(self, tag: int) -> None:
-        if self.decoding:
+        if self.replies is not None:  # after the replies before it, in their write
+            self.outgoing.append(ack_frame(self.channel.channel_number, tag, True))
+        elif self.decoding:
             amqp_wire.emit(self.connection,
                            ack_frame(self.channel.channel_number, tag, True))
         else:
@@ -295,6 +325,16 @@ class ReceiverLink(Link):
         if self.unacked and self.channel is not None and self.channel.is_open and \
                 not self.committing:
             self._ack_up_to(self.last_tag)
+        self._write_out()
+
+    def _write_out(self) -> None:
+        """Write the replies and acks a responder on the fast path has made since the last
+        time (after each socket read, each held delivery handled, each flush), in one write."""
+        if self.outgoing:
+            data = b"".join(self.outgoing)
+            self.outgoing.clear()
+            if self.channel is not None:
+                amqp_wire.emit(self.connection, data)
 
     def retire(self) -> None:
         """Stop consuming here without losing or duplicating: cancel, take what is still in

@@ -1,6 +1,7 @@
 """Sender and requester links: publishing on a rate schedule (templates stamped in batches on
 the fast path), publisher confirms, nacks and republishing, the backlog gate; requesters
-matching replies by correlation id."""
+matching replies by correlation id (on the fast path: requests stamped in batches, their
+correlation ids too, replies read by the decoder, the requests they free sent once per read)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from collections import deque
 import pika
 
 from drivers.amqp import wire as amqp_wire
-from drivers.amqp.frames import Templates
+from drivers.amqp.frames import (
+    CORRELATION_AT,
+    SEQUENCE_DIGITS,
+    Templates,
+    basic_properties,
+    reply_fields,
+)
 from drivers.amqp.link import BACKOFF_S, Carrier, Link, LinkHost
 from drivers.backlog import BacklogGate
 from drivers.message import Bodies
@@ -337,7 +344,11 @@ class SenderLink(Link):
 
 
 class RequesterLink(SenderLink):
-    """A requester: its own reply queue, requests with reply_to and a correlation id."""
+    """A requester: its own reply queue, requests with reply_to and a correlation id.
+
+    On the fast path (a connection of its own), requests are :class:`Templates` stamped in
+    batches, as a sender's publishes, each one's correlation id digits too; replies are read
+    by the decoder, and what their room lets go is sent once per socket read."""
 
     role: RequesterRole
 
@@ -348,6 +359,7 @@ class RequesterLink(SenderLink):
 
     def ready(self, channel) -> None:
         self.published = self.last_tag = 0
+        self.templates = None
         if self.driver.destination.confirms:
             channel.confirm_delivery(self._confirmed)
         channel.queue_declare("", exclusive=True, auto_delete=True,
@@ -360,12 +372,36 @@ class RequesterLink(SenderLink):
 
     def _reply_queue_declared(self, frame) -> None:
         self.reply_to = frame.method.queue
-        self.channel.basic_consume(self.reply_to, self._replied, auto_ack=True)
+        channel = self.channel
+        # the decoder reads one channel of a connection: a shared one is read by pika
+        if len(self.carrier.links) == 1 and self.driver.fast_path_on(self.connection):
+            self.templates = self._request_templates(channel)
+            amqp_wire.install_decoder(self.connection, channel.channel_number,
+                                      self._reply_arrived, properties=True,
+                                      after_read=self._send)
+        channel.basic_consume(self.reply_to, self._replied, auto_ack=True)
         self._publish()
+
+    def _request_templates(self, channel) -> Templates:
+        """This requester's requests on ``channel``: to its queue, with its reply queue and
+        correlation ids whose sequence digits each request gets stamped."""
+        correlation = self.role.correlation(0).encode()
+        properties = basic_properties(self.properties.delivery_mode, correlation,
+                                      self.reply_to.encode())
+        return Templates(channel.channel_number, self.connection.params.frame_max,
+                         [("", self.queue)], list(self.bodies.sizes), list(self.bodies.fillers),
+                         self.driver.destination.persistent, properties,
+                         sequence_at=CORRELATION_AT + len(correlation) - SEQUENCE_DIGITS)
 
     def _replied(self, channel, method, properties, body) -> None:
         self.role.on_reply(properties.correlation_id)
         self._send()
+
+    def _reply_arrived(self, _buffer: bytes, _offset: int, _tag: int, _redelivered: bool,
+                       properties: bytes) -> None:
+        """A reply read by the decoder (the requests it frees go once the read is done)."""
+        correlation = reply_fields(properties)[0]
+        self.role.on_reply(None if correlation is None else correlation.decode("latin-1"))
 
     def _publish(self) -> None:
         self.timer = None
@@ -379,13 +415,23 @@ class RequesterLink(SenderLink):
     def _send(self) -> None:
         if self.channel is None or self.closing or not self._may_publish():
             return
-        role, publish = self.role, self.channel.basic_publish
-        mode = self.properties.delivery_mode
+        role = self.role
         n = role.room()
-        for _ in range(n):
-            correlation, body = role.request()
-            publish("", self.queue, body, pika.BasicProperties(
-                delivery_mode=mode, reply_to=self.reply_to, correlation_id=correlation))
+        if not n:
+            return
+        if self.templates is not None:
+            first, producer = role.take_requests(n), role.producer_id
+            picks = _template_picks(None, self.bodies, producer, first, n)
+            lags = role.lags(first)
+            amqp_wire.emit(self.connection, self.templates.encoder(picks).batch(
+                n, producer, first, time.time_ns(), lags) if isinstance(picks, int)
+                else self.templates.mixed(picks, producer, first, time.time_ns(), lags))
+        else:
+            publish, mode = self.channel.basic_publish, self.properties.delivery_mode
+            for _ in range(n):
+                correlation, body = role.request()
+                publish("", self.queue, body, pika.BasicProperties(
+                    delivery_mode=mode, reply_to=self.reply_to, correlation_id=correlation))
         self.published += n
         self.recorder.sent += n
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+from collections.abc import Callable
 
 import pika
 from pika import exceptions, frame
@@ -156,10 +157,13 @@ def install_direct_io(connection) -> None:
     transport._nbio.set_reader(sock.fileno(), read_now)
 
 
-def install_decoder(connection, channel_number: int, on_delivery: OnDelivery) -> FrameDecoder:
-    """Read the deliveries on ``channel_number`` with a :class:`FrameDecoder`; every other
-    frame goes to pika. The byte and frame counters pika's heartbeat checker reads are kept up
-    to date."""
+def install_decoder(connection, channel_number: int, on_delivery: OnDelivery,
+                    properties: bool = False, after_read: Callable[[], None] | None = None
+                    ) -> FrameDecoder:
+    """Read the deliveries on ``channel_number`` with a :class:`FrameDecoder` (``properties``:
+    as its option says); every other frame goes to pika. The byte and frame counters pika's
+    heartbeat checker reads are kept up to date. ``after_read`` is called once the deliveries
+    of each socket read are handed on: what they trigger can leave in one write."""
     process_frame, transport = connection._process_frame, connection._transport
 
     def to_pika(raw: bytes) -> None:
@@ -168,7 +172,7 @@ def install_decoder(connection, channel_number: int, on_delivery: OnDelivery) ->
             raise exceptions.InvalidFrameError("undecodable frame")
         process_frame(decoded)  # counts itself in connection.frames_received
 
-    decoder = FrameDecoder(channel_number, on_delivery, to_pika)
+    decoder = FrameDecoder(channel_number, on_delivery, to_pika, properties)
     feed = decoder.feed
 
     def on_data_available(data: bytes) -> None:
@@ -180,7 +184,11 @@ def install_decoder(connection, channel_number: int, on_delivery: OnDelivery) ->
         connection.bytes_received += taken
         connection.frames_received += frames
 
-    connection._on_data_available = on_data_available
+    def on_data_then(data: bytes) -> None:
+        on_data_available(data)
+        after_read()
+
+    connection._on_data_available = on_data_available if after_read is None else on_data_then
     transport._MAX_RECV_BYTES = RECV_BYTES
     return decoder
 

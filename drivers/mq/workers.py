@@ -386,9 +386,9 @@ class RequesterWorker(SenderWorker):
                                    C.MQOO_INPUT_SHARED | C.MQOO_FAIL_IF_QUIESCING)
 
     def correl_id(self, correlation: str) -> bytes:
-        """The 24-byte MsgId/CorrelId of request ``producer:seq``."""
+        """The 24-byte MsgId/CorrelId of request ``producer:seq`` (each in hex digits)."""
         producer, seq = correlation.split(":")
-        return self.nonce + struct.pack("!IQ4x", int(producer), int(seq))
+        return self.nonce + struct.pack("!IQ4x", int(producer, 16), int(seq, 16))
 
     def _step(self) -> bool:
         role, driver = self.role, self.driver

@@ -8,7 +8,17 @@ import struct
 
 import pytest
 
-from drivers.amqp.frames import FrameDecoder, FrameEncoder, FrameError, ack_frame
+from drivers.amqp.frames import (
+    CORRELATION_AT,
+    FrameDecoder,
+    FrameEncoder,
+    FrameError,
+    ReplyEncoder,
+    Templates,
+    ack_frame,
+    basic_properties,
+    reply_fields,
+)
 from drivers.header import HEADER_SIZE, SCHEDULED, decode, encode
 
 HEARTBEAT = bytes([8, 0, 0, 0, 0, 0, 0, 0xCE])
@@ -23,12 +33,13 @@ def short(text: str) -> bytes:
 
 
 def delivery(channel: int, tag: int, body: bytes, redelivered: bool = False,
-             frame_max: int = 4096) -> bytes:
-    """Basic.Deliver, its content header and body frames as a broker sends them."""
+             frame_max: int = 4096, properties: bytes = b"\0\0") -> bytes:
+    """Basic.Deliver, its content header (with ``properties``: flags first) and body frames as
+    a broker sends them."""
     method = struct.pack(">HH", 60, 60) + short("ctag-1") + struct.pack(">QB", tag, redelivered) \
         + short("") + short("perf")
     parts = [frame(1, channel, method),
-             frame(2, channel, struct.pack(">HHQH", 60, 0, len(body), 0))]
+             frame(2, channel, struct.pack(">HHQ", 60, 0, len(body)) + properties)]
     chunk = frame_max - 8
     parts += [frame(3, channel, body[i:i + chunk]) for i in range(0, len(body), chunk)]
     return b"".join(parts)
@@ -200,3 +211,166 @@ def test_the_frames_module_imports_no_pika():
     imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert not {name for name in imported if name and name.split(".")[0] == "pika"}
     assert "drivers.header" in imported  # the scan sees the imports
+
+
+# -- the decoder's properties option, and the properties it hands on ------------------------
+
+CORRELATED = basic_properties(1, b"00000007:0000000000000001", b"amq.gen-reply")
+# content-type, content-encoding, headers {"k": "v"}, delivery-mode, priority, correlation id,
+# reply-to, expiration: every property reply_fields steps over, and one after
+TABLE = short("k") + b"S" + struct.pack(">I", 1) + b"v"
+EVERY_KIND = struct.pack(">H", 0xFF00) + short("text/plain") + short("gzip") \
+    + struct.pack(">I", len(TABLE)) + TABLE + bytes([2, 9]) + short("c-1") + short("r-1") \
+    + short("60000")
+PROPERTIES = [b"\0\0", CORRELATED, EVERY_KIND, CORRELATED, basic_properties(2, b"", b"q"),
+              CORRELATED]
+PROPERTY_BODIES = [body(0, 100), body(1, 10_000), body(2, 0), body(3, 4088), body(4, 4089),
+                   body(5, HEADER_SIZE)]
+PROPERTY_STREAM = b"".join([
+    delivery(1, 1, PROPERTY_BODIES[0], properties=PROPERTIES[0]), HEARTBEAT,
+    delivery(1, 2, PROPERTY_BODIES[1], properties=PROPERTIES[1]),
+    delivery(2, 9, body(9, 50), properties=CORRELATED), OTHER,
+    delivery(1, 3, PROPERTY_BODIES[2], True, properties=PROPERTIES[2]),
+    delivery(1, 4, PROPERTY_BODIES[3], properties=PROPERTIES[3]),
+    delivery(1, 5, PROPERTY_BODIES[4], properties=PROPERTIES[4]), HEARTBEAT,
+    delivery(1, 6, PROPERTY_BODIES[5], properties=PROPERTIES[5])])
+# the callback's arguments, the buffer read at the offset it gives
+PROPERTY_EXPECTED = [(body(k, HEADER_SIZE) if len(b) else bytes(HEADER_SIZE), k + 1, k == 2,
+                      PROPERTIES[k]) for k, b in enumerate(PROPERTY_BODIES)]
+
+
+class PropertiesReader(Reader):
+    """A decoder of channel 1 with the properties option."""
+
+    def __init__(self):
+        super().__init__()
+        self.decoder = FrameDecoder(1, self.delivered, self.passed.append, properties=True)
+
+    def delivered(self, buffer, offset, tag, redelivered, properties) -> None:
+        assert type(properties) is bytes
+        self.deliveries.append((bytes(buffer[offset:offset + HEADER_SIZE]), tag, redelivered,
+                                properties))
+
+
+def check_properties(reader: Reader) -> None:
+    assert reader.deliveries == PROPERTY_EXPECTED
+    assert reader.passed == [HEARTBEAT, *split_frames(delivery(2, 9, body(9, 50),
+                                                               properties=CORRELATED)),
+                             OTHER, HEARTBEAT]
+    assert reader.taken == len(PROPERTY_STREAM)
+    assert reader.frames == 6 + 6 + 1 + 3 + 0 + 1 + 2 + 1
+
+
+def split_frames(data: bytes) -> list[bytes]:
+    out, pos = [], 0
+    while pos < len(data):
+        end = pos + 8 + struct.unpack_from(">I", data, pos + 3)[0]
+        out.append(data[pos:end])
+        pos = end
+    return out
+
+
+def test_with_properties_each_delivery_comes_with_its_content_header_s_properties():
+    check_properties(PropertiesReader().feed(PROPERTY_STREAM))
+
+
+def test_with_properties_a_stream_a_byte_at_a_time():
+    check_properties(PropertiesReader().feed(
+        *(PROPERTY_STREAM[i:i + 1] for i in range(len(PROPERTY_STREAM)))))
+
+
+def test_with_properties_every_split_in_two():
+    for cut in range(len(PROPERTY_STREAM) + 1):
+        reader = PropertiesReader().feed(PROPERTY_STREAM[:cut], PROPERTY_STREAM[cut:])
+        assert reader.deliveries == PROPERTY_EXPECTED, cut
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_with_properties_a_stream_split_anywhere(seed):
+    rng = random.Random(seed)
+    cuts = sorted(rng.sample(range(1, len(PROPERTY_STREAM)), rng.randint(1, 80)))
+    check_properties(PropertiesReader().feed(
+        *(PROPERTY_STREAM[a:b] for a, b in zip([0, *cuts], [*cuts, len(PROPERTY_STREAM)]))))
+
+
+def test_without_the_option_the_same_stream_gives_four_arguments_as_before():
+    reader = Reader().feed(PROPERTY_STREAM)
+    assert reader.deliveries == [expected[:3] for expected in PROPERTY_EXPECTED]
+
+
+def test_the_properties_of_a_large_body_s_delivery_survive_the_skipped_rest():
+    big = delivery(1, 1, body(1, 1_000_000), frame_max=131072, properties=CORRELATED)
+    reader = PropertiesReader()
+    reader.feed(*(big[i:i + 65536] for i in range(0, len(big), 65536)))
+    assert reader.deliveries == [(body(1, HEADER_SIZE), 1, False, CORRELATED)]
+
+
+@pytest.mark.parametrize("properties, fields", [
+    (b"\0\0", (None, None)),
+    (basic_properties(2), (None, None)),
+    (CORRELATED, (b"00000007:0000000000000001", b"amq.gen-reply")),
+    (basic_properties(1, None, b"r"), (None, b"r")),
+    (basic_properties(1, b"c"), (b"c", None)),
+    (basic_properties(1, b"", b""), (b"", b"")),
+    (EVERY_KIND, (b"c-1", b"r-1")),
+    (struct.pack(">H", 0x8600) + short("t") + short("c") + short("r"), (b"c", b"r")),
+    (struct.pack(">H", 0x2600) + struct.pack(">I", 0) + short("c") + short("r"), (b"c", b"r")),
+    (struct.pack(">H", 0x0A00) + bytes([5]) + short("r"), (None, b"r")),
+    # a second flags word follows the first when its last bit is set
+    (struct.pack(">HH", 0x0601, 0) + short("c") + short("r"), (b"c", b"r")),
+])
+def test_reply_fields_step_over_the_properties_before_them_by_their_flags(properties, fields):
+    assert reply_fields(properties) == fields
+
+
+@pytest.mark.parametrize("properties", [
+    CORRELATED[:-1], CORRELATED[:CORRELATION_AT], EVERY_KIND[:20], b"\x06\x00", b"\x20\x00\x00",
+])
+def test_properties_cut_short_are_refused(properties):
+    with pytest.raises(FrameError, match="cut short"):
+        reply_fields(properties)
+
+
+def test_a_requester_s_batch_stamps_each_correlation_id_s_sequence_digits():
+    correlation = b"00000007:" + b"0" * 16
+    properties = basic_properties(1, correlation, b"amq.gen-1")
+    encoder = FrameEncoder(1, "q", 64, persistent=False, frame_max=4096, properties=properties,
+                           sequence_at=CORRELATION_AT + 9)
+    batch = bytes(encoder.batch(3, 7, 254, 99))
+    messages = [batch[k * encoder.length:(k + 1) * encoder.length] for k in range(3)]
+    for k, message in enumerate(messages):
+        header = split_frames(message)[1]
+        assert reply_fields(header[19:-1]) == (b"00000007:%016x" % (254 + k), b"amq.gen-1")
+        assert decode(message, encoder.header_offset) == (7, 254 + k, 99, None)
+
+
+def test_mixed_templates_stamp_the_sequence_digits_of_each_size():
+    correlation = b"0000000a:" + b"0" * 16
+    templates = Templates(1, 4096, [("", "q")], [64, 5000], [bytes(36), bytes(4972)], False,
+                          basic_properties(1, correlation, b"r"),
+                          sequence_at=CORRELATION_AT + 9)
+    frames = split_frames(bytes(templates.mixed([1, 0, 1], 10, 16, 5)))
+    headers = [f for f in frames if f[0] == 2]
+    assert [reply_fields(h[19:-1])[0] for h in headers] == [
+        b"0000000a:%016x" % seq for seq in (16, 17, 18)]
+    assert [decode(f, 7)[:2] for f in frames if f[0] == 3 and f[7:9] == b"SG"] == [
+        (10, 16), (10, 17), (10, 18)]
+
+
+@pytest.mark.parametrize("size, frames", [(HEADER_SIZE, 1), (100, 1), (4088, 1), (9000, 3)])
+def test_a_reply_is_the_request_s_header_to_its_reply_to_with_its_correlation_id(size, frames):
+    filler = (bytes(range(256)) * 40)[:size - HEADER_SIZE]
+    replies = ReplyEncoder(2, "replies", 1, filler, frame_max=4096)
+    request = body(3, HEADER_SIZE)
+    sent = split_frames(replies.reply(b"amq.gen-r", b"c-7", request))
+    assert sent[0] == frame(1, 2, struct.pack(">HHH", 60, 40, 0) + short("replies")
+                            + short("amq.gen-r") + b"\0")
+    assert sent[1] == frame(2, 2, struct.pack(">HHQ", 60, 0, size) + basic_properties(1, b"c-7"))
+    assert b"".join(f[7:-1] for f in sent[2:]) == request + filler
+    assert len(sent) == 2 + frames and all(len(f) <= 4096 for f in sent)
+
+
+def test_a_request_without_a_correlation_id_gets_a_reply_without_one():
+    replies = ReplyEncoder(1, "", 2, b"", 4096)
+    header = split_frames(replies.reply(b"q", None, body(1, HEADER_SIZE)))[1]
+    assert header == frame(2, 1, struct.pack(">HHQ", 60, 0, HEADER_SIZE) + basic_properties(2))

@@ -7,10 +7,18 @@ from pika import frame, spec
 
 from drivers import protocol
 from drivers.amqp.driver import AmqpDriver
-from drivers.amqp.frames import FrameEncoder
+from drivers.amqp.frames import (
+    CORRELATION_AT,
+    FrameEncoder,
+    ReplyEncoder,
+    Templates,
+    basic_properties,
+    reply_fields,
+)
 from drivers.amqp.wire import MAX_RECV_BYTES, RECV_BYTES, fast_path_refused, install_decoder
 from drivers.header import SCHEDULED, decode, encode
-from drivers.workers import Recorder
+from drivers.message import PayloadBuilder
+from drivers.workers import Recorder, RequesterRole
 
 
 def decode_all(data: bytes) -> list:
@@ -69,11 +77,12 @@ class StreamEnd:
         self.passed.append(value)
 
 
-def delivery(channel: int, tag: int, body: bytes, redelivered=False) -> bytes:
+def delivery(channel: int, tag: int, body: bytes, redelivered=False,
+             properties: spec.BasicProperties | None = None) -> bytes:
     deliver = spec.Basic.Deliver(consumer_tag="ctag-1", delivery_tag=tag,
                                  redelivered=redelivered, exchange="", routing_key="perf")
     parts = [frame.Method(channel, deliver).marshal(),
-             frame.Header(channel, len(body), spec.BasicProperties()).marshal()]
+             frame.Header(channel, len(body), properties or spec.BasicProperties()).marshal()]
     for start in range(0, len(body), 131064):
         parts.append(frame.Body(channel, body[start:start + 131064]).marshal())
     return b"".join(parts)
@@ -177,3 +186,89 @@ def test_a_broken_stream_is_pika_s_invalid_frame_error():
     install_decoder(connection, 1, lambda *_: None)
     with pytest.raises(InvalidFrameError, match="end marker"):
         connection._on_data_available(frame.Heartbeat().marshal()[:-1] + b"\0")
+
+
+# -- request/reply: properties, requests and replies against pika's ---------------------------
+
+PIKA_PROPERTIES = [
+    spec.BasicProperties(),
+    spec.BasicProperties(delivery_mode=1, correlation_id="00000007:00000000000000ff",
+                         reply_to="amq.gen-JzTY20BRgKO-HjmUJj0wLg"),
+    spec.BasicProperties(content_type="application/json", content_encoding="utf-8",
+                         headers={"x-a": 1, "x-b": "two", "x-c": {"d": [1, 2]}},
+                         delivery_mode=2, priority=5, correlation_id="c", reply_to="r",
+                         expiration="1000", message_id="m", timestamp=17, type="t",
+                         user_id="u", app_id="a"),
+    spec.BasicProperties(headers={}, reply_to="only-reply-to"),
+    spec.BasicProperties(priority=0, correlation_id=""),
+]
+
+
+def pika_encoded(properties: spec.BasicProperties) -> bytes:
+    return b"".join(properties.encode())
+
+
+@pytest.mark.parametrize("properties", PIKA_PROPERTIES)
+def test_reply_fields_read_what_pika_encoded(properties):
+    def raw(value):
+        return None if value is None else value.encode()
+    assert reply_fields(pika_encoded(properties)) == (raw(properties.correlation_id),
+                                                      raw(properties.reply_to))
+
+
+@pytest.mark.parametrize("mode, correlation, reply_to", [
+    (1, None, None), (2, "c-1", None), (1, None, "r"), (1, "00000007:0000000000000000", "amq.q")])
+def test_basic_properties_are_pika_s(mode, correlation, reply_to):
+    assert basic_properties(mode, correlation and correlation.encode(),
+                            reply_to and reply_to.encode()) == pika_encoded(
+        spec.BasicProperties(delivery_mode=mode, correlation_id=correlation, reply_to=reply_to))
+
+
+def test_a_requester_s_requests_carry_its_correlation_ids_and_reply_queue():
+    role = RequesterRole(7, 0.0, PayloadBuilder(100), Recorder(), in_flight=3)
+    correlation = role.correlation(0).encode()
+    templates = Templates(1, 131072, [("", "requests")], [100], [bytes(72)], False,
+                          basic_properties(1, correlation, b"amq.gen-reply"),
+                          sequence_at=CORRELATION_AT + len(correlation) - 16)
+    first = role.take_requests(role.room())
+    frames = decode_all(bytes(templates.encoder(0).batch(3, 7, first, 99)))
+    headers = [f.properties for f in frames if isinstance(f, frame.Header)]
+    assert [(h.correlation_id, h.reply_to, h.delivery_mode) for h in headers] == [
+        (role.correlation(seq), "amq.gen-reply", 1) for seq in range(3)]
+    assert list(role.waiting) == [h.correlation_id for h in headers]
+    assert [decode(f.fragment)[:2] for f in frames if isinstance(f, frame.Body)] == [
+        (7, seq) for seq in range(3)]
+
+
+@pytest.mark.parametrize("size", [28, 2048, 300_000])
+def test_a_reply_is_what_pika_would_send(size):
+    filler = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    filler = filler[:size - 28]
+    header = encode(3, 5, 77, None)
+    replies = ReplyEncoder(4, "surge.replies", 2, filler, frame_max=131072)
+    sent = replies.reply(b"amq.gen-r", b"00000003:0000000000000005", header)
+    expected = frame.Method(4, spec.Basic.Publish(exchange="surge.replies",
+                                                  routing_key="amq.gen-r")).marshal() \
+        + frame.Header(4, size, spec.BasicProperties(
+            delivery_mode=2, correlation_id="00000003:0000000000000005")).marshal()
+    body = header + filler
+    for start in range(0, size, 131064):
+        expected += frame.Body(4, body[start:start + 131064]).marshal()
+    assert sent == expected
+
+
+def test_with_properties_and_after_read_each_read_s_deliveries_come_first():
+    requests = [spec.BasicProperties(correlation_id=f"c-{k}", reply_to="r", delivery_mode=1)
+                for k in range(3)]
+    stream = b"".join(delivery(1, k + 1, encode(3, k, 1000, None) + bytes(100), False,
+                               requests[k]) for k in range(3))
+    events = []
+    connection = StreamEnd()
+    install_decoder(connection, 1, lambda buf, off, tag, red, properties: events.append(
+        (decode(buf, off)[1], tag, reply_fields(properties))), properties=True,
+        after_read=lambda: events.append("read"))
+    cut = len(stream) // 2  # the second delivery ends in the second read
+    connection._on_data_available(stream[:cut])
+    connection._on_data_available(stream[cut:])
+    assert events == [(0, 1, (b"c-0", b"r")), "read",
+                      (1, 2, (b"c-1", b"r")), (2, 3, (b"c-2", b"r")), "read"]

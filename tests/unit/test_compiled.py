@@ -71,20 +71,25 @@ def stream(sizes: list[int], frame_max: int = 512) -> bytes:
     parts = []
     for tag, size in enumerate(sizes, 1):
         body = (encode(7, tag, 10**18 + tag, tag % 3 - 1) + bytes(size))[:size]
-        parts.append(delivery(1, tag, body, redelivered=tag % 4 == 0, frame_max=frame_max))
+        properties = frames.basic_properties(1 + tag % 2, b"%08x:%016x" % (7, tag),
+                                             b"amq.gen-%d" % tag) if tag % 2 else b"\0\0"
+        parts.append(delivery(1, tag, body, redelivered=tag % 4 == 0, frame_max=frame_max,
+                              properties=properties))
         if tag % 3 == 0:
             parts += [HEARTBEAT, delivery(2, tag, body), other_method(1)]
     return b"".join(parts)
 
 
-def run(decoder_class, pieces: list[bytes]) -> list:
+def run(decoder_class, pieces: list[bytes], properties: bool = False) -> list:
     """Everything a decoder says while it reads ``pieces``: each delivery (its buffer's bytes
-    from the offset on), each frame passed on, each feed's answer, and its state after it."""
+    from the offset on, and its properties if asked for), each frame passed on, each feed's
+    answer, and its state after it."""
     said: list = []
     decoder = decoder_class(
-        1, lambda buffer, offset, tag, redelivered: said.append(
-            ("delivery", bytes(buffer[offset:offset + HEADER_SIZE]), tag, redelivered)),
-        lambda raw: said.append(("frame", bytes(raw))))
+        1, lambda buffer, offset, tag, redelivered, *props: said.append(
+            ("delivery", bytes(buffer[offset:offset + HEADER_SIZE]), tag, redelivered,
+             *map(bytes, props))),
+        lambda raw: said.append(("frame", bytes(raw))), properties)
     for piece in pieces:
         said.append(("fed", decoder.feed(piece), bytes(decoder.leftover), decoder.tag,
                      decoder.redelivered, decoder.remaining, decoder.first_offset,
@@ -111,10 +116,22 @@ def test_the_decoders_agree_on_a_stream_split_at_every_byte(frame_max):
 @settings(max_examples=300, deadline=None)
 @given(sizes=st.lists(st.integers(0, 3000), min_size=1, max_size=12),
        cuts=st.lists(st.integers(0, 1 << 20), max_size=30),
-       frame_max=st.sampled_from([40, 100, 512, 4096, 131072]))
-def test_the_decoders_agree_on_any_stream_in_any_pieces(sizes, cuts, frame_max):
+       frame_max=st.sampled_from([40, 100, 512, 4096, 131072]), properties=st.booleans())
+def test_the_decoders_agree_on_any_stream_in_any_pieces(sizes, cuts, frame_max, properties):
     pieces = split(stream(sizes, frame_max), cuts)
-    assert run(speedups.FrameDecoder, pieces) == run(frames.PyFrameDecoder, pieces)
+    assert run(speedups.FrameDecoder, pieces, properties) == \
+        run(frames.PyFrameDecoder, pieces, properties)
+
+
+@needs_build
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(0, 30), first_seq=st.integers(0, 2**64 - 31), gap=st.integers(16, 90))
+def test_the_sequence_digits_agree(n, first_seq, gap):
+    offsets = range(3, 3 + n * gap, gap)
+    buffers = [bytearray(b"x" * (3 + n * gap)) for _ in range(2)]
+    frames.py_stamp_sequences(buffers[0], offsets, first_seq)
+    speedups.stamp_sequences(buffers[1], list(offsets), first_seq)
+    assert buffers[0] == buffers[1]
 
 
 @needs_build
@@ -260,7 +277,8 @@ def test_the_compiled_receiver_measures_latency_on_the_wall_clock():
 
 
 DRIVER_TESTS = ("test_accounting.py", "test_agent_receivers.py", "test_amqp_direct_io.py",
-                "test_amqp_frames.py", "test_amqp_wire.py", "test_header.py", "test_histogram.py",
+                "test_amqp_frames.py", "test_amqp_request_reply.py", "test_amqp_wire.py",
+                "test_header.py", "test_histogram.py",
                 "test_intended_latency.py", "test_roles.py", "test_routing.py")
 
 

@@ -240,3 +240,30 @@ def test_an_older_run_directory_without_the_columns_still_reads(tmp_path, option
     assert steps and all(s.p99_ms is not None for s in steps)
     assert all(s.intended_p50_ms is s.intended_p99_ms is s.intended_max_ms is None
                for s in steps)
+
+
+def test_requests_taken_as_a_batch_are_placed_and_stamped_as_one_by_one(clock):
+    """Six requests owed at 10/s (due at 0.0 .. 0.5, sent at 0.5), five may be in flight: a
+    batch of the five oldest waits with the same correlation ids and intended times, and their
+    bodies carry the same lags, as five taken one at a time."""
+    def owing() -> RequesterRole:
+        clock.t = 0.0
+        role = RequesterRole(7, 10.0, PayloadBuilder(64), Recorder(), in_flight=5, now=0.0)
+        clock.t = 0.5
+        assert role.room() == 5
+        return role
+    one_by_one = owing()
+    bodies = [one_by_one.request()[1] for _ in range(5)]
+    batched = owing()
+    first = batched.take_requests(5)
+    encoder = FrameEncoder(1, "q", 64, persistent=False, frame_max=4096)
+    batch = encoder.batch(5, 7, first, 0, batched.lags(first))
+    assert list(batched.waiting) == list(one_by_one.waiting) == [
+        batched.correlation(seq) for seq in range(5)]
+    for (sent, intended), (sent_1, intended_1) in zip(batched.waiting.values(),
+                                                      one_by_one.waiting.values()):
+        assert sent == sent_1 and intended == pytest.approx(intended_1, abs=1)
+    assert [decode(batch, encoder.header_offset + k * encoder.length)[3] for k in range(5)] \
+        == [pytest.approx(decode(b)[3], abs=1) for b in bodies]
+    assert decode(bodies[0])[3] == pytest.approx(500_000, abs=1)  # due at 0.0
+    assert batched.owed == one_by_one.owed == 1 and batched.seq == one_by_one.seq == 5

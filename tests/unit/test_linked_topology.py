@@ -29,7 +29,7 @@ def test_each_side_is_a_cluster_of_its_own_with_the_ports_of_one(tmp_path):
     sides = [c.topology for c in provisioner.clusters]
     claims = [c.port for side, cluster in zip(sides, provisioner.clusters)
               for i in range(side.members)
-              for c in member_claims(cluster.member(i), side.port_base)]
+              for c in member_claims(cluster.member(i), cluster.dist_port(i))]
     claims += [c.epmd_port for c in provisioner.clusters]
     assert len(claims) == len(set(claims))  # no port taken twice, epmd included
     # one broker user for both: the same settings reach either side

@@ -62,7 +62,7 @@ def test_up_refuses_a_busy_port_and_starts_nothing(tmp_path, offset, address, pu
             state_file = tmp_path / "lnx-ports" / "state.json"
             assert not state_file.exists() or not json.loads(state_file.read_text()).get(
                 "epmd_pid")
-            assert not ports.bound_here(ports.epmd_claim("127.0.0.1", PORT_BASE)) \
+            assert not ports.bound_here(ports.epmd_claim("127.0.0.1", ports.epmd_port(PORT_BASE))) \
                 or purpose.startswith("epmd")
         finally:
             provisioner.down()

@@ -3,6 +3,8 @@ senders pause for client-count sweeps and stop at their message limit."""
 
 import time
 
+import pytest
+
 from drivers.header import decode
 from drivers.message import PayloadBuilder
 from drivers.workers import (
@@ -27,10 +29,11 @@ def test_closed_loop_requester_keeps_its_window_full_and_matches_replies():
     assert role.room() == 2
     first, body = role.request()
     second, _ = role.request()
-    assert (first, second) == ("7:0", "7:1") and decode(body)[:2] == (7, 0)
+    assert (first, second) == ("00000007:0000000000000000", "00000007:0000000000000001")
+    assert decode(body)[:2] == (7, 0)
     assert role.room() == 0
     role.on_reply(second)
-    role.on_reply("7:99")  # nobody waits for it
+    role.on_reply("00000007:0000000000000063")  # nobody waits for it
     assert recorder.received == 1 and recorder.unmatched == 1 and recorder.latency.count == 1
     assert role.room() == 1
 
@@ -41,12 +44,31 @@ def test_unanswered_requests_time_out_and_a_lost_connection_gives_up_on_all():
         role.request()
     role.expire(timeout_s=60)
     assert recorder.timeouts == 0
-    sent, intended = role.waiting["7:0"]
-    role.waiting["7:0"] = (sent - int(61e9), intended)
+    sent, intended = role.waiting[role.correlation(0)]
+    role.waiting[role.correlation(0)] = (sent - int(61e9), intended)
     role.expire(timeout_s=60)
     assert recorder.timeouts == 1 and len(role.waiting) == 2
     role.lost_connection()
     assert recorder.timeouts == 3 and not role.waiting
+
+
+def test_correlation_ids_have_a_fixed_width_whatever_the_numbers():
+    for producer, seq in [(0, 0), (7, 255), (2**32 - 1, 2**64 - 1)]:
+        role = RequesterRole(producer, 0.0, PayloadBuilder(64), Recorder())
+        correlation = role.correlation(seq)
+        assert len(correlation) == 25 and correlation.startswith(role.correlation_prefix)
+        assert (int(correlation[:8], 16), int(correlation[9:], 16)) == (producer, seq)
+
+
+def test_a_batch_of_requests_waits_for_each_reply_and_stops_at_the_limit():
+    role, recorder = requester(in_flight=5, limit=4)
+    assert role.room() == 4 and role.take_requests(3) == 0
+    assert list(role.waiting) == [role.correlation(seq) for seq in range(3)]
+    role.on_reply(role.correlation(1))
+    assert recorder.received == 1 and role.room() == 1
+    with pytest.raises(ValueError, match="past its message limit"):
+        role.take_requests(2)
+    assert role.take_requests(1) == 3 and role.done
 
 
 def test_requester_stops_at_its_limit():

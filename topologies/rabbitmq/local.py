@@ -73,6 +73,11 @@ class LocalRabbitMQ(KeptSecrets, AdverseControls, Provisioner):
                       prometheus_port=base + 10100 + index,
                       endpoint=node.amqp_url(HOST, base + index))
 
+    def dist_port(self, index: int) -> int:
+        """Member ``index``'s Erlang distribution port (its other ports: :meth:`member`; the
+        epmd's: ``epmd_port``)."""
+        return ports.dist_port(self.topology.port_base, index)
+
     def status(self, state: dict | None = None) -> list[Member]:
         """Every member of the pool: serving, on standby (warm pool) or stopped, with its PID."""
         state = state if state is not None else self._read_state()
@@ -262,8 +267,8 @@ class LocalRabbitMQ(KeptSecrets, AdverseControls, Provisioner):
         files.root.mkdir(parents=True, exist_ok=True)
         node.write_files(member, files, seeds, self.secrets(), self.plugins)
         group = CpuCgroup.create(f"surge-{self.topology.name}-{index}", None, BOOT_SHARES)
-        env = node.node_env(member, files, ports.dist_port(self.topology.port_base, index),
-                            self.epmd_port, self.state_dir)
+        env = node.node_env(member, files, self.dist_port(index), self.epmd_port,
+                            self.state_dir)
         process = node.spawn(env, files, group)
         self._write_state(state, entry, pid=process.pid, cgroup=group.name if group else None,
                           serving=False)
@@ -360,9 +365,9 @@ class LocalRabbitMQ(KeptSecrets, AdverseControls, Provisioner):
         """Refuse (ProvisionError naming member, port and purpose) if any port of the members
         ``to_boot``, or of epmd where it is to start, is taken."""
         claims = [c for i in to_boot for c in ports.member_claims(self.member(i),
-                                                                  self.topology.port_base)]
+                                                                  self.dist_port(i))]
         if not _alive(state.get("epmd_pid"), "epmd"):
-            claims.append(ports.epmd_claim(HOST, self.topology.port_base))
+            claims.append(ports.epmd_claim(HOST, self.epmd_port))
         ports.require_free(claims, ports.bound_here)
 
     def _booted(self, state: dict, index: int) -> bool:

@@ -34,18 +34,18 @@ def epmd_port(port_base: int) -> int:
     return port_base + 30000
 
 
-def member_claims(member: Member, port_base: int) -> list[Claim]:
-    """Every port member ``member`` listens on."""
+def member_claims(member: Member, dist: int) -> list[Claim]:
+    """Every port member ``member`` listens on, its Erlang distribution on ``dist``."""
     def claim(port: int, purpose: str, all_interfaces: bool = False) -> Claim:
         return Claim(member.name, member.host, port, purpose, all_interfaces)
     return [claim(member.port, "AMQP"), claim(member.management_port, "management API"),
             claim(member.prometheus_port, "Prometheus"),
-            claim(dist_port(port_base, member.index), "Erlang distribution", True)]
+            claim(dist, "Erlang distribution", True)]
 
 
-def epmd_claim(host: str, port_base: int) -> Claim:
-    """The private epmd's port on ``host`` (epmd listens on every address)."""
-    return Claim("epmd", host, epmd_port(port_base), "epmd (Erlang port mapper)", True)
+def epmd_claim(host: str, port: int) -> Claim:
+    """The private epmd's ``port`` on ``host`` (epmd listens on every address)."""
+    return Claim("epmd", host, port, "epmd (Erlang port mapper)", True)
 
 
 def require_free(claims: Iterable[Claim], busy: Callable[[Claim], bool]) -> None:

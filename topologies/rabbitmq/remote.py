@@ -256,14 +256,15 @@ class SshRabbitMQ(KeptSecrets, Provisioner):
         claims: dict[str, list[ports.Claim]] = {}
         for index in to_boot:
             claims.setdefault(self.placement[index].name, []).extend(
-                ports.member_claims(self.member(index, state), self.topology.port_base))
+                ports.member_claims(self.member(index, state),
+                                    ports.dist_port(self.topology.port_base, index)))
         listening: dict[str, set[int]] = {}
         for host in self._broker_hosts():
             if host.name not in claims:
                 continue
             epmd = state["epmd"].get(host.name)
             if not (epmd and self._pids_alive(host, [epmd])):
-                claims[host.name].append(ports.epmd_claim(host.target, self.topology.port_base))
+                claims[host.name].append(ports.epmd_claim(host.target, self.epmd_port))
             listed = self._on(host).run(ports.LISTENING, check=False)
             if listed.ok:
                 listening[host.name] = ports.listening_ports(listed.stdout)
