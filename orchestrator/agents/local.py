@@ -38,30 +38,49 @@ def spawn_local_agents(count: int, log_dir: Path, max_lifetime_s: float,
                        hide: frozenset[str] = frozenset()) -> list[AgentHandle]:
     """Start ``count`` agents as subprocesses on loopback, each with its own token, in this
     process's environment less the variables in ``hide`` (secrets the topology names: agents
-    get credentials in their control messages)."""
+    get credentials in their control messages).
+
+    Every process is started before the first is waited for: each spends a fraction of a
+    second starting Python and importing its modules, which they do side by side. Each then has
+    :data:`AGENT_START_TIMEOUT_S` from the moment it is waited for to say its first line; when
+    one fails, every agent started is stopped before the error is raised."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    started: list[tuple[int, str, subprocess.Popen]] = []
     handles: list[AgentHandle] = []
     try:
         for index in range(count):
-            handles.append(_spawn(index, log_dir, max_lifetime_s, hide))
-    except AgentError:
+            started.append(_start(index, log_dir, max_lifetime_s, hide))
+        for index, token, process in started:
+            handles.append(_await(index, token, process, log_dir))
+    except BaseException:
         for handle in handles:
             handle.stop()
+        for _, _, process in started[len(handles):]:
+            _signal(process, signal.SIGKILL)
+            process.wait()
         raise
     return handles
 
 
-def _spawn(index: int, log_dir: Path, max_lifetime_s: float, hide: frozenset[str]
-           ) -> AgentHandle:
+def _start(index: int, log_dir: Path, max_lifetime_s: float, hide: frozenset[str]
+           ) -> tuple[int, str, subprocess.Popen]:
+    """Agent ``index``'s process, started (``python -m drivers.agent``: the agent without the
+    command line's own start-up); its token."""
     token = secrets.token_urlsafe(24)
     env = {k: v for k, v in os.environ.items() if k not in hide}
     env["SURGE_AGENT_TOKEN"] = token
-    log_dir.mkdir(parents=True, exist_ok=True)
     with open(log_dir / f"agent-{index}.log", "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.cli", "agent", "--host", "127.0.0.1",
-             "--port", "0", "--max-lifetime", str(int(max_lifetime_s))],
+            [sys.executable, "-m", "drivers.agent", "--host", "127.0.0.1", "--port", "0",
+             "--max-lifetime", str(int(max_lifetime_s))],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
             start_new_session=True)
+    return index, token, process
+
+
+def _await(index: int, token: str, process: subprocess.Popen, log_dir: Path) -> AgentHandle:
+    """The handle of the agent that ``process`` started, once it has said its first line;
+    :class:`AgentError` (the process killed) if it says none in time or another."""
     line = _read_line(process, AGENT_START_TIMEOUT_S)
     try:
         hello = read_hello(line, f"agent {index} (log: {log_dir / f'agent-{index}.log'})")

@@ -1,10 +1,11 @@
-"""What a command loads before it does anything: ``surge`` itself and ``surge run`` up to its
-first publish. Each is imported in a fresh interpreter and
+"""What a command loads before it does anything: ``surge`` itself, ``surge run`` up to its first
+publish, and a local agent up to its first line. Each is imported in a fresh interpreter and
 its ``sys.modules`` read, since this process has loaded everything already."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,12 @@ def test_the_run_directory_loads_arrow_only_to_write_or_read_parquet():
         "results.rundir.tables", then="results.rundir.tables.load_arrow()")
 
 
+def test_an_agent_loads_neither_the_command_line_nor_prometheus_nor_its_driver_to_start():
+    found = loaded("drivers.agent")
+    assert held(found, "typer", "click", "orchestrator", "prometheus_client", "pika",
+                "pydantic", *ARROW) == []
+
+
 @pytest.mark.parametrize("table", ["ticks", "members", "hosts", "agents"])
 def test_the_lazy_schemas_are_the_columns_declared(table):
     from results.rundir.tables import COLUMNS, SCHEMAS, schemas
@@ -62,3 +69,11 @@ def test_arrow_types_read_as_arrow_spells_them():
     from results.rundir.tables import BOOL, FLOAT64, INT32, STRING, ArrowType
     assert [str(t) for t in (FLOAT64, INT32, BOOL, STRING, ArrowType("int64", listed=True))] \
         == ["double", "int32", "bool", "string", "list<item: int64>"]
+
+
+def test_the_agent_entry_wants_a_token():
+    env = {k: v for k, v in os.environ.items() if k != "SURGE_AGENT_TOKEN"}
+    done = subprocess.run([sys.executable, "-m", "drivers.agent", "--max-lifetime", "5"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert "SURGE_AGENT_TOKEN is not set" in done.stderr
