@@ -20,6 +20,9 @@ from orchestrator.specs.topology import QueueSpec, TopologySpec
 from topologies.base import Member, Provisioner
 
 CONSUMERS_WAIT_S = 30.0  # receivers declaring their own queues: how long senders wait for them
+# ...asking every agent whether they consume after 10 ms, then twice as long each time up to
+# 100 ms: the senders start within a few ms of the last receiver, with a few asks per agent
+CONSUMERS_FIRST_ASK_S, CONSUMERS_ASK_S = 0.01, 0.1
 
 
 class Crew:
@@ -88,6 +91,7 @@ class Crew:
         """Wait until ``receivers`` consume (each from the queue it declared), at most
         :data:`CONSUMERS_WAIT_S`; said as an event when they do not."""
         deadline = self.clock.monotonic() + CONSUMERS_WAIT_S
+        pause = CONSUMERS_FIRST_ASK_S
         while True:
             consuming = sum(s.consuming or 0 for s in self.all(lambda a: a.snapshot()))
             if consuming >= receivers:
@@ -99,7 +103,8 @@ class Crew:
                                    f"they publish before a receiver's queue is bound reaches "
                                    f"no queue of that receiver")
                 return
-            self.clock.sleep(0.1)
+            self.clock.sleep(pause)
+            pause = min(2 * pause, CONSUMERS_ASK_S)
 
     def apply(self, rate: protocol.Rate, delay: float, held: bool = False) -> bool:
         """Send what changed since the last call; whether the consumers' delay or hold
