@@ -43,6 +43,7 @@ def test_a_run_loads_no_arrow_and_no_analysis_before_its_load_starts():
     assert held(found, *ARROW, "pyspark", "matplotlib") == []
     assert not {"results.passes", "results.analysis", "results.lake", "results.compare",
                 "orchestrator.examples", "orchestrator.specs.campaign"} & found
+    assert "topologies.rabbitmq.local" not in found  # its provisioner is loaded by placement
 
 
 def test_the_run_directory_loads_arrow_only_to_write_or_read_parquet():
