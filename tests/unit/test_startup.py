@@ -78,3 +78,21 @@ def test_the_agent_entry_wants_a_token():
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout) == (2, "")
     assert "SURGE_AGENT_TOKEN is not set" in done.stderr
+
+
+def test_layers_are_loaded_with_the_collector_paused_then_frozen():
+    import gc
+
+    from orchestrator.cli.common import loading
+    assert gc.isenabled()
+    try:
+        with loading():
+            assert not gc.isenabled()
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+        gc.disable()
+        with loading():
+            pass
+        assert not gc.isenabled()  # as it was
+    finally:
+        gc.enable()
+        gc.unfreeze()
