@@ -38,28 +38,62 @@ def spawn_local_agents(count: int, log_dir: Path, max_lifetime_s: float,
                        hide: frozenset[str] = frozenset()) -> list[AgentHandle]:
     """Start ``count`` agents as subprocesses on loopback, each with its own token, in this
     process's environment less the variables in ``hide`` (secrets the topology names: agents
-    get credentials in their control messages).
+    get credentials in their control messages); see :class:`LocalStart`."""
+    return LocalStart(count, log_dir, max_lifetime_s, hide).wait()
+
+
+class LocalStart:
+    """Local agents whose processes are started and whose first lines are still to be read.
 
     Every process is started before the first is waited for: each spends a fraction of a
-    second starting Python and importing its modules, which they do side by side. Each then has
-    :data:`AGENT_START_TIMEOUT_S` from the moment it is waited for to say its first line; when
-    one fails, every agent started is stopped before the error is raised."""
-    log_dir.mkdir(parents=True, exist_ok=True)
-    started: list[tuple[int, str, subprocess.Popen]] = []
-    handles: list[AgentHandle] = []
-    try:
-        for index in range(count):
-            started.append(_start(index, log_dir, max_lifetime_s, hide))
-        for index, token, process in started:
-            handles.append(_await(index, token, process, log_dir))
-    except BaseException:
-        for handle in handles:
-            handle.stop()
-        for _, _, process in started[len(handles):]:
+    second starting Python and importing its modules, which they do side by side, and while
+    the run prepares the rest. Each then has :data:`AGENT_START_TIMEOUT_S` from the moment it
+    is waited for to say its first line; when one fails, every agent started is stopped before
+    the error is raised."""
+
+    def __init__(self, count: int, log_dir: Path, max_lifetime_s: float,
+                 hide: frozenset[str] = frozenset()):
+        self.log_dir = log_dir
+        self.started: list[tuple[int, str, subprocess.Popen]] = []
+        log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            for index in range(count):
+                self.started.append(_start(index, log_dir, max_lifetime_s, hide))
+        except BaseException:
+            self.abandon()
+            raise
+
+    def wait(self) -> list[AgentHandle]:
+        """Every agent's handle, once each has said its first line."""
+        handles: list[AgentHandle] = []
+        try:
+            for index, token, process in self.started:
+                handles.append(_await(index, token, process, self.log_dir))
+        except BaseException:
+            for handle in handles:
+                handle.stop()
+            del self.started[:len(handles)]
+            self.abandon()
+            raise
+        self.started = []
+        return handles
+
+    def abandon(self, forget: bool = False) -> None:
+        """Kill the agents started and not waited for (they have done nothing yet); ``forget``:
+        remove their logs too where empty, and the logs' directory if that leaves it empty (a
+        run that stopped before its agents started leaves no trace of them)."""
+        for index, _, process in self.started:
             _signal(process, signal.SIGKILL)
             process.wait()
-        raise
-    return handles
+            if forget:
+                log = self.log_dir / f"agent-{index}.log"
+                with contextlib.suppress(OSError):
+                    if log.stat().st_size == 0:
+                        log.unlink()
+        if forget:
+            with contextlib.suppress(OSError):
+                self.log_dir.rmdir()
+        self.started = []
 
 
 def _start(index: int, log_dir: Path, max_lifetime_s: float, hide: frozenset[str]

@@ -220,6 +220,10 @@ class Controller:
                 "pid": os.getpid()})
             setup.callback(holding.release_members, self.provisioner, self.topology.name,
                            self.keep_topology, self._event)
+        # Local agents' processes take longest to start: they start now, beside what follows
+        # (a failure before they are started stops them without a word).
+        setup.callback(self.crew.abandon)
+        self.crew.begin(self.state.planned_s + EXTRA_LIFETIME_S)
         setup.enter_context(self.view)
         metrics = ControllerMetrics(self.metrics_port, say=self.view.say)
         setup.callback(metrics.close)

@@ -34,6 +34,7 @@ class Crew:
         self.clock = clock or SystemClock()
         self.fleet = Fleet([], [], [])
         self.applied: dict[str, Any] = {}  # the last rate and delay sent
+        self.begun = False  # agents set starting (:meth:`begin`) and not yet started
         self.roles: dict[str, str] = {}  # agent index -> the kinds of worker it hosts
 
     @property
@@ -52,8 +53,14 @@ class Crew:
         with ThreadPoolExecutor(max(1, len(live))) as pool:
             return list(pool.map(function, live))
 
+    def begin(self, lifetime_s: float) -> None:
+        """Set the agents starting where the launcher needs no wait for it (local processes):
+        they start while the run prepares the rest, and :meth:`start` completes it."""
+        self.begun = self.launcher.begin(lifetime_s)
+
     def start(self, lifetime_s: float) -> None:
         """Start the agents (they give up after ``lifetime_s``)."""
+        self.begun = False  # the launcher's start stops what it began if it fails
         self.fleet = self.launcher.start(lifetime_s)
         self.event("agents_up", count=len(self.agents),
                    agents=[{"index": a.index, "host": a.host, "port": getattr(a, "port", None),
@@ -125,3 +132,9 @@ class Crew:
             said = self.launcher.stop(self.fleet)
             self.event("agents_down", agents=len(self.agents),
                        **({"deleted": said} if said else {}))
+
+    def abandon(self) -> None:
+        """Stop the agents begun and never started, without a word (none had started)."""
+        if self.begun:
+            self.begun = False
+            self.launcher.stop(self.fleet)

@@ -10,7 +10,10 @@ import psutil
 import pytest
 
 from orchestrator.agents import local
+from orchestrator.agents.launcher import Fleet, LocalLauncher
 from orchestrator.errors import AgentError
+from orchestrator.run.crew import Crew
+from tests.fakes import FakeClock, MemoryLauncher
 
 
 def alive(process) -> bool:
@@ -72,3 +75,37 @@ def test_one_agent_failing_to_start_leaves_none_running(tmp_path, started):
         local.spawn_local_agents(3, tmp_path, 60)
     assert len(started.processes) == 3  # all were started before the failure was seen
     assert not any(alive(p) for p in started.processes)
+
+
+def test_agents_begun_start_beside_the_run_and_are_stopped_if_never_started(tmp_path, started):
+    launcher = LocalLauncher(2, tmp_path / "agents")
+    assert launcher.begin(60) is True
+    assert len(started.processes) == 2 and all(alive(p) for p in started.processes)
+    launcher.stop(Fleet([], [], []))
+    assert not any(alive(p) for p in started.processes)
+    assert not (tmp_path / "agents").exists()  # their empty logs gone with them
+
+
+def test_agents_begun_are_the_ones_started(tmp_path, started):
+    launcher = LocalLauncher(2, tmp_path)
+    launcher.begin(60)
+    fleet = launcher.start(60)
+    try:
+        assert [a.process for a in fleet.agents] == started.processes  # none started twice
+    finally:
+        launcher.stop(fleet)
+    assert not any(alive(p) for p in started.processes)
+
+
+@pytest.mark.parametrize("started_too", [False, True])
+def test_a_crew_stops_the_agents_it_began_whether_or_not_they_started(started_too):
+    events = []
+    launcher = MemoryLauncher(2, FakeClock())
+    crew = Crew(launcher, None, lambda kind, **fields: events.append(kind), FakeClock())
+    crew.begin(60)
+    if started_too:
+        crew.start(60)
+        crew.stop()
+    crew.abandon()  # what a run's teardown does last
+    assert launcher.stopped and all(a.stopped == started_too for a in launcher.agents)
+    assert events == (["agents_up", "agents_down"] if started_too else [])  # none said unstarted
