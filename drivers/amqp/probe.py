@@ -41,17 +41,18 @@ class QueueDepthProbe:
         self._connection: pika.BlockingConnection | None = None
         self._channel = None
         self._next = 0
+        self._checked: dict[str, pika.BlockingConnection] = {}  # by :meth:`check`, per endpoint
 
     def check(self) -> None:
         """Before any load: every endpoint accepts the run's credentials (and, over TLS, shows
         a certificate the run trusts), and every queue exists. ``ConnectionError`` names the
         first endpoint that does not, and why; ``LookupError`` lists the missing queues.
-        The endpoints are connected to at once; the first one's connection is kept for the
-        reads, as :meth:`read` would have opened it there."""
+        The endpoints are connected to at once, and the connections kept for
+        :meth:`check_size` (until :meth:`close`); the first one's also reads the queues, as
+        :meth:`read` would have opened it there."""
         connections = _each(self.endpoints, self._open)
-        for connection in connections[1:]:
-            _close(connection)
         self.close()
+        self._checked = dict(zip(self.endpoints, connections))
         self._connection, self._channel = connections[0], None
         self._next = 1
         missing = [q for q in self.queues if q not in self.read()[0]]
@@ -62,15 +63,18 @@ class QueueDepthProbe:
         """Before any load: every endpoint takes a message of ``size`` bytes (a RabbitMQ node
         refuses bodies over its ``max_message_size``, 128 MiB unless configured, and says so
         only by closing the channel of the publish). One message of that size is published on
-        each (all at once), with confirms, to a routing key no queue can have (``amq.`` names
-        are the broker's), so the broker drops it; :class:`drivers.base.MessageTooLarge` with
-        the broker's limit where it is refused (the first endpoint's, in order)."""
+        each (all at once, on a channel of its own on the connection :meth:`check` kept, else a
+        new one), with confirms, to a routing key no queue can have (``amq.`` names are the
+        broker's), so the broker drops it; :class:`drivers.base.MessageTooLarge` with the
+        broker's limit where it is refused (the first endpoint's, in order)."""
         def publish(endpoint: str) -> None:
-            connection = self._open(endpoint)
+            kept = self._checked.pop(endpoint, None)
+            connection = kept if kept is not None and kept.is_open else self._open(endpoint)
             try:
                 channel = connection.channel()
                 channel.confirm_delivery()
                 channel.basic_publish("", SIZE_CHECK_KEY, bytes(size))
+                channel.close()
             except pika.exceptions.ChannelClosedByBroker as error:
                 limit = _LIMIT.search(error.reply_text or "")
                 raise MessageTooLarge(endpoint, size, int(limit.group(1)) if limit else None,
@@ -78,7 +82,8 @@ class QueueDepthProbe:
             except (pika.exceptions.AMQPError, OSError) as error:
                 raise ConnectionError(f"{endpoint}: {explain(error)}") from None
             finally:
-                _close(connection)
+                if connection is not self._connection:
+                    _close(connection)
 
         _each(self.endpoints, publish)
 
@@ -135,11 +140,12 @@ class QueueDepthProbe:
         return parameters
 
     def close(self) -> None:
-        """Close the connection (a later read opens a new one)."""
+        """Close the connection (a later read opens a new one), and those :meth:`check`
+        kept."""
         connection, self._connection, self._channel = self._connection, None, None
-        if connection is not None and connection.is_open:
-            with contextlib.suppress(pika.exceptions.AMQPError, OSError):
-                connection.close()
+        kept, self._checked = self._checked, {}
+        for each in {id(c): c for c in [connection, *kept.values()] if c is not None}.values():
+            _close(each)
 
 
 def _each(endpoints: list[str], function: Callable[[str], T]) -> list[T]:

@@ -1,6 +1,6 @@
 """The RabbitMQ preflight (:class:`drivers.amqp.probe.QueueDepthProbe`) over connections that
-live in memory: every endpoint is connected to at once, the first endpoint's error in their
-order is the one said, and no connection is left open."""
+live in memory: every endpoint is connected to at once, on one connection for the whole check,
+the first endpoint's error in their order is the one said, and no connection is left open."""
 
 from __future__ import annotations
 
@@ -63,6 +63,9 @@ class Channel:
     def confirm_delivery(self) -> None:
         pass
 
+    def close(self) -> None:
+        self.is_open = False
+
     def basic_publish(self, exchange, key, body) -> None:
         limit = self.connection.broker.limit.get(self.connection.host)
         if limit is not None and len(body) > limit:
@@ -80,16 +83,28 @@ def broker(monkeypatch):
     return make
 
 
-def test_every_endpoint_is_checked_at_once_and_the_first_connection_reads(broker):
+def test_every_endpoint_is_checked_at_once_on_one_connection_each(broker):
     fake = broker(together=3)
     probe = amqp_probe.QueueDepthProbe(ENDPOINTS, ["q"])
     probe.check()
     assert sorted(c.host for c in fake.connections) == ["a", "b", "c"]  # no fourth to read
+    fake.barrier = threading.Barrier(3, timeout=5)
+    probe.check_size(4096)  # on the connections the check made
+    assert len(fake.connections) == 3
     assert [c.host for c in fake.connections if c.is_open] == ["a"]  # kept for the reads
     fake.barrier = None
     assert probe.read()[0] == {"q": 7} and len(fake.connections) == 3
     probe.close()
     assert not any(c.is_open for c in fake.connections)
+
+
+def test_what_the_check_kept_is_closed_with_the_probe(broker):
+    fake = broker()
+    probe = amqp_probe.QueueDepthProbe(ENDPOINTS, ["q"])
+    probe.check()
+    assert all(c.is_open for c in fake.connections)
+    probe.close()
+    assert len(fake.connections) == 3 and not any(c.is_open for c in fake.connections)
 
 
 def test_the_first_endpoint_that_refuses_is_named_and_nothing_is_left_open(broker):
@@ -125,10 +140,21 @@ def test_the_first_endpoint_that_refuses_the_size_is_named_with_its_limit(broker
     assert not any(c.is_open for c in fake.connections)
 
 
-def test_one_endpoint_needs_no_thread(broker):
+def test_one_endpoint_needs_no_thread_and_one_connection(broker):
     fake = broker()
     probe = amqp_probe.QueueDepthProbe(ENDPOINTS[:1], ["q"])
     probe.check()
     probe.check_size(10)
     probe.close()
-    assert [c.host for c in fake.connections] == ["a", "a"]
+    assert [(c.host, c.is_open) for c in fake.connections] == [("a", False)]
+
+
+def test_a_size_refused_on_a_kept_connection_is_named_and_all_is_closed(broker):
+    fake = broker(limit={"b": 1024})
+    probe = amqp_probe.QueueDepthProbe(ENDPOINTS, ["q"])
+    probe.check()
+    with pytest.raises(MessageTooLarge) as refused:
+        probe.check_size(4096)
+    assert refused.value.endpoint == "amqp://b:5672" and len(fake.connections) == 3
+    probe.close()
+    assert not any(c.is_open for c in fake.connections)
