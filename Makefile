@@ -26,6 +26,7 @@ bench: deps bench-deps  ## every benchmark, about 80 min; each keeps its output 
 	$(BIN)/python bench/decoder_speed.py
 	$(BIN)/python bench/usl_reach.py
 	$(BIN)/python bench/controller_scale.py
+	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/efficiency.py
 	$(BIN)/python bench/http_flood.py
 	$(BIN)/python bench/web_page.py

@@ -51,8 +51,8 @@ def topology_credentials(name: str) -> Credentials:
     ``client_settings()``), from its state directory; ``ProvisionError`` if it was never
     provisioned."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from topologies.base import default_state_root
     from topologies.rabbitmq.credentials import read
-    from topologies.rabbitmq.local import default_state_root
 
     secrets = read(default_state_root() / name / "credentials.json")
     return secrets.user, secrets.password

@@ -2,11 +2,14 @@
 
 The API's messages, paths and version are declared in :mod:`drivers.protocol`; this module only
 carries them out. The agent exits by itself when its parent dies or ``max_lifetime_s`` passes,
-so a crashed controller leaves no agent behind.
+so a crashed controller leaves no agent behind. Load hosts start it as ``surge agent``; a run
+starts its local agents as ``python -m drivers.agent`` (:func:`main`), the same agent without
+the command line's own start-up.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -16,13 +19,10 @@ import threading
 import time
 from typing import Any
 
-from prometheus_client import CollectorRegistry, generate_latest
-
 from drivers import protocol
 from drivers.base import Driver
 from drivers.http import IDLE_TIMEOUT_S, MAX_CONNECTIONS, GuardedServer, HttpError, JsonHandler
 from drivers.message import Bodies, PayloadBuilder
-from drivers.metrics import counter_family, gauge_family, histogram_family
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, ResponderRole, SenderRole
 
 
@@ -160,6 +160,25 @@ class Agent:
         return self.driver.call(function) if self.driver else function()
 
 
+class _Metrics:
+    """The agent's ``/metrics``, made on the first scrape: prometheus_client is loaded then,
+    not before the agent's first line (a twentieth of a second of every agent's start)."""
+
+    def __init__(self, agent: Agent):
+        self.agent = agent
+        self._registry = None
+        self._lock = threading.Lock()
+
+    def text(self) -> bytes:
+        """The agent's figures in Prometheus text format."""
+        from prometheus_client import CollectorRegistry, generate_latest
+        with self._lock:
+            if self._registry is None:
+                self._registry = CollectorRegistry(auto_describe=True)
+                self._registry.register(_Collector(self.agent))
+        return generate_latest(self._registry)
+
+
 class _Collector:
     """Exposes the agent's counters and latency in Prometheus text format, labelled with the
     run, scenario and agent the controller named at configure time."""
@@ -168,6 +187,7 @@ class _Collector:
         self.agent = agent
 
     def collect(self):
+        from drivers.metrics import counter_family, gauge_family, histogram_family
         recorder, labels = self.agent.recorder, self.agent.labels
         for name, help_text in (("sent", "messages published"), ("confirmed", "publishes "
                                 "confirmed"), ("nacked", "messages nacked, each once"), ("received",
@@ -205,7 +225,7 @@ def _make_driver(config: protocol.Configure, recorder: Recorder) -> Driver:
     raise ValueError(f"no driver for broker {config.broker!r} (known: rabbitmq, ibmmq)")
 
 
-def _handler(agent: Agent, token: str, registry: CollectorRegistry, done: threading.Event,
+def _handler(agent: Agent, token: str, metrics: _Metrics, done: threading.Event,
              hello: protocol.Hello):
     def shutdown(_: None) -> protocol.Done:
         return protocol.Done()  # the agent stops once this reply is written (see _route)
@@ -236,7 +256,7 @@ def _handler(agent: Agent, token: str, registry: CollectorRegistry, done: thread
 
         def _route(self, method: str) -> None:
             if method == "GET" and self.path == "/metrics":
-                self.reply(200, generate_latest(registry), "text/plain; version=0.0.4")
+                self.reply(200, metrics.text(), "text/plain; version=0.0.4")
                 return
             route = routes.get(self.path)
             if route is None or route[0] != method:
@@ -278,13 +298,11 @@ def serve(host: str, port: int, token: str, max_lifetime_s: float, *,
     from strangers cannot take the controller's (see :class:`~drivers.http.GuardedServer`).
     """
     agent = Agent()
-    registry = CollectorRegistry(auto_describe=True)
-    registry.register(_Collector(agent))
     done = threading.Event()
     server = GuardedServer((host, port), JsonHandler, token=token,
                            idle_timeout_s=idle_timeout_s, max_connections=max_connections)
     hello = protocol.Hello(server.server_address[1], os.getpid(), protocol.PROTOCOL_VERSION)
-    server.RequestHandlerClass = _handler(agent, token, registry, done, hello)
+    server.RequestHandlerClass = _handler(agent, token, _Metrics(agent), done, hello)
     threading.Thread(target=server.serve_forever, name="agent-http", daemon=True).start()
     print(protocol.dumps(hello).decode(), flush=True)
     parent = os.getppid()
@@ -300,3 +318,26 @@ def serve(host: str, port: int, token: str, max_lifetime_s: float, *,
 def queue_names(queue: str | list[str]) -> tuple[str, ...]:
     """A sender's queues: one, or (MQ's bind not-fixed) each it sends to in turn."""
     return (queue,) if isinstance(queue, str) else tuple(queue)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m drivers.agent [--host H] [--port P] [--max-lifetime S]``, token in
+    ``$SURGE_AGENT_TOKEN``: :func:`serve` with ``surge agent``'s defaults, started without
+    typer and every command's options (a tenth of a second of each local agent's start)."""
+    parser = argparse.ArgumentParser(prog="python -m drivers.agent",
+                                     description="Host workers for a controller.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--max-lifetime", type=float, default=86400.0,
+                        help="Seconds before exiting")
+    args = parser.parse_args(argv)
+    token = os.environ.get("SURGE_AGENT_TOKEN")
+    if not token:
+        print("SURGE_AGENT_TOKEN is not set", file=sys.stderr)
+        return 2
+    serve(args.host, args.port, token, args.max_lifetime)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

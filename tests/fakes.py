@@ -145,6 +145,11 @@ class MemoryLauncher:
     def __init__(self, count: int, clock: FakeClock):
         self.agents = [MemoryAgent(i, clock) for i in range(count)]
         self.stopped = False
+        self.begun = False
+
+    def begin(self, lifetime_s: float) -> bool:
+        self.begun = True
+        return True
 
     def start(self, lifetime_s: float) -> Fleet:
         return Fleet(list(self.agents), list(self.agents), list(self.agents))

@@ -79,7 +79,7 @@ def ansible_dir() -> Path:
 def default_private_dir(topology: TopologySpec, state_root: Path | None = None) -> Path:
     """``<state root>/<topology>/ansible``, the state root being surge's (``$SURGE_STATE_DIR``
     or ``~/.local/state/surge``)."""
-    from topologies.rabbitmq.local import default_state_root
+    from topologies.base import default_state_root
     return (state_root or default_state_root()) / topology.name / "ansible"
 
 

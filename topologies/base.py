@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from orchestrator.specs.mqtopics import Subscription
 from orchestrator.specs.topology import TopologySpec
+
+
+def default_state_root() -> Path:
+    """Where provisioner state lives: ``$SURGE_STATE_DIR`` or ``~/.local/state/surge``."""
+    return Path(os.environ.get("SURGE_STATE_DIR", Path.home() / ".local/state/surge"))
 
 
 @dataclass(frozen=True)

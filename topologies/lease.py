@@ -29,7 +29,7 @@ from orchestrator.errors import SurgeError
 from results.rundir.jsonfile import replace_text
 from results.rundir.locks import FileLock
 from results.rundir.manifest import read_manifest
-from topologies.rabbitmq.local import default_state_root
+from topologies.base import default_state_root
 
 LOCKS_DIR = "locks"
 

@@ -12,6 +12,9 @@ import contextlib
 import re
 import ssl
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import pika
 import pika.exceptions
@@ -22,6 +25,7 @@ from drivers.base import MessageTooLarge
 PROBE_TIMEOUT_S = 2.0
 SIZE_CHECK_KEY = "amq.surge.size-check"  # no client may declare a queue named amq.*
 _LIMIT = re.compile(r"larger than (?:configured )?max size (\d+)")  # RabbitMQ's words
+T = TypeVar("T")
 
 
 class QueueDepthProbe:
@@ -37,18 +41,20 @@ class QueueDepthProbe:
         self._connection: pika.BlockingConnection | None = None
         self._channel = None
         self._next = 0
+        self._checked: dict[str, pika.BlockingConnection] = {}  # by :meth:`check`, per endpoint
 
     def check(self) -> None:
         """Before any load: every endpoint accepts the run's credentials (and, over TLS, shows
         a certificate the run trusts), and every queue exists. ``ConnectionError`` names the
-        first endpoint that does not, and why; ``LookupError`` lists the missing queues."""
-        for endpoint in self.endpoints:
-            try:
-                connection = pika.BlockingConnection(self._parameters(endpoint))
-            except (pika.exceptions.AMQPError, OSError, ValueError) as error:
-                raise ConnectionError(f"{endpoint}: {explain(error)}") from None
-            with contextlib.suppress(pika.exceptions.AMQPError, OSError):
-                connection.close()
+        first endpoint that does not, and why; ``LookupError`` lists the missing queues.
+        The endpoints are connected to at once, and the connections kept for
+        :meth:`check_size` (until :meth:`close`); the first one's also reads the queues, as
+        :meth:`read` would have opened it there."""
+        connections = _each(self.endpoints, self._open)
+        self.close()
+        self._checked = dict(zip(self.endpoints, connections))
+        self._connection, self._channel = connections[0], None
+        self._next = 1
         missing = [q for q in self.queues if q not in self.read()[0]]
         if missing:
             raise LookupError(", ".join(missing))
@@ -57,18 +63,18 @@ class QueueDepthProbe:
         """Before any load: every endpoint takes a message of ``size`` bytes (a RabbitMQ node
         refuses bodies over its ``max_message_size``, 128 MiB unless configured, and says so
         only by closing the channel of the publish). One message of that size is published on
-        each, with confirms, to a routing key no queue can have (``amq.`` names are the
+        each (all at once, on a channel of its own on the connection :meth:`check` kept, else a
+        new one), with confirms, to a routing key no queue can have (``amq.`` names are the
         broker's), so the broker drops it; :class:`drivers.base.MessageTooLarge` with the
-        broker's limit where it is refused."""
-        for endpoint in self.endpoints:
-            try:
-                connection = pika.BlockingConnection(self._parameters(endpoint))
-            except (pika.exceptions.AMQPError, OSError, ValueError) as error:
-                raise ConnectionError(f"{endpoint}: {explain(error)}") from None
+        broker's limit where it is refused (the first endpoint's, in order)."""
+        def publish(endpoint: str) -> None:
+            kept = self._checked.pop(endpoint, None)
+            connection = kept if kept is not None and kept.is_open else self._open(endpoint)
             try:
                 channel = connection.channel()
                 channel.confirm_delivery()
                 channel.basic_publish("", SIZE_CHECK_KEY, bytes(size))
+                channel.close()
             except pika.exceptions.ChannelClosedByBroker as error:
                 limit = _LIMIT.search(error.reply_text or "")
                 raise MessageTooLarge(endpoint, size, int(limit.group(1)) if limit else None,
@@ -76,8 +82,18 @@ class QueueDepthProbe:
             except (pika.exceptions.AMQPError, OSError) as error:
                 raise ConnectionError(f"{endpoint}: {explain(error)}") from None
             finally:
-                with contextlib.suppress(pika.exceptions.AMQPError, OSError):
-                    connection.close()
+                if connection is not self._connection:
+                    _close(connection)
+
+        _each(self.endpoints, publish)
+
+    def _open(self, endpoint: str) -> pika.BlockingConnection:
+        """A connection to ``endpoint`` as the run's clients make theirs; ``ConnectionError``
+        saying why not."""
+        try:
+            return pika.BlockingConnection(self._parameters(endpoint))
+        except (pika.exceptions.AMQPError, OSError, ValueError) as error:
+            raise ConnectionError(f"{endpoint}: {explain(error)}") from None
 
     def read(self) -> tuple[dict[str, int], float]:
         """``({queue: ready messages}, monotonic time of the reads' midpoint)``; queues the
@@ -124,11 +140,36 @@ class QueueDepthProbe:
         return parameters
 
     def close(self) -> None:
-        """Close the connection (a later read opens a new one)."""
+        """Close the connection (a later read opens a new one), and those :meth:`check`
+        kept."""
         connection, self._connection, self._channel = self._connection, None, None
-        if connection is not None and connection.is_open:
-            with contextlib.suppress(pika.exceptions.AMQPError, OSError):
-                connection.close()
+        kept, self._checked = self._checked, {}
+        for each in {id(c): c for c in [connection, *kept.values()] if c is not None}.values():
+            _close(each)
+
+
+def _each(endpoints: list[str], function: Callable[[str], T]) -> list[T]:
+    """``function`` of every endpoint, all at once (each is a connection's round trips); once
+    all are done, the first endpoint's error in their order is raised, the connections the
+    others returned closed."""
+    if len(endpoints) == 1:
+        return [function(endpoints[0])]
+    with ThreadPoolExecutor(len(endpoints)) as pool:
+        futures = [pool.submit(function, endpoint) for endpoint in endpoints]
+    failed = next((f.exception() for f in futures if f.exception() is not None), None)
+    if failed is not None:
+        for future in futures:
+            if future.exception() is None:
+                _close(future.result())
+        raise failed
+    return [future.result() for future in futures]
+
+
+def _close(connection: pika.BlockingConnection | None) -> None:
+    """Close ``connection`` (if any, and open), whatever the broker says to it."""
+    if connection is not None and connection.is_open:
+        with contextlib.suppress(pika.exceptions.AMQPError, OSError):
+            connection.close()
 
 
 def explain(error: BaseException) -> str:

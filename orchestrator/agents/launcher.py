@@ -33,6 +33,11 @@ class Fleet:
 class Launcher(Protocol):
     """Starts and stops the agents of one run."""
 
+    def begin(self, lifetime_s: float) -> bool:
+        """Set the agents starting where that needs no wait (local processes), so that they
+        start while the run prepares the rest; :meth:`start` completes it. Whether anything was
+        begun: then :meth:`stop` also stops what was begun and never started."""
+
     def start(self, lifetime_s: float) -> Fleet:
         """Start the agents; each exits by itself after ``lifetime_s`` or with the controller."""
 
@@ -49,18 +54,32 @@ class LocalLauncher:
     def __init__(self, count: int, log_dir: Path, hide: frozenset[str] = frozenset(),
                  apart: bool = False):
         self.count, self.log_dir, self.hide, self.apart = count, log_dir, hide, apart
+        self.starting: Any = None  # the processes begun, not yet started (LocalStart)
+
+    def begin(self, lifetime_s: float) -> bool:
+        """Start the agents' processes (without the environment variables in ``hide``:
+        secrets), without waiting for them."""
+        from orchestrator.agents.local import LocalStart
+        if self.starting is None:
+            self.starting = LocalStart(self.count, self.log_dir, lifetime_s, self.hide)
+        return True
 
     def start(self, lifetime_s: float) -> Fleet:
-        """Spawn the agents (without the environment variables in ``hide``: secrets)."""
-        from orchestrator.agents.local import spawn_local_agents
-        agents = spawn_local_agents(self.count, self.log_dir, lifetime_s, self.hide)
+        """The agents, once each has said its first line (begun here if not yet)."""
+        self.begin(lifetime_s)
+        starting, self.starting = self.starting, None
+        agents = starting.wait()
         if self.apart and len(agents) > 1:
             half = len(agents) // 2
             return Fleet(agents, agents[:half], agents[half:])
         return Fleet(agents, agents, agents)
 
     def stop(self, fleet: Fleet) -> list[str]:
-        """Stop each agent's process (its process group, if it lingers)."""
+        """Stop each agent's process (its process group, if it lingers), and those begun and
+        never started."""
+        if self.starting is not None:
+            self.starting.abandon(forget=True)
+            self.starting = None
         _stop_all(fleet.agents)
         return []
 
@@ -75,6 +94,10 @@ class SshLauncher:
         self.topology, self.token, self.record = topology, token, record
         self.sender_hosts, self.receiver_hosts = sender_hosts, receiver_hosts
         self.sessions: list[Any] = []
+
+    def begin(self, lifetime_s: float) -> bool:
+        """Nothing: the sessions are opened and the agents started by :meth:`start`."""
+        return False
 
     def start(self, lifetime_s: float) -> Fleet:
         """Open a session per host, start its agents, read its clock."""
@@ -114,6 +137,10 @@ class PodLauncher:
 
     def __init__(self, count: int, topology: TopologySpec, run_id: str, token: str):
         self.count, self.topology, self.run_id, self.token = count, topology, run_id, token
+
+    def begin(self, lifetime_s: float) -> bool:
+        """Nothing: the Job is applied by :meth:`start`."""
+        return False
 
     def start(self, lifetime_s: float) -> Fleet:
         """Apply the Job and wait for its pods; refuse agents of another protocol version."""

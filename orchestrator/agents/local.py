@@ -38,30 +38,83 @@ def spawn_local_agents(count: int, log_dir: Path, max_lifetime_s: float,
                        hide: frozenset[str] = frozenset()) -> list[AgentHandle]:
     """Start ``count`` agents as subprocesses on loopback, each with its own token, in this
     process's environment less the variables in ``hide`` (secrets the topology names: agents
-    get credentials in their control messages)."""
-    handles: list[AgentHandle] = []
-    try:
-        for index in range(count):
-            handles.append(_spawn(index, log_dir, max_lifetime_s, hide))
-    except AgentError:
-        for handle in handles:
-            handle.stop()
-        raise
-    return handles
+    get credentials in their control messages); see :class:`LocalStart`."""
+    return LocalStart(count, log_dir, max_lifetime_s, hide).wait()
 
 
-def _spawn(index: int, log_dir: Path, max_lifetime_s: float, hide: frozenset[str]
-           ) -> AgentHandle:
+class LocalStart:
+    """Local agents whose processes are started and whose first lines are still to be read.
+
+    Every process is started before the first is waited for: each spends a fraction of a
+    second starting Python and importing its modules, which they do side by side, and while
+    the run prepares the rest. Each then has :data:`AGENT_START_TIMEOUT_S` from the moment it
+    is waited for to say its first line; when one fails, every agent started is stopped before
+    the error is raised."""
+
+    def __init__(self, count: int, log_dir: Path, max_lifetime_s: float,
+                 hide: frozenset[str] = frozenset()):
+        self.log_dir = log_dir
+        self.started: list[tuple[int, str, subprocess.Popen]] = []
+        log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            for index in range(count):
+                self.started.append(_start(index, log_dir, max_lifetime_s, hide))
+        except BaseException:
+            self.abandon()
+            raise
+
+    def wait(self) -> list[AgentHandle]:
+        """Every agent's handle, once each has said its first line."""
+        handles: list[AgentHandle] = []
+        try:
+            for index, token, process in self.started:
+                handles.append(_await(index, token, process, self.log_dir))
+        except BaseException:
+            for handle in handles:
+                handle.stop()
+            del self.started[:len(handles)]
+            self.abandon()
+            raise
+        self.started = []
+        return handles
+
+    def abandon(self, forget: bool = False) -> None:
+        """Kill the agents started and not waited for (they have done nothing yet); ``forget``:
+        remove their logs too where empty, and the logs' directory if that leaves it empty (a
+        run that stopped before its agents started leaves no trace of them)."""
+        for index, _, process in self.started:
+            _signal(process, signal.SIGKILL)
+            process.wait()
+            if forget:
+                log = self.log_dir / f"agent-{index}.log"
+                with contextlib.suppress(OSError):
+                    if log.stat().st_size == 0:
+                        log.unlink()
+        if forget:
+            with contextlib.suppress(OSError):
+                self.log_dir.rmdir()
+        self.started = []
+
+
+def _start(index: int, log_dir: Path, max_lifetime_s: float, hide: frozenset[str]
+           ) -> tuple[int, str, subprocess.Popen]:
+    """Agent ``index``'s process, started (``python -m drivers.agent``: the agent without the
+    command line's own start-up); its token."""
     token = secrets.token_urlsafe(24)
     env = {k: v for k, v in os.environ.items() if k not in hide}
     env["SURGE_AGENT_TOKEN"] = token
-    log_dir.mkdir(parents=True, exist_ok=True)
     with open(log_dir / f"agent-{index}.log", "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.cli", "agent", "--host", "127.0.0.1",
-             "--port", "0", "--max-lifetime", str(int(max_lifetime_s))],
+            [sys.executable, "-m", "drivers.agent", "--host", "127.0.0.1", "--port", "0",
+             "--max-lifetime", str(int(max_lifetime_s))],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
             start_new_session=True)
+    return index, token, process
+
+
+def _await(index: int, token: str, process: subprocess.Popen, log_dir: Path) -> AgentHandle:
+    """The handle of the agent that ``process`` started, once it has said its first line;
+    :class:`AgentError` (the process killed) if it says none in time or another."""
     line = _read_line(process, AGENT_START_TIMEOUT_S)
     try:
         hello = read_hello(line, f"agent {index} (log: {log_dir / f'agent-{index}.log'})")

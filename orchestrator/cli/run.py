@@ -15,6 +15,7 @@ from orchestrator.cli.common import (
     WebOption,
     counts,
     lines,
+    loading,
     print_json,
     surge_errors,
     web_address,
@@ -55,8 +56,8 @@ def run(scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. "
     With --json, stdout holds one document: run_id, run_dir, outcome, scenario, rate_unit,
     steps, drain, accounting and analysis (surge analyze's summary, or null).
     """
-    # the controller and what it drives: loaded only to run
-    from orchestrator.run.entry import RunOptions, run_file
+    with loading():  # the controller and what it drives: loaded only to run
+        from orchestrator.run.entry import RunOptions, run_file
     options = RunOptions(runs_dir, keep, live, metrics_port, web_address(web), reuse, analyze)
     report = run_file(scenario, overrides or [], options, lines(json_output))
     if json_output:
@@ -113,7 +114,8 @@ def capacity(scenario: Annotated[Path, typer.Argument(help="Scenario YAML with a
     condition's, its price per 1,000 msg/s per month and how exactly its run accounted for
     every message (e.g. scenarios/rabbitmq-capacity-adverse.yaml).
     """
-    from orchestrator.capacity.entry import SearchOptions, search_file
+    with loading():
+        from orchestrator.capacity.entry import SearchOptions, search_file
     options = SearchOptions(counts(members), repeat, counts(project), target, runs_dir, live,
                             analyze, web_address(web))
     report = search_file(scenario, overrides or [], options, lines(json_output))
@@ -227,7 +229,8 @@ def campaign(file: Annotated[Path, typer.Argument(help="Campaign YAML, e.g. "
     topology is torn down either way. Exit status: 0 when every cell is done (passing the
     requirement or not), 1 when a cell failed to run, 130 when stopped by Ctrl-C.
     """
-    from orchestrator.campaign.runner import run_campaign
+    with loading():
+        from orchestrator.campaign.runner import run_campaign
     result = run_campaign(file, campaigns_dir, analyze=analyze, overrides=overrides or [],
                           price_per_core_hour=price_per_core_hour, say=typer.echo,
                           metrics_port=metrics_port, web=web_address(web))

@@ -9,7 +9,6 @@ import typer
 
 from orchestrator.cli.common import SetOption, error, lines, surge_errors, warn
 from orchestrator.errors import FileError
-from orchestrator.examples import write_examples
 
 group = typer.Typer()
 
@@ -53,6 +52,7 @@ def examples(directory: Annotated[Path, typer.Argument(help="Where to write them
     """Write the shipped example scenarios, topologies and campaigns into DIRECTORY, as
     scenarios/, topologies/ and campaigns/ (they refer to each other by relative paths).
     Existing files are left alone unless --force."""
+    from orchestrator.examples import write_examples  # the spec models, for the schemas
     written = write_examples(directory, force)
     typer.echo(f"wrote {len(written)} files under {directory}; e.g. "
                f"surge validate {directory / 'scenarios' / 'quickstart.yaml'}")

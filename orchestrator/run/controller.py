@@ -69,7 +69,7 @@ from results import timeline
 from results.rundir.locks import CONTROLLER_LOCK, FileLock
 from results.rundir.manifest import HostFacts, Interruption, RunManifest
 from results.rundir.steps import StepRow, terms_of
-from results.rundir.tables import RunDirFailed, new_run_id
+from results.rundir.tables import RunDirFailed, load_arrow, new_run_id
 from topologies import lease
 from topologies.base import BrokerSample, CpuReading, Member, Provisioner
 from topologies.factory import provisioner_for
@@ -220,6 +220,10 @@ class Controller:
                 "pid": os.getpid()})
             setup.callback(holding.release_members, self.provisioner, self.topology.name,
                            self.keep_topology, self._event)
+        # Local agents' processes take longest to start: they start now, beside what follows
+        # (a failure before they are started stops them without a word).
+        setup.callback(self.crew.abandon)
+        self.crew.begin(self.state.planned_s + EXTRA_LIFETIME_S)
         setup.enter_context(self.view)
         metrics = ControllerMetrics(self.metrics_port, say=self.view.say)
         setup.callback(metrics.close)
@@ -256,6 +260,11 @@ class Controller:
         self.manifest = self.manifest.replace(prometheus=announce(
             self.sd_dir, self.run_id, self.scenario.name, metrics.address, self.crew.agents,
             self.provisioner.status(), self.run_dir))
+        # The load runs: the Parquet writer is loaded beside the first second rather than
+        # before the first publish, and before the run directory's first part is written.
+        loading = threading.Thread(target=load_arrow, name="load-arrow", daemon=True)
+        loading.start()
+        setup.callback(loading.join)
 
     def _start_agents(self, running: list[Member]) -> None:
         """Start the agents, configure their workers on the running members, start step 1."""

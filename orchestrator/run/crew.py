@@ -20,6 +20,9 @@ from orchestrator.specs.topology import QueueSpec, TopologySpec
 from topologies.base import Member, Provisioner
 
 CONSUMERS_WAIT_S = 30.0  # receivers declaring their own queues: how long senders wait for them
+# ...asking every agent whether they consume after 10 ms, then twice as long each time up to
+# 100 ms: the senders start within a few ms of the last receiver, with a few asks per agent
+CONSUMERS_FIRST_ASK_S, CONSUMERS_ASK_S = 0.01, 0.1
 
 
 class Crew:
@@ -31,6 +34,7 @@ class Crew:
         self.clock = clock or SystemClock()
         self.fleet = Fleet([], [], [])
         self.applied: dict[str, Any] = {}  # the last rate and delay sent
+        self.begun = False  # agents set starting (:meth:`begin`) and not yet started
         self.roles: dict[str, str] = {}  # agent index -> the kinds of worker it hosts
 
     @property
@@ -49,8 +53,14 @@ class Crew:
         with ThreadPoolExecutor(max(1, len(live))) as pool:
             return list(pool.map(function, live))
 
+    def begin(self, lifetime_s: float) -> None:
+        """Set the agents starting where the launcher needs no wait for it (local processes):
+        they start while the run prepares the rest, and :meth:`start` completes it."""
+        self.begun = self.launcher.begin(lifetime_s)
+
     def start(self, lifetime_s: float) -> None:
         """Start the agents (they give up after ``lifetime_s``)."""
+        self.begun = False  # the launcher's start stops what it began if it fails
         self.fleet = self.launcher.start(lifetime_s)
         self.event("agents_up", count=len(self.agents),
                    agents=[{"index": a.index, "host": a.host, "port": getattr(a, "port", None),
@@ -88,6 +98,7 @@ class Crew:
         """Wait until ``receivers`` consume (each from the queue it declared), at most
         :data:`CONSUMERS_WAIT_S`; said as an event when they do not."""
         deadline = self.clock.monotonic() + CONSUMERS_WAIT_S
+        pause = CONSUMERS_FIRST_ASK_S
         while True:
             consuming = sum(s.consuming or 0 for s in self.all(lambda a: a.snapshot()))
             if consuming >= receivers:
@@ -99,7 +110,8 @@ class Crew:
                                    f"they publish before a receiver's queue is bound reaches "
                                    f"no queue of that receiver")
                 return
-            self.clock.sleep(0.1)
+            self.clock.sleep(pause)
+            pause = min(2 * pause, CONSUMERS_ASK_S)
 
     def apply(self, rate: protocol.Rate, delay: float, held: bool = False) -> bool:
         """Send what changed since the last call; whether the consumers' delay or hold
@@ -120,3 +132,9 @@ class Crew:
             said = self.launcher.stop(self.fleet)
             self.event("agents_down", agents=len(self.agents),
                        **({"deleted": said} if said else {}))
+
+    def abandon(self) -> None:
+        """Stop the agents begun and never started, without a word (none had started)."""
+        if self.begun:
+            self.begun = False
+            self.launcher.stop(self.fleet)

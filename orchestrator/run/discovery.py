@@ -63,7 +63,7 @@ def targets_document(controller: str, agents: Sequence[str], run_id: str,
 def default_sd_dir() -> Path:
     """``<state root>/prometheus``: the one directory every run on this machine writes its
     targets file into, so one ``file_sd_configs`` pattern finds them all."""
-    from topologies.rabbitmq.local import default_state_root
+    from topologies.base import default_state_root
     return default_state_root() / SD_DIR_NAME
 
 

@@ -11,7 +11,6 @@ from orchestrator.run.controller import Controller, RunResult, stop_on_signals
 from orchestrator.run.exposition import check_metrics_port
 from orchestrator.run.lines import Lines
 from orchestrator.specs.loader import load_scenario
-from results.passes import analyze_if_installed
 from results.rundir.bottleneck import bottleneck_lines
 from results.rundir.steps import as_text, terms_of
 
@@ -62,8 +61,10 @@ def run_file(scenario: Path, overrides: list[str], options: RunOptions, lines: L
         (lines.good if result.accounting.balanced else lines.caution)(
             result.accounting.explain())
     completed = result.outcome == "completed"
-    summary = analyze_if_installed([result.run_dir], lines.say, lines.caution) \
-        if options.analyze and completed else None
+    summary = None
+    if options.analyze and completed:
+        from results.passes import analyze_if_installed  # the analysis: loaded only to analyse
+        summary = analyze_if_installed([result.run_dir], lines.say, lines.caution)
     return RunReport(completed, run_document(result, spec.name, terms.unit, summary))
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 COMPACTED = "compacted.parquet"
 
@@ -25,6 +26,8 @@ def table_files(root: Path, table: str) -> list[Path]:
 def read_files(root: Path, table: str, columns: Sequence[str] | None = None) -> pa.Table | None:
     """One metric table of a run (only ``columns``, if given) from the files that read;
     ``None`` when none does."""
+    import pyarrow as pa  # loaded when rows are read, not by everything that imports this
+    import pyarrow.parquet as pq
     tables = []
     for part in table_files(root, table):
         try:

@@ -26,10 +26,7 @@ import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NamedTuple
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from orchestrator.errors import SurgeError
 from results.rundir.figures import CONFIRM, INTENDED, LATENCY, histogram_columns
@@ -40,13 +37,39 @@ from results.rundir.parts import COMPACTED as COMPACTED
 from results.rundir.parts import read_files
 from results.rundir.parts import table_files as table_files
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+class ArrowType(NamedTuple):
+    """A column's Arrow type, named here and made a :class:`pyarrow.DataType` only where
+    Parquet is written or read: pyarrow (and the numpy it loads) take a quarter of a second to
+    import, which a run spends after its first publish rather than before
+    (:func:`load_arrow`)."""
+
+    name: str  # pyarrow's factory of the type: float64, int64, int32, bool_, string
+    listed: bool = False  # a list of values of that type
+
+    def arrow(self) -> pa.DataType:
+        """The type as pyarrow's."""
+        import pyarrow as pa
+        item = getattr(pa, self.name)()
+        return pa.list_(item) if self.listed else item
+
+    def __str__(self) -> str:
+        return str(self.arrow())  # as Arrow spells it: double, list<item: int32>
+
+
+FLOAT64, INT64, INT32, BOOL, STRING = (ArrowType(name) for name in
+                                       ("float64", "int64", "int32", "bool_", "string"))
+
 
 class Column(NamedTuple):
     """One column of a metric table: its name, Arrow type, and what it holds with its unit
     (``null`` in a column always means unknown, never 0)."""
 
     name: str
-    type: pa.DataType
+    type: ArrowType
     description: str
 
 
@@ -61,27 +84,27 @@ _SINCE = {LATENCY: "", INTENDED: _RECENT, CONFIRM: _RECENT}
 def _histogram(name: str, span: str) -> list[Column]:
     """The columns of histogram ``name`` (sparse: its buckets and their counts) of ``span``."""
     buckets, counts = histogram_columns(name)
-    return [Column(buckets, pa.list_(pa.int32()),
+    return [Column(buckets, ArrowType("int32", listed=True),
                    f"Latency {_OF[name]} of {span}, as a histogram: the indices of its "
                    "non-empty buckets (log-linear over integer µs, 32 sub-buckets per power "
                    f"of two){_SINCE[name]}"),
-            Column(counts, pa.list_(pa.int64()),
+            Column(counts, ArrowType("int64", listed=True),
                    f"Messages in each bucket of `{buckets}`, in the same order (count)")]
 
 
 def _percentiles(name: str) -> list[Column]:
     buckets, _ = histogram_columns(name)
-    return [Column(f"{name}_p{q}_ms", pa.float64(),
+    return [Column(f"{name}_p{q}_ms", FLOAT64,
                    f"p{q} latency {_OF[name]} of this tick's `{buckets}` (ms); null when it "
                    f"holds no message{_SINCE[name]}") for q in (50, 99)]
 
 
 def _when() -> list[Column]:
-    return [Column("t", pa.float64(), "Wall-clock time of the tick, once its readings were in "
+    return [Column("t", FLOAT64, "Wall-clock time of the tick, once its readings were in "
                    "(s since the Unix epoch, the controller's clock)"),
-            Column("elapsed_s", pa.float64(), "When the tick started, in s since the load "
+            Column("elapsed_s", FLOAT64, "When the tick started, in s since the load "
                    "started (the controller's monotonic clock)"),
-            Column("phase", pa.int32(), "Plan step running at this tick (1-based, counting "
+            Column("phase", INT32, "Plan step running at this tick (1-based, counting "
                    "repeats and sweep counts); 0 before the first step and while draining")]
 
 
@@ -89,33 +112,33 @@ def _resources() -> list[Column]:
     """The member's own resource figures (RabbitMQ's Prometheus endpoint); each null when the
     member did not report it (IBM MQ members report none)."""
     return [Column(name, kind, f"{text}; null when unknown{_RECENT}") for name, kind, text in (
-        ("memory_bytes", pa.int64(), "Memory the member uses, as its memory alarm counts it "
+        ("memory_bytes", INT64, "Memory the member uses, as its memory alarm counts it "
                                      "(bytes)"),
-        ("memory_limit_bytes", pa.int64(), "The member's memory high watermark: above it the "
+        ("memory_limit_bytes", INT64, "The member's memory high watermark: above it the "
                                            "memory alarm blocks publishers (bytes)"),
-        ("memory_percent_of_watermark", pa.float64(), "`memory_bytes` over "
+        ("memory_percent_of_watermark", FLOAT64, "`memory_bytes` over "
                                                       "`memory_limit_bytes` (%)"),
-        ("memory_alarm", pa.bool_(), "Whether the member's memory alarm is in effect"),
-        ("disk_free_bytes", pa.int64(), "Disk space free where the member keeps its data "
+        ("memory_alarm", BOOL, "Whether the member's memory alarm is in effect"),
+        ("disk_free_bytes", INT64, "Disk space free where the member keeps its data "
                                         "(bytes)"),
-        ("disk_free_limit_bytes", pa.int64(), "The free disk space below which the disk alarm "
+        ("disk_free_limit_bytes", INT64, "The free disk space below which the disk alarm "
                                               "blocks publishers (bytes)"),
-        ("disk_alarm", pa.bool_(), "Whether the member's disk alarm is in effect"),
-        ("fds_open", pa.int64(), "File descriptors the member holds open (count)"),
-        ("fds_max", pa.int64(), "The member's file descriptor limit (count)"),
-        ("network_in_bytes", pa.int64(), "Bytes received from the client connections open now "
+        ("disk_alarm", BOOL, "Whether the member's disk alarm is in effect"),
+        ("fds_open", INT64, "File descriptors the member holds open (count)"),
+        ("fds_max", INT64, "The member's file descriptor limit (count)"),
+        ("network_in_bytes", INT64, "Bytes received from the client connections open now "
                                          "(bytes, cumulative over each connection's life: it "
                                          "falls when a connection closes; a rate is the change "
                                          "over `elapsed_s`)"),
-        ("network_out_bytes", pa.int64(), "Bytes sent to the client connections open now, as "
+        ("network_out_bytes", INT64, "Bytes sent to the client connections open now, as "
                                           "`network_in_bytes` (bytes)"),
-        ("network_in_mbps", pa.float64(), "Client traffic into the member since its previous "
+        ("network_in_mbps", FLOAT64, "Client traffic into the member since its previous "
                                           "known `network_in_bytes`, over the tick's clock "
                                           "(Mb/s); null on its first reading and where the "
                                           "count fell (a connection closed)"),
-        ("network_out_mbps", pa.float64(), "Client traffic out of the member, as "
+        ("network_out_mbps", FLOAT64, "Client traffic out of the member, as "
                                            "`network_in_mbps` (Mb/s)"),
-        ("network_link_mbps", pa.float64(), "Bandwidth of the member's network link, each "
+        ("network_link_mbps", FLOAT64, "Bandwidth of the member's network link, each "
                                             "way, as the topology's `network_mbps` gives it "
                                             "(Mb/s)"))]
 
@@ -124,62 +147,62 @@ _TICK_SPAN = "the messages received since the agents' previous snapshots"
 COLUMNS: dict[str, list[Column]] = {
     "ticks": [
         *_when(),
-        Column("lateness_s", pa.float64(), "How late the tick fired against its one-second "
+        Column("lateness_s", FLOAT64, "How late the tick fired against its one-second "
                "grid (s)"),
-        Column("target_rate", pa.float64(), "Total send rate the plan (times any publish "
+        Column("target_rate", FLOAT64, "Total send rate the plan (times any publish "
                "spike) asks for at this second, over the active senders (msg/s); 0 outside a "
                "step"),
-        Column("send_rate", pa.float64(), "Messages sent per second, summed over agents, each "
+        Column("send_rate", FLOAT64, "Messages sent per second, summed over agents, each "
                "agent's count change over its own clock (msg/s); null when an agent's "
                "reading is missing"),
-        Column("receive_rate", pa.float64(), "Messages received per second, as `send_rate` "
+        Column("receive_rate", FLOAT64, "Messages received per second, as `send_rate` "
                "(msg/s)"),
-        Column("confirm_rate", pa.float64(), "Publishes the broker confirmed per second, as "
+        Column("confirm_rate", FLOAT64, "Publishes the broker confirmed per second, as "
                "`send_rate` (msg/s)"),
-        Column("skip_rate", pa.float64(), "Scheduled sends skipped per second by senders "
+        Column("skip_rate", FLOAT64, "Scheduled sends skipped per second by senders "
                "catching up after a stall, as `send_rate` (msg/s)"),
-        Column("sent", pa.int64(), "Messages sent, over all agents (count, cumulative)"),
-        Column("received", pa.int64(), "Messages received, over all agents (count, "
+        Column("sent", INT64, "Messages sent, over all agents (count, cumulative)"),
+        Column("received", INT64, "Messages received, over all agents (count, "
                "cumulative)"),
-        Column("confirmed", pa.int64(), "Publishes the broker confirmed (count, cumulative)"),
-        Column("nacked", pa.int64(), "Messages the broker nacked, each once however often it "
+        Column("confirmed", INT64, "Publishes the broker confirmed (count, cumulative)"),
+        Column("nacked", INT64, "Messages the broker nacked, each once however often it "
                "was published again (count, cumulative)"),
-        Column("skipped", pa.int64(), "Scheduled sends skipped: a stalled sender catches up "
+        Column("skipped", INT64, "Scheduled sends skipped: a stalled sender catches up "
                "at most a second's worth, the oldest are skipped (count, cumulative)"),
-        Column("errors", pa.int64(), "Errors the drivers met: failed connects, lost "
+        Column("errors", INT64, "Errors the drivers met: failed connects, lost "
                "connections or channels, consumers cancelled, failed MQ calls (count, "
                "cumulative)"),
-        Column("reconnects", pa.int64(), "Connection attempts after a connection was lost "
+        Column("reconnects", INT64, "Connection attempts after a connection was lost "
                "(count, cumulative)"),
-        Column("connections", pa.int64(), "Connections the agents hold open to the broker now "
+        Column("connections", INT64, "Connections the agents hold open to the broker now "
                "(count)"),
-        Column("held", pa.int64(), "Deliveries slowed receivers hold now, not yet handled "
+        Column("held", INT64, "Deliveries slowed receivers hold now, not yet handled "
                "nor counted as received (count)"),
-        Column("senders_done", pa.int64(), "Senders that have sent all their message limit "
+        Column("senders_done", INT64, "Senders that have sent all their message limit "
                "asked for (count)"),
-        Column("members_running", pa.int32(), "Broker members running, from the latest "
+        Column("members_running", INT32, "Broker members running, from the latest "
                "broker sample (count; 0 before any)"),
-        Column("queue_depth", pa.int64(), "Messages in the workload's queues: ready (asked "
+        Column("queue_depth", INT64, "Messages in the workload's queues: ready (asked "
                "of the queues themselves) plus the deliveries the live agents' receivers hold "
                "unacknowledged (`held` + `unacked`) (count); null when a reading is missing or "
                "older than 1 s; where no probe asks the queues (IBM MQ), the broker's own "
                "per-queue depth"),
-        Column("depth_age_s", pa.float64(), "Age of the oldest of the readings `queue_depth` "
+        Column("depth_age_s", FLOAT64, "Age of the oldest of the readings `queue_depth` "
                "is made of (s); null when the depth does not come from the queues themselves "
                "or is unknown"),
-        Column("backlog", pa.int64(), "`sent` - `received` (count): includes what flow "
+        Column("backlog", INT64, "`sent` - `received` (count): includes what flow "
                "control holds in the broker's ingress, where no queue counts it; with an "
                "exchange copying each message to several queues, `sent` x copies - "
                "`received`, null where keys reach different numbers of queues or once an "
                "agent is lost (what it did after its last reading is unknown)"),
-        Column("agents_missing", pa.int32(), "Agents whose reading did not arrive by the "
+        Column("agents_missing", INT32, "Agents whose reading did not arrive by the "
                "tick's deadline (0.8 s) (count)"),
-        Column("read_span_s", pa.float64(), "Time between the first and the last of this "
+        Column("read_span_s", FLOAT64, "Time between the first and the last of this "
                "tick's agent and depth readings, controller clock (s); null with none"),
-        Column("broker_missing", pa.bool_(), "True when the broker sample did not arrive by "
+        Column("broker_missing", BOOL, "True when the broker sample did not arrive by "
                "the tick's deadline"),
         *_percentiles(LATENCY),
-        Column("host_cpu_percent", pa.float64(), "CPU of the controller's whole host, busy "
+        Column("host_cpu_percent", FLOAT64, "CPU of the controller's whole host, busy "
                "over total time of all its cores since the previous reading (%); null on the "
                "first reading or when missing"),
         *_histogram(LATENCY, _TICK_SPAN),
@@ -189,86 +212,110 @@ COLUMNS: dict[str, list[Column]] = {
         *_percentiles(CONFIRM), *_histogram(CONFIRM, _TICK_SPAN),
         # runs since broker-side cancels and blocked connections, and since agents could be
         # lost: absent in earlier runs
-        Column("cancels", pa.int64(), "Consumers the broker cancelled: a queue deleted, a "
+        Column("cancels", INT64, "Consumers the broker cancelled: a queue deleted, a "
                f"leader lost (count, cumulative){_RECENT}"),
-        Column("blocked", pa.int64(), "Connections the broker blocks now (a memory or disk "
+        Column("blocked", INT64, "Connections the broker blocks now (a memory or disk "
                f"alarm holds their publishes) (count){_RECENT}"),
-        Column("blocked_s", pa.float64(), "Seconds during which at least one connection of "
+        Column("blocked_s", FLOAT64, "Seconds during which at least one connection of "
                f"an agent was blocked, summed over agents (s, cumulative){_RECENT}"),
-        Column("agents_lost", pa.int32(), "Agents lost so far: no longer asked, their share "
+        Column("agents_lost", INT32, "Agents lost so far: no longer asked, their share "
                f"unknown (count){_RECENT}"),
-        Column("receivers_done", pa.int64(), "Receivers that have taken all their message "
+        Column("receivers_done", INT64, "Receivers that have taken all their message "
                f"limit (exit.messages_per_receiver) (count){_RECENT}"),
         # runs since active client counts: absent in earlier runs
-        Column("sending", pa.int64(), "Senders (requesters) publishing now: not stopped, "
+        Column("sending", INT64, "Senders (requesters) publishing now: not stopped, "
                "paused by the plan or done, summed over the live agents (a lost agent's are "
                f"gone) (count){_RECENT}"),
-        Column("consuming", pa.int64(), "Receivers (responders) consuming now, summed over "
+        Column("consuming", INT64, "Receivers (responders) consuming now, summed over "
                f"the live agents (count); null where a driver does not say{_RECENT}"),
-        Column("queues_in_use", pa.int64(), "Distinct queues the publishing senders send to "
+        Column("queues_in_use", INT64, "Distinct queues the publishing senders send to "
                "(count; request/reply: the request queues, document 004's queue pairs)"
                f"{_RECENT}"),
         # runs since the depth counts the receivers' own unacknowledged deliveries
-        Column("unacked", pa.int64(), "Deliveries the receivers handled whose acknowledgement "
+        Column("unacked", INT64, "Deliveries the receivers handled whose acknowledgement "
                "is not sent yet (acks go in batches, flushed every 100 ms), summed over the "
                f"agents (count){_RECENT}")],
     "members": [
         *_when(),
-        Column("member", pa.string(), "The member's name"),
-        Column("running", pa.bool_(), "Whether the member is running"),
-        Column("cpu_percent", pa.float64(), "The member's CPU over `cpu_interval_s`, of one "
+        Column("member", STRING, "The member's name"),
+        Column("running", BOOL, "Whether the member is running"),
+        Column("cpu_percent", FLOAT64, "The member's CPU over `cpu_interval_s`, of one "
                "core (%; 100 = one core); null when not running, not answered, on its first "
                "reading, or (IBM MQ) between two published figures"),
-        Column("cpu_interval_s", pa.float64(), "The interval `cpu_percent` is over, on the "
+        Column("cpu_interval_s", FLOAT64, "The interval `cpu_percent` is over, on the "
                "source's own clock (s)"),
-        Column("cpu_age_s", pa.float64(), "At most how old the CPU figure is (s); null when "
+        Column("cpu_age_s", FLOAT64, "At most how old the CPU figure is (s); null when "
                "the source does not say or the CPU is unknown"),
-        Column("cpu_quota_cores", pa.float64(), "The member's CPU quota (cores); null when it "
+        Column("cpu_quota_cores", FLOAT64, "The member's CPU quota (cores); null when it "
                "has none or it is unknown"),
-        Column("connections", pa.int64(), "Client connections on the member now (count); "
+        Column("connections", INT64, "Client connections on the member now (count); "
                "null when unknown"),
-        Column("messages_in", pa.int64(), "Messages published through the member (count, "
+        Column("messages_in", INT64, "Messages published through the member (count, "
                "cumulative); null when unknown"),
-        Column("messages_out", pa.int64(), "Messages delivered through the member (count, "
+        Column("messages_out", INT64, "Messages delivered through the member (count, "
                "cumulative); null when unknown"),
         # runs since broker resources were sampled: absent in earlier runs
         *_resources()],
     "hosts": [
         *_when(),
-        Column("host", pa.string(), f"The host: `{CONTROLLER_HOST}` for the controller's, "
+        Column("host", STRING, f"The host: `{CONTROLLER_HOST}` for the controller's, "
                "else the SSH broker host's name"),
-        Column("cpu_percent", pa.float64(), "CPU of the whole host, busy over total time of "
+        Column("cpu_percent", FLOAT64, "CPU of the whole host, busy over total time of "
                "all its cores over `cpu_interval_s` (%); null on the first reading or when "
                "missing"),
-        Column("cpu_interval_s", pa.float64(), "The interval `cpu_percent` is over, on the "
+        Column("cpu_interval_s", FLOAT64, "The interval `cpu_percent` is over, on the "
                "host's own clock (s)"),
-        Column("cpu_cores_busy", pa.float64(), "Cores busy on average over `cpu_interval_s` "
+        Column("cpu_cores_busy", FLOAT64, "Cores busy on average over `cpu_interval_s` "
                "(CPU seconds per second, all its processes); null where `cpu_percent` is")],
     "agents": [
         *_when(),
-        Column("agent", pa.int32(), "The agent's index"),
-        Column("monotonic_s", pa.float64(), "The agent's own monotonic clock when it took "
+        Column("agent", INT32, "The agent's index"),
+        Column("monotonic_s", FLOAT64, "The agent's own monotonic clock when it took "
                "its snapshot (s)"),
-        Column("sent", pa.int64(), "Messages the agent sent (count, cumulative)"),
-        Column("received", pa.int64(), "Messages the agent received (count, cumulative)"),
-        Column("errors", pa.int64(), "Errors the agent's driver met (count, cumulative)"),
-        Column("reconnects", pa.int64(), "The agent's connection attempts after a lost "
+        Column("sent", INT64, "Messages the agent sent (count, cumulative)"),
+        Column("received", INT64, "Messages the agent received (count, cumulative)"),
+        Column("errors", INT64, "Errors the agent's driver met (count, cumulative)"),
+        Column("reconnects", INT64, "The agent's connection attempts after a lost "
                "connection (count, cumulative)"),
-        Column("skipped", pa.int64(), "Scheduled sends the agent skipped catching up after a "
+        Column("skipped", INT64, "Scheduled sends the agent skipped catching up after a "
                "stall (count, cumulative)"),
-        Column("cpu_percent", pa.float64(), "The agent process's CPU since its previous "
+        Column("cpu_percent", FLOAT64, "The agent process's CPU since its previous "
                "snapshot, of one core (%; 100 = one core); null on its first reading or when "
                "missing"),
-        Column("cpu_seconds", pa.float64(), "The agent process's CPU time at its snapshot "
+        Column("cpu_seconds", FLOAT64, "The agent process's CPU time at its snapshot "
                "(s, cumulative); null when unknown"),
         *_histogram(LATENCY, "the messages the agent received since its previous snapshot")],
 }
 """Every metric table's columns, each declared once: :data:`SCHEMAS` and the reference
 (``docs/reference/tables.md``) are made from it."""
 
-SCHEMAS: dict[str, pa.Schema] = {
-    table: pa.schema([(c.name, c.type) for c in columns]) for table, columns in COLUMNS.items()}
-"""The Arrow schema of each metric table (no field metadata: the files are as they were)."""
+
+_schemas: dict[str, pa.Schema] | None = None
+
+
+def schemas() -> dict[str, pa.Schema]:
+    """The Arrow schema of each metric table (no field metadata: the files are as they were),
+    made on first use; also the module's ``SCHEMAS``."""
+    global _schemas
+    if _schemas is None:
+        import pyarrow as pa
+        _schemas = {table: pa.schema([(c.name, c.type.arrow()) for c in columns])
+                    for table, columns in COLUMNS.items()}
+    return _schemas
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SCHEMAS":  # made on first use: see ArrowType
+        return schemas()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def load_arrow() -> None:
+    """Import pyarrow and its Parquet writer and make the schemas now: a run calls it in the
+    background once its load has started, so that its first part written does not make a tick
+    late by the import."""
+    import pyarrow.parquet  # noqa: F401
+    schemas()
 
 
 def latency_columns(name: str, histogram: LatencyHistogram) -> dict[str, Any]:
@@ -311,8 +358,8 @@ class RunWriter:
         self.flush_every_s = flush_every_s
         self.failed: OSError | None = None
         (root / "metrics").mkdir(parents=True, exist_ok=True)
-        self._buffers: dict[str, list[dict[str, Any]]] = {name: [] for name in SCHEMAS}
-        self._parts: dict[str, int] = dict.fromkeys(SCHEMAS, 0)
+        self._buffers: dict[str, list[dict[str, Any]]] = {name: [] for name in COLUMNS}
+        self._parts: dict[str, int] = dict.fromkeys(COLUMNS, 0)
         self._last_flush = time.monotonic()
         self._events = open(root / "events.jsonl", "a", buffering=1)  # noqa: SIM115 - long-lived
         self._lock = threading.Lock()  # scaling actions log events from their own thread
@@ -361,6 +408,8 @@ class RunWriter:
             self._flush()
 
     def _flush(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
         for table, rows in self._buffers.items():
             if not rows:
                 continue
@@ -368,7 +417,7 @@ class RunWriter:
             directory.mkdir(exist_ok=True)
             part = directory / f"part-{self._parts[table]:05d}.parquet"
             tmp = part.with_suffix(".tmp")
-            pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS[table]), tmp)
+            pq.write_table(pa.Table.from_pylist(rows, schema=schemas()[table]), tmp)
             os.replace(tmp, part)
             self._parts[table] += 1
             rows.clear()
@@ -390,6 +439,8 @@ class RunWriter:
 def compact(root: Path) -> None:
     """Put each table's readable parts into one file (see the module's text); unreadable parts
     are kept, as they were, beside it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     for directory in sorted(p for p in (root / "metrics").glob("*") if p.is_dir()):
         parts = sorted(directory.glob("part-*.parquet"))
         if not parts or (directory / COMPACTED).exists():
@@ -408,6 +459,7 @@ def readable_files(root: Path, table: str, problems: list[str] | None = None
                    ) -> dict[Path, pa.Schema]:
     """The files of one metric table (:func:`table_files`) whose footer reads, each with its
     schema; the others are named in ``problems`` (if given) and left out."""
+    import pyarrow.parquet as pq
     good = {}
     for part in table_files(root, table):
         try:
@@ -427,7 +479,7 @@ def readable_parts(root: Path, table: str, problems: list[str] | None = None) ->
 def read_table(root: Path, table: str) -> pa.Table:
     """All of one metric table of a run (empty table if none), skipping unreadable files."""
     found = read_files(root, table)
-    return found if found is not None else SCHEMAS[table].empty_table()
+    return found if found is not None else schemas()[table].empty_table()
 
 
 def read_rows(root: Path, table: str) -> list[dict[str, Any]]:

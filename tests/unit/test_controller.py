@@ -165,13 +165,14 @@ def test_checked_queues_leave_no_such_event(tmp_path):
     assert result.outcome == "completed" and "queues_unchecked" not in kinds
 
 
-def test_a_missing_queue_stops_the_run_before_any_agent_starts(tmp_path):
+def test_a_missing_queue_stops_the_run_before_any_agent_is_configured(tmp_path):
     spec = scenario([{"rate_per_sender": 10, "hold": "2s"}])
     launcher = MemoryLauncher(2, FakeClock())
     with pytest.raises(ProvisionError, match="the workload's queues do not exist: perf"):
         run(spec, topology(), tmp_path, preflights=Preflight(LookupError("perf")),
             launcher=launcher)
     assert all(agent.calls == [] for agent in launcher.agents)  # no worker was configured
+    assert launcher.begun and launcher.stopped  # the agents set starting were stopped
     run_json = json.loads(next(tmp_path.glob("*/run.json")).read_text())
     assert run_json["outcome"] == "failed"
 

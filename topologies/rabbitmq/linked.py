@@ -36,10 +36,10 @@ from orchestrator.specs.topology import (
     QueueSpec,
     TopologySpec,
 )
-from topologies.base import BrokerSample, Member, MemberStats, Provisioner
+from topologies.base import BrokerSample, Member, MemberStats, Provisioner, default_state_root
 from topologies.rabbitmq import credentials, node
 from topologies.rabbitmq.credentials import KeptSecrets
-from topologies.rabbitmq.local import LocalRabbitMQ, default_state_root
+from topologies.rabbitmq.local import LocalRabbitMQ
 
 LINK_TIMEOUT_S = 60.0  # until every shovel says it runs
 

@@ -30,7 +30,15 @@ import psutil
 
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.topology import TopologySpec
-from topologies.base import BrokerSample, CpuReading, Member, MemberSample, MemberStats, Provisioner
+from topologies.base import (
+    BrokerSample,
+    CpuReading,
+    Member,
+    MemberSample,
+    MemberStats,
+    Provisioner,
+    default_state_root,
+)
 from topologies.cgroups import BOOT_SHARES, CpuCgroup
 from topologies.rabbitmq import credentials, node, ports, queues
 from topologies.rabbitmq.adverse import AdverseControls
@@ -43,11 +51,6 @@ log = logging.getLogger(__name__)
 HOST = node.LOOPBACK
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
-
-
-def default_state_root() -> Path:
-    """Where provisioner state lives: ``$SURGE_STATE_DIR`` or ``~/.local/state/surge``."""
-    return Path(os.environ.get("SURGE_STATE_DIR", Path.home() / ".local/state/surge"))
 
 
 class LocalRabbitMQ(KeptSecrets, AdverseControls, Provisioner):

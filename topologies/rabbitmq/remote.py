@@ -31,12 +31,18 @@ from pathlib import Path
 from orchestrator.errors import ProvisionError
 from orchestrator.specs.hosts import HostSpec
 from orchestrator.specs.topology import TopologySpec
-from topologies.base import BrokerSample, CpuReading, Member, MemberStats, Provisioner
+from topologies.base import (
+    BrokerSample,
+    CpuReading,
+    Member,
+    MemberStats,
+    Provisioner,
+    default_state_root,
+)
 from topologies.cgroups import cap_script, remove_script
 from topologies.hostcpu import HOST_CPU_COMMAND, parse_host_cpu
 from topologies.rabbitmq import credentials, node, ports, queues
 from topologies.rabbitmq.credentials import ClusterSecrets, KeptSecrets
-from topologies.rabbitmq.local import default_state_root
 from topologies.rabbitmq.management import Management
 from topologies.rabbitmq.prometheus import node_stats
 from topologies.rabbitmq.sample import broker_sample
