@@ -17,6 +17,7 @@ from drivers.amqp.sender import RequesterLink
 from drivers.header import decode, encode
 from drivers.message import PayloadBuilder
 from drivers.workers import Recorder, RequesterRole, ResponderRole
+from tests.unit.test_amqp_wire import decode_all
 
 ENDPOINT = "amqp://127.0.0.1:5672"
 
@@ -84,15 +85,6 @@ def opened(link, connection: Connection | None = None):
     link.connection = connection
     link._channel_opened(channel)
     return connection, channel
-
-
-def decode_all(data: bytes) -> list:
-    frames, pos = [], 0
-    while pos < len(data):
-        consumed, value = frame.decode_frame(data[pos:])
-        frames.append(value)
-        pos += consumed
-    return frames
 
 
 def delivery(tag: int, body: bytes, properties: spec.BasicProperties) -> bytes:
