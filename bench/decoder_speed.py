@@ -7,9 +7,13 @@ connection's readable event takes (``install_decoder``'s ``_on_data_available`` 
 connection). The variants alternate, ``--rounds`` times; each one's best round is reported as
 ns per delivery, and its ratio to the old one as the median of the rounds' ratios (each
 round's variants ran back to back, so a machine that others load alike for both cancels out;
-below 1: faster than the old one).
+below 1: faster than the old one). Beside them: the pure-Python reference decoder
+(``PyFrameDecoder``), and the decoder with a plain receiver's accounting of each delivery (on
+the compiled core, or on the pure one with ``SURGE_SPEEDUPS=0``: the old revision's adapter
+loads today's decoder too, so the pure figures need that run).
 
     .venv/bin/python bench/decoder_speed.py --old a783b57
+    SURGE_SPEEDUPS=0 .venv/bin/python bench/decoder_speed.py --old a783b57
 """
 
 from __future__ import annotations
@@ -27,8 +31,10 @@ from pika import frame, spec
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from drivers.amqp import wire  # noqa: E402
-from drivers.amqp.frames import FrameDecoder  # noqa: E402
+from drivers.amqp.frames import FrameDecoder, PyFrameDecoder  # noqa: E402
 from drivers.header import encode  # noqa: E402
+from drivers.workers import ReceiverRole, Recorder  # noqa: E402
+from results.rundir import compiled  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,10 +97,25 @@ def run_once(install, reads: list[bytes], messages: int) -> float:
     return elapsed
 
 
-def bare(connection, channel_number, on_delivery) -> None:
+def bare(connection, channel_number, on_delivery, decoder=FrameDecoder) -> None:
     """FrameDecoder.feed alone, without the adapter's counters and read sizes."""
-    connection._on_data_available = FrameDecoder(channel_number, on_delivery,
-                                                 lambda raw: None).feed
+    connection._on_data_available = decoder(channel_number, on_delivery, lambda raw: None).feed
+
+
+def pure_bare(connection, channel_number, on_delivery) -> None:
+    """The pure-Python reference decoder's feed alone."""
+    bare(connection, channel_number, on_delivery, PyFrameDecoder)
+
+
+def accounted(connection, channel_number, on_delivery) -> None:
+    """wire.install_decoder with a receiver's accounting of each delivery (header, sequence,
+    two latency records, counts), as a plain receiver does."""
+    on_body = ReceiverRole(Recorder()).on_body
+
+    def delivered(buffer, offset, tag, redelivered):
+        on_body(buffer, offset, redelivered)
+        on_delivery(buffer, offset, tag, redelivered)
+    wire.install_decoder(connection, channel_number, delivered)
 
 
 def main() -> None:
@@ -109,13 +130,16 @@ def main() -> None:
     reads = [data[i:i + args.read] for i in range(0, len(data), args.read)]
     variants = {f"old ({args.old})": old_wire(args.old).install_decoder,
                 "new (wire.install_decoder)": wire.install_decoder,
-                "new FrameDecoder.feed alone": bare}
+                "new FrameDecoder.feed alone": bare,
+                "pure FrameDecoder.feed alone": pure_bare,
+                "new + receiver accounting": accounted}
     times: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(args.rounds):
         for name, install in variants.items():
             times[name].append(run_once(install, reads, args.messages))
     print(f"python {sys.version.split()[0]}, {args.messages:,} deliveries of {args.size} B in "
-          f"{len(reads):,} reads of {args.read:,} B, {args.rounds} rounds")
+          f"{len(reads):,} reads of {args.read:,} B, {args.rounds} rounds; hot path: "
+          f"{compiled.state()}")
     old = times[next(iter(variants))]
     for name, seconds in times.items():
         ratio = statistics.median(t / o for t, o in zip(seconds, old))
