@@ -62,11 +62,7 @@ def _frame(kind: int, channel: int, payload: bytes) -> bytes:
 
 
 def _short_string(value: str, what: str) -> bytes:
-    data = value.encode()
-    if len(data) > 255:
-        raise ValueError(f"{what} {value[:40]!r}...: AMQP short strings hold at most 255 bytes,"
-                         f" this one is {len(data)}")
-    return bytes([len(data)]) + data
+    return _short(value.encode(), what)
 
 
 def basic_properties(delivery_mode: int, correlation_id: bytes | None = None,
