@@ -2,8 +2,8 @@
 """Compiled twins of the drivers' per-message code: :class:`FrameDecoder` and the header
 stamping of :mod:`drivers.amqp.frames` (``stamp_run``, ``stamp_picks``,
 ``stamp_sequences``), the
-:class:`TrackerCore` of :mod:`drivers.accounting` and the :class:`ReceiverCore` of
-:mod:`drivers.workers`. Each does what its pure-Python reference
+:class:`TrackerCore` of :mod:`drivers.accounting`, the :class:`ReceiverCore` of
+:mod:`drivers.workers` and the :class:`AckWindow` of :mod:`drivers.amqp.acks`. Each does what its pure-Python reference
 does, output for output (``tests/unit/test_compiled.py`` runs both on the same inputs);
 :mod:`results.rundir.compiled` says which runs."""
 
@@ -372,3 +372,32 @@ cdef class ReceiverCore:
             recorder.received += 1
         if redelivered:
             recorder.redelivered += 1
+
+
+cdef class AckWindow:
+    """The compiled twin of ``drivers.amqp.acks.PyAckWindow``."""
+
+    cdef public long long every, unacked, last_tag
+    cdef public object recorder, on_body, ack
+
+    def __init__(self, long long every, recorder, on_body, ack):
+        self.every, self.recorder, self.on_body, self.ack = every, recorder, on_body, ack
+        self.unacked = self.last_tag = 0
+
+    cpdef bint took(self, long long tag) except -1:
+        """Delivery ``tag`` is held unacknowledged; whether the window is full."""
+        self.last_tag = tag
+        self.unacked += 1
+        self.recorder.unacked += 1
+        return self.unacked >= self.every
+
+    def acked(self):
+        """Everything taken was acknowledged (or went back with its channel)."""
+        self.recorder.unacked -= self.unacked
+        self.unacked = 0
+
+    def deliver(self, buffer, Py_ssize_t offset, long long tag, bint redelivered):
+        """A plain receiver's delivery: accounted for, held, acknowledged with its batch."""
+        self.on_body(buffer, offset, redelivered)
+        if self.every and self.took(tag):
+            self.ack(tag)

@@ -1,4 +1,5 @@
-"""The AMQP 0-9-1 driver (pika): every connection of an agent on one shared select IOLoop.
+"""The AMQP 0-9-1 driver (pika): every connection of an agent on one event loop
+(:mod:`drivers.amqp.loop`).
 
 One loop thread hosts all senders and receivers, so rate changes and snapshots need no locks.
 Senders publish on timers that follow their rate schedule; receivers consume with a prefetch and
@@ -34,11 +35,11 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 import pika
-from pika.adapters.select_connection import IOLoop
 
 from drivers.amqp import wire as amqp_wire
 from drivers.amqp.frames import Templates
 from drivers.amqp.link import Carrier
+from drivers.amqp.loop import Loop
 from drivers.amqp.receiver import AckFlusher, ReceiverLink, stream_offset
 from drivers.amqp.sender import RequesterLink, SenderLink
 from drivers.amqp.settings import AmqpSettings
@@ -50,7 +51,7 @@ from drivers.workers import ReceiverRole, RequesterRole, SenderRole
 
 
 class AmqpDriver(Driver):
-    """Senders and receivers over pika, all on one IOLoop thread."""
+    """Senders and receivers over pika, all on one loop thread."""
 
     def __init__(self, destination: Destination, recorder, settings: AmqpSettings | None = None,
                  message: MessageShape | None = None):
@@ -77,7 +78,7 @@ class AmqpDriver(Driver):
         # one for every sender: a Zipf picker's table of many keys is megabytes
         self.key_picker = KeyPicker(len(destination.routing_keys) or 1, destination.key_order,
                                     destination.zipf_exponent)
-        self.ioloop = IOLoop()
+        self.ioloop = Loop()
         self.senders: list[SenderLink] = []
         self._carriers: dict[tuple[str, str], Carrier] = {}  # the connection each kind fills
         self.receivers: list[ReceiverLink] = []
@@ -172,6 +173,7 @@ class AmqpDriver(Driver):
                     link.pending_timer, link.busy_until = None, 0.0
                 if link.pending and link.pending_timer is None and not paused:
                     link.pending_timer = self.ioloop.call_later(0, link._work_pending)
+                link.rewire()
         self.call(apply)
 
     def call(self, function: Callable[[], object], timeout_s: float = 10.0) -> object:
@@ -212,8 +214,10 @@ class AmqpDriver(Driver):
 
         self.call(close_all)
         self._wait(lambda: all(link.closed for link in self.senders + self.receivers), timeout_s)
-        self.ioloop.add_callback_threadsafe(self.ioloop.stop)
+        self.ioloop.stop()
         self.thread.join(timeout_s)
+        if not self.thread.is_alive():
+            self.ioloop.close()
 
     def _wait(self, condition: Callable[[], bool], timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

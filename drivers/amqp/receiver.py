@@ -13,6 +13,7 @@ from datetime import datetime
 import pika
 
 from drivers.amqp import wire as amqp_wire
+from drivers.amqp.acks import AckWindow
 from drivers.amqp.frames import ReplyEncoder, ack_frame, reply_fields
 from drivers.amqp.link import BACKOFF_S, Carrier, Link, LinkHost
 from drivers.header import HEADER_SIZE
@@ -33,8 +34,6 @@ class ReceiverLink(Link):
         destination = driver.destination
         self.manual = destination.manual_ack
         self.ack_every = destination.ack_every or max(1, destination.prefetch // 4)
-        self.unacked = 0
-        self.last_tag = 0
         self.decoding = False  # deliveries parsed by amqp_wire, acks sent as its frames
         self.consumer_tag: str | None = None
         self.responds = isinstance(role, ResponderRole)
@@ -61,6 +60,12 @@ class ReceiverLink(Link):
             self.reply_mode = 2 if destination.persistent else 1
         self.replies: ReplyEncoder | None = None  # a responder's, on the fast path
         self.outgoing: list[bytes] = []  # its replies and acks not yet written
+        self.window = AckWindow(self.ack_every if self.manual else 0, self.recorder,
+                                role.on_body, self._ack_up_to)
+        self.decoder = None  # the fast path's, while it reads this link's channel
+        # never plain, whatever happens: a delivery goes through _arrived
+        self.special = bool(self.responds or self.transactional or self.commit_every or
+                            self.nack or self.interval or self.limit is not None)
 
 
     def _consuming(self, _frame) -> None:
@@ -87,8 +92,7 @@ class ReceiverLink(Link):
         """The channel is gone, and with it every delivery it had not acknowledged: the
         broker puts them back in the queue, so the receiver no longer holds them."""
         self._drop_pending()
-        self.recorder.unacked -= self.unacked
-        self.unacked = 0
+        self.window.acked()
 
     def _cancelled(self, _frame) -> None:
         """The broker cancelled this consumer: count it and consume again after a backoff (the
@@ -147,7 +151,7 @@ class ReceiverLink(Link):
             self.transactional or self.commit_every or self.interval or
             self.limit is not None)) and \
             len(self.carrier.links) == 1 and self.driver.fast_path_on(self.connection)
-        self.replies = None
+        self.replies = self.decoder = None
         self.outgoing.clear()
         if self.decoding and self.responds:
             destination = self.driver.destination
@@ -157,7 +161,9 @@ class ReceiverLink(Link):
             amqp_wire.install_decoder(self.connection, channel.channel_number, self._arrived,
                                       properties=True, after_read=self._write_out)
         elif self.decoding:
-            amqp_wire.install_decoder(self.connection, channel.channel_number, self._arrived)
+            self.decoder = amqp_wire.install_decoder(self.connection, channel.channel_number,
+                                                     self._arrived)
+            self.rewire()
         channel.basic_qos(prefetch_count=self.driver.destination.prefetch,
                           global_qos=self.driver.destination.global_qos)
         if self.transactional or self.commit_every:
@@ -197,6 +203,17 @@ class ReceiverLink(Link):
         """The queue had nothing: ask again after the polling interval."""
         self.driver.ioloop.call_later(self.polling or 0.0, self._poll)
 
+    def rewire(self) -> None:
+        """Have the decoder hand deliveries straight to :meth:`AckWindow.deliver` while this
+        receiver is plain (no consumer delay or hold now, nothing waiting, none of the
+        options :attr:`special` names), else to :meth:`_arrived`; after each change of those."""
+        if self.decoder is None:
+            return
+        driver = self.driver
+        plain = not (self.special or self.pending or driver.consumer_delay_s > 0 or
+                     driver.receivers_paused)
+        self.decoder.on_delivery = self.window.deliver if plain else self._arrived
+
     def _delay(self) -> float:
         """Seconds between two messages this receiver handles now (0: as they come)."""
         return max(self.driver.consumer_delay_s, self.interval)
@@ -229,6 +246,8 @@ class ReceiverLink(Link):
                 self.busy_until = time.monotonic() + delay
                 break
         self._write_out()
+        if not self.pending:
+            self.rewire()
         if self.pending and not self.committing:
             self.pending_timer = self.driver.ioloop.call_later(delay, self._work_pending)
 
@@ -261,12 +280,8 @@ class ReceiverLink(Link):
         if self.transactional:
             self.channel.basic_ack(tag)
             self._commit()
-        elif self.manual:
-            self.last_tag = tag
-            self.unacked += 1
-            self.recorder.unacked += 1
-            if self.unacked >= self.ack_every:
-                self._ack_up_to(tag)
+        elif self.manual and self.window.took(tag):
+            self._ack_up_to(tag)
 
     def _reply(self, buffer: bytes, offset: int, properties) -> None:
         """Put the reply to a request (one without reply-to gets none): on the fast path
@@ -316,15 +331,14 @@ class ReceiverLink(Link):
                            ack_frame(self.channel.channel_number, tag, True))
         else:
             self.channel.basic_ack(tag, multiple=True)
-        self.recorder.unacked -= self.unacked
-        self.unacked = 0
+        self.window.acked()
         if self.commit_every and not self.closing:  # closing: committed before the close
             self._commit()
 
     def flush(self) -> None:
-        if self.unacked and self.channel is not None and self.channel.is_open and \
+        if self.window.unacked and self.channel is not None and self.channel.is_open and \
                 not self.committing:
-            self._ack_up_to(self.last_tag)
+            self._ack_up_to(self.window.last_tag)
         self._write_out()
 
     def _write_out(self) -> None:

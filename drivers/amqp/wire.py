@@ -11,7 +11,8 @@ connection and channel handling (open, consume-ok, close, heartbeats) stay pika'
 A fast-path connection also reads and writes its socket directly (:func:`install_direct_io`):
 each write (pika's own frames too) is tried on the socket at once, where pika would register a
 writability watcher, wait for the next poll and unregister it again, three system calls and a
-loop turn where one ``send`` does; and each readable event reads once.
+loop turn where one ``send`` does; and each readable event reads once, called by surge's event
+loop (:mod:`drivers.amqp.loop`) itself.
 
 The private pika hooks used: ``Connection._adapter_emit_data`` and
 ``Connection._output_marshaled_frames`` (write bytes), ``Connection._on_data_available`` (bytes
@@ -35,6 +36,7 @@ from pika import exceptions, frame
 from pika.adapters.utils.io_services_utils import _AsyncPlaintextTransport
 
 from drivers.amqp.frames import FrameDecoder, FrameError, OnDelivery
+from drivers.amqp.loop import Loop
 
 # Socket read size once our decoder parses the stream. Python allocates the full size for each
 # recv; above glibc's mmap threshold (128 KiB) that is an mmap and munmap per read, 5x the cost
@@ -155,6 +157,9 @@ def install_direct_io(connection) -> None:
     connection._output_marshaled_frames = output
     transport._MAX_CONSUME_BYTES = 1  # the poll is level-triggered: the rest is read next turn
     transport._nbio.set_reader(sock.fileno(), read_now)
+    loop = getattr(transport._nbio, "_loop", None)  # pika's adapter around the event loop
+    if isinstance(loop, Loop):
+        loop.direct_reader(sock.fileno(), read_now)
 
 
 def install_decoder(connection, channel_number: int, on_delivery: OnDelivery,

@@ -1,4 +1,5 @@
-"""Direct socket I/O (``wire.install_direct_io``) on pika's real plaintext transport and IOLoop,
+"""Direct socket I/O (``wire.install_direct_io``) on pika's real plaintext transport, on surge's
+event loop and on pika's IOLoop,
 over a socket pair: what the socket takes leaves at once, the rest follows in order, and a
 readable event reads once; and the receivers' own Basic.Ack frames."""
 
@@ -15,16 +16,17 @@ from pika.adapters.utils.io_services_utils import _AsyncPlaintextTransport
 from pika.adapters.utils.selector_ioloop_adapter import SelectorIOServicesAdapter
 
 from drivers.amqp.frames import ack_frame
+from drivers.amqp.loop import Loop
 from drivers.amqp.wire import install_direct_io
 
 
-@pytest.fixture
-def wired():
+@pytest.fixture(params=[Loop, IOLoop], ids=["surge-loop", "pika-ioloop"])
+def wired(request):
     ours, peer = socket.socketpair()
     ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
     ours.setblocking(False)
     peer.setblocking(False)
-    loop = IOLoop()
+    loop = request.param()
     received: list[bytes] = []
     transport = _AsyncPlaintextTransport(ours, SimpleNamespace(data_received=received.append),
                                          nbio=SelectorIOServicesAdapter(loop))

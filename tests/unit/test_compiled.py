@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drivers import accounting, workers
-from drivers.amqp import frames
+from drivers.amqp import acks, frames
 from drivers.header import HEADER_SIZE, PREFIX, encode
 from results.rundir import compiled, histogram
 from tests.unit.test_amqp_frames import HEARTBEAT, delivery, frame, short
@@ -276,9 +276,43 @@ def test_the_compiled_receiver_measures_latency_on_the_wall_clock():
     assert latency.count == 1 and 5_000 <= latency.max_us <= (after - before) // 1000 + 5_000
 
 
+# --- a plain receiver's window of unacknowledged deliveries -----------------------------------
+
+@needs_build
+@settings(max_examples=300, deadline=None)
+@given(steps=st.lists(st.one_of(st.tuples(st.just("deliver"), st.integers(1, 2**40),
+                                          st.booleans()),
+                                st.tuples(st.just("took"), st.integers(1, 2**40)),
+                                st.just(("acked",))), max_size=60),
+       every=st.integers(0, 7))
+def test_the_ack_windows_agree(steps, every):
+    said: dict[str, list] = {"pure": [], "fast": []}
+    windows = {}
+    for name, core in (("pure", acks.PyAckWindow), ("fast", speedups.AckWindow)):
+        recorder, calls = workers.Recorder(), said[name]
+
+        def ack(tag, window_of=name, calls=calls):
+            calls.append(("ack", tag))
+            windows[window_of].acked()
+
+        windows[name] = core(every, recorder, lambda *a, calls=calls: calls.append(a), ack)
+    for step in steps:
+        for name, window in windows.items():
+            if step[0] == "deliver":
+                window.deliver(b"body", 2, step[1], step[2])
+            elif step[0] == "took":
+                said[name].append(("full", window.took(step[1])))
+            else:
+                window.acked()
+    pure, fast = windows["pure"], windows["fast"]
+    assert said["pure"] == said["fast"]
+    assert (pure.unacked, pure.last_tag, pure.recorder.unacked) == \
+        (fast.unacked, fast.last_tag, fast.recorder.unacked)
+
+
 DRIVER_TESTS = ("test_accounting.py", "test_agent_receivers.py", "test_amqp_direct_io.py",
-                "test_amqp_frames.py", "test_amqp_request_reply.py", "test_amqp_wire.py",
-                "test_header.py", "test_histogram.py",
+                "test_amqp_frames.py", "test_amqp_loop.py", "test_amqp_request_reply.py",
+                "test_amqp_wire.py", "test_header.py", "test_histogram.py",
                 "test_intended_latency.py", "test_roles.py", "test_routing.py")
 
 
