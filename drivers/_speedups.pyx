@@ -3,15 +3,18 @@
 stamping of :mod:`drivers.amqp.frames` (``stamp_run``, ``stamp_picks``,
 ``stamp_sequences``), the
 :class:`TrackerCore` of :mod:`drivers.accounting`, the :class:`ReceiverCore` of
-:mod:`drivers.workers` and the :class:`AckWindow` of :mod:`drivers.amqp.acks`. Each does what its pure-Python reference
+:mod:`drivers.workers`, the :class:`AckWindow` of :mod:`drivers.amqp.acks` and the
+:class:`LoopCore` of :mod:`drivers.amqp.loop`. Each does what its pure-Python reference
 does, output for output (``tests/unit/test_compiled.py`` runs both on the same inputs);
 :mod:`results.rundir.compiled` says which runs."""
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.errno cimport EINTR, errno
+from libc.math cimport ceil
 from libc.string cimport memset
-from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
+from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
 
 from results.rundir._histogram cimport HistogramCore
 
@@ -401,3 +404,86 @@ cdef class AckWindow:
         self.on_body(buffer, offset, redelivered)
         if self.every and self.took(tag):
             self.ack(tag)
+
+
+cdef extern from "<sys/epoll.h>" nogil:
+    ctypedef union epoll_data_t:
+        int fd
+    struct epoll_event:
+        uint32_t events
+        epoll_data_t data
+    int epoll_wait(int epfd, epoll_event* events, int maxevents, int timeout)
+
+cdef enum:
+    EPOLLIN = 0x001
+    EPOLLERR = 0x008
+    EPOLLHUP = 0x010
+    READY_AT_ONCE = 64  # descriptors one wait hands back at most; the rest come next turn
+    MAX_WAIT_MS = 1000  # drivers.amqp.loop.MAX_WAIT_S
+
+cdef object _monotonic_clock = None
+
+
+def use_monotonic_clock(clock=None):
+    """Read the monotonic clock (seconds) through ``clock``: a fake one in tests that fake
+    ``time`` for the pure loop; ``None``, the system's (what ``time.monotonic`` reads)."""
+    global _monotonic_clock
+    _monotonic_clock = clock
+
+
+cdef inline double _monotonic() except? -1:
+    cdef timespec now
+    if _monotonic_clock is not None:
+        return _monotonic_clock()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return now.tv_sec + now.tv_nsec * 1e-9
+
+
+cdef class LoopCore:
+    """The compiled twin of ``drivers.amqp.loop.LoopCore``: the same turn, waiting in
+    ``epoll_wait`` on the loop's epoll descriptor itself (``_epfd``)."""
+
+    cdef public object _timers, _handlers, _events, _readers, _callbacks
+    cdef public int _epfd, _wake_read
+    cdef epoll_event _ready[READY_AT_ONCE]
+
+    cpdef double _wait_s(self) except? -1:
+        """How long this turn may wait for a descriptor (see the pure one)."""
+        if self._callbacks:
+            return 0.0
+        if self._timers:
+            return min(max(0.0, <double>self._timers[0][0] - _monotonic()), MAX_WAIT_MS / 1000.0)
+        return MAX_WAIT_MS / 1000.0
+
+    def _turn(self):
+        cdef int n, i, fd, timeout_ms
+        cdef uint32_t ready
+        timers, handlers, events, readers = self._timers, self._handlers, self._events, \
+            self._readers
+        timeout_ms = <int>ceil(self._wait_s() * 1000.0)  # as select.epoll.poll rounds
+        with nogil:
+            n = epoll_wait(self._epfd, self._ready, READY_AT_ONCE, timeout_ms)
+        if n < 0:
+            if errno != EINTR:
+                import os
+                raise OSError(errno, os.strerror(errno))
+            n = 0
+        for i in range(n):
+            fd, ready = self._ready[i].data.fd, self._ready[i].events
+            handler = handlers.get(fd)
+            if handler is not None:
+                if ready == EPOLLIN:
+                    reader = readers.get(fd)
+                    if reader is not None:
+                        reader()
+                        continue
+                ready &= <uint32_t>events[fd] | EPOLLERR | EPOLLHUP
+                if ready:
+                    handler(fd, ready)
+            elif fd == self._wake_read:
+                self._woken()
+        callbacks = self._callbacks
+        for i in range(len(callbacks)):  # what these add waits for the next turn
+            callbacks.popleft()()
+        if timers and <double>timers[0][0] <= _monotonic():
+            self._run_timers()

@@ -23,11 +23,66 @@ from collections.abc import Callable
 
 from pika.adapters.utils.selector_ioloop_adapter import AbstractSelectorIOLoop
 
+from results.rundir import compiled
+
 MAX_WAIT_S = 1.0  # the longest a turn waits with nothing due: stop() from a signal is seen
 COMPACT_AFTER = 512  # cancelled timers the heap may hold before it is rebuilt without them
 
 
-class Loop(AbstractSelectorIOLoop):
+class LoopCore:
+    """A turn of the loop: wait for what is ready (no longer than the next timer), call the
+    handlers, then the callbacks and the timers that are due. The pure-Python reference of the
+    compiled core (``drivers/_speedups.pyx``); :class:`Loop` is built on whichever runs
+    (:mod:`results.rundir.compiled`)."""
+
+    _timers: list[list]
+    _handlers: dict[int, Callable[[int, int], None]]
+    _events: dict[int, int]
+    _readers: dict[int, Callable[[], object]]
+    _callbacks: deque[Callable[[], object]]
+    _epoll: select.epoll
+    _wake_read: int
+
+    def _wait_s(self) -> float:
+        """How long this turn may wait for a descriptor: not at all with callbacks waiting,
+        else until the next timer, at most :data:`MAX_WAIT_S`."""
+        if self._callbacks:
+            return 0.0
+        if self._timers:
+            return min(max(0.0, self._timers[0][0] - time.monotonic()), MAX_WAIT_S)
+        return MAX_WAIT_S
+
+    def _turn(self) -> None:
+        timers, handlers, events, readers = self._timers, self._handlers, self._events, \
+            self._readers
+        for fd, ready in self._epoll.poll(self._wait_s()):
+            handler = handlers.get(fd)
+            if handler is not None:
+                if ready == select.EPOLLIN and fd in readers:
+                    readers[fd]()
+                    continue
+                ready &= events[fd] | select.EPOLLERR | select.EPOLLHUP
+                if ready:
+                    handler(fd, ready)
+            elif fd == self._wake_read:
+                self._woken()
+        for _ in range(len(self._callbacks)):  # what these add waits for the next turn
+            self._callbacks.popleft()()
+        if timers and timers[0][0] <= time.monotonic():
+            self._run_timers()
+
+    def _run_timers(self) -> None:
+        raise NotImplementedError
+
+    def _woken(self) -> None:
+        raise NotImplementedError
+
+
+_compiled = compiled.load("drivers._speedups")
+_LoopCore: type[LoopCore] = LoopCore if _compiled is None else _compiled.LoopCore
+
+
+class Loop(_LoopCore, AbstractSelectorIOLoop):  # type: ignore[valid-type,misc]
     """One thread's event loop (see the module). Not reentrant; everything but
     :meth:`add_callback` and :meth:`stop` is for the loop's own thread."""
 
@@ -37,6 +92,7 @@ class Loop(AbstractSelectorIOLoop):
 
     def __init__(self) -> None:
         self._epoll = select.epoll()
+        self._epfd = self._epoll.fileno()
         self._handlers: dict[int, Callable[[int, int], None]] = {}
         self._events: dict[int, int] = {}
         self._readers: dict[int, Callable[[], object]] = {}  # see direct_reader
@@ -127,31 +183,6 @@ class Loop(AbstractSelectorIOLoop):
         self._epoll.close()
         for fd in (self._wake_read, self._wake_write):
             os.close(fd)
-
-    def _turn(self) -> None:
-        timers, handlers, events, readers = self._timers, self._handlers, self._events, \
-            self._readers
-        if self._callbacks:
-            wait = 0.0
-        elif timers:
-            wait = min(max(0.0, timers[0][0] - time.monotonic()), MAX_WAIT_S)
-        else:
-            wait = MAX_WAIT_S
-        for fd, ready in self._epoll.poll(wait):
-            handler = handlers.get(fd)
-            if handler is not None:
-                if ready == select.EPOLLIN and fd in readers:
-                    readers[fd]()
-                    continue
-                ready &= events[fd] | select.EPOLLERR | select.EPOLLHUP
-                if ready:
-                    handler(fd, ready)
-            elif fd == self._wake_read:
-                self._woken()
-        for _ in range(len(self._callbacks)):  # what these add waits for the next turn
-            self._callbacks.popleft()()
-        if timers and timers[0][0] <= time.monotonic():
-            self._run_timers()
 
     def _run_timers(self) -> None:
         timers, now, due = self._timers, time.monotonic(), []
