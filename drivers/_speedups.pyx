@@ -3,15 +3,17 @@
 stamping of :mod:`drivers.amqp.frames` (``stamp_run``, ``stamp_picks``,
 ``stamp_sequences``), the
 :class:`TrackerCore` of :mod:`drivers.accounting`, the :class:`ReceiverCore` of
-:mod:`drivers.workers`, the :class:`AckWindow` of :mod:`drivers.amqp.acks` and the
-:class:`LoopCore` of :mod:`drivers.amqp.loop`. Each does what its pure-Python reference
+:mod:`drivers.workers`, the :class:`AckWindow` of :mod:`drivers.amqp.acks`, the
+:class:`LoopCore` of :mod:`drivers.amqp.loop` and the :class:`Reader` of
+:mod:`drivers.amqp.wire`. Each does what its pure-Python reference
 does, output for output (``tests/unit/test_compiled.py`` runs both on the same inputs);
 :mod:`results.rundir.compiled` says which runs."""
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.errno cimport EINTR, errno
+from cpython.ref cimport Py_DECREF, PyObject
+from libc.errno cimport EAGAIN, EINTR, errno
 from libc.math cimport ceil
 from libc.string cimport memset
 from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
@@ -445,22 +447,35 @@ cdef class LoopCore:
 
     cdef public object _timers, _handlers, _events, _readers, _callbacks
     cdef public int _epfd, _wake_read
+    cdef public bint _stopping
     cdef epoll_event _ready[READY_AT_ONCE]
 
-    cpdef double _wait_s(self) except? -1:
+    def _turns(self):
+        """Turn until ``_stopping``."""
+        while not self._stopping:
+            self._turn_once()
+
+    def _turn(self):
+        """One turn (see the pure one)."""
+        self._turn_once()
+
+    def _wait_s(self):
         """How long this turn may wait for a descriptor (see the pure one)."""
+        return self._wait()
+
+    cdef double _wait(self) except? -1:
         if self._callbacks:
             return 0.0
         if self._timers:
             return min(max(0.0, <double>self._timers[0][0] - _monotonic()), MAX_WAIT_MS / 1000.0)
         return MAX_WAIT_MS / 1000.0
 
-    def _turn(self):
+    cdef int _turn_once(self) except -1:
         cdef int n, i, fd, timeout_ms
         cdef uint32_t ready
         timers, handlers, events, readers = self._timers, self._handlers, self._events, \
             self._readers
-        timeout_ms = <int>ceil(self._wait_s() * 1000.0)  # as select.epoll.poll rounds
+        timeout_ms = <int>ceil(self._wait() * 1000.0)  # as select.epoll.poll rounds
         with nogil:
             n = epoll_wait(self._epfd, self._ready, READY_AT_ONCE, timeout_ms)
         if n < 0:
@@ -487,3 +502,93 @@ cdef class LoopCore:
             callbacks.popleft()()
         if timers and <double>timers[0][0] <= _monotonic():
             self._run_timers()
+        return 0
+
+
+cdef extern from "<sys/socket.h>" nogil:
+    ssize_t recv(int fd, void* buf, size_t n, int flags)
+
+cdef extern from "Python.h":
+    PyObject* _new_bytes "PyBytes_FromStringAndSize"(const char* v, Py_ssize_t n) except NULL
+    int _PyBytes_Resize(PyObject** bytes, Py_ssize_t n) except -1
+    char* _bytes_of "PyBytes_AS_STRING"(PyObject* bytes) nogil
+
+cdef enum:
+    RECV_BYTES = 64 * 1024  # drivers.amqp.wire.RECV_BYTES
+    MAX_RECV_BYTES = 1024 * 1024  # drivers.amqp.wire.MAX_RECV_BYTES
+
+
+cdef class Reader:
+    """The compiled twin of ``drivers.amqp.wire.PyReader``: its ``recv`` made here, on the
+    socket's descriptor."""
+
+    cdef public object connection, transport, sock, state_attr, active, size_attr
+    cdef public object on_data, pika_reader, abort, invalid_frame, feed, after_read
+    cdef int fd
+
+    def __init__(self, connection, transport, sock, names, on_data, pika_reader, abort,
+                 invalid_frame):
+        self.connection, self.transport, self.sock = connection, transport, sock
+        self.state_attr, self.active, self.size_attr = names
+        self.on_data, self.pika_reader, self.abort = on_data, pika_reader, abort
+        self.invalid_frame = invalid_frame
+        self.feed = self.after_read = None
+        self.fd = -1 if sock is None else sock.fileno()
+
+    def read(self):
+        """One readable event."""
+        cdef Py_ssize_t size
+        cdef ssize_t got
+        cdef PyObject* raw
+        cdef char* into
+        transport = self.transport
+        if getattr(transport, self.state_attr) != self.active:
+            return self.pika_reader()
+        size = getattr(transport, self.size_attr)
+        raw = _new_bytes(NULL, size)
+        into = _bytes_of(raw)
+        with nogil:
+            got = recv(self.fd, into, size, 0)
+        if got <= 0:
+            Py_DECREF(<object>raw)
+            if got < 0 and (errno == EAGAIN or errno == EINTR):
+                return None
+            return self.pika_reader()  # the end of the stream, or a broken socket
+        if got < size:
+            _PyBytes_Resize(&raw, got)
+        data = <object>raw
+        Py_DECREF(data)  # <object> took a reference of its own
+        try:
+            self.take(data)
+        except Exception as error:  # as pika's reader: logged, then torn down
+            import logging
+            logging.getLogger("drivers.amqp.wire").exception(
+                "reading the connection failed: %r", error)
+            self.abort(error)
+        return None
+
+    cpdef take(self, data):
+        """Bytes read from the socket."""
+        cdef Py_ssize_t got, size
+        feed = self.feed
+        if feed is None:
+            return self.on_data(data)
+        transport, name = self.transport, self.size_attr
+        got, size = len(data), getattr(transport, name)
+        if got >= size and size < MAX_RECV_BYTES:
+            setattr(transport, name, 2 * size)
+        elif got < size // 4 and size > RECV_BYTES:
+            setattr(transport, name, size // 2)
+        try:
+            taken, frames = feed(data)
+        except Exception as error:
+            from drivers.amqp.frames import FrameError
+            if isinstance(error, FrameError):
+                raise self.invalid_frame(str(error)) from None
+            raise
+        connection = self.connection
+        connection.bytes_received += taken
+        connection.frames_received += frames
+        if self.after_read is not None:
+            self.after_read()
+        return None

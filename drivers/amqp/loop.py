@@ -42,6 +42,7 @@ class LoopCore:
     _callbacks: deque[Callable[[], object]]
     _epoll: select.epoll
     _wake_read: int
+    _stopping: bool
 
     def _wait_s(self) -> float:
         """How long this turn may wait for a descriptor: not at all with callbacks waiting,
@@ -51,6 +52,11 @@ class LoopCore:
         if self._timers:
             return min(max(0.0, self._timers[0][0] - time.monotonic()), MAX_WAIT_S)
         return MAX_WAIT_S
+
+    def _turns(self) -> None:
+        """Turn until ``_stopping``."""
+        while not self._stopping:
+            self._turn()
 
     def _turn(self) -> None:
         timers, handlers, events, readers = self._timers, self._handlers, self._events, \
@@ -168,8 +174,7 @@ class Loop(_LoopCore, AbstractSelectorIOLoop):  # type: ignore[valid-type,misc]
             raise RuntimeError("the loop is running already")
         self._running, self._owner = True, threading.get_ident()
         try:
-            while not self._stopping:
-                self._turn()
+            self._turns()
         finally:
             self._running = self._stopping = False
 

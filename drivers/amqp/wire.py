@@ -37,6 +37,7 @@ from pika.adapters.utils.io_services_utils import _AsyncPlaintextTransport
 
 from drivers.amqp.frames import FrameDecoder, FrameError, OnDelivery
 from drivers.amqp.loop import Loop
+from results.rundir import compiled
 
 # Socket read size once our decoder parses the stream. Python allocates the full size for each
 # recv; above glibc's mmap threshold (128 KiB) that is an mmap and munmap per read, 5x the cost
@@ -133,33 +134,14 @@ def install_direct_io(connection) -> None:
         connection.frames_sent += len(frames)
         write_now(data)
 
-    pika_reader, recv, abort = transport._on_socket_readable, sock.recv, transport._initiate_abort
-
-    def read_now() -> None:
-        if transport._state != active:
-            return pika_reader()
-        try:
-            data = recv(transport._MAX_RECV_BYTES)
-        except (BlockingIOError, InterruptedError):
-            return None
-        except OSError:
-            return pika_reader()
-        if not data:
-            return pika_reader()
-        try:
-            connection._on_data_available(data)
-        except Exception as error:  # noqa: BLE001 - as pika's reader: logged, then torn down
-            log.exception("reading the connection failed: %r", error)
-            abort(error)
-        return None
-
     connection._adapter_emit_data = write_now
     connection._output_marshaled_frames = output
     transport._MAX_CONSUME_BYTES = 1  # the poll is level-triggered: the rest is read next turn
-    transport._nbio.set_reader(sock.fileno(), read_now)
+    read = _reader_of(connection).read
+    transport._nbio.set_reader(sock.fileno(), read)
     loop = getattr(transport._nbio, "_loop", None)  # pika's adapter around the event loop
     if isinstance(loop, Loop):
-        loop.direct_reader(sock.fileno(), read_now)
+        loop.direct_reader(sock.fileno(), read)
 
 
 def install_decoder(connection, channel_number: int, on_delivery: OnDelivery,
@@ -178,30 +160,97 @@ def install_decoder(connection, channel_number: int, on_delivery: OnDelivery,
         process_frame(decoded)  # counts itself in connection.frames_received
 
     decoder = FrameDecoder(channel_number, on_delivery, to_pika, properties)
-    feed = decoder.feed
-
-    def on_data_available(data: bytes) -> None:
-        _adapt_read_size(transport, len(data))
-        try:
-            taken, frames = feed(data)
-        except FrameError as error:
-            raise exceptions.InvalidFrameError(str(error)) from None
-        connection.bytes_received += taken
-        connection.frames_received += frames
-
-    def on_data_then(data: bytes) -> None:
-        on_data_available(data)
-        after_read()
-
-    connection._on_data_available = on_data_available if after_read is None else on_data_then
+    reader = _reader_of(connection)
+    reader.feed, reader.after_read = decoder.feed, after_read
+    connection._on_data_available = reader.take  # where pika reads (TLS) instead
     transport._MAX_RECV_BYTES = RECV_BYTES
     return decoder
 
-def _adapt_read_size(transport, got: int) -> None:
-    """Read more at a time while reads come back full (large messages, a busy stream), down
-    to :data:`RECV_BYTES` again once they come back a quarter full."""
-    size = transport._MAX_RECV_BYTES
-    if got >= size and size < MAX_RECV_BYTES:
-        transport._MAX_RECV_BYTES = 2 * size
-    elif got < size // 4 and size > RECV_BYTES:
-        transport._MAX_RECV_BYTES = size // 2
+
+def _reader_of(connection) -> PyReader:
+    """The :class:`Reader` of ``connection``, made the first time it is asked for (and kept
+    on the connection as ``surge_reader``). Only :func:`install_direct_io` reads with it, on
+    a plaintext transport; the decoder alone needs no socket."""
+    reader = getattr(connection, "surge_reader", None)
+    if reader is None:
+        transport = connection._transport
+        reader = connection.surge_reader = Reader(
+            connection, transport, getattr(transport, "_sock", None),
+            (_STATE, getattr(transport, "_STATE_ACTIVE", None), _SIZE),
+            connection._on_data_available, getattr(transport, "_on_socket_readable", None),
+            getattr(transport, "_initiate_abort", None), exceptions.InvalidFrameError)
+    return reader
+
+
+class PyReader:
+    """What a fast-path connection does with its socket: :meth:`read`, once per readable
+    event, one ``recv`` of ``transport``'s read size; :meth:`take`, the bytes read (by it or by
+    pika's reader), to the decoder once there is one (``feed``, ``after_read``: see
+    :func:`install_decoder`), else to pika's ``on_data``. The read size grows while reads come
+    back full (large messages, a busy stream), up to :data:`MAX_RECV_BYTES`, and shrinks to
+    :data:`RECV_BYTES` again once they come back a quarter full. The end of the stream, a
+    socket error and any state of ``transport`` but ``active`` go to ``pika_reader``, which
+    tears the connection down as it always does; an error in handling the bytes is logged and
+    ``abort`` ed, as pika's reader does. ``names``: the transport's (state attribute, its
+    active value, read size attribute), pika's names kept in this module alone.
+
+    The pure-Python reference of the compiled core (``drivers/_speedups.pyx``); :data:`Reader`
+    is whichever runs (:mod:`results.rundir.compiled`)."""
+
+    def __init__(self, connection, transport, sock, names: tuple[str, object, str],
+                 on_data: Callable[[bytes], None], pika_reader: Callable[[], None],
+                 abort: Callable[[BaseException], None], invalid_frame: type[Exception]
+                 ) -> None:
+        self.connection, self.transport, self.sock = connection, transport, sock
+        self.state_attr, self.active, self.size_attr = names
+        self.on_data, self.pika_reader, self.abort = on_data, pika_reader, abort
+        self.invalid_frame = invalid_frame
+        self.feed: Callable[[bytes], tuple[int, int]] | None = None
+        self.after_read: Callable[[], None] | None = None
+
+    def read(self) -> None:
+        """One readable event."""
+        transport = self.transport
+        if getattr(transport, self.state_attr) != self.active:
+            return self.pika_reader()
+        try:
+            data = self.sock.recv(getattr(transport, self.size_attr))
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError:
+            return self.pika_reader()
+        if not data:
+            return self.pika_reader()
+        try:
+            self.take(data)
+        except Exception as error:  # noqa: BLE001 - as pika's reader: logged, then torn down
+            log.exception("reading the connection failed: %r", error)
+            self.abort(error)
+        return None
+
+    def take(self, data: bytes) -> None:
+        """Bytes read from the socket."""
+        feed = self.feed
+        if feed is None:
+            return self.on_data(data)
+        transport, name = self.transport, self.size_attr
+        got, size = len(data), getattr(transport, name)
+        if got >= size and size < MAX_RECV_BYTES:
+            setattr(transport, name, 2 * size)
+        elif got < size // 4 and size > RECV_BYTES:
+            setattr(transport, name, size // 2)
+        try:
+            taken, frames = feed(data)
+        except FrameError as error:
+            raise self.invalid_frame(str(error)) from None
+        connection = self.connection
+        connection.bytes_received += taken
+        connection.frames_received += frames
+        if self.after_read is not None:
+            self.after_read()
+        return None
+
+
+_STATE, _SIZE = "_state", "_MAX_RECV_BYTES"
+_compiled = compiled.load("drivers._speedups")
+Reader: type[PyReader] = PyReader if _compiled is None else _compiled.Reader

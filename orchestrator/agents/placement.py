@@ -1,7 +1,9 @@
 """Which agent hosts which worker, and on which member and queue it starts: pure, so the rule
 is tested with a table and no agent at all.
 
-Workers go round-robin over the agents that host their kind and over the running members.
+Workers go round-robin over the agents that host their kind and over the running members;
+where senders and receivers share the agents, senders start where the receivers stopped (one of
+each on two agents: an agent, so a core, each).
 Queues are given in blocks (worker ``i`` of ``n`` takes slot ``i * count // n``), so a client
 sweep adds whole queues' worth of workers. A not-fixed sender (MQ's ``bind: not-fixed``) gets
 every instance of its slot and puts to each in turn.
@@ -97,8 +99,11 @@ def place(scenario: ScenarioSpec, broker: str, settings: dict[str, Any],
             else "",
             start_delay_s=i * workload.receiver_spacing))
         seats.append(Seat(("r", i + 1), agent, member.index))
+    # sharing the agents, senders go on round them from where the receivers stopped: one
+    # sender and one receiver on two agents have a core each
+    first = workload.receivers if list(sender_agents) == list(receiver_agents) else 0
     for i in range(workload.senders):
-        agent = sender_agents[i % len(sender_agents)]
+        agent = sender_agents[(first + i) % len(sender_agents)]
         member = sender_members[i % len(sender_members)]
         slot = queue.slot(i, workload.senders)
         target: str | list[str] = queue.instance(member.index, slot)

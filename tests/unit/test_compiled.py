@@ -6,17 +6,19 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import socket
 import struct
 import subprocess
 import sys
 import time
+import types
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drivers import accounting, workers
-from drivers.amqp import acks, frames
+from drivers.amqp import acks, frames, wire
 from drivers.header import HEADER_SIZE, PREFIX, encode
 from results.rundir import compiled, histogram
 from tests.unit.test_amqp_frames import HEARTBEAT, delivery, frame, short
@@ -308,6 +310,76 @@ def test_the_ack_windows_agree(steps, every):
     assert said["pure"] == said["fast"]
     assert (pure.unacked, pure.last_tag, pure.recorder.unacked) == \
         (fast.unacked, fast.last_tag, fast.recorder.unacked)
+
+
+# --- a fast-path connection's reads: the same bytes on a socket, read by both ------------------
+
+class Transport:
+    """The attributes a reader reads of pika's transport, under names of this test's own."""
+
+    def __init__(self) -> None:
+        self.state, self.size = "active", 4096
+
+
+def read_all(reader_class, pieces: list[bytes], end: bool, decoding: bool = True) -> list:
+    """Everything a reader does while its peer writes ``pieces`` (and closes, with ``end``):
+    the deliveries (or with ``decoding`` off, the bytes pika is handed), its read sizes and
+    counters after each readable event, pika's reader called at the end."""
+    ours, peer = socket.socketpair()
+    ours.setblocking(False)
+    said: list = []
+    transport = Transport()
+    connection = types.SimpleNamespace(bytes_received=0, frames_received=0)
+    try:
+        reader = reader_class(connection, transport, ours, ("state", "active", "size"),
+                              lambda data: said.append(("pika's", bytes(data))),
+                              lambda: said.append(("pika's reader",)), said.append, ValueError)
+        decoder = frames.FrameDecoder(1, lambda buffer, offset, tag, redelivered: said.append(
+            ("delivery", bytes(buffer[offset:offset + HEADER_SIZE]), tag, redelivered)),
+            lambda raw: said.append(("frame", bytes(raw))))
+        if decoding:
+            reader.feed, reader.after_read = decoder.feed, lambda: said.append(("after",))
+        reader.read()  # nothing there: would block, says nothing
+        for piece in pieces:
+            peer.sendall(piece)
+            for _ in range(len(piece) // 4096 + 2):  # a level-triggered loop reads it all
+                reader.read()
+            said.append((transport.size, connection.bytes_received, connection.frames_received))
+        if end:
+            peer.close()
+            reader.read()
+        transport.state = "closing"
+        reader.read()
+    finally:
+        ours.close()
+        peer.close()
+    return said
+
+
+@needs_build
+@settings(max_examples=100, deadline=None)
+@given(sizes=st.lists(st.integers(0, 9000), min_size=1, max_size=8),
+       cuts=st.lists(st.integers(1, 60000), max_size=6), end=st.booleans(),
+       decoding=st.booleans())
+def test_the_readers_agree(sizes, cuts, end, decoding):
+    pieces = [piece for piece in split(stream(sizes, 4096), cuts) if piece]
+    pure, fast = (read_all(core, pieces, end, decoding)
+                  for core in (wire.PyReader, speedups.Reader))
+    assert pure == fast
+    deliveries = [item for item in pure if item[0] == "delivery"]
+    assert len(deliveries) == (len(sizes) if decoding else 0)
+
+
+@needs_build
+def test_both_readers_hand_a_broken_stream_to_abort_as_the_invalid_frame_error():
+    bad = bytearray(delivery(1, 1, b"x" * 40))
+    bad[-1] = 0
+    outcomes = []
+    for core in (wire.PyReader, speedups.Reader):
+        said = read_all(core, [bytes(bad)], end=False)
+        outcomes.append([(type(item).__name__, str(item)) for item in said
+                         if isinstance(item, Exception)])
+    assert outcomes[0] == outcomes[1] == [("ValueError", "invalid frame end marker")]
 
 
 DRIVER_TESTS = ("test_accounting.py", "test_agent_receivers.py", "test_amqp_direct_io.py",

@@ -20,9 +20,11 @@ def scenario(senders, receivers, **workload):
 
 
 @pytest.mark.parametrize("senders, receivers, agents, running, expected", [
-    # senders and receivers go round the agents and the members independently
+    # receivers go round the agents, then senders from where they stopped; each kind goes
+    # round the members
     (2, 2, 2, (0,), {("s", 1): (0, 0), ("s", 2): (1, 0), ("r", 1): (0, 0), ("r", 2): (1, 0)}),
-    (3, 1, 2, (0, 1), {("s", 1): (0, 0), ("s", 2): (1, 1), ("s", 3): (0, 0), ("r", 1): (0, 0)}),
+    (1, 1, 2, (0,), {("s", 1): (1, 0), ("r", 1): (0, 0)}),
+    (3, 1, 2, (0, 1), {("s", 1): (1, 0), ("s", 2): (0, 1), ("s", 3): (1, 0), ("r", 1): (0, 0)}),
     (4, 1, 1, (0, 2), {("s", 1): (0, 0), ("s", 2): (0, 2), ("s", 3): (0, 0), ("s", 4): (0, 2),
                        ("r", 1): (0, 0)}),
 ])
