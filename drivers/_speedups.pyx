@@ -302,13 +302,15 @@ cdef class TrackerCore:
 
 
 cdef object _wall_clock = None
+cdef object _monotonic_clock = None
 
 
-def use_wall_clock(clock=None):
-    """Read the wall clock (ns since the epoch) through ``clock``: a fake one in tests that
-    fake ``time`` for the pure code; ``None``, the system's (what ``time.time_ns`` reads)."""
-    global _wall_clock
-    _wall_clock = clock
+def use_clocks(wall=None, monotonic=None):
+    """Read the clocks through these: fakes in tests that fake ``time`` for the pure code,
+    ``wall`` as ``time.time_ns`` (ns since the epoch), ``monotonic`` as ``time.monotonic``
+    (seconds); ``None``, the system's."""
+    global _wall_clock, _monotonic_clock
+    _wall_clock, _monotonic_clock = wall, monotonic
 
 
 cdef inline int64_t _now_ns() except? -1:
@@ -423,14 +425,6 @@ cdef enum:
     READY_AT_ONCE = 64  # descriptors one wait hands back at most; the rest come next turn
     MAX_WAIT_MS = 1000  # drivers.amqp.loop.MAX_WAIT_S
 
-cdef object _monotonic_clock = None
-
-
-def use_monotonic_clock(clock=None):
-    """Read the monotonic clock (seconds) through ``clock``: a fake one in tests that fake
-    ``time`` for the pure loop; ``None``, the system's (what ``time.monotonic`` reads)."""
-    global _monotonic_clock
-    _monotonic_clock = clock
 
 
 cdef inline double _monotonic() except? -1:

@@ -33,10 +33,10 @@ def clock(monkeypatch):
     fake = FakeClock()
     monkeypatch.setattr(loop_module, "time", fake)
     if loop_module._compiled is not None:
-        loop_module._compiled.use_monotonic_clock(fake.monotonic)
+        loop_module._compiled.use_clocks(monotonic=fake.monotonic)
     yield fake
     if loop_module._compiled is not None:
-        loop_module._compiled.use_monotonic_clock(None)
+        loop_module._compiled.use_clocks()
 
 
 @pytest.fixture

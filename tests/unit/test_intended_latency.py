@@ -49,10 +49,10 @@ def clock(monkeypatch):
     monkeypatch.setattr(workers, "time", fake)
     speedups = sys.modules.get("drivers._speedups")
     if speedups is not None:
-        speedups.use_wall_clock(fake.time_ns)
+        speedups.use_clocks(wall=fake.time_ns)
     yield fake
     if speedups is not None:
-        speedups.use_wall_clock(None)
+        speedups.use_clocks()
 
 
 def test_the_schedule_says_when_the_last_message_handed_out_was_due():
