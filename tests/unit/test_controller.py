@@ -79,7 +79,8 @@ def test_workers_are_placed_and_rates_sent_as_typed_messages(tmp_path):
                     receivers=1)
     _, _, _, launcher, _ = run(spec, topology(), tmp_path)
     configs = [a.calls[0] for a in launcher.agents]
-    assert [[s.producer_id for s in c.senders] for c in configs] == [[1, 3], [2]]
+    # the receiver on agent 0, the senders from agent 1 on
+    assert [[s.producer_id for s in c.senders] for c in configs] == [[2], [1, 3]]
     assert [[r.id for r in c.receivers] for c in configs] == [[1], []]
     assert all(isinstance(c, protocol.Configure) and c.destination.queue == "perf"
                for c in configs)
