@@ -189,19 +189,50 @@ class FrameEncoder:
         """Where its sequence digits start in its properties (-1: none are stamped)."""
         self.length = len(self._mutable)
         """Bytes of one publish."""
+        self._spares: list[bytearray] = []  # batch buffers, reused once no write views them
 
     def batch(self, n: int, producer_id: int, first_seq: int, send_ns: int,
-              lags: tuple[int, int, float] = (0, 0, 0.0)) -> bytearray:
+              lags: tuple[int, int, float] = (0, 0, 0.0)) -> memoryview:
         """``n`` consecutive publishes with sequence numbers from ``first_seq``; ``lags`` is
         :meth:`drivers.workers.SenderRole.lags`: the header flags, the first message's schedule
-        lag (us) and how much less each next one's is (they were due 1 / rate apart)."""
-        buffer = self._mutable * n  # one copy of n messages, stamped in place
+        lag (us) and how much less each next one's is (they were due 1 / rate apart).
+
+        A view of a buffer of this encoder's: it is stamped again for a later batch once
+        nothing views it any more (the transport has sent it, the caller dropped it)."""
+        buffer = self._buffer(n)
         stamp_run(buffer, self.header_offset + len(PREFIX), self.length, n, producer_id,
                   first_seq, send_ns, lags)
         if self.sequence_offset >= 0:
             at, step = self.sequence_offset, self.length
             stamp_sequences(buffer, range(at, at + n * step, step), first_seq)
+        return memoryview(buffer)[:n * self.length]
+
+    def _buffer(self, n: int) -> bytearray:
+        """A buffer of at least ``n`` copies of the template that nothing views: a spare one,
+        or a new one, kept as a spare while the spares hold at most :data:`SPARE_BYTES`. Only
+        the headers differ from batch to batch: a reused buffer is stamped, not copied, and
+        its memory is not faulted in again (a fresh one of a large batch is, page by page)."""
+        spares = self._spares
+        for buffer in spares:
+            if len(buffer) >= n * self.length and not _viewed(buffer):
+                return buffer
+        buffer = self._mutable * n
+        if self.length * n + sum(map(len, spares)) <= SPARE_BYTES:
+            spares.append(buffer)
         return buffer
+
+
+SPARE_BYTES = 8 * 1024 * 1024  # batch buffers an encoder keeps for reuse, at most
+
+
+def _viewed(buffer: bytearray) -> bool:
+    """Whether a view of ``buffer`` is alive (a bytearray with one cannot change its size)."""
+    try:
+        buffer.append(0)
+    except BufferError:
+        return True
+    del buffer[-1]
+    return False
 
 
 def stamp_run(buffer: bytearray, first: int, step: int, n: int, producer_id: int,

@@ -8,6 +8,7 @@ import struct
 
 import pytest
 
+from drivers.amqp import frames
 from drivers.amqp.frames import (
     CORRELATION_AT,
     FrameDecoder,
@@ -183,6 +184,30 @@ def test_a_batch_stamps_each_message_s_sequence_and_lag():
     batch = encoder.batch(3, 2, 10, 500, (SCHEDULED, 3000, 1000.0))
     assert [decode(batch, encoder.header_offset + k * encoder.length) for k in range(3)] == [
         (2, 10 + k, 500, 3000 - 1000 * k) for k in range(3)]
+
+
+def test_a_batch_buffer_is_stamped_again_only_once_nothing_views_it():
+    encoder = FrameEncoder(1, "q", 64, persistent=False, frame_max=4096)
+    first = encoder.batch(3, 2, 10, 500)
+    held = encoder.batch(2, 2, 13, 600)  # the first batch is still viewed: a buffer of its own
+    assert decode(first, encoder.header_offset) == (2, 10, 500, None)
+    assert decode(held, encoder.header_offset) == (2, 13, 600, None)
+    address = first.obj
+    first.release()  # as the transport drops a batch it has sent
+    again = encoder.batch(2, 2, 15, 700)
+    assert again.obj is address  # the spare is stamped, not copied again
+    assert bytes(again) == bytes(FrameEncoder(1, "q", 64, persistent=False,
+                                              frame_max=4096).batch(2, 2, 15, 700))
+    assert decode(held, encoder.header_offset + encoder.length) == (2, 14, 600, None)
+
+
+def test_an_encoder_keeps_spare_batches_up_to_a_bound(monkeypatch):
+    encoder = FrameEncoder(1, "q", 1000, persistent=False, frame_max=4096)
+    monkeypatch.setattr(frames, "SPARE_BYTES", 3 * encoder.length)
+    views = [encoder.batch(1, 1, k, 0) for k in range(5)]  # all held: five buffers made
+    assert len({id(view.obj) for view in views}) == 5
+    assert [decode(view, encoder.header_offset)[1] for view in views] == [0, 1, 2, 3, 4]
+    assert len(encoder._spares) == 3
 
 
 def test_a_routing_key_longer_than_a_short_string_is_refused():
