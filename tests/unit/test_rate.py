@@ -172,9 +172,9 @@ def test_set_rate_rejects_negative():
         s.set_rate(-5, now=1.0)
 
 
-@pytest.mark.parametrize("size, batch", [(28, 64), (2048, 64), (64 * 1024, 4),
-                                         (1 << 20, 1), (4 << 20, 1)])
-def test_unlimited_batches_of_large_messages_stay_within_256_kib(size, batch):
+@pytest.mark.parametrize("size, batch", [(28, 64), (2048, 64), (64 * 1024, 16),
+                                         (300 * 1024, 3), (1 << 20, 1), (4 << 20, 1)])
+def test_unlimited_batches_of_large_messages_stay_within_1_mib(size, batch):
     assert unlimited_batch(size) == batch
     s = RateSchedule(0, now=0.0, batch=unlimited_batch(size))
     assert s.due(0.0) == batch
