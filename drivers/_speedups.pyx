@@ -9,6 +9,7 @@ stamping of :mod:`drivers.amqp.frames` (``stamp_run``, ``stamp_picks``,
 does, output for output (``tests/unit/test_compiled.py`` runs both on the same inputs);
 :mod:`results.rundir.compiled` says which runs."""
 
+cimport cython
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -52,130 +53,6 @@ cdef inline void put64(uint8_t* p, uint64_t v) noexcept nogil:
 cdef object _bad_end():
     from drivers.amqp.frames import FrameError  # the pure module's, whichever decoder raised
     return FrameError("invalid frame end marker")
-
-
-cdef class FrameDecoder:
-    """The compiled twin of ``drivers.amqp.frames.FrameDecoder``: same constructor, same
-    :meth:`feed`, same calls of ``on_delivery`` and ``on_frame``."""
-
-    cdef public int channel_number
-    cdef public object on_delivery, on_frame, leftover, first_buffer, properties
-    cdef public unsigned long long tag
-    cdef public bint redelivered, with_properties
-    cdef public long long remaining, first_offset, skip
-
-    def __init__(self, int channel_number, on_delivery, on_frame, bint properties=False):
-        self.channel_number = channel_number
-        self.on_delivery = on_delivery
-        self.on_frame = on_frame
-        self.with_properties = properties
-        self.properties = b""
-        self.leftover = b""
-        self.tag = 0
-        self.redelivered = False
-        self.remaining = -1
-        self.first_buffer, self.first_offset = b"", 0
-        self.skip = 0
-
-    def feed(self, data):
-        """Read ``data``, the next bytes of the stream: how many bytes it took in and how many
-        frames it read itself (see the pure-Python reference)."""
-        cdef int channel_number = self.channel_number, kind, channel
-        cdef unsigned long long tag = self.tag
-        cdef bint redelivered = self.redelivered, keep = self.with_properties
-        cdef long long remaining = self.remaining, first_offset = self.first_offset
-        cdef long long skip = self.skip, size
-        cdef Py_ssize_t pos = 0, frames = 0, end, end_of_data, held, tag_at, n
-        cdef const uint8_t[::1] view
-        cdef const uint8_t* b = NULL
-        on_delivery = self.on_delivery
-        first_buffer, properties = self.first_buffer, self.properties
-        n = len(data)
-        if skip:
-            if n < skip:
-                self.skip = skip - n
-                return n, 0
-            view = data
-            if view[skip - 1] != FRAME_END:
-                raise _bad_end()
-            pos, skip, frames = skip, 0, 1
-            self.skip = 0
-            if remaining <= 0:
-                remaining = -1
-                if keep:
-                    on_delivery(first_buffer, first_offset, tag, redelivered, properties)
-                else:
-                    on_delivery(first_buffer, first_offset, tag, redelivered)
-        leftover = self.leftover
-        buffer = leftover + data if leftover else data
-        end_of_data, held = len(buffer), len(leftover)
-        if end_of_data:
-            view = buffer
-            b = &view[0]
-        while end_of_data - pos >= 7:
-            kind = b[pos]
-            channel = (b[pos + 1] << 8) | b[pos + 2]
-            size = be32(b + pos + 3)
-            end = pos + 8 + size
-            if end > end_of_data:
-                if kind == 3 and channel == channel_number and remaining > 0 and (
-                        first_offset >= 0 or end_of_data - pos - 7 >= HEADER_SIZE):
-                    if first_offset < 0:
-                        first_buffer, first_offset = buffer, pos + 7
-                    remaining -= size
-                    skip, pos = end - end_of_data, end_of_data
-                break
-            if b[end - 1] != FRAME_END:
-                raise _bad_end()
-            if channel == channel_number:
-                if kind == 3 and remaining > 0:
-                    frames += 1
-                    if first_offset < 0:
-                        first_buffer, first_offset = buffer, pos + 7
-                    remaining -= size
-                    if remaining <= 0:
-                        remaining = -1
-                        if keep:
-                            on_delivery(first_buffer, first_offset, tag, redelivered,
-                                        properties)
-                        else:
-                            on_delivery(first_buffer, first_offset, tag, redelivered)
-                    pos = end
-                    continue
-                if kind == 2 and remaining == 0:
-                    frames += 1
-                    remaining = <long long>be64(b + pos + 11)
-                    first_offset = -1
-                    if keep:  # after class id, weight and body size: flags, properties
-                        properties = buffer[pos + 19:end - 1]
-                    if remaining == 0:
-                        remaining = -1
-                        if keep:
-                            on_delivery(EMPTY_BODY, 0, tag, redelivered, properties)
-                        else:
-                            on_delivery(EMPTY_BODY, 0, tag, redelivered)
-                    pos = end
-                    continue
-                if kind == 1 and be32(b + pos + 7) == DELIVER_INDEX:
-                    frames += 1
-                    tag_at = pos + 12 + b[pos + 11]
-                    tag = be64(b + tag_at)
-                    redelivered = b[tag_at + 8] & 1
-                    remaining = 0
-                    pos = end
-                    continue
-            self.on_frame(buffer[pos:end])
-            pos = end
-        self._keep(buffer, pos, tag, redelivered, remaining, first_buffer, first_offset, skip)
-        self.properties = properties
-        return held + n - len(self.leftover), frames
-
-    cdef void _keep(self, buffer, Py_ssize_t pos, unsigned long long tag, bint redelivered,
-                    long long remaining, first_buffer, long long first_offset,
-                    long long skip):
-        self.leftover = buffer[pos:] if pos < len(buffer) else b""
-        self.tag, self.redelivered, self.remaining = tag, redelivered, remaining
-        self.first_buffer, self.first_offset, self.skip = first_buffer, first_offset, skip
 
 
 cdef inline void _stamp(uint8_t* p, uint8_t flags, uint32_t producer_id, uint64_t seq,
@@ -338,6 +215,9 @@ cdef class ReceiverCore:
 
     def on_body(self, body, Py_ssize_t offset=0, bint redelivered=False):
         """Account for one delivered message whose body starts at ``offset`` in ``body``."""
+        self._account(body, offset, redelivered)
+
+    cdef int _account(self, body, Py_ssize_t offset, bint redelivered) except -1:
         cdef const uint8_t* p = NULL
         cdef Py_ssize_t size = 0
         cdef uint32_t producer_id
@@ -363,10 +243,10 @@ cdef class ReceiverCore:
                 producer_id, seq, sent_ns, lag = decode(body, offset)
             except HeaderError:
                 recorder.header_errors += 1
-                return
+                return 0
             scheduled, lag_us = lag is not None, lag or 0
         if not self.tracker.record(producer_id, seq) and self.stream:
-            return
+            return 0
         if self.serves_requests:
             recorder.served += 1
         else:
@@ -379,17 +259,35 @@ cdef class ReceiverCore:
             recorder.received += 1
         if redelivered:
             recorder.redelivered += 1
+        return 0
 
 
+@cython.final
 cdef class AckWindow:
     """The compiled twin of ``drivers.amqp.acks.PyAckWindow``."""
 
     cdef public long long every, unacked, last_tag
-    cdef public object recorder, on_body, ack
+    cdef public object recorder, ack
+    cdef object _on_body
+    cdef ReceiverCore _core  # on_body's receiver, when it is a compiled ReceiverCore's own
 
     def __init__(self, long long every, recorder, on_body, ack):
         self.every, self.recorder, self.on_body, self.ack = every, recorder, on_body, ack
         self.unacked = self.last_tag = 0
+
+    @property
+    def on_body(self):
+        """How a message is accounted for; a compiled :class:`ReceiverCore`'s own
+        ``on_body`` is run from here without a Python call."""
+        return self._on_body
+
+    @on_body.setter
+    def on_body(self, value):
+        self._on_body = value
+        owner = getattr(value, "__self__", None)
+        self._core = owner if isinstance(owner, ReceiverCore) and \
+            getattr(value, "__name__", "") == "on_body" and \
+            getattr(type(owner), "on_body", None) is ReceiverCore.on_body else None
 
     cpdef bint took(self, long long tag) except -1:
         """Delivery ``tag`` is held unacknowledged; whether the window is full."""
@@ -405,9 +303,167 @@ cdef class AckWindow:
 
     def deliver(self, buffer, Py_ssize_t offset, long long tag, bint redelivered):
         """A plain receiver's delivery: accounted for, held, acknowledged with its batch."""
-        self.on_body(buffer, offset, redelivered)
+        self._deliver(buffer, offset, tag, redelivered)
+
+    cdef int _deliver(self, buffer, Py_ssize_t offset, long long tag,
+                      bint redelivered) except -1:
+        if self._core is not None:
+            self._core._account(buffer, offset, redelivered)
+        else:
+            self._on_body(buffer, offset, redelivered)
         if self.every and self.took(tag):
             self.ack(tag)
+        return 0
+
+
+cdef inline int _hand(AckWindow window, on_delivery, buffer, Py_ssize_t offset,
+                      unsigned long long tag, bint redelivered) except -1:
+    if window is not None:
+        window._deliver(buffer, offset, tag, redelivered)
+    else:
+        on_delivery(buffer, offset, tag, redelivered)
+    return 0
+
+
+cdef class FrameDecoder:
+    """The compiled twin of ``drivers.amqp.frames.FrameDecoder``: same constructor, same
+    :meth:`feed`, same calls of ``on_delivery`` and ``on_frame``."""
+
+    cdef public int channel_number
+    cdef public object on_frame, leftover, first_buffer, properties
+    cdef object _on_delivery
+    cdef AckWindow _window  # on_delivery's window, when it is a compiled AckWindow's deliver
+    cdef public unsigned long long tag
+    cdef public bint redelivered, with_properties
+    cdef public long long remaining, first_offset, skip
+
+    def __init__(self, int channel_number, on_delivery, on_frame, bint properties=False):
+        self.channel_number = channel_number
+        self.on_delivery = on_delivery
+        self.on_frame = on_frame
+        self.with_properties = properties
+        self.properties = b""
+        self.leftover = b""
+        self.tag = 0
+        self.redelivered = False
+        self.remaining = -1
+        self.first_buffer, self.first_offset = b"", 0
+        self.skip = 0
+
+    @property
+    def on_delivery(self):
+        """Where each delivery goes; a compiled :class:`AckWindow`'s ``deliver`` is called
+        from here without a Python call."""
+        return self._on_delivery
+
+    @on_delivery.setter
+    def on_delivery(self, value):
+        self._on_delivery = value
+        owner = getattr(value, "__self__", None)
+        self._window = owner if type(owner) is AckWindow and \
+            getattr(value, "__name__", "") == "deliver" else None
+
+    def feed(self, data):
+        """Read ``data``, the next bytes of the stream: how many bytes it took in and how many
+        frames it read itself (see the pure-Python reference)."""
+        cdef int channel_number = self.channel_number, kind, channel
+        cdef unsigned long long tag = self.tag
+        cdef bint redelivered = self.redelivered, keep = self.with_properties
+        cdef long long remaining = self.remaining, first_offset = self.first_offset
+        cdef long long skip = self.skip, size
+        cdef Py_ssize_t pos = 0, frames = 0, end, end_of_data, held, tag_at, n
+        cdef const uint8_t[::1] view
+        cdef const uint8_t* b = NULL
+        on_delivery = self._on_delivery
+        cdef AckWindow window = self._window
+        first_buffer, properties = self.first_buffer, self.properties
+        n = len(data)
+        if skip:
+            if n < skip:
+                self.skip = skip - n
+                return n, 0
+            view = data
+            if view[skip - 1] != FRAME_END:
+                raise _bad_end()
+            pos, skip, frames = skip, 0, 1
+            self.skip = 0
+            if remaining <= 0:
+                remaining = -1
+                if keep:
+                    on_delivery(first_buffer, first_offset, tag, redelivered, properties)
+                else:
+                    _hand(window, on_delivery, first_buffer, first_offset, tag, redelivered)
+        leftover = self.leftover
+        buffer = leftover + data if leftover else data
+        end_of_data, held = len(buffer), len(leftover)
+        if end_of_data:
+            view = buffer
+            b = &view[0]
+        while end_of_data - pos >= 7:
+            kind = b[pos]
+            channel = (b[pos + 1] << 8) | b[pos + 2]
+            size = be32(b + pos + 3)
+            end = pos + 8 + size
+            if end > end_of_data:
+                if kind == 3 and channel == channel_number and remaining > 0 and (
+                        first_offset >= 0 or end_of_data - pos - 7 >= HEADER_SIZE):
+                    if first_offset < 0:
+                        first_buffer, first_offset = buffer, pos + 7
+                    remaining -= size
+                    skip, pos = end - end_of_data, end_of_data
+                break
+            if b[end - 1] != FRAME_END:
+                raise _bad_end()
+            if channel == channel_number:
+                if kind == 3 and remaining > 0:
+                    frames += 1
+                    if first_offset < 0:
+                        first_buffer, first_offset = buffer, pos + 7
+                    remaining -= size
+                    if remaining <= 0:
+                        remaining = -1
+                        if keep:
+                            on_delivery(first_buffer, first_offset, tag, redelivered,
+                                        properties)
+                        else:
+                            _hand(window, on_delivery, first_buffer, first_offset, tag, redelivered)
+                    pos = end
+                    continue
+                if kind == 2 and remaining == 0:
+                    frames += 1
+                    remaining = <long long>be64(b + pos + 11)
+                    first_offset = -1
+                    if keep:  # after class id, weight and body size: flags, properties
+                        properties = buffer[pos + 19:end - 1]
+                    if remaining == 0:
+                        remaining = -1
+                        if keep:
+                            on_delivery(EMPTY_BODY, 0, tag, redelivered, properties)
+                        else:
+                            _hand(window, on_delivery, EMPTY_BODY, 0, tag, redelivered)
+                    pos = end
+                    continue
+                if kind == 1 and be32(b + pos + 7) == DELIVER_INDEX:
+                    frames += 1
+                    tag_at = pos + 12 + b[pos + 11]
+                    tag = be64(b + tag_at)
+                    redelivered = b[tag_at + 8] & 1
+                    remaining = 0
+                    pos = end
+                    continue
+            self.on_frame(buffer[pos:end])
+            pos = end
+        self._keep(buffer, pos, tag, redelivered, remaining, first_buffer, first_offset, skip)
+        self.properties = properties
+        return held + n - len(self.leftover), frames
+
+    cdef void _keep(self, buffer, Py_ssize_t pos, unsigned long long tag, bint redelivered,
+                    long long remaining, first_buffer, long long first_offset,
+                    long long skip):
+        self.leftover = buffer[pos:] if pos < len(buffer) else b""
+        self.tag, self.redelivered, self.remaining = tag, redelivered, remaining
+        self.first_buffer, self.first_offset, self.skip = first_buffer, first_offset, skip
+
 
 
 cdef extern from "<sys/epoll.h>" nogil:

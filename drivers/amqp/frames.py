@@ -17,6 +17,7 @@ the rest of a large one is skipped as it arrives, never joined.
 from __future__ import annotations
 
 import struct
+from collections import deque
 from collections.abc import Callable, Iterable
 from itertools import accumulate, count, repeat
 from operator import sub
@@ -189,7 +190,7 @@ class FrameEncoder:
         """Where its sequence digits start in its properties (-1: none are stamped)."""
         self.length = len(self._mutable)
         """Bytes of one publish."""
-        self._spares: list[bytearray] = []  # batch buffers, reused once no write views them
+        self._spares: deque[bytearray] = deque()  # batch buffers, oldest first
 
     def batch(self, n: int, producer_id: int, first_seq: int, send_ns: int,
               lags: tuple[int, int, float] = (0, 0, 0.0)) -> memoryview:
@@ -208,16 +209,20 @@ class FrameEncoder:
         return memoryview(buffer)[:n * self.length]
 
     def _buffer(self, n: int) -> bytearray:
-        """A buffer of at least ``n`` copies of the template that nothing views: a spare one,
-        or a new one, kept as a spare while the spares hold at most :data:`SPARE_BYTES`. Only
-        the headers differ from batch to batch: a reused buffer is stamped, not copied, and
-        its memory is not faulted in again (a fresh one of a large batch is, page by page)."""
-        spares = self._spares
-        for buffer in spares:
-            if len(buffer) >= n * self.length and not _viewed(buffer):
+        """A buffer of at least ``n`` copies of the template that nothing views: the oldest
+        spare, or a new one, kept as a spare while the spares hold at most
+        :data:`SPARE_BYTES`. Only the headers differ from batch to batch: a reused buffer is
+        stamped, not copied, and its memory is not faulted in again (a fresh one of a large
+        batch is, page by page). The transport sends batches in order, so the oldest spare is
+        the first one free: only it is looked at; a free one too small is let go."""
+        spares, need = self._spares, n * self.length
+        while spares and not _viewed(spares[0]):
+            buffer = spares.popleft()
+            if len(buffer) >= need:
+                spares.append(buffer)
                 return buffer
         buffer = self._mutable * n
-        if self.length * n + sum(map(len, spares)) <= SPARE_BYTES:
+        if need + sum(map(len, spares)) <= SPARE_BYTES:
             spares.append(buffer)
         return buffer
 

@@ -201,6 +201,19 @@ def test_a_batch_buffer_is_stamped_again_only_once_nothing_views_it():
     assert decode(held, encoder.header_offset + encoder.length) == (2, 14, 600, None)
 
 
+def test_the_oldest_spare_is_reused_first_and_a_free_one_too_small_is_let_go():
+    encoder = FrameEncoder(1, "q", 64, persistent=False, frame_max=4096)
+    small = encoder.batch(1, 1, 0, 0)
+    small_buffer = small.obj
+    small.release()
+    large = encoder.batch(3, 1, 1, 0)  # the free spare holds one message: let go, one made
+    assert large.obj is not small_buffer and list(encoder._spares) == [large.obj]
+    older = large.obj
+    large.release()
+    newer = encoder.batch(2, 1, 4, 0)
+    assert newer.obj is older  # the oldest spare, free again
+
+
 def test_an_encoder_keeps_spare_batches_up_to_a_bound(monkeypatch):
     encoder = FrameEncoder(1, "q", 1000, persistent=False, frame_max=4096)
     monkeypatch.setattr(frames, "SPARE_BYTES", 3 * encoder.length)

@@ -312,6 +312,44 @@ def test_the_ack_windows_agree(steps, every):
         (fast.unacked, fast.last_tag, fast.recorder.unacked)
 
 
+@needs_build
+@settings(max_examples=100, deadline=None)
+@given(sizes=st.lists(st.integers(HEADER_SIZE, 700), max_size=30),
+       cuts=st.lists(st.integers(0, 30_000), max_size=12), every=st.integers(0, 5),
+       override=st.booleans())
+def test_a_plain_receiver_s_chain_agrees_on_both_paths(sizes, cuts, every, override):
+    """Decoder, window and receiver as a plain receiver chains them: on the compiled path the
+    decoder calls the window and the window the receiver in C (unless a role of Python's
+    own overrides ``on_body``), with what the pure chain gives."""
+    said: dict[str, list] = {}
+    recorders, windows = {}, {}
+    for name, decoder_class, window_class, core in (
+            ("pure", frames.PyFrameDecoder, acks.PyAckWindow, workers.ReceiverCore),
+            ("fast", speedups.FrameDecoder, speedups.AckWindow, speedups.ReceiverCore)):
+        role = receiver(core, False, False)
+        if override:
+            type(role).on_body = lambda self, *a, base=core.on_body: base(self, *a)
+        calls = said[name] = []
+
+        def ack(tag, calls=calls, name=name):
+            calls.append(tag)
+            windows[name].acked()
+
+        windows[name] = window_class(every, role.recorder, role.on_body, ack)
+        decoder = decoder_class(1, None, lambda raw, calls=calls: calls.append(bytes(raw)))
+        decoder.on_delivery = windows[name].deliver
+        assert decoder.on_delivery == windows[name].deliver
+        for piece in split(stream(sizes), cuts):
+            calls.append(decoder.feed(piece))
+        recorders[name] = role.recorder
+    assert said["pure"] == said["fast"]
+    a, b = recorders["pure"], recorders["fast"]
+    for name in ("received", "redelivered", "header_errors", "unacked"):
+        assert getattr(a, name) == getattr(b, name), name
+    assert a.exports() == b.exports()
+    assert a.latency.count == b.latency.count == len(sizes) - a.header_errors
+
+
 # --- a fast-path connection's reads: the same bytes on a socket, read by both ------------------
 
 class Transport:
