@@ -186,7 +186,8 @@ def test_a_batch_stamps_each_message_s_sequence_and_lag():
         (2, 10 + k, 500, 3000 - 1000 * k) for k in range(3)]
 
 
-def test_a_batch_buffer_is_stamped_again_only_once_nothing_views_it():
+def test_a_batch_buffer_is_stamped_again_only_once_nothing_views_it(monkeypatch):
+    monkeypatch.setattr(frames, "SPARE_FROM_BYTES", 0)
     encoder = FrameEncoder(1, "q", 64, persistent=False, frame_max=4096)
     first = encoder.batch(3, 2, 10, 500)
     held = encoder.batch(2, 2, 13, 600)  # the first batch is still viewed: a buffer of its own
@@ -201,7 +202,8 @@ def test_a_batch_buffer_is_stamped_again_only_once_nothing_views_it():
     assert decode(held, encoder.header_offset + encoder.length) == (2, 14, 600, None)
 
 
-def test_the_oldest_spare_is_reused_first_and_a_free_one_too_small_is_let_go():
+def test_the_oldest_spare_is_reused_first_and_a_free_one_too_small_is_let_go(monkeypatch):
+    monkeypatch.setattr(frames, "SPARE_FROM_BYTES", 0)
     encoder = FrameEncoder(1, "q", 64, persistent=False, frame_max=4096)
     small = encoder.batch(1, 1, 0, 0)
     small_buffer = small.obj
@@ -214,9 +216,18 @@ def test_the_oldest_spare_is_reused_first_and_a_free_one_too_small_is_let_go():
     assert newer.obj is older  # the oldest spare, free again
 
 
+def test_a_small_batch_is_a_copy_of_its_own():
+    encoder = FrameEncoder(1, "q", 64, persistent=False, frame_max=4096)
+    first = encoder.batch(2, 1, 0, 0)
+    first_buffer = first.obj
+    first.release()
+    assert encoder.batch(2, 1, 2, 0).obj is not first_buffer and not encoder._spares
+
+
 def test_an_encoder_keeps_spare_batches_up_to_a_bound(monkeypatch):
     encoder = FrameEncoder(1, "q", 1000, persistent=False, frame_max=4096)
     monkeypatch.setattr(frames, "SPARE_BYTES", 3 * encoder.length)
+    monkeypatch.setattr(frames, "SPARE_FROM_BYTES", 0)
     views = [encoder.batch(1, 1, k, 0) for k in range(5)]  # all held: five buffers made
     assert len({id(view.obj) for view in views}) == 5
     assert [decode(view, encoder.header_offset)[1] for view in views] == [0, 1, 2, 3, 4]
