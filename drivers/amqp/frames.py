@@ -202,7 +202,7 @@ class FrameEncoder:
         encoder's, stamped again for a later batch once nothing views it any more (the
         transport has sent it, the caller dropped it)."""
         need = n * self.length
-        buffer = self._buffer(n) if need >= SPARE_FROM_BYTES else self._mutable * n
+        buffer = self._buffer(n, need) if need >= SPARE_FROM_BYTES else self._mutable * n
         stamp_run(buffer, self.header_offset + len(PREFIX), self.length, n, producer_id,
                   first_seq, send_ns, lags)
         if self.sequence_offset >= 0:
@@ -210,14 +210,14 @@ class FrameEncoder:
             stamp_sequences(buffer, range(at, at + n * step, step), first_seq)
         return memoryview(buffer)[:need]
 
-    def _buffer(self, n: int) -> bytearray:
-        """A buffer of at least ``n`` copies of the template that nothing views: the oldest
-        spare, or a new one, kept as a spare while the spares hold at most
+    def _buffer(self, n: int, need: int) -> bytearray:
+        """A buffer of at least ``need`` bytes (``n`` copies of the template) that nothing
+        views: the oldest spare, or a new one, kept as a spare while the spares hold at most
         :data:`SPARE_BYTES`. Only the headers differ from batch to batch: a reused buffer is
         stamped, not copied, and its memory is not faulted in again (a fresh one of a large
         batch is, page by page). The transport sends batches in order, so the oldest spare is
         the first one free: only it is looked at; a free one too small is let go."""
-        spares, need = self._spares, n * self.length
+        spares = self._spares
         while spares and not _viewed(spares[0]):
             buffer = spares.popleft()
             if len(buffer) >= need:
