@@ -10,7 +10,9 @@ the command line's own start-up.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import importlib
 import json
 import os
 import random
@@ -210,19 +212,26 @@ class _Collector:
                                labels)
 
 
+# broker -> the module of its driver, which makes one with ``driver_for(config, recorder)``
+DRIVERS = {"rabbitmq": "drivers.amqp.driver", "ibmmq": "drivers.mq.driver"}
+
+
 def _make_driver(config: protocol.Configure, recorder: Recorder) -> Driver:
     """The driver of the run's broker, given its destination, messages and the driver's own
     settings."""
-    if config.broker == "rabbitmq":
-        from drivers.amqp.driver import AmqpDriver
-        from drivers.amqp.settings import AmqpSettings
-        return AmqpDriver(config.destination, recorder, AmqpSettings.from_json(config.settings),
-                          config.message)
-    if config.broker == "ibmmq":
-        from drivers.mq.driver import MqDriver
-        from drivers.mq.settings import MqSettings
-        return MqDriver(config.destination, recorder, MqSettings.from_json(config.settings))
-    raise ValueError(f"no driver for broker {config.broker!r} (known: rabbitmq, ibmmq)")
+    module = DRIVERS.get(config.broker)
+    if module is None:
+        raise ValueError(f"no driver for broker {config.broker!r} (known: "
+                         f"{', '.join(DRIVERS)})")
+    return importlib.import_module(module).driver_for(config, recorder)
+
+
+def preload(broker: str) -> None:
+    """Load ``broker``'s driver now: a local agent does it after its first line, while the
+    controller prepares, rather than on the way to the first publish. One that does not load
+    is left for ``/configure`` to report."""
+    with contextlib.suppress(Exception):
+        importlib.import_module(DRIVERS[broker])
 
 
 def _handler(agent: Agent, token: str, metrics: _Metrics, done: threading.Event,
@@ -288,7 +297,8 @@ def _handler(agent: Agent, token: str, metrics: _Metrics, done: threading.Event,
 
 
 def serve(host: str, port: int, token: str, max_lifetime_s: float, *,
-          idle_timeout_s: float = IDLE_TIMEOUT_S, max_connections: int = MAX_CONNECTIONS) -> None:
+          idle_timeout_s: float = IDLE_TIMEOUT_S, max_connections: int = MAX_CONNECTIONS,
+          broker: str | None = None) -> None:
     """Run an agent until told to shut down, its parent dies, or its lifetime ends.
 
     Prints one :class:`~drivers.protocol.Hello` JSON line on stdout once it listens. Only a
@@ -296,6 +306,7 @@ def serve(host: str, port: int, token: str, max_lifetime_s: float, *,
     ``idle_timeout_s``; beyond ``max_connections`` of those at once, one more is answered 503.
     Anything else (``/metrics``) is served in a small pool of its own, so that connections
     from strangers cannot take the controller's (see :class:`~drivers.http.GuardedServer`).
+    ``broker``: the driver to load (:func:`preload`) once that line is out.
     """
     agent = Agent()
     done = threading.Event()
@@ -305,6 +316,8 @@ def serve(host: str, port: int, token: str, max_lifetime_s: float, *,
     server.RequestHandlerClass = _handler(agent, token, _Metrics(agent), done, hello)
     threading.Thread(target=server.serve_forever, name="agent-http", daemon=True).start()
     print(protocol.dumps(hello).decode(), flush=True)
+    if broker in DRIVERS:
+        preload(broker)
     parent = os.getppid()
     deadline = time.monotonic() + max_lifetime_s
     while not done.wait(0.5):
@@ -321,7 +334,7 @@ def queue_names(queue: str | list[str]) -> tuple[str, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m drivers.agent [--host H] [--port P] [--max-lifetime S]``, token in
+    """``python -m drivers.agent [--host H] [--port P] [--max-lifetime S] [--broker B]``, token in
     ``$SURGE_AGENT_TOKEN``: :func:`serve` with ``surge agent``'s defaults, started without
     typer and every command's options (a tenth of a second of each local agent's start)."""
     parser = argparse.ArgumentParser(prog="python -m drivers.agent",
@@ -330,12 +343,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--max-lifetime", type=float, default=86400.0,
                         help="Seconds before exiting")
+    parser.add_argument("--broker", choices=sorted(DRIVERS),
+                        help="Load this broker's driver once listening")
     args = parser.parse_args(argv)
     token = os.environ.get("SURGE_AGENT_TOKEN")
     if not token:
         print("SURGE_AGENT_TOKEN is not set", file=sys.stderr)
         return 2
-    serve(args.host, args.port, token, args.max_lifetime)
+    serve(args.host, args.port, token, args.max_lifetime, broker=args.broker)
     return 0
 
 

@@ -45,9 +45,15 @@ from drivers.amqp.sender import RequesterLink, SenderLink
 from drivers.amqp.settings import AmqpSettings
 from drivers.base import Driver
 from drivers.message import Bodies
-from drivers.protocol import Destination, FastPath, MessageShape
+from drivers.protocol import Configure, Destination, FastPath, MessageShape
 from drivers.routing import KeyPicker
 from drivers.workers import ReceiverRole, RequesterRole, SenderRole
+
+
+def driver_for(config: Configure, recorder) -> AmqpDriver:
+    """The driver a ``/configure`` asks for (the agent's way in, :data:`drivers.agent.DRIVERS`)."""
+    return AmqpDriver(config.destination, recorder, AmqpSettings.from_json(config.settings),
+                      config.message)
 
 
 class AmqpDriver(Driver):

@@ -82,12 +82,17 @@ from drivers.mq.client import (
 from drivers.mq.connect import connect
 from drivers.mq.settings import MqSettings
 from drivers.mq.workers import ReceiverWorker, RequesterWorker, SenderWorker, Worker
-from drivers.protocol import Destination
+from drivers.protocol import Configure, Destination
 from drivers.routing import KeyPicker
 from orchestrator.specs.mq import reply_queue_name
 
 __all__ = ["MqClientMissing", "MqDriver", "MqEndpoint", "load_mqi", "reply_queue_name"]
 from drivers.workers import ReceiverRole, Recorder, RequesterRole, SenderRole
+
+
+def driver_for(config: Configure, recorder: Recorder) -> MqDriver:
+    """The driver a ``/configure`` asks for (the agent's way in, :data:`drivers.agent.DRIVERS`)."""
+    return MqDriver(config.destination, recorder, MqSettings.from_json(config.settings))
 
 
 class MqDriver(Driver):

@@ -11,11 +11,19 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.agents.client import AgentClient, AgentHandle
+from orchestrator.specs import plan as plans
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.secrets import secret_variables
 from orchestrator.specs.topology import TopologySpec
 
 CLOCK_TOLERANCE_MS = 2.0  # host clocks possibly further apart: cross-host latency is unreliable
+EXTRA_LIFETIME_S = 3600.0  # agents outlive the plan by this much before they give up
+
+
+def agent_lifetime_s(planned_s: float) -> float:
+    """The longest a run's agents live: the load's planned seconds (``planned_s``) and
+    :data:`EXTRA_LIFETIME_S` more, after which each exits by itself."""
+    return planned_s + EXTRA_LIFETIME_S
 
 
 @dataclass
@@ -49,19 +57,22 @@ class LocalLauncher:
     """Agents as subprocesses on loopback: one per core unless the scenario says how many,
     never more than the workers they host. ``apart``: the first half of the agents host the
     senders and the rest the receivers (linked clusters: the requesters' CPU and the servers'
-    measured apart), where there are two or more."""
+    measured apart), where there are two or more. ``broker``: the driver the agents load while
+    the run prepares."""
 
     def __init__(self, count: int, log_dir: Path, hide: frozenset[str] = frozenset(),
-                 apart: bool = False):
+                 apart: bool = False, broker: str | None = None):
         self.count, self.log_dir, self.hide, self.apart = count, log_dir, hide, apart
+        self.broker = broker
         self.starting: Any = None  # the processes begun, not yet started (LocalStart)
 
     def begin(self, lifetime_s: float) -> bool:
         """Start the agents' processes (without the environment variables in ``hide``:
-        secrets), without waiting for them."""
+        secrets), without waiting for them; nothing more if they are begun already."""
         from orchestrator.agents.local import LocalStart
         if self.starting is None:
-            self.starting = LocalStart(self.count, self.log_dir, lifetime_s, self.hide)
+            self.starting = LocalStart(self.count, self.log_dir, lifetime_s, self.hide,
+                                       self.broker)
         return True
 
     def start(self, lifetime_s: float) -> Fleet:
@@ -77,11 +88,16 @@ class LocalLauncher:
     def stop(self, fleet: Fleet) -> list[str]:
         """Stop each agent's process (its process group, if it lingers), and those begun and
         never started."""
+        self.abandon()
+        _stop_all(fleet.agents)
+        return []
+
+    def abandon(self) -> None:
+        """Kill the agents begun and never started, and forget them (their empty logs and the
+        directories made for them); nothing once they have started."""
         if self.starting is not None:
             self.starting.abandon(forget=True)
             self.starting = None
-        _stop_all(fleet.agents)
-        return []
 
 
 class SshLauncher:
@@ -171,12 +187,37 @@ def launcher_for(scenario: ScenarioSpec, topology: TopologySpec, run_id: str, to
         return SshLauncher(topology, placement.senders, placement.receivers, token, record)
     if placement.pods:
         return PodLauncher(placement.pods, topology, run_id, token)
+    return _local_launcher(scenario, topology, run_dir)
+
+
+def begin_local(scenario: ScenarioSpec, topology: TopologySpec, run_dir: Path
+                ) -> LocalLauncher | None:
+    """The launcher of a run's agents, begun now (:meth:`LocalLauncher.begin`), where they run
+    on this machine: a run then loads the rest of itself while its agents start. ``None`` where
+    they run elsewhere or cannot begin here (``run_dir`` cannot be made, say): the run then
+    begins them itself, and says why where that fails too. Whoever begins them calls
+    :meth:`LocalLauncher.abandon` once the run is over."""
+    if scenario.agents_on.senders or scenario.agents_on.pods:
+        return None
+    launcher = _local_launcher(scenario, topology, run_dir)
+    try:
+        launcher.begin(agent_lifetime_s(plans.duration(plans.expand(scenario.plan))))
+    except OSError:
+        return None
+    return launcher
+
+
+def _local_launcher(scenario: ScenarioSpec, topology: TopologySpec, run_dir: Path
+                    ) -> LocalLauncher:
+    """Agents on this machine: one per core unless the scenario says how many, never more than
+    its workers."""
     workload = scenario.workload
     count = scenario.agents or os.cpu_count() or 1
     return LocalLauncher(max(1, min(count, workload.senders + workload.receivers)),
                          run_dir / "agents", frozenset(secret_variables(topology)),
                          apart=topology.link is not None and min(workload.senders,
-                                                                 workload.receivers) > 0)
+                                                                 workload.receivers) > 0,
+                         broker=topology.broker)
 
 
 def clock_agreement(clocks: dict[str, dict[str, float]]) -> dict[str, Any]:

@@ -35,11 +35,12 @@ def _stop_local(handle: AgentHandle, timeout_s: float) -> None:
 
 
 def spawn_local_agents(count: int, log_dir: Path, max_lifetime_s: float,
-                       hide: frozenset[str] = frozenset()) -> list[AgentHandle]:
+                       hide: frozenset[str] = frozenset(), broker: str | None = None
+                       ) -> list[AgentHandle]:
     """Start ``count`` agents as subprocesses on loopback, each with its own token, in this
     process's environment less the variables in ``hide`` (secrets the topology names: agents
     get credentials in their control messages); see :class:`LocalStart`."""
-    return LocalStart(count, log_dir, max_lifetime_s, hide).wait()
+    return LocalStart(count, log_dir, max_lifetime_s, hide, broker).wait()
 
 
 class LocalStart:
@@ -49,16 +50,18 @@ class LocalStart:
     second starting Python and importing its modules, which they do side by side, and while
     the run prepares the rest. Each then has :data:`AGENT_START_TIMEOUT_S` from the moment it
     is waited for to say its first line; when one fails, every agent started is stopped before
-    the error is raised."""
+    the error is raised. ``broker``: the driver each loads once it has said that line."""
 
     def __init__(self, count: int, log_dir: Path, max_lifetime_s: float,
-                 hide: frozenset[str] = frozenset()):
+                 hide: frozenset[str] = frozenset(), broker: str | None = None):
         self.log_dir = log_dir
         self.started: list[tuple[int, str, subprocess.Popen]] = []
+        # the directories made for the logs, deepest first (``abandon`` removes them if empty)
+        self.made = [d for d in (log_dir, *log_dir.parents) if not d.exists()]
         log_dir.mkdir(parents=True, exist_ok=True)
         try:
             for index in range(count):
-                self.started.append(_start(index, log_dir, max_lifetime_s, hide))
+                self.started.append(_start(index, log_dir, max_lifetime_s, hide, broker))
         except BaseException:
             self.abandon()
             raise
@@ -80,8 +83,8 @@ class LocalStart:
 
     def abandon(self, forget: bool = False) -> None:
         """Kill the agents started and not waited for (they have done nothing yet); ``forget``:
-        remove their logs too where empty, and the logs' directory if that leaves it empty (a
-        run that stopped before its agents started leaves no trace of them)."""
+        remove their logs too where empty, and the directories made for them if that leaves
+        them empty (a run that stopped before its agents started leaves no trace of them)."""
         for index, _, process in self.started:
             _signal(process, signal.SIGKILL)
             process.wait()
@@ -91,13 +94,14 @@ class LocalStart:
                     if log.stat().st_size == 0:
                         log.unlink()
         if forget:
-            with contextlib.suppress(OSError):
-                self.log_dir.rmdir()
+            for directory in self.made or [self.log_dir]:
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
         self.started = []
 
 
-def _start(index: int, log_dir: Path, max_lifetime_s: float, hide: frozenset[str]
-           ) -> tuple[int, str, subprocess.Popen]:
+def _start(index: int, log_dir: Path, max_lifetime_s: float, hide: frozenset[str],
+           broker: str | None) -> tuple[int, str, subprocess.Popen]:
     """Agent ``index``'s process, started (``python -m drivers.agent``: the agent without the
     command line's own start-up); its token."""
     token = secrets.token_urlsafe(24)
@@ -106,7 +110,8 @@ def _start(index: int, log_dir: Path, max_lifetime_s: float, hide: frozenset[str
     with open(log_dir / f"agent-{index}.log", "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "drivers.agent", "--host", "127.0.0.1", "--port", "0",
-             "--max-lifetime", str(int(max_lifetime_s))],
+             "--max-lifetime", str(int(max_lifetime_s)),
+             *(["--broker", broker] if broker else [])],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
             start_new_session=True)
     return index, token, process

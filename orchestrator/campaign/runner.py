@@ -29,7 +29,7 @@ from orchestrator.campaign.view import CampaignView, recorded_overhead
 from orchestrator.errors import FileError, SurgeError
 from orchestrator.retry import retrying
 from orchestrator.run.controller import on_stop_signals
-from orchestrator.run.exposition import check_metrics_port
+from orchestrator.run.ports import check_metrics_port
 from orchestrator.specs.campaign import Campaign, Cell, load_campaign
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import TopologySpec

@@ -23,7 +23,7 @@ from orchestrator.specs.units import format_span
 from orchestrator.web.feed import Board
 from orchestrator.web.server import serving
 from results import capacity
-from results.rundir.tables import new_run_id
+from results.rundir.runid import new_run_id
 from topologies import lease
 
 Say = Callable[[str], None]

@@ -4,12 +4,9 @@ code, here and nowhere else."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import json
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -102,23 +99,6 @@ def _json_ready(value):
     if isinstance(value, (list, tuple)):
         return [_json_ready(v) for v in value]
     return value
-
-
-@contextlib.contextmanager
-def loading() -> Iterator[None]:
-    """Import a command's layers (spec models, the controller) with the garbage collector
-    paused, then frozen: they make some 50,000 objects that live as long as the process and no
-    cycle worth collecting, and the collections they would set off cost a twentieth of a
-    second of the command's start. Frozen (:func:`gc.freeze`), they stay out of the way of every
-    later collection."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
 
 
 def surge_errors(command):

@@ -15,12 +15,12 @@ from orchestrator.cli.common import (
     WebOption,
     counts,
     lines,
-    loading,
     print_json,
     surge_errors,
     web_address,
 )
 from orchestrator.errors import FileError
+from orchestrator.loading import loading
 
 group = typer.Typer()
 

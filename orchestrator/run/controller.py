@@ -25,7 +25,7 @@ from typing import Any
 
 from drivers.accounting import Reconciliation
 from drivers.depth import depth_probe, preflight
-from orchestrator.agents.launcher import Launcher, launcher_for
+from orchestrator.agents.launcher import Launcher, agent_lifetime_s, launcher_for
 from orchestrator.clock import SYSTEM_CLOCK, Clock
 from orchestrator.errors import SurgeError
 from orchestrator.run import ending, holding
@@ -68,8 +68,9 @@ from orchestrator.web.server import WebServer
 from results import timeline
 from results.rundir.locks import CONTROLLER_LOCK, FileLock
 from results.rundir.manifest import HostFacts, Interruption, RunManifest
+from results.rundir.runid import new_run_id
 from results.rundir.steps import StepRow, terms_of
-from results.rundir.tables import RunDirFailed, load_arrow, new_run_id
+from results.rundir.tables import RunDirFailed, load_arrow
 from topologies import lease
 from topologies.base import BrokerSample, CpuReading, Member, Provisioner
 from topologies.factory import provisioner_for
@@ -78,7 +79,6 @@ __all__ = ["SHOWN_EVENTS", "STOP_SIGNALS", "TICK_DEADLINE_S", "Controller", "Run
            "on_stop_signals", "signal_name", "stop_on_signals"]
 
 AGENT_FAILURES = 3  # consecutive failed reads that make an agent lost
-EXTRA_LIFETIME_S = 3600.0  # agents outlive the plan by this much before they give up
 
 
 @dataclass
@@ -223,7 +223,7 @@ class Controller:
         # Local agents' processes take longest to start: they start now, beside what follows
         # (a failure before they are started stops them without a word).
         setup.callback(self.crew.abandon)
-        self.crew.begin(self.state.planned_s + EXTRA_LIFETIME_S)
+        self.crew.begin(agent_lifetime_s(self.state.planned_s))
         setup.enter_context(self.view)
         metrics = ControllerMetrics(self.metrics_port, say=self.view.say)
         setup.callback(metrics.close)
@@ -268,7 +268,7 @@ class Controller:
 
     def _start_agents(self, running: list[Member]) -> None:
         """Start the agents, configure their workers on the running members, start step 1."""
-        self.crew.start(self.state.planned_s + EXTRA_LIFETIME_S)
+        self.crew.start(agent_lifetime_s(self.state.planned_s))
         if self.crew.fleet.clocks is not None:
             self.manifest = holding.record_clocks(self.crew.fleet.clocks, self.manifest,
                                                   self._event)

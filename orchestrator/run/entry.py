@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from orchestrator.run.controller import Controller, RunResult, stop_on_signals
-from orchestrator.run.exposition import check_metrics_port
+from orchestrator.agents.launcher import begin_local
+from orchestrator.loading import loading
 from orchestrator.run.lines import Lines
+from orchestrator.run.ports import check_metrics_port
 from orchestrator.specs.loader import load_scenario
-from results.rundir.bottleneck import bottleneck_lines
-from results.rundir.steps import as_text, terms_of
+from results.rundir.runid import new_run_id
+
+if TYPE_CHECKING:
+    from orchestrator.run.controller import RunResult
+    from orchestrator.specs.scenario import ScenarioSpec
 
 
 @dataclass(frozen=True)
@@ -39,20 +43,41 @@ class RunReport:
 def run_file(scenario: Path, overrides: list[str], options: RunOptions, lines: Lines
              ) -> RunReport:
     """Run the scenario file (with ``--set`` ``overrides``) on its topology; its step table,
-    accounting and analysis go to ``lines`` as they come."""
+    accounting and analysis go to ``lines`` as they come.
+
+    Agents on this machine begin as soon as the scenario is read, and start while the
+    controller loads (a fifth of a second of imports); those begun and never started are
+    stopped, whatever ends the run."""
     spec, topology = load_scenario(scenario, overrides, lines.warn, need_plan=True)
     check_metrics_port(options.metrics_port)
-    controller = Controller(spec, topology, options.runs_dir, live=options.live,
-                            keep_topology=options.keep, metrics_port=options.metrics_port,
-                            web=options.web, reuse=options.reuse)
-    with stop_on_signals(controller):
-        result = controller.run()
+    run_id = new_run_id(spec.name)
+    launcher = begin_local(spec, topology, options.runs_dir / run_id)
+    try:
+        with loading():  # the controller and what it drives
+            from orchestrator.run.controller import Controller, stop_on_signals
+        controller = Controller(spec, topology, options.runs_dir, live=options.live,
+                                keep_topology=options.keep, metrics_port=options.metrics_port,
+                                run_id=run_id, launcher=launcher, web=options.web,
+                                reuse=options.reuse)
+        with stop_on_signals(controller):
+            result = controller.run()
+    finally:
+        if launcher is not None:
+            launcher.abandon()
+    return _report(result, controller.manifest.headings(), spec, options, lines)
+
+
+def _report(result: RunResult, headings: list[str], spec: ScenarioSpec, options: RunOptions,
+            lines: Lines) -> RunReport:
+    """A finished run's step table (under ``headings``), what saturated and its accounting,
+    said; analysed if asked."""
+    from results.rundir.bottleneck import bottleneck_lines
+    from results.rundir.steps import as_text, terms_of
     lines.say(f"\nrun {result.outcome}: {result.run_dir} (surge view {result.run_dir} shows "
               f"it again)")
     terms = terms_of(spec.workload.pattern)
     if result.steps:
         rows = result.steps + ([result.drain] if result.drain else [])
-        headings = controller.manifest.headings()
         lines.say(as_text(rows, terms, settle_s=spec.measure.settle,
                           heading="\n".join(headings) if headings else None))
         lines.say("what saturated:\n" + "\n".join(f"  {line}" for line in

@@ -4,13 +4,12 @@ It listens on :data:`DEFAULT_METRICS_PORT` unless told otherwise, so a Prometheu
 at it once and for all. When that port is taken (a second run at the same time), the run still
 starts, on a free port, and says so in one line; the run's service-discovery file
 (:mod:`orchestrator.run.discovery`) names whichever port it got. A port asked for explicitly is
-never swapped: if it is taken, that is a :class:`MetricsPortError`.
+never swapped: if it is taken, that is a
+:class:`~orchestrator.run.ports.MetricsPortError`.
 """
 
 from __future__ import annotations
 
-import errno
-import socket
 import sys
 from collections.abc import Callable, Iterator
 
@@ -18,21 +17,11 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 
 from drivers.metrics import counter_family, gauge_family, histogram_family
-from orchestrator.errors import SurgeError
 from orchestrator.run.listeners import TickRecord
 from orchestrator.run.liveview import ViewState
-from orchestrator.run.ports import DEFAULT_METRICS_PORT
+from orchestrator.run.ports import DEFAULT_METRICS_PORT, LOOPBACK, port_error
 from orchestrator.run.sampling import Tick
 from results.rundir.histogram import LatencyHistogram
-
-LOOPBACK = "127.0.0.1"
-
-
-class MetricsPortError(SurgeError):
-    """The ``/metrics`` port asked for is taken (or cannot be bound)."""
-
-    exit_code = 2
-
 
 # gauge name -> (help, the ViewState attribute it shows, scale to the unit in the name): what
 # the live view shows this second, for a dashboard's "now" panels
@@ -71,26 +60,6 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def check_metrics_port(port: int | None, address: str = LOOPBACK) -> None:
-    """Raise :class:`MetricsPortError` if ``port`` was asked for explicitly (not None, not 0)
-    and cannot be bound on ``address`` now: for the command line to call before anything
-    starts. (The port is let go again; :class:`ControllerMetrics` binds it for real.)"""
-    if not port:
-        return
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does
-            probe.bind((address, port))
-    except OSError as error:
-        raise _port_error(port, address, error) from None
-
-
-def _port_error(port: int, address: str, error: OSError) -> MetricsPortError:
-    why = "is in use" if error.errno == errno.EADDRINUSE else f"cannot be bound ({error.strerror})"
-    return MetricsPortError(f"--metrics-port {port}: {address}:{port} {why}; choose another port, "
-                            f"or 0 for any free one")
-
-
 class ControllerMetrics:
     """The run's figures, refreshed once a tick, served on ``address`` (loopback by default):
     gauges of this second, cumulative counters and latency histograms, each labelled
@@ -99,7 +68,7 @@ class ControllerMetrics:
 
     ``port``: None for :data:`DEFAULT_METRICS_PORT`, or any free port with one line to ``say``
     when that is taken; 0 for any free port; else exactly that port, or
-    :class:`MetricsPortError`. ``default_port`` is there for tests.
+    :class:`~orchestrator.run.ports.MetricsPortError`. ``default_port`` is there for tests.
     """
 
     def __init__(self, port: int | None = None, say: Callable[[str], None] | None = None, *,
@@ -125,7 +94,7 @@ class ControllerMetrics:
             return server
         except OSError as error:
             if port is not None:
-                raise _port_error(port, address, error) from None
+                raise port_error(port, address, error) from None
             server, _ = start_http_server(0, addr=address, registry=self.registry)
             say(f"metrics: port {wanted} is in use (another surge run?); /metrics is on "
                 f"{address}:{server.server_address[1]} for this run (--metrics-port sets it)")

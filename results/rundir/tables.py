@@ -20,11 +20,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import threading
 import time
 from collections.abc import Iterator
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -327,14 +325,6 @@ def latency_columns(name: str, histogram: LatencyHistogram) -> dict[str, Any]:
     return {f"{name}_p50_ms": histogram.percentile(50) / 1000 if known else None,
             f"{name}_p99_ms": histogram.percentile(99) / 1000 if known else None,
             buckets: list(sparse), counts: list(sparse.values())}
-
-
-def new_run_id(scenario_name: str) -> str:
-    """``<UTC timestamp>-<scenario>``: sorts by time, says what ran. The name is made safe as
-    one directory name whatever it holds (``/``, ``..``, line breaks become ``_``; at most 64
-    characters), so a run never writes outside its runs directory."""
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", scenario_name)[:64] or "run"
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{name}"
 
 
 class RunDirFailed(SurgeError):

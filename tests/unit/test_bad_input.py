@@ -19,7 +19,7 @@ from orchestrator.cli import app
 from orchestrator.errors import SpecError
 from orchestrator.specs.loader import load_scenario, load_topology
 from orchestrator.specs.yamlsafe import MAX_FILE_BYTES
-from results.rundir.tables import new_run_id
+from results.rundir.runid import new_run_id
 
 CORPUS = Path(__file__).parent / "bad_specs"
 BAD = sorted(p for p in CORPUS.glob("*.yaml") if not p.name.startswith("_"))

@@ -8,8 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from orchestrator.run.exposition import ControllerMetrics, MetricsPortError, check_metrics_port
+from orchestrator.run.exposition import ControllerMetrics
 from orchestrator.run.liveview import ViewState
+from orchestrator.run.ports import MetricsPortError, check_metrics_port
 from results.rundir.histogram import LatencyHistogram
 
 

@@ -27,14 +27,14 @@ def started(monkeypatch):
     processes = []
     original = local._start
 
-    def start(index, log_dir, max_lifetime_s, hide):
+    def start(index, log_dir, max_lifetime_s, hide, broker):
         if index == started.failing:
             process = subprocess.Popen(
                 [sys.executable, "-c", "import time; print('not a hello', flush=True); "
                  "time.sleep(60)"], stdout=subprocess.PIPE, start_new_session=True)
             result = (index, "token", process)
         else:
-            result = original(index, log_dir, max_lifetime_s, hide)
+            result = original(index, log_dir, max_lifetime_s, hide, broker)
         processes.append(result[2])
         return result
 
@@ -109,3 +109,62 @@ def test_a_crew_stops_the_agents_it_began_whether_or_not_they_started(started_to
     crew.abandon()  # what a run's teardown does last
     assert launcher.stopped and all(a.stopped == started_too for a in launcher.agents)
     assert events == (["agents_up", "agents_down"] if started_too else [])  # none said unstarted
+
+
+def test_an_agent_is_told_the_driver_to_load_once_it_has_said_its_first_line(tmp_path, started):
+    launcher = LocalLauncher(1, tmp_path, broker="rabbitmq")
+    fleet = launcher.start(60)
+    try:
+        command = psutil.Process(fleet.agents[0].process.pid).cmdline()
+        assert command[command.index("--broker") + 1] == "rabbitmq"
+    finally:
+        launcher.stop(fleet)
+
+
+def test_a_driver_that_cannot_load_is_left_for_configure_to_report(monkeypatch):
+    from drivers import agent
+    monkeypatch.setitem(agent.DRIVERS, "rabbitmq", "drivers.no_such_driver")
+    agent.preload("rabbitmq")  # nothing raised: /configure says what is missing
+
+
+TOPOLOGY = """\
+name: head-start
+placement: existing
+cpu_per_member: 2
+existing:
+  members: [{uri: "amqp://127.0.0.1:1"}]
+  credentials: {user: perf, password_env: HEAD_START_PASSWORD}
+queues: [{name: q}]
+"""
+SCENARIO = """\
+name: head-start
+topology: topology.yaml
+agents: 2
+workload: {queue: q, senders: 1, receivers: 1}
+plan: ["100:2s"]
+"""
+
+
+def test_a_run_that_ends_before_its_agents_start_leaves_neither_them_nor_a_directory(
+        tmp_path, started, monkeypatch):
+    from orchestrator.errors import SurgeError
+    from orchestrator.run import controller, entry
+    from orchestrator.run.lines import Lines
+
+    def refused(self):
+        assert len(started.processes) == 2, "the agents begin before the controller loads"
+        assert all(alive(p) for p in started.processes)
+        assert list((tmp_path / "runs" / self.run_id / "agents").iterdir())
+        raise SurgeError("topology head-start is in use by another run")
+
+    monkeypatch.setattr(controller.Controller, "run", refused)
+    monkeypatch.setenv("HEAD_START_PASSWORD", "secret")
+    (tmp_path / "topology.yaml").write_text(TOPOLOGY)
+    (tmp_path / "scenario.yaml").write_text(SCENARIO)
+    said = []
+    with pytest.raises(SurgeError, match="in use"):
+        entry.run_file(tmp_path / "scenario.yaml", [],
+                       entry.RunOptions(runs_dir=tmp_path / "runs", live=False, web="off"),
+                       Lines(said.append, said.append, said.append, said.append))
+    assert not any(alive(p) for p in started.processes)
+    assert not (tmp_path / "runs").exists()  # made for the agents' logs, and removed

@@ -83,7 +83,7 @@ def test_the_agent_entry_wants_a_token():
 def test_layers_are_loaded_with_the_collector_paused_then_frozen():
     import gc
 
-    from orchestrator.cli.common import loading
+    from orchestrator.loading import loading
     assert gc.isenabled()
     try:
         with loading():
