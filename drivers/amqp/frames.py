@@ -30,6 +30,7 @@ FRAME_END = 0xCE
 FRAME_OVERHEAD = 8  # type, channel, size before the payload; the end marker after it
 BASIC = 60  # class id of Basic
 PUBLISH, DELIVER, ACK = 40, 60, 80  # method ids of Basic
+QUEUE, DECLARE, DECLARE_OK = 50, 10, 11  # class id of Queue, method ids of Queue
 # content header property flags of Basic (AMQP 0-9-1, 4.2.5.2), the properties in this order
 CONTENT_TYPE_FLAG, CONTENT_ENCODING_FLAG, HEADERS_FLAG = 0x8000, 0x4000, 0x2000
 DELIVERY_MODE_FLAG, PRIORITY_FLAG, CORRELATION_ID_FLAG, REPLY_TO_FLAG = \
@@ -45,6 +46,8 @@ _CONTENT_SIZE = struct.Struct(">HHQ")  # content header: class, weight, body siz
 _DELIVERY_MODE = struct.Struct(">HB")  # properties: only the delivery-mode flag, and the mode
 _PROPERTIES_AT = 19  # in a content header frame: type, channel, size, class, weight, body size
 _DELIVER_INDEX = BASIC << 16 | DELIVER
+_DECLARE_OK_INDEX = QUEUE << 16 | DECLARE_OK
+_CHANNEL = struct.Struct(">H")
 _END = bytes([FRAME_END])
 
 # (buffer, offset of the body's first byte, delivery tag, redelivered); a decoder made with
@@ -121,6 +124,23 @@ def reply_fields(properties: bytes) -> tuple[bytes | None, bytes | None]:
 def ack_frame(channel_number: int, tag: int, multiple: bool) -> bytes:
     """The wire bytes of Basic.Ack of ``tag`` (and every earlier one, if ``multiple``)."""
     return _ACK.pack(FRAME_METHOD, channel_number, 13, BASIC, ACK, tag, multiple, FRAME_END)
+
+
+def passive_declare_frame(channel_number: int, queue: str) -> bytes:
+    """The Queue.Declare method frame that asks whether ``queue`` exists (passive), and how
+    many messages are ready in it: the broker answers with Queue.DeclareOk
+    (:func:`declare_ok`), or closes the channel if there is no such queue."""
+    return _frame(FRAME_METHOD, channel_number, struct.pack(">HHH", QUEUE, DECLARE, 0)
+                  + _short_string(queue, "queue") + bytes([1]) + _U32.pack(0))
+
+
+def declare_ok(frame: bytes) -> tuple[int, int] | None:
+    """The channel and ready message count of a whole frame (as :class:`FrameDecoder` hands
+    them on) if it is a Queue.DeclareOk, else ``None``."""
+    if frame[0] != FRAME_METHOD or len(frame) < 12 or \
+            _U32.unpack_from(frame, 7)[0] != _DECLARE_OK_INDEX:
+        return None
+    return _CHANNEL.unpack_from(frame, 1)[0], _U32.unpack_from(frame, 12 + frame[11])[0]
 
 
 def publish_frame(channel_number: int, exchange: str, routing_key: str,

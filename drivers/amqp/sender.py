@@ -16,6 +16,7 @@ from drivers.amqp.frames import (
     SEQUENCE_DIGITS,
     Templates,
     basic_properties,
+    passive_declare_frame,
     reply_fields,
 )
 from drivers.amqp.link import BACKOFF_S, Carrier, Link, LinkHost
@@ -67,6 +68,11 @@ class SenderLink(Link):
         self.tracked = driver.destination.confirms or bool(self.commit_every)
         bound = driver.destination.backlog_per_sender
         self.gate = BacklogGate(bound) if bound is not None else None
+        self.answers: list[int] = []  # ready messages of the routes answered so far
+        # the passive declares of its routes as frames, where their answers skip pika too;
+        # the connection whose answers this link reads itself
+        self.depth_asks: bytes | None = None
+        self.depth_read_on = None
 
     def ready(self, channel) -> None:
         self.published = self.last_tag = self.commit_asked = 0
@@ -78,14 +84,26 @@ class SenderLink(Link):
             channel.tx_select()
         if self.driver.message.mandatory:
             channel.add_on_return_callback(self._returned)
-        self.templates = None
+        self.templates = self.depth_asks = None
         if self.driver.fast_path_on(self.connection):
             self.templates = self.driver.templates(channel.channel_number,
                                                    self.connection.params.frame_max,
                                                    tuple(self.targets), self.bodies)
         if self.gate is not None:
             self.gate.forget()
+            self._read_depth_fast(channel)
         self._publish()
+
+    def _read_depth_fast(self, channel) -> None:
+        """Read the depth with frames of its own where its connection is its alone and on the
+        fast path (:func:`~drivers.amqp.wire.install_depth_reader`)."""
+        if self.templates is None or len(self.carrier.links) != 1:
+            return
+        if self.depth_read_on is not self.connection:
+            amqp_wire.install_depth_reader(self.connection, self._depth_read)
+            self.depth_read_on = self.connection
+        self.depth_asks = b"".join(passive_declare_frame(channel.channel_number, route)
+                                   for route in self.routes)
 
     @property
     def publishing(self) -> bool:
@@ -198,17 +216,31 @@ class SenderLink(Link):
     def _read_depth(self) -> None:
         """Ask for the ready messages in this sender's queues (a passive declare of each); the
         gate gets their sum once every queue has answered."""
-        channel, gate = self.channel, self.gate
-        gate.asked(self.published)
-        answers: list[int] = []
+        self.gate.asked(self.published)
+        self.answers.clear()
+        if self.depth_asks is not None:  # every declare in one write, answers read here
+            amqp_wire.emit(self.connection, self.depth_asks)
+            return
+        channel = self.channel
 
         def answered(frame) -> None:
-            answers.append(frame.method.message_count)
-            if len(answers) == len(self.routes) and self.channel is channel:
-                gate.answered(sum(answers), self.published, time.monotonic())
+            if self.channel is channel:
+                self._answered(frame.method.message_count)
 
         for route in self.routes:
             channel.queue_declare(route, passive=True, callback=answered)
+
+    def _depth_read(self, channel_number: int, ready: int) -> None:
+        """A passive declare's answer read off the fast path (one of a closed channel is
+        dropped)."""
+        if self.channel is not None and self.channel.channel_number == channel_number:
+            self._answered(ready)
+
+    def _answered(self, ready: int) -> None:
+        """One queue's ready messages; the gate gets the sum once every queue has answered."""
+        self.answers.append(ready)
+        if len(self.answers) == len(self.routes):
+            self.gate.answered(sum(self.answers), self.published, time.monotonic())
 
     def _may_publish(self) -> bool:
         if self.committing:

@@ -35,7 +35,7 @@ import pika
 from pika import exceptions, frame
 from pika.adapters.utils.io_services_utils import _AsyncPlaintextTransport
 
-from drivers.amqp.frames import FrameDecoder, FrameError, OnDelivery
+from drivers.amqp.frames import FrameDecoder, FrameError, OnDelivery, OnFrame, declare_ok
 from drivers.amqp.loop import Loop
 from results.rundir import compiled
 
@@ -151,20 +151,55 @@ def install_decoder(connection, channel_number: int, on_delivery: OnDelivery,
     as its option says); every other frame goes to pika. The byte and frame counters pika's
     heartbeat checker reads are kept up to date. ``after_read`` is called once the deliveries
     of each socket read are handed on: what they trigger can leave in one write."""
-    process_frame, transport = connection._process_frame, connection._transport
+    decoder = FrameDecoder(channel_number, on_delivery, _to_pika(connection), properties)
+    _read_with(connection, decoder, after_read)
+    return decoder
+
+
+def install_depth_reader(connection, on_depth: Callable[[int, int], None]) -> None:
+    """Take the answers to passive declares (:func:`~drivers.amqp.frames.passive_declare_frame`,
+    written with :func:`emit`) off a connection that carries one sender and nothing else, so
+    that every declare on it is the sender's: each Queue.DeclareOk goes to ``on_depth(channel,
+    ready messages)`` before pika sees it, every other frame to pika. pika's own passive
+    declare is a synchronous RPC, its method object, callbacks and frame built and parsed in
+    Python both ways; here it is a frame written and one read."""
+    to_pika = _to_pika(connection)
+
+    def on_frame(raw: bytes) -> None:
+        answer = declare_ok(raw)
+        if answer is None:
+            to_pika(raw)
+        else:
+            on_depth(*answer)
+
+    _read_with(connection, FrameDecoder(-1, _no_delivery, on_frame), None)
+
+
+def _no_delivery(*_: object) -> None:
+    raise FrameError("a delivery on a connection that only publishes")
+
+
+def _to_pika(connection) -> OnFrame:
+    """What hands one whole frame (its bytes) to pika, which counts it itself in
+    ``connection.frames_received``."""
+    process_frame = connection._process_frame
 
     def to_pika(raw: bytes) -> None:
         _, decoded = frame.decode_frame(raw)
         if decoded is None:
             raise exceptions.InvalidFrameError("undecodable frame")
-        process_frame(decoded)  # counts itself in connection.frames_received
+        process_frame(decoded)
 
-    decoder = FrameDecoder(channel_number, on_delivery, to_pika, properties)
+    return to_pika
+
+
+def _read_with(connection, decoder: FrameDecoder, after_read: Callable[[], None] | None
+               ) -> None:
+    """The connection's bytes read go to ``decoder`` from now on."""
     reader = _reader_of(connection)
     reader.feed, reader.after_read = decoder.feed, after_read
     connection._on_data_available = reader.take  # where pika reads (TLS) instead
-    transport._MAX_RECV_BYTES = RECV_BYTES
-    return decoder
+    connection._transport._MAX_RECV_BYTES = RECV_BYTES
 
 
 def _reader_of(connection) -> PyReader:

@@ -13,9 +13,17 @@ from drivers.amqp.frames import (
     ReplyEncoder,
     Templates,
     basic_properties,
+    declare_ok,
+    passive_declare_frame,
     reply_fields,
 )
-from drivers.amqp.wire import MAX_RECV_BYTES, RECV_BYTES, fast_path_refused, install_decoder
+from drivers.amqp.wire import (
+    MAX_RECV_BYTES,
+    RECV_BYTES,
+    fast_path_refused,
+    install_decoder,
+    install_depth_reader,
+)
 from drivers.header import SCHEDULED, decode, encode
 from drivers.message import PayloadBuilder
 from drivers.workers import Recorder, RequesterRole
@@ -186,6 +194,46 @@ def test_a_broken_stream_is_pika_s_invalid_frame_error():
     install_decoder(connection, 1, lambda *_: None)
     with pytest.raises(InvalidFrameError, match="end marker"):
         connection._on_data_available(frame.Heartbeat().marshal()[:-1] + b"\0")
+
+
+# -- the backlog gate's depth readings: passive declares both ways ----------------------------
+
+@pytest.mark.parametrize("queue", ["q", "perf-test.quorum", "ü" * 60])
+def test_a_passive_declare_is_pika_s_and_its_answer_reads_as_pika_reads_it(queue):
+    assert passive_declare_frame(7, queue) == frame.Method(
+        7, spec.Queue.Declare(queue=queue, passive=True)).marshal()
+    answer = frame.Method(3, spec.Queue.DeclareOk(queue=queue, message_count=4_000_000_123,
+                                                  consumer_count=9)).marshal()
+    assert declare_ok(answer) == (3, 4_000_000_123)
+
+
+@pytest.mark.parametrize("other", [
+    frame.Heartbeat().marshal(),
+    frame.Method(1, spec.Basic.Ack(delivery_tag=12, multiple=True)).marshal(),
+    frame.Method(1, spec.Queue.DeclareOk("x", 1, 1)).marshal()[:11],  # cut short
+    frame.Method(1, spec.Queue.BindOk()).marshal(),
+    frame.Header(1, 10, spec.BasicProperties()).marshal(),
+])
+def test_no_other_frame_reads_as_a_declare_s_answer(other):
+    assert declare_ok(other) is None
+
+
+def test_a_depth_reader_takes_declare_answers_and_hands_pika_the_rest_split_anywhere():
+    answers = [frame.Method(5, spec.Queue.DeclareOk(queue=f"q{k}", message_count=k * 1000,
+                                                    consumer_count=1)).marshal()
+               for k in range(3)]
+    others = [frame.Method(5, spec.Basic.Ack(delivery_tag=4)).marshal(), frame.Heartbeat(
+        ).marshal(), frame.Method(5, spec.Channel.Close(404, "NOT_FOUND", 50, 10)).marshal()]
+    stream = b"".join(a + o for a, o in zip(answers, others))
+    for cut in range(1, len(stream)):
+        depths = []
+        connection = StreamEnd()
+        install_depth_reader(connection, lambda channel, ready: depths.append((channel, ready)))
+        connection._on_data_available(stream[:cut])
+        connection._on_data_available(stream[cut:])
+        assert depths == [(5, 0), (5, 1000), (5, 2000)]
+        assert [type(f.method if hasattr(f, "method") else f) for f in connection.passed] == \
+            [spec.Basic.Ack, frame.Heartbeat, spec.Channel.Close]
 
 
 # -- request/reply: properties, requests and replies against pika's ---------------------------
