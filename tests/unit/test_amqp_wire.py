@@ -226,9 +226,9 @@ def test_a_depth_reader_takes_declare_answers_and_hands_pika_the_rest_split_anyw
         ).marshal(), frame.Method(5, spec.Channel.Close(404, "NOT_FOUND", 50, 10)).marshal()]
     stream = b"".join(a + o for a, o in zip(answers, others))
     for cut in range(1, len(stream)):
-        depths = []
+        depths: list[tuple[int, int]] = []
         connection = StreamEnd()
-        install_depth_reader(connection, lambda channel, ready: depths.append((channel, ready)))
+        install_depth_reader(connection, lambda *answer, into=depths: into.append(answer))
         connection._on_data_available(stream[:cut])
         connection._on_data_available(stream[cut:])
         assert depths == [(5, 0), (5, 1000), (5, 2000)]
