@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from results.rundir.tables import read_rows
 from tests.integration.outside_broker import (
     make_certificates,
     make_client_certificate,
@@ -47,7 +48,11 @@ def _management(broker, method: str, path: str, body: dict) -> None:
     urllib.request.urlopen(request, timeout=10).close()
 
 
-def specs(directory: Path, broker, cert: Path, key: Path) -> Path:
+WORKLOAD = "{queue: perf-external, senders: 1, receivers: 1, confirms: true, max_backlog: null}"
+
+
+def specs(directory: Path, broker, cert: Path, key: Path, workload: str = WORKLOAD,
+          plan: str = "100:4s", more: str = "") -> Path:
     (directory / "topology.yaml").write_text(f"""\
 name: external
 placement: existing
@@ -57,14 +62,14 @@ existing:
   tls: {{ca_file: {broker.ca_file}, cert_file: {cert}, key_file: {key}}}
 queues: [{{name: perf-external}}]
 """)
-    (directory / "scenario.yaml").write_text("""\
+    (directory / "scenario.yaml").write_text(f"""\
 name: external
 topology: topology.yaml
 agents: 1
-workload: {queue: perf-external, senders: 1, receivers: 1, confirms: true, max_backlog: null}
-plan: ["100:4s"]
-measure: {settle: 1s, drain: 10s}
-""")
+workload: {workload}
+plan: ["{plan}"]
+measure: {{settle: 1s, drain: 10s}}
+{more}""")
     return directory / "scenario.yaml"
 
 
@@ -85,6 +90,24 @@ def test_a_run_authenticates_with_its_client_certificate_and_no_password(broker,
     (run_dir,) = (p.parent for p in (tmp_path / "runs").glob("*/run.json"))
     books = json.loads((run_dir / "run.json").read_text())["accounting"]
     assert books["sent"] > 300 and books["balanced"], books["explain"]
+
+
+def test_an_unlimited_sender_over_tls_keeps_its_queue_within_its_backlog(broker, tmp_path):
+    """The backlog gate's depth readings on a TLS connection: declares written as frames,
+    answers taken off the stream that pika decrypts (``install_depth_reader``)."""
+    client = make_client_certificate(broker.ca_file, CLIENT)
+    scenario = specs(tmp_path, broker, client["cert"], client["key"], workload=(
+        "{queue: perf-external, senders: 1, receivers: 1, prefetch: 20, max_backlog: 200}"),
+        plan="0:4s", more="faults: [{kind: consumer_slowdown, at: 0s, duration: 4s, "
+                          "delay: 2ms}]\n")
+    done = surge(tmp_path, scenario)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (run_dir,) = (p.parent for p in (tmp_path / "runs").glob("*/run.json"))
+    books = json.loads((run_dir / "run.json").read_text())["accounting"]
+    assert books["sent"] > 500 and books["balanced"], books["explain"]
+    ticks = [t for t in read_rows(run_dir, "ticks") if t["phase"]]
+    backlog = [t["sent"] - t["received"] for t in ticks]  # the receiver takes 500 msg/s
+    assert max(backlog) < 200 + 20 + 64, backlog
 
 
 def test_a_certificate_from_another_authority_is_refused_in_one_line(broker, tmp_path):
