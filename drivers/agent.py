@@ -230,7 +230,7 @@ def preload(broker: str) -> None:
     """Load ``broker``'s driver now: a local agent does it after its first line, while the
     controller prepares, rather than on the way to the first publish. One that does not load
     is left for ``/configure`` to report."""
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(Exception):  # an unknown broker too
         importlib.import_module(DRIVERS[broker])
 
 
@@ -316,7 +316,7 @@ def serve(host: str, port: int, token: str, max_lifetime_s: float, *,
     server.RequestHandlerClass = _handler(agent, token, _Metrics(agent), done, hello)
     threading.Thread(target=server.serve_forever, name="agent-http", daemon=True).start()
     print(protocol.dumps(hello).decode(), flush=True)
-    if broker in DRIVERS:
+    if broker:
         preload(broker)
     parent = os.getppid()
     deadline = time.monotonic() + max_lifetime_s

@@ -91,12 +91,13 @@ class SenderLink(Link):
                                                    tuple(self.targets), self.bodies)
         if self.gate is not None:
             self.gate.forget()
-            self._read_depth_fast(channel)
+            self._use_depth_frames(channel)
         self._publish()
 
-    def _read_depth_fast(self, channel) -> None:
-        """Read the depth with frames of its own where its connection is its alone and on the
-        fast path (:func:`~drivers.amqp.wire.install_depth_reader`)."""
+    def _use_depth_frames(self, channel) -> None:
+        """Ask for the depth with frames of its own, and read the answers itself, where its
+        connection is its alone and on the fast path
+        (:func:`~drivers.amqp.wire.install_depth_reader`)."""
         if self.templates is None or len(self.carrier.links) != 1:
             return
         if self.depth_read_on is not self.connection:
