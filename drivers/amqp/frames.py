@@ -29,7 +29,7 @@ FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT = 1, 2, 3, 8
 FRAME_END = 0xCE
 FRAME_OVERHEAD = 8  # type, channel, size before the payload; the end marker after it
 BASIC = 60  # class id of Basic
-PUBLISH, DELIVER, ACK = 40, 60, 80  # method ids of Basic
+PUBLISH, DELIVER, ACK, NACK = 40, 60, 80, 120  # method ids of Basic
 QUEUE, DECLARE, DECLARE_OK = 50, 10, 11  # class id of Queue, method ids of Queue
 # content header property flags of Basic (AMQP 0-9-1, 4.2.5.2), the properties in this order
 CONTENT_TYPE_FLAG, CONTENT_ENCODING_FLAG, HEADERS_FLAG = 0x8000, 0x4000, 0x2000
@@ -47,6 +47,7 @@ _DELIVERY_MODE = struct.Struct(">HB")  # properties: only the delivery-mode flag
 _PROPERTIES_AT = 19  # in a content header frame: type, channel, size, class, weight, body size
 _DELIVER_INDEX = BASIC << 16 | DELIVER
 _DECLARE_OK_INDEX = QUEUE << 16 | DECLARE_OK
+_ACK_INDEX, _NACK_INDEX = BASIC << 16 | ACK, BASIC << 16 | NACK
 _CHANNEL = struct.Struct(">H")
 _END = bytes([FRAME_END])
 
@@ -141,6 +142,18 @@ def declare_ok(frame: bytes) -> tuple[int, int] | None:
             _U32.unpack_from(frame, 7)[0] != _DECLARE_OK_INDEX:
         return None
     return _CHANNEL.unpack_from(frame, 1)[0], _U32.unpack_from(frame, 12 + frame[11])[0]
+
+
+def publisher_confirm(frame: bytes) -> tuple[int, int, bool, bool] | None:
+    """The channel, delivery tag, multiple flag and whether it is a nack, of a whole frame (as
+    :class:`FrameDecoder` hands them on) if it is a Basic.Ack or a Basic.Nack, else ``None``."""
+    if frame[0] != FRAME_METHOD or len(frame) < 21:
+        return None
+    index = _U32.unpack_from(frame, 7)[0]
+    if index != _ACK_INDEX and index != _NACK_INDEX:
+        return None
+    return _CHANNEL.unpack_from(frame, 1)[0], _U64.unpack_from(frame, 11)[0], \
+        bool(frame[19] & 1), index == _NACK_INDEX
 
 
 def publish_frame(channel_number: int, exchange: str, routing_key: str,

@@ -31,6 +31,8 @@ PACING_TICK_S = 0.002  # fast rate-limited senders wake on multiples of this (se
 RETIRE_GRACE_S = 2.0  # a moved sender's old connection stays open this long for its last publishes
 PAUSED_POLL_S = 0.05  # a paused (or closed-loop) sender looks again this often
 BACKLOG_WAIT_S = 0.005  # an unlimited sender out of backlog credit looks again this often
+SETTLE_WAIT_S = 2.0  # a channel closed after a nack waits this long at most for its confirms
+SETTLE_POLL_S = 0.01  # ... looking this often whether they came
 
 
 class SenderLink(Link):
@@ -49,8 +51,8 @@ class SenderLink(Link):
         self.bodies = role.bodies
         self.properties = driver.properties
         self.timer = None
-        self.last_tag = 0
-        self.published = 0
+        self.published = 0  # publishes on this channel: the last one's delivery tag
+        self.unsettled = 0  # of them, neither confirmed (or committed) nor nacked yet
         self.templates: Templates | None = None  # the fast path's, on this channel
         # [first tag, first seq, count, ever nacked, published at (monotonic ns)]
         self.unconfirmed_batches: deque[list[int]] = deque()
@@ -70,12 +72,12 @@ class SenderLink(Link):
         self.gate = BacklogGate(bound) if bound is not None else None
         self.answers: list[int] = []  # ready messages of the routes answered so far
         # the passive declares of its routes as frames, where their answers skip pika too;
-        # the connection whose answers this link reads itself
+        # the connection whose answers and confirms this link reads itself
         self.depth_asks: bytes | None = None
-        self.depth_read_on = None
+        self.reading_on = None
 
     def ready(self, channel) -> None:
-        self.published = self.last_tag = self.commit_asked = 0
+        self.published = self.unsettled = self.commit_asked = 0
         self.reopening = self.committing = False
         destination = self.driver.destination
         if destination.confirms:
@@ -91,20 +93,24 @@ class SenderLink(Link):
                                                    tuple(self.targets), self.bodies)
         if self.gate is not None:
             self.gate.forget()
-            self._use_depth_frames(channel)
+        self._read_own_frames(channel)
         self._publish()
 
-    def _use_depth_frames(self, channel) -> None:
-        """Ask for the depth with frames of its own, and read the answers itself, where its
-        connection is its alone and on the fast path
-        (:func:`~drivers.amqp.wire.install_depth_reader`)."""
-        if self.templates is None or len(self.carrier.links) != 1:
+    def _read_own_frames(self, channel) -> None:
+        """Read the answers to its depth questions and its confirms itself, and ask for the
+        depth with frames of its own, where its connection is its alone and on the fast path
+        (:func:`~drivers.amqp.wire.install_sender_reader`)."""
+        confirms = self.driver.destination.confirms
+        if self.templates is None or len(self.carrier.links) != 1 or \
+                (self.gate is None and not confirms):
             return
-        if self.depth_read_on is not self.connection:
-            amqp_wire.install_depth_reader(self.connection, self._depth_read)
-            self.depth_read_on = self.connection
-        self.depth_asks = b"".join(passive_declare_frame(channel.channel_number, route)
-                                   for route in self.routes)
+        if self.reading_on is not self.connection:
+            amqp_wire.install_sender_reader(self.connection, self._depth_read,
+                                            self._confirm_read)
+            self.reading_on = self.connection
+        if self.gate is not None:
+            self.depth_asks = b"".join(passive_declare_frame(channel.channel_number, route)
+                                       for route in self.routes)
 
     @property
     def publishing(self) -> bool:
@@ -179,9 +185,7 @@ class SenderLink(Link):
 
     def _committed(self, tag: int) -> None:
         self.committing = False
-        self.recorder.committed += tag - self.last_tag
-        self.last_tag = tag
-        self._settle(tag, nacked=False)
+        self.recorder.committed += self._settle(tag, multiple=True, nacked=False)
         if not self.role.active or self.role.done:  # stopped: what it took goes out too
             self._send_waiting()
             self._commit_open()
@@ -205,10 +209,16 @@ class SenderLink(Link):
             for i, seq in enumerate(range(first_seq, first_seq + n)):
                 exchange, key = targets[keys[i] if keys else 0]
                 publish(exchange, key, role.body(seq), props, mandatory)
+        self._track(first_seq, n, nacked_before)
+        self.published += n
+
+    def _track(self, first_seq: int, n: int, nacked_before: bool = False) -> None:
+        """Keep the ``n`` publishes about to be counted in ``published`` until the broker
+        settles them, where it will (confirms, transactions)."""
         if self.tracked:
             self.unconfirmed_batches.append([self.published + 1, first_seq, n, nacked_before,
                                              time.monotonic_ns()])
-        self.published += n
+            self.unsettled += n
 
     def _returned(self, _channel, _method, _properties, _body) -> None:
         """The broker returned a mandatory message no queue took."""
@@ -252,46 +262,80 @@ class SenderLink(Link):
         return amqp_wire.write_buffer_size(self.connection) < MAX_BUFFERED_BYTES
 
     def _confirmed(self, frame) -> None:
+        """A confirm pika read."""
         method = frame.method
-        tag = method.delivery_tag
-        count = tag - self.last_tag if method.multiple else 1
-        self.last_tag = max(self.last_tag, tag)
-        if method.NAME == "Basic.Ack":
-            self.recorder.confirmed += count
-            self.nack_rounds = 0
-            self._settle(tag, nacked=False)
-        else:
-            self._nacked(tag, count)
+        self._settle_confirm(method.delivery_tag, method.multiple, method.NAME != "Basic.Ack")
 
-    def _nacked(self, tag: int, count: int) -> None:
-        """The broker nacked ``count`` publishes up to ``tag``: publish them again on a new
-        channel."""
-        self._settle(tag, nacked=True)
+    def _confirm_read(self, channel_number: int, tag: int, multiple: bool, nack: bool) -> None:
+        """A confirm read off the fast path (one of a closed channel is dropped)."""
+        if self.channel is not None and self.channel.channel_number == channel_number:
+            self._settle_confirm(tag, multiple, nack)
+
+    def _settle_confirm(self, tag: int, multiple: bool, nack: bool) -> None:
+        if nack:
+            self._nacked(tag, multiple)
+            return
+        self.recorder.confirmed += self._settle(tag, multiple, nacked=False)
+        self.nack_rounds = 0
+
+    def _nacked(self, tag: int, multiple: bool) -> None:
+        """The broker nacked the publish ``tag`` (``multiple``: and every earlier one not
+        settled yet): publish them again on a new channel."""
+        self._settle(tag, multiple, nacked=True)
         self._reopen()
 
-    def _settle(self, tag: int, nacked: bool) -> None:
-        """Forget batches confirmed up to ``tag`` (RabbitMQ confirms in order); nacked ones
-        are published again, each counted in ``nacked`` the first time only; confirmed ones
-        record their confirm latency."""
-        batches, recorder = self.unconfirmed_batches, self.recorder
-        now = time.monotonic_ns()
-        while batches and batches[0][0] <= tag:
-            first_tag, first_seq, n, nacked_before, published_ns = batches[0]
-            settled = min(n, tag - first_tag + 1)
-            if not nacked:
-                if not self.commit_every:  # a commit's latency is not a confirm's
-                    recorder.confirm_latency.record_many((now - published_ns) // 1000, settled)
-            else:
-                self.resend.append((first_seq, settled, True, True))
-                if nacked_before:
-                    recorder.nacks_repeated += settled
+    def _settle(self, tag: int, multiple: bool, nacked: bool) -> int:
+        """Forget the publish ``tag`` (``multiple``: and every earlier one not settled yet):
+        nacked ones are published again, each counted in ``nacked`` the first time only;
+        confirmed ones record their confirm latency. Returns how many it settled.
+
+        RabbitMQ settles a channel's publishes out of order: it nacks one by one, and sends
+        the nacks of a moment before the acks, each multiple ack covering only what is below
+        the lowest publish still open (or nacked in the same moment)."""
+        batches = self.unconfirmed_batches
+        settled, now = 0, time.monotonic_ns()
+        if multiple:
+            while batches and batches[0][0] <= tag:
+                batch = batches[0]
+                n = min(batch[2], tag - batch[0] + 1)
+                self._settled(batch, 0, n, nacked, now)
+                settled += n
+                if n == batch[2]:
+                    batches.popleft()
                 else:
-                    recorder.nacked += settled
-            if settled == n:
-                batches.popleft()
-            else:
-                batches[0] = [first_tag + settled, first_seq + settled, n - settled,
-                              nacked_before, published_ns]
+                    batches[0] = [batch[0] + n, batch[1] + n, batch[2] - n, *batch[3:]]
+        else:
+            for i, batch in enumerate(batches):
+                first, count = batch[0], batch[2]
+                if first > tag:
+                    break
+                if tag < first + count:
+                    at = tag - first
+                    self._settled(batch, at, 1, nacked, now)
+                    settled = 1
+                    del batches[i]  # what is left of it, before and after the tag
+                    if at + 1 < count:
+                        batches.insert(i, [tag + 1, batch[1] + at + 1, count - at - 1,
+                                           *batch[3:]])
+                    if at:
+                        batches.insert(i, [first, batch[1], at, *batch[3:]])
+                    break
+        self.unsettled -= settled
+        return settled
+
+    def _settled(self, batch: list[int], at: int, n: int, nacked: bool, now_ns: int) -> None:
+        """``n`` publishes of ``batch`` from its ``at``-th are settled: ``nacked`` or not."""
+        recorder = self.recorder
+        _, first_seq, _, nacked_before, published_ns = batch
+        if not nacked:
+            if not self.commit_every:  # a commit's latency is not a confirm's
+                recorder.confirm_latency.record_many((now_ns - published_ns) // 1000, n)
+            return
+        self.resend.append((first_seq + at, n, True, True))
+        if nacked_before:
+            recorder.nacks_repeated += n
+        else:
+            recorder.nacked += n
 
     def _unsettled_to_resend(self) -> None:
         """What the broker neither confirmed nor nacked is published again (its fate is
@@ -299,15 +343,27 @@ class SenderLink(Link):
         self.resend.extend((seq, n, ever, False)
                            for _, seq, n, ever, _ in self.unconfirmed_batches)
         self.unconfirmed_batches.clear()
-        self.published = self.last_tag = 0
+        self.published = self.unsettled = 0
 
     def _reopen(self) -> None:
-        """Stop publishing on this channel and close it; a new one opens after a backoff."""
+        """Stop publishing on this channel and close it once the broker has settled what was
+        published on it (a close cuts off the confirms still to come, and a publish whose
+        confirm is cut off has an unknown fate: published again, it is a duplicate where the
+        broker had it); a new channel opens after a backoff."""
         if self.reopening or self.closing or self.channel is None:
             return
         self.reopening = True
         self._cancel_timer()
-        self.channel.close()
+        self._close_when_settled(self.channel, time.monotonic() + SETTLE_WAIT_S)
+
+    def _close_when_settled(self, channel, deadline: float) -> None:
+        if channel is not self.channel or not channel.is_open or self.closing:
+            return  # gone meanwhile: what closed it reopens or ends it
+        if self.unconfirmed_batches and time.monotonic() < deadline:
+            self.driver.ioloop.call_later(
+                SETTLE_POLL_S, lambda: self._close_when_settled(channel, deadline))
+            return
+        channel.close()
 
     def _channel_closed(self, channel, reason) -> None:
         if not self.reopening or self.closing:
@@ -335,7 +391,7 @@ class SenderLink(Link):
     def unconfirmed(self) -> int:
         if not self.tracked:
             return 0
-        return self.published - self.last_tag + sum(n for _, n, _ in self.waiting)
+        return self.unsettled + sum(n for _, n, _ in self.waiting)
 
     def stop(self) -> None:
         self.role.active = False
@@ -391,17 +447,23 @@ class RequesterLink(SenderLink):
         self.reply_to = ""
 
     def ready(self, channel) -> None:
-        self.published = self.last_tag = 0
+        self.published = self.unsettled = 0
         self.templates = None
         if self.driver.destination.confirms:
             channel.confirm_delivery(self._confirmed)
         channel.queue_declare("", exclusive=True, auto_delete=True,
                               callback=self._reply_queue_declared)
 
-    def _nacked(self, tag: int, count: int) -> None:
+    def _nacked(self, tag: int, multiple: bool) -> None:
         """A nacked request is not sent again: its requester waits for its reply until the
         reply timeout."""
-        self.recorder.nacked += count
+        self._settle(tag, multiple, nacked=True)
+
+    def _settled(self, batch: list[int], at: int, n: int, nacked: bool, now_ns: int) -> None:
+        if nacked:
+            self.recorder.nacked += n
+        else:
+            super()._settled(batch, at, n, nacked, now_ns)
 
     def _reply_queue_declared(self, frame) -> None:
         self.reply_to = frame.method.queue
@@ -465,6 +527,7 @@ class RequesterLink(SenderLink):
                 correlation, body = role.request()
                 publish("", self.queue, body, pika.BasicProperties(
                     delivery_mode=mode, reply_to=self.reply_to, correlation_id=correlation))
+        self._track(0, n)
         self.published += n
         self.recorder.sent += n
 

@@ -35,7 +35,14 @@ import pika
 from pika import exceptions, frame
 from pika.adapters.utils.io_services_utils import _AsyncPlaintextTransport
 
-from drivers.amqp.frames import FrameDecoder, FrameError, OnDelivery, OnFrame, declare_ok
+from drivers.amqp.frames import (
+    FrameDecoder,
+    FrameError,
+    OnDelivery,
+    OnFrame,
+    declare_ok,
+    publisher_confirm,
+)
 from drivers.amqp.loop import Loop
 from results.rundir import compiled
 
@@ -156,16 +163,23 @@ def install_decoder(connection, channel_number: int, on_delivery: OnDelivery,
     return decoder
 
 
-def install_depth_reader(connection, on_depth: Callable[[int, int], None]) -> None:
+def install_sender_reader(connection, on_depth: Callable[[int, int], None],
+                          on_confirm: Callable[[int, int, bool, bool], None]) -> None:
     """Take the answers to passive declares (:func:`~drivers.amqp.frames.passive_declare_frame`,
-    written with :func:`emit`) off a connection that carries one sender and nothing else, so
-    that every declare on it is the sender's: each Queue.DeclareOk goes to ``on_depth(channel,
-    ready messages)`` before pika sees it, every other frame to pika. pika's own passive
-    declare is a synchronous RPC, its method object, callbacks and frame built and parsed in
-    Python both ways; here it is a frame written and one read."""
+    written with :func:`emit`) and the publisher confirms off a connection that carries one
+    sender and nothing else, so that every declare and confirm on it is the sender's: each
+    Queue.DeclareOk goes to ``on_depth(channel, ready messages)`` and each Basic.Ack or
+    Basic.Nack to ``on_confirm(channel, delivery tag, multiple, nack)`` before pika sees them,
+    every other frame to pika. pika's own passive declare is a synchronous RPC and its confirm
+    a method object and three layers of callbacks, built and parsed in Python; here each is a
+    frame read."""
     to_pika = _to_pika(connection)
 
     def on_frame(raw: bytes) -> None:
+        settled = publisher_confirm(raw)
+        if settled is not None:
+            on_confirm(*settled)
+            return
         answer = declare_ok(raw)
         if answer is None:
             to_pika(raw)

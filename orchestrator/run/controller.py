@@ -50,7 +50,7 @@ from orchestrator.run.listeners import Listeners, TickRecord
 from orchestrator.run.liveview import LiveView, ViewState
 from orchestrator.run.losses import MemberWatch, OwnStops
 from orchestrator.run.page import end_page, serve_page
-from orchestrator.run.recording import RunDirRows
+from orchestrator.run.recording import AgentErrors, RunDirRows
 from orchestrator.run.rundir import open_run_dir
 from orchestrator.run.sampling import Tick, destinations
 from orchestrator.run.scalerfeed import ScalerFeed, observation, scaler_for
@@ -237,6 +237,7 @@ class Controller:
         setup.callback(lambda: end_page(self.feed, self.page, self.outcome))
         self.state.web_url = self.page.url if self.page else self.state.web_url
         for listener in (self.losses, self.history, self.steering.backlogs, RunDirRows(self.writer),
+                         AgentErrors(self._event),
                          ViewFeed(self.state, self.view, self.feed, self.ticks),
                          MetricsFeed(metrics, self.state),
                          *([ScalerFeed(self.scaler)] if self.scaler else [])):

@@ -24,7 +24,7 @@ class TickRecord:
     ``phase`` is ``None`` while the queues drain after the load; ``label`` is what the views
     show of the second ("running", "paused", "draining"). ``broker`` is this second's broker
     sample (``None``: it missed), ``latest`` the last one that arrived (its running flags stand
-    while samples miss). ``errors`` are the agents' last errors, oldest first."""
+    while samples miss). ``errors`` are the agents' last errors, by agent."""
 
     elapsed_s: float
     phase: plans.Phase | None
@@ -36,7 +36,7 @@ class TickRecord:
     agent_rows: list[dict[str, Any]]
     broker: BrokerSample | None
     latest: BrokerSample | None
-    errors: list[str]
+    errors: dict[int, str]
 
     @property
     def running(self) -> list[int]:

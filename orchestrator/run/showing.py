@@ -34,5 +34,5 @@ class ViewFeed:
         self.feed.label = record.label
         state.received_history.append(row["receive_rate"])
         if record.errors and row["errors"]:
-            state.last_event = f"last error: {record.errors[-1]}"
+            state.last_event = f"last error: {list(record.errors.values())[-1]}"
         self.view.update(state)

@@ -71,7 +71,7 @@ class Ticker:
             rows.member_rows(stamped, self.tick_members, tick, self.network_link_mbps),
             rows.host_rows(stamped, tick),
             rows.agent_rows(stamped, self.math.agents, started, tick), self.tick_broker,
-            self.broker, [r.last_error for r in self.math.agents.values() if r.last_error])
+            self.broker, {i: r.last_error for i, r in self.math.agents.items() if r.last_error})
 
     def next_tick(self, previous: float, stop: Any | None) -> float:
         """Sleep until the next whole second after ``previous`` on the run's grid (``stop``,

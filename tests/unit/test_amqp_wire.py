@@ -15,6 +15,7 @@ from drivers.amqp.frames import (
     basic_properties,
     declare_ok,
     passive_declare_frame,
+    publisher_confirm,
     reply_fields,
 )
 from drivers.amqp.wire import (
@@ -22,7 +23,7 @@ from drivers.amqp.wire import (
     RECV_BYTES,
     fast_path_refused,
     install_decoder,
-    install_depth_reader,
+    install_sender_reader,
 )
 from drivers.header import SCHEDULED, decode, encode
 from drivers.message import PayloadBuilder
@@ -218,22 +219,49 @@ def test_no_other_frame_reads_as_a_declare_s_answer(other):
     assert declare_ok(other) is None
 
 
-def test_a_depth_reader_takes_declare_answers_and_hands_pika_the_rest_split_anywhere():
+@pytest.mark.parametrize(("method", "expected"), [
+    (spec.Basic.Ack(delivery_tag=12, multiple=True), (9, 12, True, False)),
+    (spec.Basic.Ack(delivery_tag=2**64 - 1), (9, 2**64 - 1, False, False)),
+    (spec.Basic.Nack(delivery_tag=7, multiple=True, requeue=False), (9, 7, True, True)),
+    (spec.Basic.Nack(delivery_tag=7, multiple=False, requeue=True), (9, 7, False, True)),
+])
+def test_a_publisher_confirm_reads_as_pika_wrote_it(method, expected):
+    assert publisher_confirm(frame.Method(9, method).marshal()) == expected
+
+
+@pytest.mark.parametrize("other", [
+    frame.Heartbeat().marshal(),
+    frame.Method(1, spec.Queue.DeclareOk("x", 1, 1)).marshal(),
+    frame.Method(1, spec.Basic.Ack(delivery_tag=12)).marshal()[:20],  # cut short
+    frame.Method(1, spec.Basic.Reject(delivery_tag=3)).marshal(),
+    frame.Method(1, spec.Basic.Recover()).marshal(),
+    frame.Header(1, 10, spec.BasicProperties()).marshal(),
+])
+def test_no_other_frame_reads_as_a_confirm(other):
+    assert publisher_confirm(other) is None
+
+
+def test_a_sender_reader_takes_declare_answers_and_confirms_and_hands_pika_the_rest():
     answers = [frame.Method(5, spec.Queue.DeclareOk(queue=f"q{k}", message_count=k * 1000,
                                                     consumer_count=1)).marshal()
                for k in range(3)]
-    others = [frame.Method(5, spec.Basic.Ack(delivery_tag=4)).marshal(), frame.Heartbeat(
-        ).marshal(), frame.Method(5, spec.Channel.Close(404, "NOT_FOUND", 50, 10)).marshal()]
-    stream = b"".join(a + o for a, o in zip(answers, others))
+    confirms = [frame.Method(5, spec.Basic.Ack(delivery_tag=4, multiple=True)).marshal(),
+                frame.Method(5, spec.Basic.Nack(delivery_tag=6)).marshal(), b""]
+    others = [frame.Heartbeat().marshal(), frame.Method(5, spec.Basic.Cancel("c")).marshal(),
+              frame.Method(5, spec.Channel.Close(404, "NOT_FOUND", 50, 10)).marshal()]
+    stream = b"".join(a + c + o for a, c, o in zip(answers, confirms, others))
     for cut in range(1, len(stream)):
         depths: list[tuple[int, int]] = []
+        settled: list[tuple[int, int, bool, bool]] = []
         connection = StreamEnd()
-        install_depth_reader(connection, lambda *answer, into=depths: into.append(answer))
+        install_sender_reader(connection, lambda *answer, into=depths: into.append(answer),
+                              lambda *confirm, into=settled: into.append(confirm))
         connection._on_data_available(stream[:cut])
         connection._on_data_available(stream[cut:])
         assert depths == [(5, 0), (5, 1000), (5, 2000)]
+        assert settled == [(5, 4, True, False), (5, 6, False, True)]
         assert [type(f.method if hasattr(f, "method") else f) for f in connection.passed] == \
-            [spec.Basic.Ack, frame.Heartbeat, spec.Channel.Close]
+            [frame.Heartbeat, spec.Basic.Cancel, spec.Channel.Close]
 
 
 # -- request/reply: properties, requests and replies against pika's ---------------------------
