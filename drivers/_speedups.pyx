@@ -382,8 +382,12 @@ cdef class FrameDecoder:
             if n < skip:
                 self.skip = skip - n
                 return n, 0
-            view = data
-            if view[skip - 1] != FRAME_END:
+            if type(data) is bytes:  # a socket read always is: read in place
+                b = <const uint8_t*>PyBytes_AS_STRING(data)
+            else:
+                view = data
+                b = &view[0]
+            if b[skip - 1] != FRAME_END:
                 raise _bad_end()
             pos, skip, frames = skip, 0, 1
             self.skip = 0
@@ -397,8 +401,11 @@ cdef class FrameDecoder:
         buffer = leftover + data if leftover else data
         end_of_data, held = len(buffer), len(leftover)
         if end_of_data:
-            view = buffer
-            b = &view[0]
+            if type(buffer) is bytes:
+                b = <const uint8_t*>PyBytes_AS_STRING(buffer)
+            else:
+                view = buffer
+                b = &view[0]
         while end_of_data - pos >= 7:
             kind = b[pos]
             channel = (b[pos + 1] << 8) | b[pos + 2]
@@ -557,6 +564,7 @@ cdef class LoopCore:
 
 cdef extern from "<sys/socket.h>" nogil:
     ssize_t recv(int fd, void* buf, size_t n, int flags)
+    enum: MSG_DONTWAIT
 
 cdef extern from "Python.h":
     PyObject* _new_bytes "PyBytes_FromStringAndSize"(const char* v, Py_ssize_t n) except NULL
@@ -597,8 +605,7 @@ cdef class Reader:
         size = getattr(transport, self.size_attr)
         raw = _new_bytes(NULL, size)
         into = _bytes_of(raw)
-        with nogil:
-            got = recv(self.fd, into, size, 0)
+        got = recv(self.fd, into, size, MSG_DONTWAIT)  # never waits: the GIL stays held
         if got <= 0:
             Py_DECREF(<object>raw)
             if got < 0 and (errno == EAGAIN or errno == EINTR):

@@ -115,6 +115,15 @@ def test_the_decoders_agree_on_a_stream_split_at_every_byte(frame_max):
 
 
 @needs_build
+def test_the_compiled_decoder_reads_a_bytearray_as_it_reads_bytes():
+    data = stream([0, 28, 300, 5000], 512)
+    for cut in range(0, len(data) + 1, 7):
+        pieces = [data[:cut], data[cut:]]
+        assert run(speedups.FrameDecoder, [bytearray(p) for p in pieces]) == \
+            run(speedups.FrameDecoder, pieces), cut
+
+
+@needs_build
 @settings(max_examples=300, deadline=None)
 @given(sizes=st.lists(st.integers(0, 3000), min_size=1, max_size=12),
        cuts=st.lists(st.integers(0, 1 << 20), max_size=30),
