@@ -9,6 +9,7 @@ and depth age where the run recorded them.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -41,6 +42,11 @@ def main(paths: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="a run directory")
+    runs = parser.parse_args().runs
+    if missing := [run for run in runs if not (Path(run) / "run.json").is_file()]:
+        parser.error(f"not a run directory (no run.json): {', '.join(missing)}")
     from bench.record import recorded
     with recorded("sample_integrity"):
-        main(sys.argv[1:])
+        main(runs)
