@@ -372,22 +372,18 @@ cdef class FrameDecoder:
         cdef long long remaining = self.remaining, first_offset = self.first_offset
         cdef long long skip = self.skip, size
         cdef Py_ssize_t pos = 0, frames = 0, end, end_of_data, held, tag_at, n
-        cdef const uint8_t[::1] view
         cdef const uint8_t* b = NULL
         on_delivery = self._on_delivery
         cdef AckWindow window = self._window
         first_buffer, properties = self.first_buffer, self.properties
+        if type(data) is not bytes:  # a socket read always is: read in place
+            data = bytes(data)
         n = len(data)
         if skip:
             if n < skip:
                 self.skip = skip - n
                 return n, 0
-            if type(data) is bytes:  # a socket read always is: read in place
-                b = <const uint8_t*>PyBytes_AS_STRING(data)
-            else:
-                view = data
-                b = &view[0]
-            if b[skip - 1] != FRAME_END:
+            if (<const uint8_t*>PyBytes_AS_STRING(data))[skip - 1] != FRAME_END:
                 raise _bad_end()
             pos, skip, frames = skip, 0, 1
             self.skip = 0
@@ -401,11 +397,7 @@ cdef class FrameDecoder:
         buffer = leftover + data if leftover else data
         end_of_data, held = len(buffer), len(leftover)
         if end_of_data:
-            if type(buffer) is bytes:
-                b = <const uint8_t*>PyBytes_AS_STRING(buffer)
-            else:
-                view = buffer
-                b = &view[0]
+            b = <const uint8_t*>PyBytes_AS_STRING(buffer)
         while end_of_data - pos >= 7:
             kind = b[pos]
             channel = (b[pos + 1] << 8) | b[pos + 2]

@@ -37,6 +37,8 @@ class AgentErrors:
 
     def on_tick(self, record: TickRecord) -> None:
         """Record the agents' last errors that were not recorded before."""
+        if not record.errors:
+            return
         counts = {row["agent"]: row["errors"] for row in record.agent_rows}
         for agent, text in record.errors.items():
             if self.said.get(agent) != text:
