@@ -1,12 +1,20 @@
 """The whole suite: Spark drivers it starts neither read nor write the user's class-data archive
-(``tests/spark/test_quiet_console.py`` checks the archive in a directory of its own)."""
+(``tests/spark/test_quiet_console.py`` checks the archive in a directory of its own); the Python
+processes it starts write and read compiled bytecode."""
 
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 
 os.environ.setdefault("SURGE_SPARK_CLASS_CACHE", "off")
+
+# The suite starts hundreds of Python processes (runs, agents, command lines): each reads surge's
+# bytecode cached, as an installed surge's is (pip compiles it), rather than compiling its sources
+# again where the environment says not to write the cache (PYTHONDONTWRITEBYTECODE).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 # The MQI emulator's fixtures (emulated_ibmmq, qmgrs): built and started only where a test asks.
 pytest_plugins = ["tests.mqemu.fixtures"]
