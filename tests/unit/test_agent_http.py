@@ -25,6 +25,7 @@ from orchestrator.agents.client import AgentHandle, read_hello
 from orchestrator.cli import app
 from orchestrator.errors import AgentError
 from tests.flood import closed_by_peer, idle_connections
+from tests.polling import eventually
 
 
 @dataclass
@@ -216,7 +217,7 @@ def test_500_idle_strangers_take_no_thread_and_keep_no_call_of_the_controller_ou
             closed_after = time.monotonic() - opened
         assert still_open == 0 and set(received) == {b""}  # closed, no reply to no request
         assert closed_after < HEAD_TIMEOUT_S + 3 and calls >= 4
-        assert _eventually(lambda: process.num_threads() <= before)
+        assert eventually(lambda: process.num_threads() <= before)
         agent.assert_no_traceback()
 
 
@@ -271,10 +272,3 @@ def test_the_agent_command_refuses_limits_that_would_not_serve():
         assert result.exit_code == 2 and "Invalid value for" in result.output, result.output
 
 
-def _eventually(condition, timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import psutil
 import pytest
@@ -21,6 +20,7 @@ from orchestrator.agents.launcher import Fleet, LocalLauncher
 from orchestrator.errors import AgentError
 from orchestrator.run.crew import Crew
 from tests.fakes import FakeClock, MemoryLauncher
+from tests.polling import eventually
 
 
 def alive(pid: int) -> bool:
@@ -40,15 +40,6 @@ def group(pgid: int) -> list[int]:
         except (ProcessLookupError, psutil.NoSuchProcess):
             continue
     return found
-
-
-def wait_until(condition, timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 @pytest.fixture
@@ -114,7 +105,7 @@ def test_agents_begun_start_beside_the_run_and_are_stopped_if_never_started(tmp_
     assert launcher.begin(60) is True
     (process,) = started.processes
     assert alive(process.pid)
-    assert wait_until(lambda: len(group(process.pid)) == 2)  # the copy is forked, unannounced
+    assert eventually(lambda: len(group(process.pid)) == 2)  # the copy is forked, unannounced
     launcher.stop(Fleet([], [], []))
     assert group(process.pid) == []
     assert not (tmp_path / "agents").exists()  # their empty logs gone with them
@@ -162,7 +153,7 @@ def test_every_agent_exits_with_the_process_that_started_them(tmp_path):
     finally:
         starter.kill()
         starter.wait()
-    assert wait_until(lambda: not any(alive(pid) for pid in pids), 5.0), \
+    assert eventually(lambda: not any(alive(pid) for pid in pids), 5.0), \
         "the agents outlived their controller"
 
 
