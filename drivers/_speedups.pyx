@@ -204,11 +204,22 @@ cdef inline int64_t _us(int64_t ns) noexcept nogil:
     return us - 1 if ns % 1000 < 0 else us
 
 
+cdef class RecorderCounts:
+    """The compiled twin of ``drivers.workers.RecorderCounts``, the base of every
+    ``Recorder``: the counts and histograms each delivery changes, as fields that
+    :class:`ReceiverCore` and :class:`AckWindow` change without a Python attribute lookup (a
+    Python attribute of the recorder is a dictionary lookup and a new integer object per
+    delivery)."""
+
+    cdef public long long received, redelivered, served, header_errors, unacked
+    cdef public HistogramCore latency, intended_latency
+
+
 cdef class ReceiverCore:
     """The compiled twin of ``drivers.workers.ReceiverCore``: a version 2 header read here,
     anything else (version 1, too short, not a header) by ``drivers.header.decode``."""
 
-    cdef public object recorder
+    cdef public RecorderCounts recorder
     cdef public TrackerCore tracker
     cdef public bint stream
     serves_requests = False
@@ -226,7 +237,7 @@ cdef class ReceiverCore:
         cdef int32_t lag_us
         cdef bint scheduled
         cdef HistogramCore histogram
-        recorder = self.recorder
+        cdef RecorderCounts recorder = self.recorder
         if type(body) is bytes:
             p, size = <const uint8_t*>PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body)
         elif type(body) is bytearray:
@@ -267,7 +278,8 @@ cdef class AckWindow:
     """The compiled twin of ``drivers.amqp.acks.PyAckWindow``."""
 
     cdef public long long every, unacked, last_tag
-    cdef public object recorder, ack
+    cdef public RecorderCounts recorder
+    cdef public object ack
     cdef object _on_body
     cdef ReceiverCore _core  # on_body's receiver, when it is a compiled ReceiverCore's own
 

@@ -23,7 +23,20 @@ from results.rundir.histogram import LatencyHistogram
 DESTINATION_SEQUENCE = 24  # destinations kept in put order (document 002's sequence)
 
 
-class Recorder:
+class RecorderCounts:
+    """The counts and histograms of a :class:`Recorder` that each delivery changes
+    (``received``, ``redelivered``, ``served``, ``header_errors``, ``unacked``, ``latency``,
+    ``intended_latency``). The pure-Python reference of the compiled base
+    (``drivers/_speedups.pyx``), where they are fields the receiving path reaches without a
+    Python attribute lookup; here, plain attributes :class:`Recorder` sets."""
+
+
+_compiled = compiled.load("drivers._speedups")
+_RecorderCounts: type[RecorderCounts] = RecorderCounts if _compiled is None \
+    else _compiled.RecorderCounts
+
+
+class Recorder(_RecorderCounts):  # type: ignore[valid-type,misc]
     """The funnel for one agent's measurements: counters, latency, sequence tracking."""
 
     def __init__(self) -> None:
@@ -413,7 +426,6 @@ class ReceiverCore:
             recorder.redelivered += 1
 
 
-_compiled = compiled.load("drivers._speedups")
 _ReceiverCore: type[ReceiverCore] = ReceiverCore if _compiled is None else _compiled.ReceiverCore
 
 
