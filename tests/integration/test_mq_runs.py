@@ -137,7 +137,12 @@ def test_scale_out_starts_queue_managers_over_ssh_and_every_message_is_accounted
     ticks = read_rows(Path(document["run_dir"]), "ticks")
     reconnects = max(row["reconnects"] for row in ticks)
     assert reconnects >= sum(sum(e["placement"][name].values()) for name, e in placed.items())
-    assert max(row["errors"] for row in ticks) == 0  # a move MQ asked for is not an error
+    # a move MQ asked for is not an error; a put the queue manager refuses because the queue
+    # is full is one (the step overdrives the first member; on a busy host its queue may fill
+    # before the next starts), and the agent says which
+    texts = {e["error"] for e in events if e["kind"] == "agent_error"}
+    assert all("MQRC_Q_FULL" in text for text in texts), texts
+    assert (max(row["errors"] for row in ticks) > 0) == bool(texts)
     # the 12,000 msg/s step is more than one emulated queue manager carries: rows per member
     # count, and the members counted go up as they start (one may start only in the drain:
     # each scale-out waits for MQ to move clients before the next decision)
