@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import importlib.util
 import json
 import multiprocessing
 import os
@@ -213,8 +214,8 @@ class Surge:
                                                 exit=ExitSpec())
         count = max(1, min(os.cpu_count() or 1, case.producers + case.consumers))
         with _code_of(self.tree, self.env):
-            agents = spawn_local_agents(count, self.workdir / f"agents-{self.name}",
-                                        run_s + LIFETIME_MARGIN_S)
+            agents = _launcher_of(self.tree)(count, self.workdir / f"agents-{self.name}",
+                                             run_s + LIFETIME_MARGIN_S)
         stop_polling = threading.Event()
         last: dict[int, protocol.Snapshot] = {}
 
@@ -249,6 +250,18 @@ class Surge:
         poller = threading.Thread(target=poll, name="snapshots", daemon=True)
         poller.start()
         return Running([agent.process.pid for agent in agents], stop)
+
+
+def _launcher_of(tree: Path | None) -> Callable[..., list]:
+    """``spawn_local_agents`` of checkout ``tree`` (None: this one): how its agents are started
+    is its own (their command line changes with it)."""
+    if tree is None:
+        return spawn_local_agents
+    spec = importlib.util.spec_from_file_location(
+        "base_local_agents", tree / "orchestrator" / "agents" / "local.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.spawn_local_agents
 
 
 @contextlib.contextmanager
@@ -388,16 +401,20 @@ class CClient:
 # -- measuring -------------------------------------------------------------------------------
 
 def tree_cpu(roots: list[int]) -> float:
-    """CPU seconds (user + system) of the processes ``roots`` and all their descendants."""
-    total = 0.0
+    """CPU seconds (user + system) of the processes ``roots`` and all their descendants, each
+    counted once (surge's local agents are forked from the first: its descendants)."""
+    seen: dict[int, psutil.Process] = {}
     for pid in roots:
         try:
             root = psutil.Process(pid)
-            for process in [root, *root.children(recursive=True)]:
-                times = process.cpu_times()
-                total += times.user + times.system
+            seen.update((p.pid, p) for p in [root, *root.children(recursive=True)])
         except psutil.NoSuchProcess:
             continue
+    total = 0.0
+    for process in seen.values():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = process.cpu_times()
+            total += times.user + times.system
     return total
 
 
@@ -517,6 +534,8 @@ def main() -> None:
     parser.add_argument("--base-tree", type=Path, metavar="DIR",
                         help="generator 'base': surge agents running the code of checkout DIR")
     args = parser.parse_args()
+    # stopped by a signal, it stops the broker and the generators it started all the same
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     cases = [CASES[name] for name in args.cases.split(",") if name]
@@ -577,6 +596,7 @@ def main() -> None:
                 print_table(case, results, skipped, [g.name for g in generators],
                             args.rounds, args.warmup, args.seconds)
         finally:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one cannot cut this short
             provisioner.down()
 
 
