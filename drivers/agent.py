@@ -300,7 +300,7 @@ def _handler(agent: Agent, token: str, metrics: _Metrics, done: threading.Event,
 
 def serve(host: str, port: int, tokens: str | list[str], max_lifetime_s: float, *,
           idle_timeout_s: float = IDLE_TIMEOUT_S, max_connections: int = MAX_CONNECTIONS,
-          broker: str | None = None, logs: list[str] | None = None) -> None:
+          broker: str | None = None, log_dir: str | None = None) -> None:
     """Run an agent per token until each is told to shut down, the process that started this
     one dies, or its lifetime ends.
 
@@ -309,8 +309,9 @@ def serve(host: str, port: int, tokens: str | list[str], max_lifetime_s: float, 
     a machine's agents cost one interpreter's start rather than one each. This process then
     prints one :class:`~drivers.protocol.Hello` JSON line per agent on stdout, in the order
     of ``tokens`` (each with its agent's port and process id). A forked agent is in this
-    one's process group, writes its errors to its own ``logs`` file where given, and watches
-    the process that started the first agent, not its own parent (:class:`StarterWatch`).
+    one's process group, writes its errors to its own log in ``log_dir`` where given
+    (:func:`~drivers.protocol.log_name`; the first agent's are this process's own), and
+    watches the process that started the first agent, not its parent (:class:`StarterWatch`).
 
     Only a request with the agent's token gets a connection kept alive, closed when idle for
     ``idle_timeout_s``; beyond ``max_connections`` of those at once, one more is answered 503.
@@ -338,8 +339,8 @@ def serve(host: str, port: int, tokens: str | list[str], max_lifetime_s: float, 
         if index != mine:
             server.server_close()
     if mine:
-        if logs:
-            _write_errors_to(logs[mine])
+        if log_dir:
+            _write_errors_to(os.path.join(log_dir, protocol.log_name(mine)))
     else:
         for pid in pids[1:]:  # a copy that exits is reaped at once, not left a zombie
             threading.Thread(target=os.waitpid, args=(pid, 0), daemon=True).start()
@@ -403,7 +404,7 @@ def queue_names(queue: str | list[str]) -> tuple[str, ...]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m drivers.agent [--host H] [--port P] [--max-lifetime S] [--broker B]
-    [--logs F,F..]``, tokens in ``$SURGE_AGENT_TOKEN`` (comma-separated: one agent each, see
+    [--log-dir D]``, tokens in ``$SURGE_AGENT_TOKEN`` (comma-separated: one agent each, see
     :func:`serve`): :func:`serve` with ``surge agent``'s defaults, started without typer and
     every command's options (a tenth of a second of each local agent's start)."""
     parser = argparse.ArgumentParser(prog="python -m drivers.agent",
@@ -414,9 +415,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="Seconds before exiting")
     parser.add_argument("--broker", choices=sorted(DRIVERS),
                         help="Load this broker's driver before listening")
-    parser.add_argument("--logs", type=lambda text: text.split(","), default=None,
-                        help="Each agent's standard error, comma-separated (the first agent's "
-                             "is this process's own)")
+    parser.add_argument("--log-dir", default=None,
+                        help="Where each agent forked from this one writes its standard error "
+                             "(agent-N.log; the first agent's is this process's own)")
     args = parser.parse_args(argv)
     tokens = [t for t in os.environ.get("SURGE_AGENT_TOKEN", "").split(",") if t]
     if not tokens:
@@ -424,9 +425,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if len(tokens) > 1 and args.port:
         parser.error("several tokens: one agent each, each on a port of its own (--port 0)")
-    if args.logs is not None and len(args.logs) != len(tokens):
-        parser.error(f"--logs names {len(args.logs)} files for {len(tokens)} agents")
-    serve(args.host, args.port, tokens, args.max_lifetime, broker=args.broker, logs=args.logs)
+    serve(args.host, args.port, tokens, args.max_lifetime, broker=args.broker,
+          log_dir=args.log_dir)
     return 0
 
 if __name__ == "__main__":

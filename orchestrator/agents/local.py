@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from drivers.protocol import log_name
 from orchestrator.agents.client import AgentHandle, read_hello
 from orchestrator.errors import AgentError
 
@@ -94,7 +95,7 @@ class LocalStart:
             self.process = None
             if forget:
                 for index in range(len(self.tokens)):
-                    log = self.log_dir / f"agent-{index}.log"
+                    log = self.log_dir / log_name(index)
                     with contextlib.suppress(OSError):
                         if log.stat().st_size == 0:
                             log.unlink()
@@ -148,11 +149,10 @@ def _start(tokens: list[str], log_dir: Path, max_lifetime_s: float, hide: frozen
     without the command line's own start-up), started."""
     env = {k: v for k, v in os.environ.items() if k not in hide}
     env["SURGE_AGENT_TOKEN"] = ",".join(tokens)
-    logs = [str(log_dir / f"agent-{index}.log") for index in range(len(tokens))]
-    with open(logs[0], "ab") as log:
+    with open(log_dir / log_name(0), "ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "drivers.agent", "--host", "127.0.0.1", "--port", "0",
-             "--max-lifetime", str(int(max_lifetime_s)), "--logs", ",".join(logs),
+             "--max-lifetime", str(int(max_lifetime_s)), "--log-dir", str(log_dir),
              *(["--broker", broker] if broker else [])],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
             start_new_session=True)
@@ -164,7 +164,7 @@ def _await(index: int, token: str, process: subprocess.Popen, lines: _Lines, log
     process is ``process`` itself, a copy's a :class:`CopyProcess`); :class:`AgentError` if
     it says none in time or another."""
     line = lines.next(AGENT_START_TIMEOUT_S)
-    hello = read_hello(line, f"agent {index} (log: {log_dir / f'agent-{index}.log'})")
+    hello = read_hello(line, f"agent {index} (log: {log_dir / log_name(index)})")
     handle = AgentHandle(index, "127.0.0.1", hello.port, token,
                          process if index == 0 else CopyProcess(hello.pid))
     handle.closer = lambda timeout_s: _stop_local(handle, timeout_s)

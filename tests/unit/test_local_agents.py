@@ -71,7 +71,8 @@ def started(monkeypatch):
 
 
 def test_one_process_starts_and_the_other_agents_are_forked_from_it(tmp_path, started):
-    agents = local.spawn_local_agents(3, tmp_path, 60)
+    logs = tmp_path / "001-scen-rate_per_sender=50,size=256-r1"  # a campaign cell's name
+    agents = local.spawn_local_agents(3, logs, 60)
     (first,) = started.processes
     try:
         assert [a.index for a in agents] == [0, 1, 2]
@@ -89,7 +90,7 @@ def test_one_process_starts_and_the_other_agents_are_forked_from_it(tmp_path, st
             agent.stop()
     assert all(a.process.poll() is not None for a in agents)
     assert group(first.pid) == []
-    assert all((tmp_path / f"agent-{i}.log").exists() for i in range(3))
+    assert sorted(p.name for p in logs.iterdir()) == [f"agent-{i}.log" for i in range(3)]
 
 
 def test_one_agent_failing_to_start_leaves_none_running(tmp_path, started):
