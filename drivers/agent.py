@@ -216,6 +216,7 @@ class _Collector:
 
 # broker -> the module of its driver, which makes one with ``driver_for(config, recorder)``
 DRIVERS = {"rabbitmq": "drivers.amqp.driver", "ibmmq": "drivers.mq.driver"}
+COPIES_WAIT_S = 5.0  # the first agent, shut down, waits this long at most for its copies to exit
 
 
 def _make_driver(config: protocol.Configure, recorder: Recorder) -> Driver:
@@ -338,16 +339,20 @@ def serve(host: str, port: int, tokens: str | list[str], max_lifetime_s: float, 
     for index, server in enumerate(servers):
         if index != mine:
             server.server_close()
-    if mine:
-        if log_dir:
-            _write_errors_to(os.path.join(log_dir, protocol.log_name(mine)))
-    else:
+    reapers = []
+    if not mine:
         for pid in pids[1:]:  # a copy that exits is reaped at once, not left a zombie
-            threading.Thread(target=os.waitpid, args=(pid, 0), daemon=True).start()
+            reapers.append(threading.Thread(target=os.waitpid, args=(pid, 0), daemon=True))
+            reapers[-1].start()
         for agent_port, pid in zip(ports, pids):
             print(protocol.dumps(protocol.Hello(agent_port, pid, protocol.PROTOCOL_VERSION))
                   .decode(), flush=True)
+    elif log_dir:
+        _write_errors_to(os.path.join(log_dir, protocol.log_name(mine)))
     _serve_one(servers[mine], tokens[mine], starter, max_lifetime_s)
+    deadline = time.monotonic() + COPIES_WAIT_S  # stopped together: theirs reaped before it goes
+    for reaper in reapers:
+        reaper.join(max(0.0, deadline - time.monotonic()))
 
 
 def _serve_one(server: GuardedServer, token: str, starter: StarterWatch,

@@ -18,6 +18,7 @@ from orchestrator.agents.client import AgentHandle, read_hello
 from orchestrator.errors import AgentError
 
 AGENT_START_TIMEOUT_S = 30.0
+REAP_WAIT_S = 5.0  # an exited copy is reaped by its parent or init within this, or let be
 
 
 def _stop_local(handle: AgentHandle, timeout_s: float) -> None:
@@ -135,12 +136,25 @@ class CopyProcess:
             self.returncode = -1
             os.close(self._fd)
             self._fd = None
+            _until_reaped(self.pid, REAP_WAIT_S)
         return self.returncode
 
     def __del__(self) -> None:
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
+
+
+def _until_reaped(pid: int, timeout_s: float) -> None:
+    """Wait, at most ``timeout_s``, until exited process ``pid`` is reaped (by the first agent,
+    its parent, or by init once the first agent is gone): an agent stopped is no longer there."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.01)
 
 
 def _start(tokens: list[str], log_dir: Path, max_lifetime_s: float, hide: frozenset[str],

@@ -121,6 +121,8 @@ def test_agents_begun_are_the_ones_started(tmp_path, started):
     finally:
         launcher.stop(fleet)
     assert group(started.processes[0].pid) == []
+    # stopped together, and gone: not even a zombie of a copy is left to reap
+    assert not [a.process.pid for a in fleet.agents if psutil.pid_exists(a.process.pid)]
 
 
 def test_an_agent_lost_takes_no_other_with_it(tmp_path, started):
