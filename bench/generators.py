@@ -402,7 +402,7 @@ class CClient:
 
 def tree_cpu(roots: list[int]) -> float:
     """CPU seconds (user + system) of the processes ``roots`` and all their descendants, each
-    counted once (surge's local agents are forked from the first: its descendants)."""
+    counted once (a root may be another's descendant)."""
     seen: dict[int, psutil.Process] = {}
     for pid in roots:
         try:

@@ -1,11 +1,10 @@
 """The agent process: hosts workers on a driver; serves ``/metrics`` and a guarded control API.
 
 The API's messages, paths and version are declared in :mod:`drivers.protocol`; this module only
-carries them out. The agent exits by itself when the process that started it dies or
-``max_lifetime_s`` passes, so a crashed controller leaves no agent behind. Load hosts start it
-as ``surge agent``; a run starts its local agents as one ``python -m drivers.agent``
-(:func:`main`), the same agent without the command line's own start-up, which forks one agent
-per token from itself (:func:`serve`).
+carries them out. The agent exits by itself when its parent dies or ``max_lifetime_s`` passes,
+so a crashed controller leaves no agent behind. Load hosts start it as ``surge agent``; a run
+starts its local agents as ``python -m drivers.agent`` (:func:`main`), the same agent without
+the command line's own start-up.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import importlib
 import json
 import os
 import random
-import select
 import sys
 import threading
 import time
@@ -216,7 +214,6 @@ class _Collector:
 
 # broker -> the module of its driver, which makes one with ``driver_for(config, recorder)``
 DRIVERS = {"rabbitmq": "drivers.amqp.driver", "ibmmq": "drivers.mq.driver"}
-COPIES_WAIT_S = 5.0  # the first agent, shut down, waits this long at most for its copies to exit
 
 
 def _make_driver(config: protocol.Configure, recorder: Recorder) -> Driver:
@@ -230,9 +227,9 @@ def _make_driver(config: protocol.Configure, recorder: Recorder) -> Driver:
 
 
 def preload(broker: str) -> None:
-    """Load ``broker``'s driver now: local agents do it once, before the copies are forked
-    from the first and while the controller prepares, rather than on the way to the first
-    publish. One that does not load is left for ``/configure`` to report."""
+    """Load ``broker``'s driver now: a local agent does it after its first line, while the
+    controller prepares, rather than on the way to the first publish. One that does not load
+    is left for ``/configure`` to report."""
     with contextlib.suppress(Exception):  # an unknown broker too
         importlib.import_module(DRIVERS[broker])
 
@@ -299,107 +296,36 @@ def _handler(agent: Agent, token: str, metrics: _Metrics, done: threading.Event,
     return Handler
 
 
-def serve(host: str, port: int, tokens: str | list[str], max_lifetime_s: float, *,
+def serve(host: str, port: int, token: str, max_lifetime_s: float, *,
           idle_timeout_s: float = IDLE_TIMEOUT_S, max_connections: int = MAX_CONNECTIONS,
-          broker: str | None = None, log_dir: str | None = None) -> None:
-    """Run an agent per token until each is told to shut down, the process that started this
-    one dies, or its lifetime ends.
+          broker: str | None = None) -> None:
+    """Run an agent until told to shut down, its parent dies, or its lifetime ends.
 
-    This process is the first agent; each further one is forked from it once it has loaded
-    its modules and ``broker``'s driver (:func:`preload`), before any thread starts, so that
-    a machine's agents cost one interpreter's start rather than one each. This process then
-    prints one :class:`~drivers.protocol.Hello` JSON line per agent on stdout, in the order
-    of ``tokens`` (each with its agent's port and process id). A forked agent is in this
-    one's process group, writes its errors to its own log in ``log_dir`` where given
-    (:func:`~drivers.protocol.log_name`; the first agent's are this process's own), and
-    watches the process that started the first agent, not its parent (:class:`StarterWatch`).
-
-    Only a request with the agent's token gets a connection kept alive, closed when idle for
+    Prints one :class:`~drivers.protocol.Hello` JSON line on stdout once it listens. Only a
+    request with ``token`` gets a connection kept alive, closed when idle for
     ``idle_timeout_s``; beyond ``max_connections`` of those at once, one more is answered 503.
     Anything else (``/metrics``) is served in a small pool of its own, so that connections
     from strangers cannot take the controller's (see :class:`~drivers.http.GuardedServer`).
+    ``broker``: the driver to load (:func:`preload`) once that line is out.
     """
-    tokens = [tokens] if isinstance(tokens, str) else tokens
-    if port and len(tokens) > 1:
-        raise ValueError("agents forked from one process listen on ports of their own: port 0")
-    if broker:
-        preload(broker)
-    starter = StarterWatch()
-    servers = [GuardedServer((host, port), JsonHandler, token=token,
-                             idle_timeout_s=idle_timeout_s, max_connections=max_connections)
-               for token in tokens]
-    ports = [server.server_address[1] for server in servers]
-    pids, mine = [os.getpid()], 0
-    for index in range(1, len(tokens)):
-        pid = os.fork()
-        if pid == 0:
-            pids, mine = [os.getpid()], index
-            break
-        pids.append(pid)
-    for index, server in enumerate(servers):
-        if index != mine:
-            server.server_close()
-    reapers = []
-    if not mine:
-        for pid in pids[1:]:  # a copy that exits is reaped at once, not left a zombie
-            reapers.append(threading.Thread(target=os.waitpid, args=(pid, 0), daemon=True))
-            reapers[-1].start()
-        for agent_port, pid in zip(ports, pids):
-            print(protocol.dumps(protocol.Hello(agent_port, pid, protocol.PROTOCOL_VERSION))
-                  .decode(), flush=True)
-    elif log_dir:
-        _write_errors_to(os.path.join(log_dir, protocol.log_name(mine)))
-    _serve_one(servers[mine], tokens[mine], starter, max_lifetime_s)
-    deadline = time.monotonic() + COPIES_WAIT_S  # stopped together: theirs reaped before it goes
-    for reaper in reapers:
-        reaper.join(max(0.0, deadline - time.monotonic()))
-
-
-def _serve_one(server: GuardedServer, token: str, starter: StarterWatch,
-               max_lifetime_s: float) -> None:
-    """One agent on ``server``, until told to shut down, ``starter`` is gone, or its lifetime
-    ends."""
     agent = Agent()
     done = threading.Event()
+    server = GuardedServer((host, port), JsonHandler, token=token,
+                           idle_timeout_s=idle_timeout_s, max_connections=max_connections)
     hello = protocol.Hello(server.server_address[1], os.getpid(), protocol.PROTOCOL_VERSION)
     server.RequestHandlerClass = _handler(agent, token, _Metrics(agent), done, hello)
     threading.Thread(target=server.serve_forever, name="agent-http", daemon=True).start()
+    print(protocol.dumps(hello).decode(), flush=True)
+    if broker:
+        preload(broker)
+    parent = os.getppid()
     deadline = time.monotonic() + max_lifetime_s
     while not done.wait(0.5):
-        if starter.gone() or time.monotonic() > deadline:
+        if os.getppid() != parent or time.monotonic() > deadline:
             break
     agent.shutdown()
     server.shutdown()
     sys.stdout.flush()
-
-
-def _write_errors_to(path: str) -> None:
-    """This process's standard error, from now on: the file at ``path`` (appended to)."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    os.dup2(fd, 2)
-    os.close(fd)
-
-
-class StarterWatch:
-    """Whether the process that started this agent (the controller, or ``surge agent`` 's
-    shell) has gone: its parent's, read when this is made. A pidfd where the system has them
-    (Linux 5.3), which a forked copy, whose parent is the first agent, watches as well."""
-
-    def __init__(self) -> None:
-        self.pid = os.getppid()
-        self.fd: int | None = None
-        with contextlib.suppress(AttributeError, OSError):
-            self.fd = os.pidfd_open(self.pid)
-
-    def gone(self) -> bool:
-        """Whether it has exited."""
-        if self.fd is not None:
-            return bool(select.select([self.fd], [], [], 0)[0])
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return True
-        return False
 
 
 def queue_names(queue: str | list[str]) -> tuple[str, ...]:
@@ -408,10 +334,9 @@ def queue_names(queue: str | list[str]) -> tuple[str, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m drivers.agent [--host H] [--port P] [--max-lifetime S] [--broker B]
-    [--log-dir D]``, tokens in ``$SURGE_AGENT_TOKEN`` (comma-separated: one agent each, see
-    :func:`serve`): :func:`serve` with ``surge agent``'s defaults, started without typer and
-    every command's options (a tenth of a second of each local agent's start)."""
+    """``python -m drivers.agent [--host H] [--port P] [--max-lifetime S] [--broker B]``, token in
+    ``$SURGE_AGENT_TOKEN``: :func:`serve` with ``surge agent``'s defaults, started without
+    typer and every command's options (a tenth of a second of each local agent's start)."""
     parser = argparse.ArgumentParser(prog="python -m drivers.agent",
                                      description="Host workers for a controller.")
     parser.add_argument("--host", default="127.0.0.1")
@@ -419,20 +344,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-lifetime", type=float, default=86400.0,
                         help="Seconds before exiting")
     parser.add_argument("--broker", choices=sorted(DRIVERS),
-                        help="Load this broker's driver before listening")
-    parser.add_argument("--log-dir", default=None,
-                        help="Where each agent forked from this one writes its standard error "
-                             "(agent-N.log; the first agent's is this process's own)")
+                        help="Load this broker's driver once listening")
     args = parser.parse_args(argv)
-    tokens = [t for t in os.environ.get("SURGE_AGENT_TOKEN", "").split(",") if t]
-    if not tokens:
+    token = os.environ.get("SURGE_AGENT_TOKEN")
+    if not token:
         print("SURGE_AGENT_TOKEN is not set", file=sys.stderr)
         return 2
-    if len(tokens) > 1 and args.port:
-        parser.error("several tokens: one agent each, each on a port of its own (--port 0)")
-    serve(args.host, args.port, tokens, args.max_lifetime, broker=args.broker,
-          log_dir=args.log_dir)
+    serve(args.host, args.port, token, args.max_lifetime, broker=args.broker)
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

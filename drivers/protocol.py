@@ -51,13 +51,6 @@ class ProtocolError(ValueError):
     """A message that does not match its declaration (unknown, missing or mistyped field)."""
 
 
-
-def log_name(index: int) -> str:
-    """The name of local agent ``index``'s log (its standard error) in a run's agent directory:
-    the controller opens the first agent's, each agent forked from it opens its own."""
-    return f"agent-{index}.log"
-
-
 @dataclass(frozen=True)
 class Hello:
     """The agent's first line on stdout: where it listens and which protocol it speaks."""

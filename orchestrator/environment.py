@@ -53,9 +53,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
         "perftest sets it for its run from the URI (its topology file names the variable, "
         "never the password)", "set by surge perftest"),
     "SURGE_AGENT_TOKEN": (
-        "bearer token of an agent's control API; surge sets it for the agents it starts (its "
-        "local agents' process gets one per agent, comma-separated, and forks an agent for "
-        "each); set it yourself only for a surge agent started by hand", "a new one per run"),
+        "bearer token of an agent's control API; surge sets it for the agents it starts (set "
+        "it yourself only for a surge agent started by hand)", "a new one per run"),
 }
 
 
