@@ -10,8 +10,12 @@ SSHD   := /usr/sbin/sshd
 demo: deps  ## run the quickstart on a local 3-member RabbitMQ cluster, print the step table
 	$(BIN)/surge run scenarios/quickstart.yaml
 
+# The suite's test modules run two at a time (a module's tests stay together, in order); each
+# module's brokers and queue managers have ports of their own. JOBS=1 runs them one at a time.
+JOBS ?= 2
+
 test: deps  ## the whole test suite: unit tests and integration tests against real brokers
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(JOBS) --dist loadfile
 
 lint: deps
 	$(BIN)/ruff check .

@@ -22,10 +22,19 @@ def state_root(tmp_path_factory):
     return root
 
 
+def worker_index() -> int:
+    """This pytest-xdist worker's number (0 when the suite runs in one process): what keeps
+    the session resources of workers running side by side apart."""
+    return int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+
+
 @pytest.fixture(scope="session")
 def topology() -> TopologySpec:
+    """The shared cluster: each worker has its own (names and ports apart, 7200, 7250, ...)."""
+    index = worker_index()
     return TopologySpec(
-        name="it3", members=4, start=3, cpu_per_member=1.0, port_base=7200,
+        name=f"it3{'abcdefgh'[index]}" if index else "it3", members=4, start=3,
+        cpu_per_member=1.0, port_base=7200 + 50 * index,
         queues=[QueueSpec(name="perf", type="quorum",
                           arguments={"x-quorum-initial-group-size": 3}),
                 QueueSpec(name="plain", type="classic"),

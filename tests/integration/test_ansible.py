@@ -40,7 +40,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE = ROOT / "ansible"
 BIN = Path(sys.executable).parent
-MQ_PORT_BASE = 9480  # the emulated queue managers' listeners (tests/mqemu's range)
+MQ_PORT_BASE = 9550  # emulated queue managers' listeners, clear of tests/mqemu's free ports
 needs_ansible = pytest.mark.skipif(not (BIN / "ansible-playbook").exists(),
                                    reason="ansible-core is not installed (pip install -e .[dev])")
 needs_sshd = pytest.mark.skipif(missing() is not None, reason=str(missing()))
@@ -83,12 +83,12 @@ def ports_free(base: int, members: int) -> bool:
 
 
 def free_port_base(members: int) -> int:
-    """A port base from 7800 up whose AMQP, management, Prometheus, distribution and epmd
-    ports are all free."""
-    for base in range(7800, 8800, 10):
+    """A port base from 10700 up (no other test's) whose AMQP, management, Prometheus,
+    distribution and epmd ports are all free."""
+    for base in range(10700, 11000, 10):
         if ports_free(base, members):
             return base
-    pytest.skip("no free port range from 7800 to 8800")
+    pytest.skip("no free port range from 10700 to 11000")
 
 
 def ours(pid: int, marker: str) -> psutil.Process | None:

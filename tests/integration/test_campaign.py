@@ -17,7 +17,7 @@ from topologies.rabbitmq.local import LocalRabbitMQ
 
 pytestmark = pytest.mark.integration
 
-PORT_BASE = 7600  # clear of the session cluster (7200) and of the other tests
+PORT_BASE = 9000  # clear of the session cluster (7200) and of the other tests
 
 TOPOLOGY = f"""\
 name: itcamp

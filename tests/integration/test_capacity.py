@@ -32,7 +32,7 @@ def test_a_tenth_below_the_rate_found_holds_and_a_fifth_above_breaks(state_root,
                                                                      members):
     topology = TopologySpec.model_validate({
         "name": f"itcap{members}", "members": members, "start": members, "cpu_per_member": 0.5,
-        "port_base": 7800 + 10 * members,
+        "port_base": 10600 + 10 * members,
         "queues": [{"name": "perf", "type": "classic", "per_member": True}]})
     scenario = ScenarioSpec.model_validate({
         "name": "it-capacity", "topology": "unused.yaml", "agents": 2,

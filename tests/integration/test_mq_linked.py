@@ -24,7 +24,7 @@ from tests.sshd import missing
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600),
               pytest.mark.skipif(missing() is not None, reason=str(missing()))]
 
-PORT_BASE = int(os.environ.get("MQEMU_LINK_PORT_BASE", "9470"))
+PORT_BASE = int(os.environ.get("MQEMU_LINK_PORT_BASE", "9530"))
 """Each host's queue manager listens here (the emulator's range; sessions running side by
 side set their own)."""
 EXPORTER_OFFSET = 5

@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(missing() is not None, reason=str(missing()))]
 
 HOST_B = "127.0.1.2"
-PORT_BASE = 9470  # each host's first queue manager listens here (the emulator's range)
+PORT_BASE = 9510  # each host's first queue manager listens here (no free port the emulator picks)
 
 
 @pytest.fixture(scope="module")

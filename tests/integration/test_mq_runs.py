@@ -23,7 +23,7 @@ from tests.sshd import missing
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600),
               pytest.mark.skipif(missing() is not None, reason=str(missing()))]
 
-PORT_BASE = int(os.environ.get("MQEMU_RUNS_PORT_BASE", "9490"))
+PORT_BASE = int(os.environ.get("MQEMU_RUNS_PORT_BASE", "9570"))
 """Each host's first queue manager listens here (the emulator's range; sessions running side by
 side set their own)."""
 REBALANCE_INTERVAL_S = 1.0  # the emulated uniform cluster's balancing rounds (MQ: tens of s)

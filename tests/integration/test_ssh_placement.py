@@ -53,7 +53,7 @@ def topology(hosts, tmp_path_factory) -> TopologySpec:
                 **fields}
     return TopologySpec.model_validate({
         "name": "ssh2", "placement": "ssh", "members": 2, "start": 1, "cpu_per_member": 1.0,
-        "port_base": 7700, "queues": [{"name": "q"}],
+        "port_base": 9050, "queues": [{"name": "q"}],
         "hosts": [host("brokers", roles=["broker"], members=2),
                   host("senders", roles=["load"]),
                   host("receivers", roles=["load"])]})
@@ -199,7 +199,7 @@ def assert_closed(ssh: SshRabbitMQ, topology: TopologySpec, run_dir: Path) -> No
     listening = {(c.laddr.ip, c.laddr.port) for pid in (member.pid, epmd)
                  for c in psutil.Process(pid).net_connections("inet")
                  if c.status == psutil.CONN_LISTEN}
-    assert {port for _, port in listening} >= {7700, 17700, 27700, 37700}, listening
+    assert {port for _, port in listening} >= {9050, 19050, 29050, 39050}, listening
     assert {ip for ip, _ in listening} <= {"127.0.0.1", "127.0.1.1", "::1"}, listening
 
 
