@@ -16,6 +16,13 @@ os.environ.setdefault("SURGE_SPARK_CLASS_CACHE", "off")
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
+# Workers of pytest-xdist (make test JOBS=2) split the MQI emulator's free-port range between
+# them: a queue manager one worker starts must never be the one another worker's client finds.
+if "PYTEST_XDIST_WORKER" in os.environ and "MQEMU_PORTS" not in os.environ:
+    _width = 100 // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    _first = 9400 + _width * int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw"))
+    os.environ["MQEMU_PORTS"] = f"{_first}-{_first + _width - 1}"
+
 # The MQI emulator's fixtures (emulated_ibmmq, qmgrs): built and started only where a test asks.
 pytest_plugins = ["tests.mqemu.fixtures"]
 
