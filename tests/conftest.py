@@ -8,6 +8,8 @@ import shutil
 import sys
 import tempfile
 
+from tests.xdist_worker import worker_count, worker_index
+
 os.environ.setdefault("SURGE_SPARK_CLASS_CACHE", "off")
 
 # The suite starts hundreds of Python processes (runs, agents, command lines): each reads surge's
@@ -18,9 +20,9 @@ sys.dont_write_bytecode = False
 
 # Workers of pytest-xdist (make test JOBS=2) split the MQI emulator's free-port range between
 # them: a queue manager one worker starts must never be the one another worker's client finds.
-if "PYTEST_XDIST_WORKER" in os.environ and "MQEMU_PORTS" not in os.environ:
-    _width = 100 // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    _first = 9400 + _width * int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw"))
+if worker_count() > 1 and "MQEMU_PORTS" not in os.environ:
+    _width = 100 // worker_count()
+    _first = 9400 + _width * worker_index()
     os.environ["MQEMU_PORTS"] = f"{_first}-{_first + _width - 1}"
 
 # The MQI emulator's fixtures (emulated_ibmmq, qmgrs): built and started only where a test asks.

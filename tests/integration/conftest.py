@@ -10,6 +10,7 @@ import psutil
 import pytest
 
 from orchestrator.specs.topology import QueueSpec, TopologySpec
+from tests.xdist_worker import worker_index
 
 if not os.path.exists("/usr/lib/rabbitmq/bin/rabbitmq-server"):
     pytest.skip("Debian's rabbitmq-server is not installed", allow_module_level=True)
@@ -20,12 +21,6 @@ def state_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("surge-state")
     os.environ["SURGE_STATE_DIR"] = str(root)
     return root
-
-
-def worker_index() -> int:
-    """This pytest-xdist worker's number (0 when the suite runs in one process): what keeps
-    the session resources of workers running side by side apart."""
-    return int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
 
 
 @pytest.fixture(scope="session")
