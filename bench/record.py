@@ -2,8 +2,10 @@
 produced it, when, on what machine and at which commit, so a figure quoted in the docs can be
 checked against the file a run wrote rather than against someone's copy.
 
-``with recorded("generators"): main()`` tees the benchmark's stdout into that file (written
-when the benchmark ends, also when it fails or is interrupted, with a line saying so).
+``with recorded("generators"): main()`` tees the benchmark's stdout into that file when the
+benchmark completes. A run that fails or is interrupted keeps what it printed in
+``<name>.unfinished.txt`` instead, with a line saying so, so the record of the last completed run
+is never overwritten by a broken one; ``--help`` and bad arguments write nothing.
 """
 
 from __future__ import annotations
@@ -54,16 +56,21 @@ def header(argv: list[str]) -> str:
 
 @contextlib.contextmanager
 def recorded(name: str, directory: Path = RESULTS) -> Iterator[None]:
-    """Tee stdout into ``directory/<name>.txt`` while the benchmark runs."""
+    """Tee stdout into ``directory/<name>.txt`` while the benchmark runs (see the module)."""
     tee, terminal = _Tee(sys.stdout), sys.stdout
     sys.stdout = tee
-    ended = "\n# ended: not completed\n"
+    ended: str | None = "\n# ended: not completed\n"
     try:
         yield
         ended = ""
+    except SystemExit as stop:
+        if stop.code in (0, 2):
+            ended = None  # argparse's --help or a usage error: nothing was measured
+        raise
     finally:
         sys.stdout = terminal
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"{name}.txt"
-        path.write_text(header(sys.argv) + "\n" + tee.copy.getvalue() + ended)
-        print(f"results: {path}", file=sys.stderr)
+        if ended is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+            path = directory / (f"{name}.txt" if not ended else f"{name}.unfinished.txt")
+            path.write_text(header(sys.argv) + "\n" + tee.copy.getvalue() + ended)
+            print(f"results: {path}", file=sys.stderr)

@@ -1,5 +1,6 @@
 """Benchmarks keep what they printed (bench/record.py): the output, headed by the command, the
-time, the machine and the commit; a run that fails says so at the end of its file."""
+time, the machine and the commit; a run that fails says so in a file of its own and leaves the
+last completed record as it was."""
 
 from __future__ import annotations
 
@@ -28,10 +29,20 @@ def test_what_a_benchmark_prints_is_kept_with_its_command(tmp_path, capsys, monk
     assert "| 1+1 | 32,470 |" in capsys.readouterr().out  # and the terminal still shows it
 
 
-def test_a_failed_benchmark_keeps_what_it_printed_and_says_so(tmp_path):
+def test_a_failed_benchmark_keeps_what_it_printed_apart_and_says_so(tmp_path):
+    (tmp_path / "broken.txt").write_text("the last completed run\n")
     with pytest.raises(RuntimeError), recorded("broken", tmp_path):
         print("half a table")
         raise RuntimeError("broker gone")
-    kept = (tmp_path / "broken.txt").read_text()
+    kept = (tmp_path / "broken.unfinished.txt").read_text()
     assert "half a table\n" in kept and kept.endswith("# ended: not completed\n")
+    assert (tmp_path / "broken.txt").read_text() == "the last completed run\n"
     assert sys.stdout is sys.__stdout__ or not hasattr(sys.stdout, "copy")
+
+
+@pytest.mark.parametrize("code", [0, 2])
+def test_help_or_a_usage_error_writes_no_record(tmp_path, code):
+    with pytest.raises(SystemExit), recorded("generators", tmp_path):
+        print("usage: generators.py [-h]")
+        raise SystemExit(code)
+    assert list(tmp_path.iterdir()) == []
