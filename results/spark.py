@@ -97,8 +97,15 @@ def _start(master: str | None, log: Path):
             gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": out})
         SparkContext(conf=conf, gateway=gateway)
         if archive.writing:
-            atexit.register(archive.install, gateway.proc)
+            atexit.register(_stop_and_install, archive, gateway.proc)
     return SparkSession.builder.config(conf=conf).getOrCreate()
+
+
+def _stop_and_install(archive: ClassArchive, jvm: subprocess.Popen) -> None:
+    """At exit: stop this process's session, then install the archive its JVM writes."""
+    with contextlib.suppress(Exception):
+        _started.pop("session").stop()
+    archive.install(jvm)
 
 
 def on_this_machine(master: str) -> bool:
@@ -171,10 +178,8 @@ class ClassArchive:
         return f'-XX:SharedArchiveFile="{self.path}"' if self.path else ""
 
     def install(self, jvm: subprocess.Popen) -> None:
-        """Stop the session, let ``jvm`` exit and write the archive, then put it in place of
+        """Let ``jvm`` (its session stopped) exit and write the archive, then put it in place of
         any other installation's (an unfinished or failed one is removed)."""
-        with contextlib.suppress(Exception):
-            _started.pop("session").stop()
         try:
             jvm.stdin.close()  # the gateway exits, and dumps, when its input closes
             jvm.wait(timeout=ARCHIVE_WAIT_S)

@@ -5,6 +5,7 @@ import os
 import subprocess
 import time
 
+from results import spark
 from results.spark import STALE_ARCHIVE_S, ClassArchive, class_archive
 
 
@@ -43,6 +44,23 @@ def test_an_archive_is_installed_when_the_jvm_ended_well(tmp_path):
     archive.install(jvm(0))
     assert archive.path.read_bytes() == b"classes"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spark-new.jsa"]
+
+
+def test_installing_leaves_this_processs_session_running(tmp_path, monkeypatch):
+    """Only the exit hook stops the session: a suite's shared session outlives this test."""
+    stopped = []
+
+    class Session:
+        def stop(self):
+            stopped.append(self)
+
+    monkeypatch.setitem(spark._started, "session", Session())
+    archive = ClassArchive(tmp_path / "spark-new.jsa", tmp_path / "spark-new.7.partial")
+    archive.partial.write_bytes(b"classes")
+    archive.install(jvm(0))
+    assert stopped == [] and archive.path.exists()
+    spark._stop_and_install(archive, jvm(0))
+    assert len(stopped) == 1 and "session" not in spark._started
 
 
 def test_a_failed_or_empty_archive_is_removed(tmp_path):
