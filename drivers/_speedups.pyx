@@ -491,6 +491,24 @@ cdef enum:
     EPOLLHUP = 0x010
     READY_AT_ONCE = 64  # descriptors one wait hands back at most; the rest come next turn
     MAX_WAIT_MS = 1000  # drivers.amqp.loop.MAX_WAIT_S
+    BUSY_TURNS = 3  # drivers.amqp.loop.BUSY_TURNS
+    BUSY_WAIT_NS = 50000  # drivers.amqp.loop.BUSY_WAIT_NS
+
+cdef extern from "<time.h>" nogil:
+    int nanosleep(const timespec* req, timespec* rem)
+
+
+cdef inline int64_t _real_monotonic_ns() noexcept nogil:
+    """The monotonic clock itself (a loop's linger is real time, also under a test's clocks)."""
+    cdef timespec now
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return <int64_t>now.tv_sec * 1000000000 + now.tv_nsec
+
+
+cdef void _nap(long long ns) noexcept nogil:
+    cdef timespec pause
+    pause.tv_sec, pause.tv_nsec = ns // 1000000000, ns % 1000000000
+    nanosleep(&pause, NULL)
 
 
 
@@ -509,6 +527,8 @@ cdef class LoopCore:
     cdef public object _timers, _handlers, _events, _readers, _callbacks
     cdef public int _epfd, _wake_read
     cdef public bint _stopping
+    cdef public long long _linger_ns
+    cdef public int _busy
     cdef epoll_event _ready[READY_AT_ONCE]
 
     def _turns(self):
@@ -533,12 +553,18 @@ cdef class LoopCore:
 
     cdef int _turn_once(self) except -1:
         cdef int n, i, fd, timeout_ms
+        cdef int64_t started
         cdef uint32_t ready
         timers, handlers, events, readers = self._timers, self._handlers, self._events, \
             self._readers
         timeout_ms = <int>ceil(self._wait() * 1000.0)  # as select.epoll.poll rounds
+        started = _real_monotonic_ns()
         with nogil:
             n = epoll_wait(self._epfd, self._ready, READY_AT_ONCE, timeout_ms)
+        if n > 0 and _real_monotonic_ns() - started < BUSY_WAIT_NS:
+            self._busy += 1
+        else:
+            self._busy = 0
         if n < 0:
             if errno != EINTR:
                 import os
@@ -563,6 +589,10 @@ cdef class LoopCore:
             callbacks.popleft()()
         if timers and <double>timers[0][0] <= _monotonic():
             self._run_timers()
+        if self._busy >= BUSY_TURNS and self._linger_ns > 0 and not self._callbacks and (
+                not timers or <double>timers[0][0] - _monotonic() > self._linger_ns / 1e9):
+            with nogil:
+                _nap(self._linger_ns)
         return 0
 
 

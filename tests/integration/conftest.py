@@ -23,13 +23,21 @@ def state_root(tmp_path_factory):
     return root
 
 
+# each xdist worker's shared cluster (tests/unit/test_suite_ports.py keeps them apart from every
+# other port the suite's brokers claim: a base's management and Prometheus ports are +10000 and
+# +10100, so two bases 100 apart collide)
+SHARED_PORT_BASES = (7200, 7230, 7260, 7290)
+
+
 @pytest.fixture(scope="session")
 def topology() -> TopologySpec:
-    """The shared cluster: each worker has its own (names and ports apart, 7200, 7250, ...)."""
+    """The shared cluster: each worker has its own (names and ports apart)."""
     index = worker_index()
+    if index >= len(SHARED_PORT_BASES):
+        raise pytest.UsageError(f"at most {len(SHARED_PORT_BASES)} workers (make test JOBS=N)")
     return TopologySpec(
         name=f"it3{'abcdefgh'[index]}" if index else "it3", members=4, start=3,
-        cpu_per_member=1.0, port_base=7200 + 50 * index,
+        cpu_per_member=1.0, port_base=SHARED_PORT_BASES[index],
         queues=[QueueSpec(name="perf", type="quorum",
                           arguments={"x-quorum-initial-group-size": 3}),
                 QueueSpec(name="plain", type="classic"),

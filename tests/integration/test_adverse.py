@@ -24,7 +24,7 @@ QUORUM = {"name": "work", "type": "quorum", "arguments": {"x-quorum-initial-grou
 def three(state_root):
     """Three members, one quorum queue over all of them."""
     topology = TopologySpec.model_validate({
-        "name": "adv3", "members": 3, "start": 3, "cpu_per_member": None, "port_base": 8400,
+        "name": "adv3", "members": 3, "start": 3, "cpu_per_member": None, "port_base": 12000,
         "queues": [QUORUM]})
     with local_cluster(topology, state_root) as provisioner:
         yield provisioner
@@ -34,7 +34,7 @@ def three(state_root):
 def one(state_root):
     """One member, one durable classic queue."""
     topology = TopologySpec.model_validate({
-        "name": "adv1", "members": 1, "start": 1, "cpu_per_member": None, "port_base": 8420,
+        "name": "adv1", "members": 1, "start": 1, "cpu_per_member": None, "port_base": 12020,
         "queues": [{"name": "work", "type": "classic"}]})
     with local_cluster(topology, state_root) as provisioner:
         yield provisioner

@@ -16,7 +16,7 @@ from tests.integration.conftest import cluster_of
 pytestmark = pytest.mark.integration
 
 TOPOLOGY = TopologySpec.model_validate({
-    "name": "bkl", "members": 1, "start": 1, "port_base": 8820,
+    "name": "bkl", "members": 1, "start": 1, "port_base": 12040,
     "queues": [{"name": "orders"}]})
 
 

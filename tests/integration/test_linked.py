@@ -37,7 +37,7 @@ def pairs(name: str, hold: str, **more) -> ScenarioSpec:
 
 @pytest.fixture(scope="module")
 def linked(state_root):
-    with local_cluster(linked_topology("linked1", 10500), state_root) as provisioner:
+    with local_cluster(linked_topology("linked1", 12200), state_root) as provisioner:
         yield provisioner
 
 
@@ -87,7 +87,7 @@ def test_a_link_down_holds_the_requests_on_side_a_and_loses_none(linked, tmp_pat
 
 @pytest.fixture(scope="module")
 def linked_own(state_root):
-    topology = linked_topology("linked2", 10510, runs_on="own")
+    topology = linked_topology("linked2", 12210, runs_on="own")
     with local_cluster(topology, state_root) as provisioner:
         yield provisioner
 

@@ -24,7 +24,7 @@ from tests.integration.conftest import cluster_of
 pytestmark = pytest.mark.integration
 
 TOPOLOGY = TopologySpec.model_validate({
-    "name": "msg", "members": 1, "start": 1, "port_base": 8740,
+    "name": "msg", "members": 1, "start": 1, "port_base": 12080,
     "queues": [{"name": "held"}, {"name": "orders"}, {"name": "kept"}],
     "exchanges": [{"name": "by-kind", "type": "headers"}, {"name": "keys", "type": "direct"}],
     "bindings": [{"exchange": "by-kind", "queue": "orders",

@@ -16,7 +16,7 @@ from tests.integration.conftest import cluster_of, one_agent, wait_until
 pytestmark = pytest.mark.integration
 
 TOPOLOGY = TopologySpec.model_validate({
-    "name": "own", "members": 1, "start": 1, "port_base": 8900,
+    "name": "own", "members": 1, "start": 1, "port_base": 12060,
     "queues": [{"name": "mine", "per_receiver": True}, {"name": "shared"}],
     "exchanges": [{"name": "news", "type": "direct"}],
     "bindings": [{"exchange": "news", "queue": "mine", "routing_key": "all"},

@@ -15,7 +15,7 @@ from orchestrator.run.controller import Controller
 from orchestrator.specs.scenario import ScenarioSpec
 from results.rundir.tables import read_table
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.alone]  # rates within 2 %
 
 
 def scenario(**overrides) -> ScenarioSpec:

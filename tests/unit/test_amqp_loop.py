@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -13,7 +14,7 @@ from pika.adapters.utils.io_services_utils import _AsyncPlaintextTransport
 from pika.adapters.utils.selector_ioloop_adapter import SelectorIOServicesAdapter
 
 from drivers.amqp import loop as loop_module
-from drivers.amqp.loop import COMPACT_AFTER, Loop
+from drivers.amqp.loop import BUSY_TURNS, COMPACT_AFTER, Loop
 from drivers.amqp.wire import install_direct_io
 
 
@@ -158,6 +159,44 @@ def test_handlers_get_the_events_they_watch_for(loop):
     finally:
         ours.close()
         peer.close()
+
+
+def test_a_loop_that_keeps_finding_data_waiting_lingers_and_one_that_waits_does_not(loop):
+    """Three turns in a row with a descriptor ready at once, then each turn sleeps the linger
+    (50 ms here: a lower bound on real time, whatever the host's load) unless a timer is due
+    sooner; a turn that waits for its timer, nothing ready, ends the streak."""
+    ours, peer = socket.socketpair()
+    loop._linger_ns = 50_000_000
+    try:
+        loop.add_handler(ours.fileno(), lambda fd, events: None, loop.READ)
+        peer.send(b"x")  # never read: ready on every turn
+        for expected in range(1, BUSY_TURNS):
+            started = time.monotonic()
+            loop._turn()
+            assert loop._busy == expected and time.monotonic() - started < 0.05
+        started = time.monotonic()
+        loop._turn()
+        assert loop._busy == BUSY_TURNS and time.monotonic() - started >= 0.05
+        loop.call_later(0.03, lambda: None)  # due within the linger: kept on time
+        started = time.monotonic()
+        loop._turn()
+        assert loop._busy > BUSY_TURNS and time.monotonic() - started < 0.03
+        loop.remove_handler(ours.fileno())
+        loop.call_later(0.002, lambda: None)
+        loop._turn()  # waits for the timer: nothing was ready
+        assert loop._busy == 0
+    finally:
+        ours.close()
+        peer.close()
+
+
+def test_the_linger_is_read_from_the_environment_and_a_bad_value_named(caplog):
+    assert loop_module.linger_ns({}) == loop_module.DEFAULT_LINGER_US * 1000
+    assert loop_module.linger_ns({"SURGE_LOOP_LINGER_US": "0"}) == 0
+    assert loop_module.linger_ns({"SURGE_LOOP_LINGER_US": " 350 "}) == 350_000
+    assert loop_module.linger_ns({"SURGE_LOOP_LINGER_US": "-5"}) == \
+        loop_module.DEFAULT_LINGER_US * 1000
+    assert "SURGE_LOOP_LINGER_US='-5': expected whole microseconds" in caplog.text
 
 
 def test_a_direct_reader_is_called_on_a_plain_readable_event_only(loop):

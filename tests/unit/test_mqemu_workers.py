@@ -248,7 +248,7 @@ def test_stop_leaves_no_thread_and_no_connection_and_gives_back_unsent_numbers(e
     started = time.monotonic()
     driver.stop_senders(1)
     driver.stop_receivers(1)
-    assert time.monotonic() - started < 2 and mq_threads() == []
+    assert time.monotonic() - started < 5 and mq_threads() == []  # 1 s grace, a busy host
     assert counted(driver, "connections") == 0 and counted(driver, "timeouts") == 1
     assert connections(qm1) == []  # every connection disconnected
     put = [decode(body)[0] for body, _ in drain_with_md(emulated_ibmmq, qm1, "perf")]
