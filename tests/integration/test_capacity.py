@@ -22,7 +22,7 @@ from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import TopologySpec
 from tests.integration.conftest import local_cluster
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.alone]  # searches rates to 10 %
 
 SENDERS = 8
 

@@ -14,7 +14,7 @@ from results.rundir.manifest import read_manifest
 from results.rundir.steps import as_text
 from tests.integration.conftest import local_cluster
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.alone]  # a 4 s step within 5 % of its rate
 
 
 @pytest.fixture(scope="module")
