@@ -18,7 +18,8 @@ millisecond brought in at once: a busy agent spends about a third less CPU a mes
 moderation, as network cards do). It does not linger with a callback waiting or a timer due
 within the linger (a paced sender's next publish keeps its time), and a loop that waits never
 lingers, so what it adds to a message's latency is at most one linger, and only where the
-messages queue anyway. ``SURGE_LOOP_LINGER_US`` sets the linger (0: never).
+messages queue anyway. A loop with a requester or a responder never lingers
+(:meth:`Loop.never_linger`). ``SURGE_LOOP_LINGER_US`` sets the linger (0: never).
 """
 
 from __future__ import annotations
@@ -155,6 +156,12 @@ class Loop(_LoopCore, AbstractSelectorIOLoop):  # type: ignore[valid-type,misc]
         self._stopping = False
         self._running = False
         self._linger_ns, self._busy = LINGER_NS, 0
+
+    def never_linger(self) -> None:
+        """A link whose messages are round trips (a requester, a responder) runs on this loop:
+        a linger would lengthen each trip and so lower the rate a bounded number in flight
+        reaches."""
+        self._linger_ns = 0
 
     # -- timers and callbacks ---------------------------------------------------------------
 

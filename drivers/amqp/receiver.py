@@ -37,6 +37,8 @@ class ReceiverLink(Link):
         self.decoding = False  # deliveries parsed by amqp_wire, acks sent as its frames
         self.consumer_tag: str | None = None
         self.responds = isinstance(role, ResponderRole)
+        if self.responds:
+            driver.ioloop.never_linger()  # each reply is part of a requester's round trip
         # get the request and put the reply in one transaction (MQ's syncpoint)
         self.transactional = self.responds and self.manual and destination.unit_of_work
         self.commit_every = destination.consume_transaction  # acks committed in transactions

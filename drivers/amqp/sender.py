@@ -445,6 +445,7 @@ class RequesterLink(SenderLink):
                  carrier: Carrier | None = None):
         super().__init__(driver, role, endpoint, queue, carrier)
         self.reply_to = ""
+        driver.ioloop.never_linger()  # a requester's rate is its in-flight over the round trip
 
     def ready(self, channel) -> None:
         self.published = self.unsettled = 0

@@ -101,7 +101,9 @@ def request(tag: int, seq: int, reply_to: str | None = "amq.gen-r") -> bytes:
 
 def test_a_responder_writes_one_read_s_replies_and_acks_at_once_replies_first():
     amqp = driver(ack_every=2, reply_size=50)
+    assert amqp.ioloop._linger_ns > 0
     link = ReceiverLink(amqp, ResponderRole(amqp.recorder), ENDPOINT, "requests")
+    assert amqp.ioloop._linger_ns == 0  # a reply is part of a round trip: never held back
     connection, _ = opened(link)
     assert link.decoding and link.replies is not None
     connection._on_data_available(request(1, 10) + request(2, 11) + request(3, 12, None)
@@ -173,6 +175,7 @@ def test_a_requester_sends_its_window_in_one_write_and_what_each_read_frees_in_o
     amqp = driver()
     role = RequesterRole(4, 0.0, PayloadBuilder(100), amqp.recorder, in_flight=3)
     link = RequesterLink(amqp, role, ENDPOINT, "requests")
+    assert amqp.ioloop._linger_ns == 0
     connection, channel = opened(link)
     assert "basic_consume amq.gen-reply" in channel.asked
     assert len(connection.writes) == 1
