@@ -51,8 +51,9 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "SURGE_LOOP_LINGER_US": (
         "microseconds an agent's AMQP event loop sleeps after a turn once three turns in a "
         "row found sockets ready at once (it then reads many messages a turn instead of a "
-        "few: less CPU a message under unlimited load); never with a timer due sooner, and "
-        "never in a run that keeps up. 0: never. Read by the agents", "200"),
+        "few: less CPU a message under unlimited load); never with a timer due sooner, never "
+        "in a run that keeps up, never with a requester or responder. 0: never. Read by the "
+        "agents", "200"),
     "SURGE_PERFTEST_PASSWORD": (
         "the password of the broker a surge perftest command line names with -h/-H; surge "
         "perftest sets it for its run from the URI (its topology file names the variable, "
