@@ -13,15 +13,15 @@ demo: deps  ## run the quickstart on a local 3-member RabbitMQ cluster, print th
 # The test modules run JOBS at a time (a module's tests together, in order; each module's
 # brokers and queue managers have ports of their own, each worker its own shared cluster):
 # about 25 min with 3, 55 with JOBS=1. Modules marked `alone` (they time a rate to a few per
-# cent) run afterwards, one at a time.
+# cent, a fault's effect) run afterwards, one at a time, also when the others failed.
 JOBS ?= 3
 
 test: deps  ## the whole test suite: unit tests and integration tests against real brokers
 ifeq ($(JOBS),1)
 	$(BIN)/pytest -q
 else
-	$(BIN)/pytest -q -n $(JOBS) --dist loadfile -m "not alone"
-	$(BIN)/pytest -q -m alone
+	$(BIN)/pytest -q -n $(JOBS) --dist loadfile -m "not alone"; side_by_side=$$?; \
+	$(BIN)/pytest -q -m alone && exit $$side_by_side
 endif
 
 lint: deps

@@ -70,19 +70,28 @@ def reaction_times(manifest: RunManifest, events: list[dict], ticks: list[dict]
 
 def fault_recoveries(events: list[dict], ticks: list[dict]) -> list[dict]:
     """Per fault: seconds until the achieved rate is back within 5% of target, and until then
-    (or the end of the load) the seconds with nothing received while senders had a target (the
-    receive gap) and the seconds publishers were blocked by the broker. A fault is a scheduled
+    or until the fault was cleared, whichever is later (or the end of the load), the seconds
+    with nothing received while senders had a target (the receive gap) and the seconds
+    publishers were blocked by the broker (a fault that took effect late, after three good
+    ticks, still counts what it held). A fault is a scheduled
     one (``fault`` event) or a member that stopped serving while the run did not stop it
     (``member_lost``, named by its member)."""
     t0 = next((e["t"] for e in events if e["kind"] == "step"), None)
     out = []
     for fault in (e for e in events if e["kind"] in FAULT_EVENTS):
-        at = fault.get("elapsed_s", fault["t"] - t0 if t0 else 0.0)
+        at = fault.get("elapsed_s", fault["t"] - t0 if t0 is not None else 0.0)
         recovered = recovered_at(ticks, at)
+        cleared = next((e for e in events if e["kind"] == "fault_cleared"
+                        and e.get("action") == fault.get("action") and e["t"] >= fault["t"]),
+                       None)
+        until = recovered
+        if recovered is not None and cleared is not None:  # in force until cleared
+            cleared_s = cleared.get("elapsed_s", cleared["t"] - t0 if t0 is not None else 0.0)
+            until = max(recovered, cleared_s)
         out.append({"fault": fault.get("action", fault["kind"]), "at_s": at,
                     "recovery_s": None if recovered is None else recovered - at,
                     **({"member": fault["member"]} if fault["kind"] == "member_lost" else {}),
-                    **gap_and_blocked(ticks, at, recovered)})
+                    **gap_and_blocked(ticks, at, until)})
     return out
 
 

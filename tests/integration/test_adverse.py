@@ -15,7 +15,7 @@ from orchestrator.specs.topology import TopologySpec
 from results.rundir.tables import read_table
 from tests.integration.conftest import local_cluster
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.alone]  # faults lag on a busy host
 
 QUORUM = {"name": "work", "type": "quorum", "arguments": {"x-quorum-initial-group-size": 3}}
 

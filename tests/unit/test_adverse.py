@@ -32,6 +32,21 @@ def test_a_fault_shows_its_receive_gap_and_blocked_seconds_until_recovery():
     assert fault["receive_gap_s"] == 4.0 and fault["blocked_s"] == 4.0
 
 
+def test_a_fault_that_takes_effect_late_counts_what_it_held_until_cleared():
+    """The alarm is set 4 s after the fault began (a slow broker command): three good ticks
+    come first, so the rate "recovers" at once; the blocked seconds are counted to the
+    clearing."""
+    ticks = [tick(s, 100.0, 0.0) for s in range(1, 9)]
+    ticks += [tick(s, 0.0, s - 8.0) for s in range(9, 14)]
+    ticks += [tick(s, 100.0, 5.0) for s in range(14, 20)]
+    events = [{"kind": "step", "t": 0.0},
+              {"kind": "fault", "t": 5.0, "elapsed_s": 5.0, "action": "memory_alarm"},
+              {"kind": "fault_cleared", "t": 13.5, "action": "memory_alarm"}]
+    [fault] = fault_recoveries(events, ticks)
+    assert fault["recovery_s"] == 1.0
+    assert fault["blocked_s"] == 5.0 and fault["receive_gap_s"] == 5.0
+
+
 def test_runs_without_blocked_figures_say_unknown_not_zero():
     ticks = [{k: v for k, v in tick(s, 100.0).items() if k != "blocked_s"} for s in range(5)]
     [fault] = fault_recoveries([{"kind": "fault", "t": 1.0, "elapsed_s": 1.0}], ticks)
