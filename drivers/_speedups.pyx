@@ -513,11 +513,9 @@ cdef void _nap(long long ns) noexcept nogil:
 
 
 cdef inline double _monotonic() except? -1:
-    cdef timespec now
     if _monotonic_clock is not None:
         return _monotonic_clock()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return now.tv_sec + now.tv_nsec * 1e-9
+    return _real_monotonic_ns() * 1e-9
 
 
 cdef class LoopCore:
