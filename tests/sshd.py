@@ -27,6 +27,8 @@ from pathlib import Path
 
 import psutil
 
+from tests.xdist_worker import worker_count, worker_index
+
 SSHD = "/usr/sbin/sshd"
 ENV = "SURGE_TEST_SSHD"
 SSH_KEYGEN = shutil.which("ssh-keygen") or "/usr/bin/ssh-keygen"
@@ -88,11 +90,28 @@ def _alive(process: psutil.Process) -> bool:
         return False
 
 
+QUIET_PORTS = range(5000, 5300)  # below the kernel's ephemeral range, which bind(0) draws from
+_handed: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing listens on right now and this process has not
+    handed out before. It comes from this worker's share of :data:`QUIET_PORTS`: a port the
+    kernel gives for ``bind(0)`` (as every local agent's is) could be taken by another worker's
+    agent between this call and the listen of whoever asked for it."""
+    width = len(QUIET_PORTS) // worker_count()
+    first = QUIET_PORTS.start + width * worker_index()
+    for port in range(first, first + width):
+        if port in _handed:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed.add(port)
+        return port
+    raise RuntimeError(f"no free port in {first}-{first + width - 1}")
 
 
 def keygen(path: Path) -> None:

@@ -357,3 +357,46 @@ def test_agents_playbook_starts_an_agent_that_answers_with_its_token(sshd, over_
         process = ours(pid_in(pid_file) or 0, str(port))  # the agent's shell names its port
         if process:
             stop_groups([process])
+
+
+@needs_ansible
+@needs_sshd
+def test_agents_playbook_fails_when_another_process_answers_on_the_agents_port(sshd, over_ssh,
+                                                                                tmp_path):
+    """A port that listens is not an agent that is ours: something on it that refuses the
+    play's token (here an HTTP server answering 401, as another topology's agent would) fails
+    the play at the token check and names it."""
+    import http.server
+    import threading
+
+    class Refusing(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the standard library's name)
+            self.send_response(401)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    port = free_port()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    topology = TopologySpec.model_validate({
+        "name": "agents-taken", "members": 1, "start": 1,
+        "hosts": [{"name": "load1", "address": "127.0.0.1", "roles": ["load"], "agents": 1,
+                   "work_dir": str(tmp_path / "work"), "ssh": ssh_settings(sshd)}]})
+    extra = {**over_ssh["extra_vars"], "surge_agent_mode": "process",
+             "surge_agent_install": False, "surge_agent_venv": str(BIN.parent),
+             "surge_agent_port_base": port, "surge_agent_bind": "127.0.0.1"}
+    pid_file = tmp_path / "work" / f"agent-{port}.pid"
+    try:
+        with pytest.raises(ProvisionError) as raised:
+            ansible_up.up(topology, state_root=tmp_path / "state", agents=True,
+                          extra_vars=extra, envvars=over_ssh["envvars"])
+    finally:
+        server.shutdown()
+        server.server_close()
+        process = ours(pid_in(pid_file) or 0, str(port))
+        if process:
+            stop_groups([process])
+    assert str(raised.value).startswith("ansible: agents.yml failed on load1: task 'Check that "
+                                        "each agent answers with this play's token'"), raised.value

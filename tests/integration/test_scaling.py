@@ -12,7 +12,7 @@ from orchestrator.specs.topology import TopologySpec
 from results.rundir.tables import read_table
 from topologies.rabbitmq.local import LocalRabbitMQ
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.alone]  # each step within 5 % of its rate
 
 
 def _steady_rate(ticks: list[dict], phase: int, seconds: int = 10) -> float:
