@@ -74,4 +74,12 @@ class ProvisionError(SurgeError):
 
 
 class AgentError(SurgeError):
-    """An agent process failed to start or to answer its control API."""
+    """An agent process failed to start or to answer its control API.
+
+    ``unreachable`` says that the call never got an answer (refused, reset, timed out): the
+    agent may be gone, where an answer that refused the call (HTTP 4xx/5xx) says it runs.
+    """
+
+    def __init__(self, message: str, unreachable: bool = False):
+        self.unreachable = unreachable
+        super().__init__(message)

@@ -142,7 +142,8 @@ class AgentHandle:
             raise AgentError(f"agent {self.index} {method} {path}: HTTP {error.code} {detail}") \
                 from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
-            raise AgentError(f"agent {self.index} {method} {path}: {error}") from None
+            raise AgentError(f"agent {self.index} {method} {path}: {error}",
+                             unreachable=True) from None
         except (ValueError, protocol.ProtocolError) as error:
             raise AgentError(f"agent {self.index} {method} {path}: unexpected reply: {error}") \
                 from None

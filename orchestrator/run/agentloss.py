@@ -2,10 +2,11 @@
 the others.
 
 An agent whose reads fail (refused, reset: not merely slow) a few ticks in a row is lost: the
-OOM killer took it, its host rebooted, its network went. From then on it is neither read nor
-sent commands; its last good snapshot stays, so the accounting can say what it had sent and
-received by then, what its senders had not seen confirmed, and that what it did afterwards is
-unknown (:func:`orchestrator.run.accounting.account`).
+OOM killer took it, its host rebooted, its network went. So is one that a command (a new rate,
+the stop of its senders) cannot reach: it no longer does what the run asks. From then on it is
+neither read nor sent commands; its last good snapshot stays, so the accounting can say what it
+had sent and received by then, what its senders had not seen confirmed, and that what it did
+afterwards is unknown (:func:`orchestrator.run.accounting.account`).
 """
 
 from __future__ import annotations
@@ -104,12 +105,17 @@ class AgentWatch:
                 continue
             self._failed[agent.index] = self._failed.get(agent.index, 0) + 1
             if self._failed[agent.index] >= self.failures:
-                with self._lock:
-                    at, snapshot = self._last.get(agent.index, (None, None))
-                senders, receivers = self._workers.get(agent.index, (0, 0))
-                lost = LostAgent(agent.index, agent.host,
-                                 f"its last {self.failures} reads failed: {result.error}",
-                                 elapsed_s, at, snapshot, senders, receivers)
-                self.lost[agent.index] = lost
-                newly.append(lost)
+                newly.append(self.give_up(
+                    agent, f"its last {self.failures} reads failed: {result.error}", elapsed_s))
         return newly
+
+    def give_up(self, agent: AgentClient, error: str, elapsed_s: float) -> LostAgent:
+        """Agent ``agent`` is lost at the run's second ``elapsed_s``, for ``error``, with what
+        its last good snapshot says it had done."""
+        with self._lock:
+            at, snapshot = self._last.get(agent.index, (None, None))
+            senders, receivers = self._workers.get(agent.index, (0, 0))
+            lost = LostAgent(agent.index, agent.host, error, elapsed_s, at, snapshot, senders,
+                             receivers)
+            self.lost[agent.index] = lost
+        return lost

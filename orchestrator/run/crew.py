@@ -13,7 +13,8 @@ from orchestrator.agents.client import AgentClient
 from orchestrator.agents.launcher import Fleet, Launcher
 from orchestrator.agents.placement import place
 from orchestrator.clock import Clock, SystemClock
-from orchestrator.run.agentloss import AgentWatch
+from orchestrator.errors import AgentError
+from orchestrator.run.agentloss import AgentWatch, LostAgent
 from orchestrator.scaling.scaler import Scaler
 from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import QueueSpec, TopologySpec
@@ -36,6 +37,7 @@ class Crew:
         self.applied: dict[str, Any] = {}  # the last rate and delay sent
         self.begun = False  # agents set starting (:meth:`begin`) and not yet started
         self.roles: dict[str, str] = {}  # agent index -> the kinds of worker it hosts
+        self.t0: float | None = None  # the load's start on ``clock`` (set by the ticker)
 
     @property
     def agents(self) -> list[AgentClient]:
@@ -48,10 +50,31 @@ class Crew:
         return self.watch.live(self.fleet.agents)
 
     def all(self, function: Callable[[AgentClient], Any]) -> list:
-        """``function`` of every live agent, at once."""
+        """``function`` of every live agent, at once: the answers of those it reached. An agent
+        it cannot reach (:attr:`AgentError.unreachable`) is lost (:meth:`lose`) and left out;
+        any other failure is raised."""
         live = self.live
         with ThreadPoolExecutor(max(1, len(live))) as pool:
-            return list(pool.map(function, live))
+            calls = [pool.submit(function, agent) for agent in live]
+        answers = []
+        for agent, call in zip(live, calls):
+            try:
+                answers.append(call.result())
+            except AgentError as error:
+                if not error.unreachable:
+                    raise
+                self.lose([self.watch.give_up(agent, f"a command failed: {error}",
+                                              self.elapsed_s())])
+        return answers
+
+    def elapsed_s(self) -> float:
+        """The run's second now: since the load started (:attr:`t0`), 0 before."""
+        return 0.0 if self.t0 is None else self.clock.monotonic() - self.t0
+
+    def lose(self, lost: list[LostAgent]) -> None:
+        """Say each of the agents just ``lost`` as an ``agent_lost`` event."""
+        for agent in lost:
+            self.event("agent_lost", **agent.record(), explain=agent.explain())
 
     def begin(self, lifetime_s: float) -> None:
         """Set the agents starting where the launcher needs no wait for it (local processes):

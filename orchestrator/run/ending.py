@@ -107,8 +107,8 @@ def reckon(crew: Crew, depth: QueueDepth, scenario: ScenarioSpec,
     """Every message accounted: the agents' reports and last snapshots against what the
     queues still hold (lost agents count their last reading, the rest unknown); with a
     ``routing``, each subscription's copies."""
-    reports = crew.all(lambda agent: agent.accounting())
-    snapshots = crew.all(lambda agent: agent.snapshot())
+    answers = crew.all(lambda agent: (agent.accounting(), agent.snapshot()))
+    reports, snapshots = [a for a, _ in answers], [s for _, s in answers]
     settled = depth.settled()
     queued = None if settled is None else depth.total(settled)
     return account(reports, snapshots, scenario, queued, list(crew.watch.lost.values()),

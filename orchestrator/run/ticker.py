@@ -44,7 +44,7 @@ class Ticker:
 
     def start(self) -> None:
         """Start the clock of the load and take the first readings (no rates yet)."""
-        self.t0 = self.clock.monotonic()
+        self.t0 = self.crew.t0 = self.clock.monotonic()
         self.sampler = self._sampler()
         self.sampler.start()
         self._fold(self.sampler.collect(self.t0 + TICK_DEADLINE_S))
@@ -127,9 +127,8 @@ class Ticker:
         """Turn one tick's collected results into figures (missing and failed reads as
         ``None``; lost agents left out, their last counters kept), keeping the broker sample
         and depth that arrived for the rows."""
-        for lost in self.crew.watch.observe(self.crew.live, results,
-                                            self.clock.monotonic() - self.t0):
-            self.event("agent_lost", **lost.record(), explain=lost.explain())
+        self.crew.lose(self.crew.watch.observe(self.crew.live, results,
+                                               self.clock.monotonic() - self.t0))
         agents = {a.index: _ok(results.get(f"agent:{a.index}")) for a in self.crew.live}
         broker = _ok(results.get("broker"))
         self.tick_broker = broker

@@ -272,3 +272,18 @@ def test_the_agent_command_refuses_limits_that_would_not_serve():
         assert result.exit_code == 2 and "Invalid value for" in result.output, result.output
 
 
+
+
+def test_the_client_says_whether_an_agent_answered_a_failed_call(agent, tmp_path):
+    """A refusal (HTTP 401) is an answer: the agent runs. A closed port is none: the run may
+    count the agent lost (:meth:`orchestrator.run.crew.Crew.all`)."""
+    stranger = AgentHandle(0, "127.0.0.1", agent.port, "not-the-token", None)
+    with pytest.raises(AgentError, match="HTTP 401") as refused:
+        stranger.clock()
+    assert not refused.value.unreachable
+    with running_agent(tmp_path / "gone.log") as gone:
+        gone.handle.shutdown()
+        gone.handle.process.wait(10)
+        with pytest.raises(AgentError, match="Connection refused") as unanswered:
+            gone.handle.set_rate(protocol.Rate(rate_per_sender=1.0))
+    assert unanswered.value.unreachable

@@ -8,6 +8,7 @@ import pytest
 
 from drivers import protocol
 from drivers.accounting import reconcile
+from orchestrator.errors import AgentError
 from orchestrator.run.agentloss import LostAgent
 from tests.fakes import FakeClock, MemoryAgent, MemoryLauncher
 from tests.unit.test_controller import run, scenario, topology
@@ -19,8 +20,9 @@ class DyingAgent(MemoryAgent):
     dies_at: float = float("inf")
 
     def _gone(self) -> None:
-        if self.clock.monotonic() >= self.dies_at:
-            raise ConnectionRefusedError(111, "Connection refused")
+        if self.clock.monotonic() >= self.dies_at:  # as the HTTP client says it
+            raise AgentError(f"agent {self.index}: [Errno 111] Connection refused",
+                             unreachable=True)
 
     def snapshot(self, timeout_s: float = 30.0) -> protocol.Snapshot:
         self._gone()
@@ -69,6 +71,54 @@ def test_a_lost_agent_costs_its_share_and_the_run_goes_on(tmp_path):
     [record] = manifest["agents_lost"]
     assert record["agent"] == 1 and record["sent"] == record["received"] > 0
     assert accounting["sent"] == int(launcher.agents[0].sent) + record["sent"]
+
+
+def test_an_agent_a_new_rate_cannot_reach_is_lost_then_and_the_run_goes_on(tmp_path):
+    """Gone a moment before a step: the new rate is refused before three reads have failed."""
+    clock, launcher = losing(1, 9.8)
+    spec = scenario([{"rate_per_sender": 10, "hold": "10s"},
+                     {"rate_per_sender": 20, "hold": "10s"}])
+    result, controller, _, _, manifest = run(spec, topology(), tmp_path, launcher=launcher,
+                                             clock=clock)
+    assert result.outcome == "completed"
+    events = [e for e in map(json.loads, (result.run_dir / "events.jsonl").open())]
+    [lost] = [e for e in events if e["kind"] == "agent_lost"]
+    assert lost["agent"] == 1 and 9.8 <= lost["lost_at_s"] < 11
+    assert "a command failed: agent 1: [Errno 111] Connection refused" in lost["explain"]
+    assert not [e for e in events if e["kind"] == "error"]
+    assert launcher.agents[0].rate == 20  # the survivor took the new rate
+    assert manifest["steps"][-1]["achieved_rate"] == pytest.approx(20, rel=0.05)
+    assert manifest["accounting"]["lost"] is None  # unknown, never guessed
+    [record] = manifest["agents_lost"]
+    assert record["agent"] == 1 and record["sent"] > 0
+
+
+def test_an_agent_gone_when_its_senders_stop_is_lost_and_the_rest_accounted(tmp_path):
+    clock, launcher = losing(0, 11.9)
+    result, controller, _, _, manifest = run(
+        scenario([{"rate_per_sender": 10, "hold": "12s"}]), topology(), tmp_path,
+        launcher=launcher, clock=clock)
+    assert result.outcome == "completed"
+    [record] = manifest["agents_lost"]
+    assert record["agent"] == 0 and record["lost_at_s"] < 12.5  # at the stop, not 3 reads on
+    accounting = manifest["accounting"]
+    assert accounting["sent"] == int(launcher.agents[1].sent) + record["sent"]
+
+
+def test_an_agent_that_answers_with_an_error_fails_the_run(tmp_path):
+    """An answer that refuses a command says the agent runs: that is no loss to go on from."""
+    clock = FakeClock()
+    launcher = MemoryLauncher(2, clock)
+
+    def refuse(rate):
+        raise AgentError("agent 1 POST /rate: HTTP 400 the rate is negative")
+    launcher.agents[1].set_rate = refuse
+    with pytest.raises(AgentError, match="HTTP 400"):
+        run(scenario([{"rate_per_sender": 10, "hold": "5s"}]), topology(), tmp_path,
+            launcher=launcher, clock=clock)
+    [events] = tmp_path.glob("**/events.jsonl")
+    said = [e["kind"] for e in map(json.loads, events.open())]
+    assert "error" in said and "agent_lost" not in said and "agents_down" in said
 
 
 def test_the_scenario_may_end_the_run_when_an_agent_is_lost(tmp_path):
