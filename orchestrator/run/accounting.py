@@ -31,7 +31,7 @@ from orchestrator.specs.topology import TopologySpec
 @dataclass
 class Accounted:
     """The reconciliation, the figures beside it, and which sequence numbers each producer
-    is missing."""
+    is missing (none said when an agent was lost: its receivers may have had them)."""
 
     result: Reconciliation
     extras: dict[str, Any]
@@ -136,9 +136,19 @@ def account(reports: Sequence[protocol.Accounting], snapshots: Sequence[protocol
     they had sent and received by then); what they did afterwards makes the gap unknown. With
     a ``routing``, copies are counted per subscription (``per_queue``: each queue's depth)."""
     sent_per_producer = {k: v for r in reports for k, v in r.sent.items()}
-    if routing is not None:
-        return _account_copies(reports, snapshots, scenario, per_queue, lost, routing,
+    if routing is None:
+        done = _account_once(reports, snapshots, scenario, queued, lost, sent_per_producer)
+    else:
+        done = _account_copies(reports, snapshots, scenario, per_queue, lost, routing,
                                sent_per_producer)
+    return dataclasses.replace(done, missing={}) if lost else done
+
+
+def _account_once(reports: Sequence[protocol.Accounting],
+                  snapshots: Sequence[protocol.Snapshot], scenario: ScenarioSpec,
+                  queued: int | None, lost: Sequence[LostAgent],
+                  sent_per_producer: dict[int, int]) -> Accounted:
+    """:func:`account` of messages that each reach one queue."""
     merged = merge_exports([bitmaps for r in reports for bitmaps in r.bitmaps.values()])
     confirms = scenario.workload.confirms
     last = [agent.snapshot for agent in lost if agent.snapshot is not None]

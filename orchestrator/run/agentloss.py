@@ -34,12 +34,14 @@ class LostAgent:
     snapshot: protocol.Snapshot | None
     senders: int
     receivers: int
+    confirms: bool = True  # whether its senders asked for publisher confirms
 
     @property
     def unconfirmed(self) -> int | None:
-        """Publishes neither confirmed nor nacked at its last reading (``None``: unknown)."""
+        """Publishes neither confirmed nor nacked at its last reading (``None``: unknown, or
+        no confirms asked for)."""
         s = self.snapshot
-        return None if s is None else max(s.sent - s.confirmed - s.nacked, 0)
+        return None if s is None or not self.confirms else max(s.sent - s.confirmed - s.nacked, 0)
 
     def explain(self) -> str:
         """One line: which agent, when, what it hosted and what is now unknown."""
@@ -65,10 +67,11 @@ class LostAgent:
 
 class AgentWatch:
     """Counts each agent's failed reads, keeps its last good snapshot, and says which agents
-    are lost (``failures`` failed reads in a row)."""
+    are lost (``failures`` failed reads in a row); ``confirms``: whether the senders ask for
+    publisher confirms."""
 
-    def __init__(self, failures: int):
-        self.failures = failures
+    def __init__(self, failures: int, confirms: bool = True):
+        self.failures, self.confirms = failures, confirms
         self.lost: dict[int, LostAgent] = {}
         self._failed: dict[int, int] = {}
         self._last: dict[int, tuple[float, protocol.Snapshot]] = {}
@@ -116,6 +119,6 @@ class AgentWatch:
             at, snapshot = self._last.get(agent.index, (None, None))
             senders, receivers = self._workers.get(agent.index, (0, 0))
             lost = LostAgent(agent.index, agent.host, error, elapsed_s, at, snapshot, senders,
-                             receivers)
+                             receivers, self.confirms)
             self.lost[agent.index] = lost
         return lost

@@ -143,7 +143,8 @@ class Controller:
         self.manifest = RunManifest.begin(
             self.run_id, ending.utc(clock.time()), scenario, topology, self.schedule.phases,
             versions(), HostFacts(**host_facts()))
-        self.crew = Crew(launcher, AgentWatch(AGENT_FAILURES), self._event, clock)
+        self.crew = Crew(launcher, AgentWatch(AGENT_FAILURES, scenario.workload.confirms),
+                         self._event, clock)
         self.queue_spec = topology.queue(scenario.workload.queue)
         self.depth = QueueDepth(topology.broker, self.queue_spec, self.provisioner, clock, probes,
                                 preflights)

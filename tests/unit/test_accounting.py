@@ -268,3 +268,17 @@ def test_nacked_counts_messages_once_and_the_balance_uses_those_never_published_
     assert (books.result.nacked, books.result.not_republished) == (10, 3)
     assert books.result.lost == 3 and books.result.unexplained == 0
     assert "(nacked 10, not republished 3)" in books.result.explain()
+
+
+def test_with_an_agent_lost_no_producer_is_said_missing_what_its_receivers_may_have_had():
+    from orchestrator.run.agentloss import LostAgent
+    tracker = SequenceTracker()
+    for seq in range(60):  # the live agent's receiver got 60 of producer 1's 100
+        tracker.record(1, seq)
+    gone = LostAgent(1, "h", "refused", 5.0, 4.0, protocol.Snapshot(0.0, sent=0, received=40),
+                     0, 1)
+    spec = scenario([{"rate_per_sender": 10, "hold": "1s"}])
+    report = protocol.Accounting({1: 100}, {"": tracker.export()})
+    done = account([report], [protocol.Snapshot(0.0)], spec, 0, [gone])
+    assert done.missing == {} and done.result.lost is None
+    assert account([report], [protocol.Snapshot(0.0)], spec, 0).missing == {1: 40}

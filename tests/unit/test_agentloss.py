@@ -2,6 +2,7 @@
 splits where it was lost, and the accounting counts its share up to its last reading and calls
 the rest unknown, never lost."""
 
+import dataclasses
 import json
 
 import pytest
@@ -91,6 +92,9 @@ def test_an_agent_a_new_rate_cannot_reach_is_lost_then_and_the_run_goes_on(tmp_p
     assert manifest["accounting"]["lost"] is None  # unknown, never guessed
     [record] = manifest["agents_lost"]
     assert record["agent"] == 1 and record["sent"] > 0
+    assert record["unconfirmed"] is None  # no confirms asked for: not all of what it sent
+    [books] = [e for e in events if e["kind"] == "accounting"]
+    assert books["producers_missing"] == {}  # its receivers may have had them: unknown
 
 
 def test_an_agent_gone_when_its_senders_stop_is_lost_and_the_rest_accounted(tmp_path):
@@ -137,6 +141,7 @@ def test_what_a_lost_agent_had_done_counts_and_the_gap_is_unknown():
                      protocol.Snapshot(monotonic_s=1.0, sent=100, confirmed=90, received=40),
                      senders=5, receivers=5)
     assert lost.unconfirmed == 10
+    assert dataclasses.replace(lost, confirms=False).unconfirmed is None
     assert "agent 1 on h lost at 12.0 s" in lost.explain()
     assert "what it did after 11.0 s is unknown" in lost.explain()
     done = reconcile(sent=300, confirmed=None, nacked=0, received_unique=280, duplicates=0,

@@ -188,6 +188,7 @@ def test_a_lost_agent_under_fanout_leaves_an_unknown_never_a_loss():
     assert books.unknown == 0 and books.lost is None and not books.balanced
     assert books.subscriptions["sub-3"] == {"routed": 10, "received": 0, "duplicates": 0,
                                             "queued": 0, "unknown": 10}
+    assert done.missing == {}  # sub-3's receiver went with the agent: nothing said missing
 
 
 def test_each_reader_of_a_stream_is_a_subscription_and_rereads_are_no_duplicates():
