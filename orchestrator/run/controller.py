@@ -149,7 +149,8 @@ class Controller:
         self.depth = QueueDepth(topology.broker, self.queue_spec, self.provisioner, clock, probes,
                                 preflights)
         self.scaler = scaler_for(scenario, topology, self.provisioner, self.queue_spec,
-                                 self.depth.ready_in, self._event, clock, background)
+                                 self.depth.ready_in, self._event, clock, background,
+                                 self.crew.watch.lost)
         self.faults = FaultInjector(scenario.faults, self.schedule.phases, self.provisioner,
                                     self._event, self.stop_requested, clock)
         self.schedule.attach_faults(self.faults)

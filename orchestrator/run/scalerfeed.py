@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 from orchestrator.clock import Clock
@@ -17,14 +17,15 @@ from topologies.base import BrokerSample, Provisioner
 
 def scaler_for(scenario: ScenarioSpec, topology: TopologySpec, provisioner: Provisioner,
                queue: QueueSpec, ready: Callable[..., Any], event: Callable[..., None],
-               clock: Clock, background: bool) -> Scaler | None:
+               clock: Clock, background: bool, lost: Container[int]) -> Scaler | None:
     """The run's scaler over the topology's pool (``None`` where the scenario does not scale);
-    ``ready`` says when a started member serves the workload's queues."""
+    ``ready`` says when a started member serves the workload's queues, ``lost`` which agents
+    the run lost (their workers are moved no more)."""
     scaling = scenario.scaling
     return Scaler(scaling, provisioner, queue,
                   pool=min(scaling.pool or topology.members, topology.members),
                   minimum=topology.start, event=event, ready=ready, clock=clock,
-                  background=background) if scaling else None
+                  background=background, lost=lost) if scaling else None
 
 
 def observation(latest: BrokerSample | None, row: dict[str, Any], tick: Tick, elapsed: float,

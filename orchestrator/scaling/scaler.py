@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 from drivers import protocol
@@ -45,8 +45,10 @@ class Scaler:
     def __init__(self, spec: ScalingSpec, provisioner, queue: QueueSpec, pool: int,
                  minimum: int, event: Callable[..., None],
                  ready: Callable[[str], int | None] = lambda name: None,
-                 clock: Clock = SYSTEM_CLOCK, background: bool = True):
+                 clock: Clock = SYSTEM_CLOCK, background: bool = True,
+                 lost: Container[int] = frozenset()):
         self.spec = spec
+        self.lost = lost  # the indexes of the agents the run lost: their workers are gone
         self.clock = clock
         self.background = background  # False: actions run within observe (tests)
         self.ready = ready  # messages ready in one queue now, read from the queue itself
@@ -175,8 +177,9 @@ class Scaler:
     def _move_to(self, members: list[int], kinds: tuple[str, ...] = ("s", "r")) -> None:
         """Give each of ``members`` a fair share of each kind of worker."""
         moves: dict[Worker, int] = {}
+        placed = self._live_placement()
         for kind in kinds:
-            mine = {w: m for w, m in self.placement.items() if w[0] == kind}
+            mine = {w: m for w, m in placed.items() if w[0] == kind}
             moves.update(fair_moves(mine, members))
         batches: dict[tuple[int, int], dict[str, list[int]]] = defaultdict(
             lambda: {"senders": [], "receivers": []})
@@ -192,10 +195,15 @@ class Scaler:
                 queue=self.queue.instance(member_index)))
         self.placement.update(moves)
         counts = defaultdict(int)
-        for worker, member_index in self.placement.items():
+        for worker, member_index in self._live_placement().items():
             counts[f"{worker[0]}{member_index}"] += 1
         self.event("rebalanced", moved=len(moves), placement=dict(sorted(counts.items())),
                    explain=f"moved {len(moves)} workers")
+
+
+    def _live_placement(self) -> dict[Worker, int]:
+        """Where each worker of an agent not lost sits."""
+        return {w: m for w, m in self.placement.items() if self.agent_of[w].index not in self.lost}
 
 
 def spread_to(placement: dict[str, dict[str, int]], name: str) -> bool:

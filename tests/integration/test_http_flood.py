@@ -18,7 +18,7 @@ from orchestrator.specs.scenario import ScenarioSpec
 from orchestrator.specs.topology import TopologySpec
 from tests.integration.conftest import local_cluster
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.alone]  # times each tick's lateness
 
 TOPOLOGY = TopologySpec.model_validate({
     "name": "htp1", "members": 1, "start": 1, "cpu_per_member": 1.0, "port_base": 8250,

@@ -41,6 +41,10 @@ class DyingAgent(MemoryAgent):
         self._gone()
         return super().accounting()
 
+    def move(self, move):
+        self._gone()
+        return super().move(move)
+
 
 def losing(agent: int, after_s: float) -> tuple[FakeClock, MemoryLauncher]:
     """A clock, and two in-memory agents of which ``agent`` dies ``after_s`` into the run."""
@@ -123,6 +127,24 @@ def test_an_agent_that_answers_with_an_error_fails_the_run(tmp_path):
     [events] = tmp_path.glob("**/events.jsonl")
     said = [e["kind"] for e in map(json.loads, events.open())]
     assert "error" in said and "agent_lost" not in said and "agents_down" in said
+
+
+def test_a_scale_out_after_an_agent_is_lost_moves_only_the_live_agents_workers(tmp_path):
+    clock, launcher = losing(1, 1.5)
+    spec = scenario([{"rate_per_sender": 50, "hold": "14s"}], senders=4, receivers=4,
+                    scaling={"pool": 2, "scale_out": {
+                        "when_any": [{"member_cpu": "80%", "for": "6s"}], "cooldown": "60s"}})
+    result, controller, provisioner, _, manifest = run(spec, topology(), tmp_path,
+                                                       launcher=launcher, clock=clock,
+                                                       cpu_share=0.9)
+    events = [e for e in map(json.loads, (result.run_dir / "events.jsonl").open())]
+    kinds = [e["kind"] for e in events]
+    assert provisioner.started == [1] and "scale_failed" not in kinds, kinds
+    assert kinds.index("agent_lost") < kinds.index("scale_decision") < kinds.index("rebalanced")
+    moves = [c for c in launcher.agents[0].calls if isinstance(c, protocol.Move)]
+    assert sum(len(m.senders) for m in moves) == 1 and sum(len(m.receivers) for m in moves) == 1
+    [rebalanced] = [e for e in events if e["kind"] == "rebalanced"]
+    assert rebalanced["placement"] == {"r0": 1, "r1": 1, "s0": 1, "s1": 1}
 
 
 def test_the_scenario_may_end_the_run_when_an_agent_is_lost(tmp_path):
