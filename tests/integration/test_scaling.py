@@ -33,11 +33,11 @@ def test_a_ramp_starts_a_member_per_shortfall_and_each_step_recovers(state_root,
         # What one member carries here and now: a short saturated run without scaling.
         probe = ScenarioSpec.model_validate({
             "name": "it-scale-probe", "topology": "unused.yaml", "agents": 2, "workload": workload,
-            "plan": [{"rate_per_sender": 300, "hold": "25s"}],
+            "plan": [{"rate_per_sender": 350, "hold": "25s"}],
             "measure": {"settle": "8s", "drain": "60s"}})
         one = Controller(probe, topology, tmp_path, live=False, keep_topology=True).run()
         capacity = one.steps[0].achieved_rate
-        assert one.steps[0].ratio < 0.9, one.steps[0]  # one member really saturated
+        assert one.steps[0].ratio < 0.95, one.steps[0]  # one member really saturated
         # A member without a backlog carries about 1.25x its saturated rate, so step 1 needs two
         # members and step 2 three.
         rates = [1.5 * capacity, 3 * capacity]
