@@ -8,6 +8,7 @@ Nothing touches a system RabbitMQ service."""
 from __future__ import annotations
 
 import contextlib
+import http.server
 import json
 import os
 import shutil
@@ -15,10 +16,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -323,23 +327,34 @@ def test_mq_playbook_failure_names_host_task_and_message(sshd, over_ssh, tmp_pat
     assert "PERF1" in message and "no space left on device" in message and "(rc 71)" in message
 
 
-@needs_ansible
-@needs_sshd
-def test_agents_playbook_starts_an_agent_that_answers_with_its_token(sshd, over_ssh,
-                                                                      tmp_path):
-    port = free_port()
+@contextlib.contextmanager
+def agents_play(name: str, port: int, sshd, over_ssh, tmp_path) -> Iterator[Callable[[], Any]]:
+    """A one-agent topology ``name`` on the loopback sshd, its agent on ``port`` in process
+    mode: yields the call that plays agents.yml on it; the agent's shell (it names its port)
+    is stopped afterwards, whatever happened."""
     topology = TopologySpec.model_validate({
-        "name": "agents-it", "members": 1, "start": 1,
+        "name": name, "members": 1, "start": 1,
         "hosts": [{"name": "load1", "address": "127.0.0.1", "roles": ["load"], "agents": 1,
                    "work_dir": str(tmp_path / "work"), "ssh": ssh_settings(sshd)}]})
     extra = {**over_ssh["extra_vars"], "surge_agent_mode": "process",
              "surge_agent_install": False, "surge_agent_venv": str(BIN.parent),
              "surge_agent_port_base": port, "surge_agent_bind": "127.0.0.1"}
-    pid_file = tmp_path / "work" / f"agent-{port}.pid"
     try:
-        result = ansible_up.up(topology, state_root=tmp_path / "state", agents=True,
-                               extra_vars=extra, envvars=over_ssh["envvars"])
-        assert result.status == "successful"
+        yield lambda: ansible_up.up(topology, state_root=tmp_path / "state", agents=True,
+                                    extra_vars=extra, envvars=over_ssh["envvars"])
+    finally:
+        process = ours(pid_in(tmp_path / "work" / f"agent-{port}.pid") or 0, str(port))
+        if process:
+            stop_groups([process])
+
+
+@needs_ansible
+@needs_sshd
+def test_agents_playbook_starts_an_agent_that_answers_with_its_token(sshd, over_ssh,
+                                                                      tmp_path):
+    port = free_port()
+    with agents_play("agents-it", port, sshd, over_ssh, tmp_path) as play:
+        assert play().status == "successful"
         token = (tmp_path / "state" / "agents-it" / "ansible" / "agent-token").read_text()
         request = urllib.request.Request(f"http://127.0.0.1:{port}/clock",
                                          headers={"Authorization": f"Bearer {token}"})
@@ -350,13 +365,18 @@ def test_agents_playbook_starts_an_agent_that_answers_with_its_token(sshd, over_
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(wrong, timeout=10)
         assert refused.value.code == 401
-        again = ansible_up.up(topology, state_root=tmp_path / "state", agents=True,
-                              extra_vars=extra, envvars=over_ssh["envvars"])
-        assert again.changed == {}
-    finally:
-        process = ours(pid_in(pid_file) or 0, str(port))  # the agent's shell names its port
-        if process:
-            stop_groups([process])
+        assert play().changed == {}
+
+
+class Refusing(http.server.BaseHTTPRequestHandler):
+    """An HTTP server that refuses every GET with 401 (as another topology's agent would)."""
+
+    def do_GET(self):  # noqa: N802 (the standard library's name)
+        self.send_response(401)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
 
 
 @needs_ansible
@@ -364,39 +384,16 @@ def test_agents_playbook_starts_an_agent_that_answers_with_its_token(sshd, over_
 def test_agents_playbook_fails_when_another_process_answers_on_the_agents_port(sshd, over_ssh,
                                                                                 tmp_path):
     """A port that listens is not an agent that is ours: something on it that refuses the
-    play's token (here an HTTP server answering 401, as another topology's agent would) fails
-    the play at the token check and names it."""
-    import http.server
-    import threading
-
-    class Refusing(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (the standard library's name)
-            self.send_response(401)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
+    play's token fails the play at the token check and names it."""
     port = free_port()
     server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Refusing)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    topology = TopologySpec.model_validate({
-        "name": "agents-taken", "members": 1, "start": 1,
-        "hosts": [{"name": "load1", "address": "127.0.0.1", "roles": ["load"], "agents": 1,
-                   "work_dir": str(tmp_path / "work"), "ssh": ssh_settings(sshd)}]})
-    extra = {**over_ssh["extra_vars"], "surge_agent_mode": "process",
-             "surge_agent_install": False, "surge_agent_venv": str(BIN.parent),
-             "surge_agent_port_base": port, "surge_agent_bind": "127.0.0.1"}
-    pid_file = tmp_path / "work" / f"agent-{port}.pid"
     try:
-        with pytest.raises(ProvisionError) as raised:
-            ansible_up.up(topology, state_root=tmp_path / "state", agents=True,
-                          extra_vars=extra, envvars=over_ssh["envvars"])
+        with agents_play("agents-taken", port, sshd, over_ssh, tmp_path) as play, \
+                pytest.raises(ProvisionError) as raised:
+            play()
     finally:
         server.shutdown()
         server.server_close()
-        process = ours(pid_in(pid_file) or 0, str(port))
-        if process:
-            stop_groups([process])
     assert str(raised.value).startswith("ansible: agents.yml failed on load1: task 'Check that "
                                         "each agent answers with this play's token'"), raised.value
