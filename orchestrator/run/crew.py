@@ -49,10 +49,11 @@ class Crew:
         """The agents not lost (see :mod:`orchestrator.run.agentloss`)."""
         return self.watch.live(self.fleet.agents)
 
-    def all(self, function: Callable[[AgentClient], Any]) -> list:
+    def all(self, function: Callable[[AgentClient], Any], strict: bool = False) -> list:
         """``function`` of every live agent, at once: the answers of those it reached. An agent
-        it cannot reach (:attr:`AgentError.unreachable`) is lost (:meth:`lose`) and left out;
-        any other failure is raised."""
+        it cannot reach (:attr:`AgentError.unreachable`) is lost (:meth:`lose`) and left out,
+        unless ``strict`` (before the load: a run without it is not the run asked for); any
+        other failure is raised."""
         live = self.live
         with ThreadPoolExecutor(max(1, len(live))) as pool:
             calls = [pool.submit(function, agent) for agent in live]
@@ -61,7 +62,7 @@ class Crew:
             try:
                 answers.append(call.result())
             except AgentError as error:
-                if not error.unreachable:
+                if strict or not error.unreachable:
                     raise
                 self.lose([self.watch.give_up(agent, f"a command failed: {error}",
                                               self.elapsed_s())])
@@ -113,7 +114,8 @@ class Crew:
                                            ("receivers", config.receivers)) if workers) or "none"
         self.all(lambda agent: agent.configure(replace(
             placement.configs[position[id(agent)]],
-            labels={"run_id": run_id, "scenario": scenario.name, "agent": str(agent.index)})))
+            labels={"run_id": run_id, "scenario": scenario.name, "agent": str(agent.index)})),
+            strict=True)
         if queue.per_receiver:  # senders start paused: each receiver's queue is bound first
             self._await_consumers(scenario.workload.receivers)
 
@@ -123,7 +125,8 @@ class Crew:
         deadline = self.clock.monotonic() + CONSUMERS_WAIT_S
         pause = CONSUMERS_FIRST_ASK_S
         while True:
-            consuming = sum(s.consuming or 0 for s in self.all(lambda a: a.snapshot()))
+            consuming = sum(s.consuming or 0
+                            for s in self.all(lambda a: a.snapshot(), strict=True))
             if consuming >= receivers:
                 return
             if self.clock.monotonic() >= deadline:

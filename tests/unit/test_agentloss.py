@@ -45,6 +45,10 @@ class DyingAgent(MemoryAgent):
         self._gone()
         return super().move(move)
 
+    def configure(self, config):
+        self._gone()
+        return super().configure(config)
+
 
 def losing(agent: int, after_s: float) -> tuple[FakeClock, MemoryLauncher]:
     """A clock, and two in-memory agents of which ``agent`` dies ``after_s`` into the run."""
@@ -111,6 +115,17 @@ def test_an_agent_gone_when_its_senders_stop_is_lost_and_the_rest_accounted(tmp_
     assert record["agent"] == 0 and record["lost_at_s"] < 12.5  # at the stop, not 3 reads on
     accounting = manifest["accounting"]
     assert accounting["sent"] == int(launcher.agents[1].sent) + record["sent"]
+
+
+def test_an_agent_gone_before_the_load_fails_the_run_that_would_not_be_the_one_asked(
+        tmp_path):
+    clock, launcher = losing(1, 0.0)
+    with pytest.raises(AgentError, match="Connection refused"):
+        run(scenario([{"rate_per_sender": 10, "hold": "5s"}]), topology(), tmp_path,
+            launcher=launcher, clock=clock)
+    [events] = tmp_path.glob("**/events.jsonl")
+    said = [e["kind"] for e in map(json.loads, events.open())]
+    assert "agent_lost" not in said and "step" not in said and "agents_down" in said
 
 
 def test_an_agent_that_answers_with_an_error_fails_the_run(tmp_path):
