@@ -61,6 +61,7 @@ def test_queue_pairs_grow_and_the_tables_take_requesters_pairs_and_round_trips(
     assert [row[1] for row in trips.rows] == [f"{s.achieved_rate:,.0f}" for s in steps]
 
 
+@pytest.mark.alone  # beside other modules the host's cores, not the quota, run out first
 def test_a_member_at_its_quota_is_named(small, tmp_path):
     run_dir = run(small, tmp_path, {
         "name": "it-quota",
