@@ -21,7 +21,7 @@ ifeq ($(JOBS),1)
 	$(BIN)/pytest -q
 else
 	$(BIN)/pytest -q -n $(JOBS) --dist loadfile -m "not alone"; side_by_side=$$?; \
-	$(BIN)/pytest -q -m alone && exit $$side_by_side
+	$(BIN)/pytest -q -m alone --durations=8 && exit $$side_by_side
 endif
 
 lint: deps
