@@ -12,8 +12,9 @@ demo: deps  ## run the quickstart on a local 3-member RabbitMQ cluster, print th
 
 # The test modules run JOBS at a time (a module's tests together, in order; each module's
 # brokers and queue managers have ports of their own, each worker its own shared cluster):
-# about 27 min with 3, 55 with JOBS=1. Modules marked `alone` (they time a rate to a few per
-# cent, a fault's effect) run afterwards, one at a time, also when the others failed.
+# about 17 min with 3, 55 with JOBS=1. Tests marked `alone` (they time a rate to a few per
+# cent, a fault's effect, a tick) then run one at a time, about 13 min, also when the others
+# failed.
 JOBS ?= 3
 
 test: deps  ## the whole test suite: unit tests and integration tests against real brokers

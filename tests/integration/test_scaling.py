@@ -33,8 +33,8 @@ def test_a_ramp_starts_a_member_per_shortfall_and_each_step_recovers(state_root,
         # What one member carries here and now: a short saturated run without scaling.
         probe = ScenarioSpec.model_validate({
             "name": "it-scale-probe", "topology": "unused.yaml", "agents": 2, "workload": workload,
-            "plan": [{"rate_per_sender": 350, "hold": "25s"}],
-            "measure": {"settle": "8s", "drain": "60s"}})
+            "plan": [{"rate_per_sender": 350, "hold": "18s"}],
+            "measure": {"settle": "6s", "drain": "60s"}})
         one = Controller(probe, topology, tmp_path, live=False, keep_topology=True).run()
         capacity = one.steps[0].achieved_rate
         assert one.steps[0].ratio < 0.95, one.steps[0]  # one member really saturated

@@ -112,7 +112,7 @@ def crew_of(agents, clock):
     from orchestrator.run.crew import Crew
     events = []
     crew = Crew(None, None, lambda kind, **fields: events.append((kind, fields)), clock)
-    crew.all = lambda function: [function(a) for a in agents]
+    crew.all = lambda function, strict=False: [function(a) for a in agents]
     return crew, events
 
 
