@@ -8,7 +8,7 @@ import shutil
 import sys
 import tempfile
 
-from tests.xdist_worker import worker_count, worker_index
+from tests.xdist_worker import worker_count, worker_share
 
 os.environ.setdefault("SURGE_SPARK_CLASS_CACHE", "off")
 
@@ -21,9 +21,8 @@ sys.dont_write_bytecode = False
 # Workers of pytest-xdist (make test JOBS=2) split the MQI emulator's free-port range between
 # them: a queue manager one worker starts must never be the one another worker's client finds.
 if worker_count() > 1 and "MQEMU_PORTS" not in os.environ:
-    _width = 100 // worker_count()
-    _first = 9400 + _width * worker_index()
-    os.environ["MQEMU_PORTS"] = f"{_first}-{_first + _width - 1}"
+    _share = worker_share(range(9400, 9500))
+    os.environ["MQEMU_PORTS"] = f"{_share.start}-{_share.stop - 1}"
 
 # The MQI emulator's fixtures (emulated_ibmmq, qmgrs): built and started only where a test asks.
 pytest_plugins = ["tests.mqemu.fixtures"]

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.xdist_worker import worker_count, worker_index
+from tests.xdist_worker import worker_share
 
 SSHD = "/usr/sbin/sshd"
 ENV = "SURGE_TEST_SSHD"
@@ -99,9 +99,8 @@ def free_port() -> int:
     handed out before. It comes from this worker's share of :data:`QUIET_PORTS`: a port the
     kernel gives for ``bind(0)`` (as every local agent's is) could be taken by another worker's
     agent between this call and the listen of whoever asked for it."""
-    width = len(QUIET_PORTS) // worker_count()
-    first = QUIET_PORTS.start + width * worker_index()
-    for port in range(first, first + width):
+    share = worker_share(QUIET_PORTS)
+    for port in share:
         if port in _handed:
             continue
         with socket.socket() as s:
@@ -111,7 +110,7 @@ def free_port() -> int:
                 continue
         _handed.add(port)
         return port
-    raise RuntimeError(f"no free port in {first}-{first + width - 1}")
+    raise RuntimeError(f"no free port in {share.start}-{share.stop - 1}")
 
 
 def keygen(path: Path) -> None:

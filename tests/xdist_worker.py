@@ -12,3 +12,10 @@ def worker_index() -> int:
 def worker_count() -> int:
     """How many workers run the suite (1 when it runs in one process)."""
     return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+
+
+def worker_share(ports: range) -> range:
+    """This worker's part of ``ports``, apart from every other worker's."""
+    width = len(ports) // worker_count()
+    first = ports.start + width * worker_index()
+    return range(first, first + width)

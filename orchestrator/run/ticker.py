@@ -127,8 +127,7 @@ class Ticker:
         """Turn one tick's collected results into figures (missing and failed reads as
         ``None``; lost agents left out, their last counters kept), keeping the broker sample
         and depth that arrived for the rows."""
-        self.crew.lose(self.crew.watch.observe(self.crew.live, results,
-                                               self.clock.monotonic() - self.t0))
+        self.crew.lose(self.crew.watch.observe(self.crew.live, results, self.crew.elapsed_s()))
         agents = {a.index: _ok(results.get(f"agent:{a.index}")) for a in self.crew.live}
         broker = _ok(results.get("broker"))
         self.tick_broker = broker
